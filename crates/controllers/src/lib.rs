@@ -1,0 +1,1 @@
+//! kube-controller-manager's controllers, built on `kcm-machinery`.

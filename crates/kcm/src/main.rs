@@ -1,0 +1,5 @@
+//! The `kcm` binary.
+
+fn main() {
+    println!("kcm {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,1 @@
+//! The core/v1 event recorder: broadcaster, correlator (aggregation, spam filter) and sink.

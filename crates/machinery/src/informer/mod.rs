@@ -1,0 +1,1 @@
+//! Informers: Reflector, DeltaFIFO, Indexer, shared informers and listers (client-go `tools/cache`).

@@ -1,0 +1,1 @@
+//! Kubernetes label selectors: parsing, conversion from `LabelSelector`, matching.

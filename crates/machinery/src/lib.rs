@@ -1,0 +1,22 @@
+//! client-go in Rust: the machinery kube-controller-manager's controllers are built from.
+//!
+//! Where to start:
+//! - [`informer`]: Reflector → DeltaFIFO → Indexer, shared informers, listers (client-go `tools/cache`).
+//! - [`workqueue`]: the fair, de-duplicating, rate-limited work queue (client-go `util/workqueue`).
+//! - [`controller`]: expectations, the controller-ref manager, pod control, pod ranking, slow start
+//!   (kubernetes `pkg/controller`).
+//! - [`events`]: the core/v1 event recorder with aggregation and spam filtering.
+//! - [`leaderelection`]: Lease-based leader election with client-go's algorithm.
+//! - [`client`]: a client-side QPS/burst limiter and request metrics for `kube::Client`.
+//! - [`labels`]: Kubernetes label selectors.
+//!
+//! Data flows one way: API server --list/watch--> Reflector --deltas--> DeltaFIFO --pop-->
+//! Indexer (cache) and event handlers --keys--> work queue --key--> worker.
+
+pub mod client;
+pub mod controller;
+pub mod events;
+pub mod informer;
+pub mod labels;
+pub mod leaderelection;
+pub mod workqueue;

@@ -1,0 +1,1 @@
+//! The work queue: fair, de-duplicating, delaying and rate-limited (client-go `util/workqueue`).

@@ -1,0 +1,1 @@
+//! A scheduler and simulated nodes for kcm's embedded cluster.
