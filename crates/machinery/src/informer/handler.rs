@@ -34,6 +34,19 @@ pub trait ResourceEventHandler<K>: Send + Sync + 'static {
     }
 }
 
+/// A shared handler: lets a caller keep an `Arc` to the handler it registers.
+impl<K, H: ResourceEventHandler<K>> ResourceEventHandler<K> for Arc<H> {
+    fn on_add(&self, obj: Arc<K>, is_in_initial_list: bool) {
+        (**self).on_add(obj, is_in_initial_list);
+    }
+    fn on_update(&self, old: Arc<K>, new: Arc<K>) {
+        (**self).on_update(old, new);
+    }
+    fn on_delete(&self, obj: DeletedObject<K>) {
+        (**self).on_delete(obj);
+    }
+}
+
 type AddFn<K> = Box<dyn Fn(Arc<K>, bool) + Send + Sync>;
 type UpdateFn<K> = Box<dyn Fn(Arc<K>, Arc<K>) + Send + Sync>;
 type DeleteFn<K> = Box<dyn Fn(DeletedObject<K>) + Send + Sync>;
@@ -173,7 +186,7 @@ mod tests {
     #[derive(Default)]
     struct Recorder(Mutex<Vec<String>>);
 
-    impl ResourceEventHandler<i32> for Arc<Recorder> {
+    impl ResourceEventHandler<i32> for Recorder {
         fn on_add(&self, obj: Arc<i32>, initial: bool) {
             self.0
                 .lock()

@@ -639,7 +639,7 @@ mod tests {
         )
     }
 
-    impl ResourceEventHandler<Pod> for Arc<Recorder> {
+    impl ResourceEventHandler<Pod> for Recorder {
         fn on_add(&self, obj: Arc<Pod>, initial: bool) {
             self.push(format!("add {} {initial}", name_rv(&obj)));
         }
