@@ -1329,6 +1329,42 @@ mod tests {
         assert_eq!(patches[1].name, "stray");
     }
 
+    fn assert_send<T: Send>(_: &T) {}
+
+    /// Controllers run claims inside spawned workers: the futures must be `Send`.
+    #[tokio::test]
+    async fn claim_futures_are_send() {
+        let ctrl = owner(CONTROLLER_UID, "default");
+        let fake: Arc<dyn PodControl> = Arc::new(FakePodControl::new());
+        let manager = PodControllerRefManager::for_pods(
+            fake,
+            &ctrl,
+            production(),
+            gvk(),
+            Some(recheck_owner(&replica_set("u1", false), || async {
+                Ok::<_, kube::Error>(replica_set("u1", false))
+            })),
+        );
+        let pods: Vec<Arc<Pod>> = Vec::new();
+        assert_send(&manager.claim_pods(&pods, |_| true));
+        let generic = ControllerRefManager::new(
+            ApiPatcher::<ReplicaSet>::new(kube::Client::new(
+                tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+                    Err::<http::Response<kube::client::Body>, std::io::Error>(
+                        std::io::Error::other("unused"),
+                    )
+                }),
+                "default",
+            )),
+            &ctrl,
+            production(),
+            gvk(),
+            None,
+        );
+        let sets: Vec<Arc<ReplicaSet>> = Vec::new();
+        assert_send(&generic.claim(&sets, |_| true));
+    }
+
     #[test]
     fn classify_branches() {
         let ctrl = owner(CONTROLLER_UID, "default");
