@@ -211,8 +211,12 @@ impl QueueMetrics {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{
+        DelayingQueue, Queue, QueueConfig, RateLimitingQueue, default_controller_rate_limiter,
+    };
     use super::*;
     use prometheus_client::encoding::text::encode;
+    use std::sync::Arc;
 
     fn encoded(registry: &Registry) -> String {
         let mut out = String::new();
@@ -248,6 +252,248 @@ mod tests {
                 "missing line {line:?} in\n{text}"
             );
         }
+    }
+
+    /// The value of the sample line starting with `series ` in `text`.
+    fn sample(text: &str, series: &str) -> f64 {
+        let prefix = format!("{series} ");
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no sample {series:?} in\n{text}"));
+        line[prefix.len()..]
+            .parse()
+            .unwrap_or_else(|e| panic!("sample {line:?} does not parse: {e}"))
+    }
+
+    fn assert_close(actual: f64, expected: f64, what: &str) {
+        assert!(
+            (actual - expected).abs() < 1e-12,
+            "{what}: expected {expected}, got {actual}"
+        );
+    }
+
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn registered() -> (Arc<WorkqueueMetrics>, Registry) {
+        let metrics = Arc::new(WorkqueueMetrics::new());
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        (metrics, registry)
+    }
+
+    /// Upstream's `TestMetrics`, read back from the text exposition.
+    #[tokio::test(start_paused = true)]
+    async fn queue_records_adds_depth_and_durations() {
+        let (metrics, registry) = registered();
+        let q = Queue::with_config(QueueConfig::named("test", metrics));
+        let series = |metric: &str| format!("{metric}{{name=\"test\"}}");
+
+        q.add("foo");
+        let text = encoded(&registry);
+        assert_eq!(sample(&text, &series("workqueue_adds_total")), 1.0);
+        assert_eq!(sample(&text, &series("workqueue_depth")), 1.0);
+
+        tokio::time::advance(Duration::from_micros(50)).await;
+        let item = q.get().await.expect("item");
+        let text = encoded(&registry);
+        assert_close(
+            sample(&text, &series("workqueue_queue_duration_seconds_sum")),
+            5e-5,
+            "queue duration of the first get",
+        );
+        assert_eq!(
+            sample(&text, &series("workqueue_queue_duration_seconds_count")),
+            1.0
+        );
+        assert_eq!(sample(&text, &series("workqueue_depth")), 0.0);
+
+        // Added back while processing; repeated adds are de-duplicated.
+        for _ in 0..5 {
+            q.add(item);
+        }
+        let text = encoded(&registry);
+        assert_eq!(sample(&text, &series("workqueue_adds_total")), 2.0);
+        assert_eq!(
+            sample(&text, &series("workqueue_depth")),
+            1.0,
+            "one item is dirty"
+        );
+
+        tokio::time::advance(Duration::from_micros(25)).await;
+        q.done(&item);
+        let text = encoded(&registry);
+        assert_close(
+            sample(&text, &series("workqueue_work_duration_seconds_sum")),
+            2.5e-5,
+            "work duration of the first item",
+        );
+        assert_eq!(
+            sample(&text, &series("workqueue_work_duration_seconds_count")),
+            1.0
+        );
+        assert_eq!(sample(&text, &series("workqueue_depth")), 1.0);
+
+        // Back on the queue since the re-add 25 µs ago.
+        let item = q.get().await.expect("item");
+        assert_eq!(item, "foo");
+        let text = encoded(&registry);
+        assert_close(
+            sample(&text, &series("workqueue_queue_duration_seconds_sum")),
+            5e-5 + 2.5e-5,
+            "queue durations",
+        );
+        assert_eq!(
+            sample(&text, &series("workqueue_queue_duration_seconds_count")),
+            2.0
+        );
+        let bucket = |le: &str| {
+            sample(
+                &text,
+                &format!("workqueue_queue_duration_seconds_bucket{{le=\"{le}\",name=\"test\"}}"),
+            )
+        };
+        assert_eq!(bucket("0.00001"), 0.0);
+        assert_eq!(bucket("0.0001"), 2.0);
+        assert_eq!(bucket("+Inf"), 2.0);
+
+        // The updater refreshes the unfinished-work gauges every 500 ms.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        settle().await;
+        let text = encoded(&registry);
+        assert_close(
+            sample(&text, &series("workqueue_unfinished_work_seconds")),
+            1.0,
+            "unfinished work",
+        );
+        assert_close(
+            sample(
+                &text,
+                &series("workqueue_longest_running_processor_seconds"),
+            ),
+            1.0,
+            "longest running processor",
+        );
+
+        q.done(&item);
+        let text = encoded(&registry);
+        assert_close(
+            sample(&text, &series("workqueue_work_duration_seconds_sum")),
+            2.5e-5 + 1.0,
+            "work durations",
+        );
+        assert_eq!(
+            sample(&text, &series("workqueue_work_duration_seconds_count")),
+            2.0
+        );
+        q.shut_down();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unfinished_work_sums_items_in_flight_and_resets_when_idle() {
+        let (metrics, registry) = registered();
+        let q = Queue::with_config(QueueConfig::named("q", metrics));
+        let series = |metric: &str| format!("{metric}{{name=\"q\"}}");
+        q.add(1);
+        let one = q.get().await.expect("item");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        q.add(2);
+        let two = q.get().await.expect("item");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        settle().await;
+        let text = encoded(&registry);
+        assert_close(
+            sample(&text, &series("workqueue_unfinished_work_seconds")),
+            3.0 + 1.0,
+            "sum",
+        );
+        assert_close(
+            sample(
+                &text,
+                &series("workqueue_longest_running_processor_seconds"),
+            ),
+            3.0,
+            "oldest",
+        );
+
+        q.done(&one);
+        q.done(&two);
+        tokio::time::advance(Duration::from_millis(600)).await;
+        settle().await;
+        let text = encoded(&registry);
+        assert_eq!(
+            sample(&text, &series("workqueue_unfinished_work_seconds")),
+            0.0
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &series("workqueue_longest_running_processor_seconds")
+            ),
+            0.0
+        );
+    }
+
+    /// Upstream's `TestMetricShutdown`: no update after shutdown.
+    #[tokio::test(start_paused = true)]
+    async fn unfinished_work_is_not_updated_after_shutdown() {
+        let (metrics, registry) = registered();
+        let q = Queue::with_config(QueueConfig::named("q", metrics));
+        q.add(1);
+        let _one = q.get().await.expect("item");
+        // Past the first tick (timer deadlines round up to the millisecond).
+        tokio::time::advance(Duration::from_millis(600)).await;
+        settle().await;
+        let series = "workqueue_unfinished_work_seconds{name=\"q\"}";
+        assert_close(sample(&encoded(&registry), series), 0.6, "before shutdown");
+        q.shut_down();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        settle().await;
+        assert_close(sample(&encoded(&registry), series), 0.6, "after shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delaying_queue_counts_retries() {
+        let (metrics, registry) = registered();
+        let q = DelayingQueue::with_config(QueueConfig::named("retry", metrics));
+        q.add_after("a", Duration::ZERO);
+        q.add_after("a", Duration::from_millis(10));
+        q.add_after("b", Duration::from_millis(10));
+        q.add("c"); // a plain add is not a retry
+        let series = "workqueue_retries_total{name=\"retry\"}";
+        assert_eq!(sample(&encoded(&registry), series), 3.0);
+        q.shut_down();
+        q.add_after("a", Duration::from_millis(10));
+        assert_eq!(
+            sample(&encoded(&registry), series),
+            3.0,
+            "no retry counted after shutdown"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unnamed_queues_record_nothing() {
+        let (metrics, registry) = registered();
+        let q = RateLimitingQueue::with_config(
+            default_controller_rate_limiter(),
+            QueueConfig {
+                name: String::new(),
+                metrics: Some(metrics),
+            },
+        );
+        q.add("x");
+        q.add_rate_limited("y");
+        let item = q.get().await.expect("item");
+        q.done(&item);
+        let text = encoded(&registry);
+        assert!(
+            !text.lines().any(|line| line.contains("name=")),
+            "an unnamed queue must not create series:\n{text}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use tokio::sync::Notify;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::{QueueMetrics, UNFINISHED_WORK_UPDATE_PERIOD, WorkqueueMetrics};
@@ -141,9 +141,17 @@ where
             }),
         };
         if recording {
+            // The ticker is built here, not in the task, so the period counts from now and
+            // not from whenever the task is first polled.
+            let mut ticker = tokio::time::interval_at(
+                Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD,
+                UNFINISHED_WORK_UPDATE_PERIOD,
+            );
+            ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
             tokio::spawn(update_unfinished_work_loop(
                 Arc::downgrade(&queue.shared),
                 queue.shared.closed.clone(),
+                ticker,
             ));
         }
         queue
@@ -331,12 +339,11 @@ impl<T> Shared<T> {
 /// Refreshes the unfinished-work gauges every period until the queue shuts down or every
 /// handle is dropped (client-go's `updateUnfinishedWorkLoop`). Holds the queue weakly so it
 /// never keeps a dropped queue alive.
-async fn update_unfinished_work_loop<T>(shared: Weak<Shared<T>>, closed: CancellationToken) {
-    let mut ticker = tokio::time::interval_at(
-        Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD,
-        UNFINISHED_WORK_UPDATE_PERIOD,
-    );
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+async fn update_unfinished_work_loop<T>(
+    shared: Weak<Shared<T>>,
+    closed: CancellationToken,
+    mut ticker: Interval,
+) {
     loop {
         tokio::select! {
             _ = closed.cancelled() => return,
