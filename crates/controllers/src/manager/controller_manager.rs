@@ -682,3 +682,7 @@ impl RunningManager {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "controller_manager_tests.rs"]
+mod tests;
