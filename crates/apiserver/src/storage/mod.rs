@@ -16,6 +16,14 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
+#[cfg(test)]
+mod conformance;
+mod hub;
+pub mod memory;
+
+pub use hub::DEFAULT_WATCHER_BUFFER;
+pub use memory::MemoryStorage;
+
 /// A revision: the store's global logical clock, and every object's `resourceVersion`.
 pub type Revision = i64;
 
