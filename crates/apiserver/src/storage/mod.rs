@@ -20,9 +20,11 @@ use futures::stream::BoxStream;
 mod conformance;
 mod hub;
 pub mod memory;
+pub mod sqlite;
 
 pub use hub::DEFAULT_WATCHER_BUFFER;
 pub use memory::MemoryStorage;
+pub use sqlite::{SqliteOptions, SqliteStorage, Synchronous};
 
 /// A revision: the store's global logical clock, and every object's `resourceVersion`.
 pub type Revision = i64;
