@@ -112,7 +112,6 @@ impl WatchHub {
     }
 
     /// The revision of the last published event (or the start revision).
-    #[allow(dead_code)] // TEMP: the watch cache uses it
     pub(crate) fn last_revision(&self) -> Revision {
         self.lock().last
     }
@@ -178,7 +177,6 @@ impl WatchHub {
 
     /// Forgets the ring and restarts the window at `start`, cutting off every watcher: used
     /// when the source of events had a gap (the watch cache lost its backend watch).
-    #[allow(dead_code)] // TEMP: the watch cache uses it
     pub(crate) fn reset(&self, start: Revision) {
         let mut state = self.lock();
         state.ring.clear();
