@@ -4,3 +4,4 @@
 //! in-memory backend behind one trait, with a watch cache in front).
 
 pub mod storage;
+pub mod strategic_merge;
