@@ -5,3 +5,4 @@
 
 pub mod storage;
 pub mod strategic_merge;
+pub mod table;
