@@ -415,3 +415,110 @@ fn bad_bodies_are_errors() {
         415
     );
 }
+
+/// Bodies the installed kubectl v1.32 sent (captured from `kubectl create namespace demo`,
+/// `create deployment web --image=nginx --replicas=0 --port=80`, `create configmap cfg
+/// --from-literal=a=1`, `create secret generic tok --from-literal=p=hunter2`,
+/// `create service clusterip web --tcp=80:8080`).
+mod captured {
+    use serde_json::Value;
+
+    use super::*;
+
+    const NAMESPACE: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x0f\x0a\x02\x76\x31\x12\x09\x4e\x61\x6d\x65\x73\x70\x61\x63\x65\x12\
+        \x1c\x0a\x14\x0a\x04\x64\x65\x6d\x6f\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x38\x00\x42\
+        \x00\x12\x00\x1a\x02\x0a\x00\x1a\x00\x22\x00";
+    const DEPLOYMENT: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x15\x0a\x07\x61\x70\x70\x73\x2f\x76\x31\x12\x0a\x44\x65\x70\x6c\x6f\
+        \x79\x6d\x65\x6e\x74\x12\xbf\x01\x0a\x26\x0a\x03\x77\x65\x62\x12\x00\x1a\x07\x64\x65\x66\
+        \x61\x75\x6c\x74\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00\x5a\x0a\x0a\x03\x61\x70\x70\x12\
+        \x03\x77\x65\x62\x12\x86\x01\x08\x00\x12\x0c\x0a\x0a\x0a\x03\x61\x70\x70\x12\x03\x77\x65\
+        \x62\x1a\x6c\x0a\x1c\x0a\x00\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00\x5a\
+        \x0a\x0a\x03\x61\x70\x70\x12\x03\x77\x65\x62\x12\x4c\x12\x2e\x0a\x05\x6e\x67\x69\x6e\x78\
+        \x12\x05\x6e\x67\x69\x6e\x78\x2a\x00\x32\x0a\x0a\x00\x10\x00\x18\x50\x22\x00\x2a\x00\x42\
+        \x00\x6a\x00\x72\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x00\x32\x00\x42\
+        \x00\x4a\x00\x52\x00\x58\x00\x60\x00\x68\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\
+        \x00\x22\x02\x0a\x00\x28\x00\x38\x00\x1a\x0c\x08\x00\x10\x00\x18\x00\x20\x00\x28\x00\x38\
+        \x00\x1a\x00\x22\x00";
+    const CONFIG_MAP: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x0f\x0a\x02\x76\x31\x12\x09\x43\x6f\x6e\x66\x69\x67\x4d\x61\x70\x12\
+        \x24\x0a\x1a\x0a\x03\x63\x66\x67\x12\x00\x1a\x07\x64\x65\x66\x61\x75\x6c\x74\x22\x00\x2a\
+        \x00\x32\x00\x38\x00\x42\x00\x12\x06\x0a\x01\x61\x12\x01\x31\x1a\x00\x22\x00";
+    const SECRET: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x0c\x0a\x02\x76\x31\x12\x06\x53\x65\x63\x72\x65\x74\x12\x2c\x0a\x1a\
+        \x0a\x03\x74\x6f\x6b\x12\x00\x1a\x07\x64\x65\x66\x61\x75\x6c\x74\x22\x00\x2a\x00\x32\x00\
+        \x38\x00\x42\x00\x12\x0c\x0a\x01\x70\x12\x07\x68\x75\x6e\x74\x65\x72\x32\x1a\x00\x1a\x00\
+        \x22\x00";
+    const SERVICE: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x0d\x0a\x02\x76\x31\x12\x07\x53\x65\x72\x76\x69\x63\x65\x12\x70\x0a\
+        \x26\x0a\x03\x77\x65\x62\x12\x00\x1a\x07\x64\x65\x66\x61\x75\x6c\x74\x22\x00\x2a\x00\x32\
+        \x00\x38\x00\x42\x00\x5a\x0a\x0a\x03\x61\x70\x70\x12\x03\x77\x65\x62\x12\x42\x0a\x1b\x0a\
+        \x07\x38\x30\x2d\x38\x30\x38\x30\x12\x03\x54\x43\x50\x18\x50\x22\x07\x08\x00\x10\x90\x3f\
+        \x1a\x00\x28\x00\x12\x0a\x0a\x03\x61\x70\x70\x12\x03\x77\x65\x62\x1a\x00\x22\x09\x43\x6c\
+        \x75\x73\x74\x65\x72\x49\x50\x3a\x00\x42\x00\x52\x00\x5a\x00\x60\x00\x68\x00\x1a\x02\x0a\
+        \x00\x1a\x00\x22\x00";
+
+    #[test]
+    fn kubectl_create_bodies_decode_to_the_json_kubectl_would_send() {
+        struct Case {
+            name: &'static str,
+            body: &'static [u8],
+            want: Value,
+        }
+        let meta = json!({"name": "web", "namespace": "default", "labels": {"app": "web"}});
+        let cases = [
+            Case {
+                name: "namespace",
+                body: NAMESPACE,
+                want: json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": "demo"}, "spec": {}, "status": {}}),
+            },
+            Case {
+                name: "deployment",
+                body: DEPLOYMENT,
+                want: json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                    "spec": {
+                        "replicas": 0,
+                        "selector": {"matchLabels": {"app": "web"}},
+                        "strategy": {},
+                        "template": {
+                            "metadata": {"labels": {"app": "web"}},
+                            "spec": {"containers": [{"name": "nginx", "image": "nginx",
+                                "ports": [{"containerPort": 80}], "resources": {}}]}
+                        }
+                    },
+                    "status": {}}),
+            },
+            Case {
+                name: "configmap",
+                body: CONFIG_MAP,
+                want: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}),
+            },
+            Case {
+                name: "secret",
+                body: SECRET,
+                want: json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "tok", "namespace": "default"},
+                    "data": {"p": "aHVudGVyMg=="}}),
+            },
+            Case {
+                name: "service",
+                body: SERVICE,
+                want: json!({"apiVersion": "v1", "kind": "Service", "metadata": meta,
+                    "spec": {"ports": [{"name": "80-8080", "port": 80, "protocol": "TCP",
+                        "targetPort": 8080}], "selector": {"app": "web"}, "type": "ClusterIP"},
+                    "status": {"loadBalancer": {}}}),
+            },
+        ];
+        for case in cases {
+            assert_eq!(
+                decode_to_json(case.body).expect(case.name),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
+    }
+}
