@@ -1,0 +1,5 @@
+//! Integration tests of the API server over real HTTPS with `kube` clients: one binary, one module per area.
+
+mod common;
+mod crud;
+mod pods;
