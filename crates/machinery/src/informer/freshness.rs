@@ -96,7 +96,6 @@ impl Freshness {
 
     /// Marks the informer stopped: pending and future waits that are not already satisfied
     /// fail with [`Error::Stopped`].
-    #[allow(dead_code)] // TEMP: used by the shared informer (next commit)
     pub(crate) fn close(&self) {
         self.tx.send_modify(|reached| reached.closed = true);
     }

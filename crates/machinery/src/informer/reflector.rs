@@ -563,146 +563,18 @@ fn object_rv<K: Resource>(obj: &K) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::VecDeque;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use async_trait::async_trait;
-    use futures::stream;
     use k8s_openapi::api::core::v1::Pod;
-    use kube::api::ObjectMeta;
-    use kube::core::watch::{Bookmark, BookmarkMeta};
-    use kube::core::{ListMeta, ObjectList, Status, TypeMeta};
+    use kube::core::Status;
 
     use super::*;
     use crate::informer::delta::{Delta, DeltaType};
     use crate::informer::delta_fifo::DeltaFifoOptions;
     use crate::informer::store::Indexer;
-
-    fn pod(name: &str, rv: &str) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some(name.into()),
-                resource_version: Some(rv.into()),
-                ..ObjectMeta::default()
-            },
-            ..Pod::default()
-        }
-    }
-
-    fn list(rv: &str, cont: Option<&str>, items: Vec<Pod>) -> ObjectList<Pod> {
-        ObjectList {
-            types: TypeMeta::list::<Pod>(),
-            metadata: ListMeta {
-                resource_version: Some(rv.into()),
-                continue_: cont.map(str::to_owned),
-                ..ListMeta::default()
-            },
-            items,
-        }
-    }
-
-    fn api_error(code: u16, reason: &str) -> kube::Error {
-        kube::Error::Api(Box::new(Status {
-            code,
-            reason: reason.into(),
-            message: format!("{code} {reason}"),
-            ..Status::default()
-        }))
-    }
-
-    fn bookmark(rv: &str) -> WatchEvent<Pod> {
-        WatchEvent::Bookmark(Bookmark {
-            types: TypeMeta::resource::<Pod>(),
-            metadata: BookmarkMeta {
-                resource_version: rv.into(),
-                annotations: Default::default(),
-            },
-        })
-    }
-
-    type ListResult = Result<ObjectList<Pod>, kube::Error>;
-    type WatchItem = Result<WatchEvent<Pod>, kube::Error>;
-
-    /// One scripted watch: an HTTP error, or a stream of items that then ends or hangs.
-    enum WatchScript {
-        Fail(kube::Error),
-        Stream { items: Vec<WatchItem>, hang: bool },
-    }
-
-    fn ends(items: Vec<WatchItem>) -> WatchScript {
-        WatchScript::Stream { items, hang: false }
-    }
-    fn hangs(items: Vec<WatchItem>) -> WatchScript {
-        WatchScript::Stream { items, hang: true }
-    }
-
-    /// A scripted ListerWatcher recording every call and when it happened. Once a script
-    /// runs out, lists and watches hang (so nothing loops).
-    #[derive(Default)]
-    struct FakeLw {
-        lists: Mutex<VecDeque<ListResult>>,
-        watches: Mutex<VecDeque<WatchScript>>,
-        list_calls: Mutex<Vec<(Instant, ListParams)>>,
-        watch_calls: Mutex<Vec<(Instant, WatchParams, String)>>,
-        /// When set, every list fails with this code (ignoring `lists`).
-        always_fail_list: Mutex<Option<u16>>,
-    }
-
-    impl FakeLw {
-        fn new(lists: Vec<ListResult>, watches: Vec<WatchScript>) -> Arc<Self> {
-            Arc::new(Self {
-                lists: Mutex::new(lists.into()),
-                watches: Mutex::new(watches.into()),
-                ..Self::default()
-            })
-        }
-        fn list_calls(&self) -> Vec<(Instant, ListParams)> {
-            self.list_calls.lock().expect("lock").clone()
-        }
-        fn watch_calls(&self) -> Vec<(Instant, WatchParams, String)> {
-            self.watch_calls.lock().expect("lock").clone()
-        }
-    }
-
-    #[async_trait]
-    impl ListerWatcher<Pod> for FakeLw {
-        async fn list(&self, params: &ListParams) -> Result<ObjectList<Pod>, kube::Error> {
-            self.list_calls
-                .lock()
-                .expect("lock")
-                .push((Instant::now(), params.clone()));
-            if let Some(code) = *self.always_fail_list.lock().expect("lock") {
-                return Err(api_error(code, "InternalError"));
-            }
-            let next = self.lists.lock().expect("lock").pop_front();
-            match next {
-                Some(result) => result,
-                None => futures::future::pending().await,
-            }
-        }
-
-        async fn watch(
-            &self,
-            params: &WatchParams,
-            resource_version: &str,
-        ) -> Result<WatchStream<Pod>, kube::Error> {
-            self.watch_calls.lock().expect("lock").push((
-                Instant::now(),
-                params.clone(),
-                resource_version.to_owned(),
-            ));
-            let next = self.watches.lock().expect("lock").pop_front();
-            match next {
-                None => Ok(stream::pending().boxed()),
-                Some(WatchScript::Fail(err)) => Err(err),
-                Some(WatchScript::Stream { items, hang: false }) => Ok(stream::iter(items).boxed()),
-                Some(WatchScript::Stream { items, hang: true }) => {
-                    Ok(stream::iter(items).chain(stream::pending()).boxed())
-                }
-            }
-        }
-    }
+    use crate::informer::testing::{
+        FakeLw, WatchScript, api_error, bookmark, ends, hangs, list, pod,
+    };
 
     struct Harness {
         lw: Arc<FakeLw>,

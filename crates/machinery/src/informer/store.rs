@@ -109,13 +109,11 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
 }
 
 impl<K> Indexer<K> {
-    #[allow(dead_code)] // TEMP: used by the shared informer (next commit)
     /// Inserts or replaces `obj` under a key already computed (the informer's hot path).
     pub(crate) fn add_with_key(&self, key: Arc<str>, obj: Arc<K>) -> Option<Arc<K>> {
         self.store.add(key, obj)
     }
 
-    #[allow(dead_code)] // TEMP: used by the shared informer (next commit)
     /// Removes the object under `key`, returning it.
     pub(crate) fn delete_key(&self, key: &str) -> Option<Arc<K>> {
         self.store.delete(key)

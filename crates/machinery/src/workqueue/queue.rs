@@ -621,6 +621,7 @@ mod tests {
                         let mut counters: HashMap<u32, u32> = HashMap::new();
                         let mut processed = 0_u32;
                         while let Some(item) = q.get().await {
+                            assert_ne!(item, u32::MAX, "got an item added after shutdown");
                             assert!(
                                 in_flight.lock().expect("lock").insert(item),
                                 "item {item} handed to two workers at once"
