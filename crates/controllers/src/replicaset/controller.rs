@@ -1,8 +1,8 @@
 //! The ReplicaSet controller: event handlers, workers and the sync pass (upstream `replica_set.go`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -14,15 +14,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::controller::expectations::pod_keys;
 use kcm_machinery::controller::ref_manager::recheck_owner;
 use kcm_machinery::controller::{
-    ApiStatus, ControllerExpectations, PodControl, PodControllerRefManager,
+    ApiStatus, ControllerExpectations, PodControl, PodControllerRefManager, RealPodControl,
     SLOW_START_INITIAL_BATCH_SIZE, UidTrackingControllerExpectations, filter_active_pods,
     get_controller_of, get_pods_to_delete, is_pod_ready, new_controller_ref, pod_key,
     slow_start_batch,
 };
+use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::delta::DeletedObject;
+use kcm_machinery::informer::freshness::{Freshness, parse_resource_version};
 use kcm_machinery::informer::index::{IndexFunc, Indexers, NAMESPACE_INDEX};
 use kcm_machinery::informer::keys::{meta_namespace_key, split_meta_namespace_key};
 use kcm_machinery::informer::store::Indexer;
+use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -32,7 +35,7 @@ use kube::core::GroupVersionKind;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::client::ReplicaSetClient;
+use super::client::{ApiReplicaSetClient, ReplicaSetClient};
 use super::status::{
     calculate_status, desired_replicas, min_ready_seconds, update_replica_set_status,
 };
@@ -68,6 +71,10 @@ const KIND: &str = "ReplicaSet";
 /// How often [`ReplicaSetController::run`] checks whether the caches have synced, as
 /// client-go's `syncedPollPeriod`.
 const CACHE_SYNC_POLL_PERIOD: Duration = Duration::from_millis(100);
+
+/// The longest a sync waits for the ReplicaSet cache to catch up with this controller's own
+/// last status write to that ReplicaSet before going ahead with the stale copy.
+pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
 
 /// Tells whether an informer's cache has synced its initial list, as client-go's
 /// `InformerSynced`.
@@ -148,6 +155,12 @@ pub struct ReplicaSetController {
     sync_handler: Option<SyncHandler>,
     /// Wall-clock time (test seam).
     clock: Clock,
+    /// How far the ReplicaSet informer's cache has got; `None` without an informer (unit
+    /// tests over bare caches).
+    rs_freshness: Option<Freshness>,
+    /// Per ReplicaSet key, the resourceVersion of this controller's last status write not yet
+    /// known to be in the cache. Locked only for map operations, never across an await.
+    own_writes: Mutex<HashMap<String, u64>>,
 }
 
 impl std::fmt::Debug for ReplicaSetController {
@@ -164,6 +177,84 @@ impl std::fmt::Debug for ReplicaSetController {
 // ---------------------------------------------------------------------------------------------
 
 impl ReplicaSetController {
+    /// The controller kube-controller-manager runs, over the factory's ReplicaSet and pod
+    /// informers, creating and deleting pods through `client` with events recorded by
+    /// `recorder`, as upstream's `NewReplicaSetController`. `burst_replicas` is usually
+    /// [`BURST_REPLICAS`].
+    ///
+    /// # Panics
+    ///
+    /// Builds the work queue, which spawns a timer task: call inside a Tokio runtime.
+    pub fn new(
+        factory: &SharedInformerFactory,
+        client: kube::Client,
+        recorder: Arc<dyn EventRecorder>,
+        burst_replicas: usize,
+    ) -> Self {
+        Self::new_with_options(
+            factory,
+            client,
+            recorder,
+            ReplicaSetControllerOptions {
+                burst_replicas,
+                ..ReplicaSetControllerOptions::default()
+            },
+        )
+    }
+
+    /// As [`Self::new`], with every option (e.g. a metrics handle for the queue).
+    pub fn new_with_options(
+        factory: &SharedInformerFactory,
+        client: kube::Client,
+        recorder: Arc<dyn EventRecorder>,
+        options: ReplicaSetControllerOptions,
+    ) -> Self {
+        Self::with_informers(
+            &factory.replica_sets(),
+            &factory.pods(),
+            Arc::new(ApiReplicaSetClient::new(client.clone())),
+            Arc::new(RealPodControl::new(client, recorder)),
+            options,
+        )
+    }
+
+    /// A controller over the given informers, writing through `rs_client` and `pod_control`
+    /// (e.g. a fake pod control in tests): adds the [`CONTROLLER_UID_INDEX`], registers the
+    /// [event handlers](ReplicaSetEventHandlers) with both informers and waits for both to
+    /// sync in [`Self::run`].
+    ///
+    /// # Panics
+    ///
+    /// Builds the work queue, which spawns a timer task: call inside a Tokio runtime.
+    pub fn with_informers(
+        rs_informer: &SharedIndexInformer<ReplicaSet>,
+        pod_informer: &SharedIndexInformer<Pod>,
+        rs_client: Arc<dyn ReplicaSetClient>,
+        pod_control: Arc<dyn PodControl>,
+        options: ReplicaSetControllerOptions,
+    ) -> Self {
+        let mut controller = Self::with_caches(
+            rs_informer.indexer().clone(),
+            pod_informer.indexer().clone(),
+            rs_client,
+            pod_control,
+            options,
+        );
+        if let Err(err) = rs_informer.add_event_handler(controller.handlers.clone()) {
+            tracing::error!(%err, "registering the ReplicaSet event handler");
+        }
+        if let Err(err) = pod_informer.add_event_handler(controller.handlers.clone()) {
+            tracing::error!(%err, "registering the pod event handler");
+        }
+        let (rs_synced, pod_synced) = (rs_informer.clone(), pod_informer.clone());
+        controller.caches_synced = vec![
+            Arc::new(move || pod_synced.has_synced()),
+            Arc::new(move || rs_synced.has_synced()),
+        ];
+        controller.rs_freshness = Some(rs_informer.freshness());
+        controller
+    }
+
     /// A controller over the given informer caches, writing through `rs_client` and
     /// `pod_control`, as upstream's `NewBaseController`.
     ///
@@ -221,6 +312,8 @@ impl ReplicaSetController {
             handlers,
             sync_handler: None,
             clock: Arc::new(Timestamp::now),
+            rs_freshness: None,
+            own_writes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -369,6 +462,7 @@ impl ReplicaSetController {
             key: key.to_owned(),
             source,
         })?;
+        self.wait_for_own_write(key).await;
         let Some(rs) = self.rs_cache.get_by_key(key) else {
             tracing::debug!(kind = KIND, key, "deleted");
             self.expectations.delete_expectations(key);
@@ -402,6 +496,9 @@ impl ReplicaSetController {
         let message = manage_replicas_err.as_ref().map(Error::condition_message);
         let new_status = calculate_status(&rs, &filtered_pods, message.as_deref(), now);
         let updated = update_replica_set_status(self.rs_client.as_ref(), &rs, new_status).await?;
+        if let Some(updated) = &updated {
+            self.record_own_write(key, updated);
+        }
         let current = updated.as_ref().unwrap_or(&rs);
 
         // A last line of defence against clock skew: look again once the ready pods should
@@ -423,6 +520,54 @@ impl ReplicaSetController {
                 .add_after(key.to_owned(), seconds(i64::from(min_ready)));
         }
         manage_replicas_err.map_or(Ok(()), Err)
+    }
+
+    /// Waits, at most [`OWN_WRITE_WAIT`], until the ReplicaSet cache holds this controller's
+    /// last status write to `key`: a pass over an older copy would compute a status against
+    /// stale numbers and rewrite it with a stale resourceVersion (a conflict, a re-read and a
+    /// second write). Past the bound the pass goes ahead, as upstream always does.
+    async fn wait_for_own_write(&self, key: &str) {
+        let Some(freshness) = &self.rs_freshness else {
+            return;
+        };
+        let Some(target) = self.own_writes().remove(key) else {
+            return;
+        };
+        if freshness.resource_version().is_some_and(|rv| rv >= target) {
+            return;
+        }
+        match tokio::time::timeout(OWN_WRITE_WAIT, freshness.wait_for(target)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::debug!(key, %err, "not waiting for own status write"),
+            Err(_) => tracing::debug!(
+                key,
+                resource_version = target,
+                "the ReplicaSet cache has not caught up with our status write; going ahead"
+            ),
+        }
+    }
+
+    /// Remembers the resourceVersion of a status write to `key` (when there is a cache
+    /// freshness to compare it with).
+    fn record_own_write(&self, key: &str, written: &ReplicaSet) {
+        if self.rs_freshness.is_none() {
+            return;
+        }
+        let Some(rv) = written
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| parse_resource_version(rv).ok())
+        else {
+            return;
+        };
+        self.own_writes().insert(key.to_owned(), rv);
+    }
+
+    fn own_writes(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.own_writes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Adopts the orphans `rs` selects and releases the pods it owns but no longer selects,
@@ -883,6 +1028,36 @@ impl ReplicaSetEventHandlers {
         if let Some(key) = key_of(rs) {
             self.queue.add_after(key, delay);
         }
+    }
+}
+
+/// The informer side: ReplicaSet notifications.
+impl ResourceEventHandler<ReplicaSet> for ReplicaSetEventHandlers {
+    fn on_add(&self, rs: Arc<ReplicaSet>, _is_in_initial_list: bool) {
+        self.add_rs(&rs);
+    }
+
+    fn on_update(&self, old: Arc<ReplicaSet>, new: Arc<ReplicaSet>) {
+        self.update_rs(&old, &new);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<ReplicaSet>) {
+        self.delete_rs(&obj);
+    }
+}
+
+/// The informer side: pod notifications.
+impl ResourceEventHandler<Pod> for ReplicaSetEventHandlers {
+    fn on_add(&self, pod: Arc<Pod>, _is_in_initial_list: bool) {
+        self.add_pod(&pod);
+    }
+
+    fn on_update(&self, old: Arc<Pod>, new: Arc<Pod>) {
+        self.update_pod(&old, &new);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<Pod>) {
+        self.delete_pod(&obj);
     }
 }
 

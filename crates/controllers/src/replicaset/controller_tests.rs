@@ -1715,3 +1715,158 @@ async fn run_waits_for_caches_and_gives_up_on_cancel() {
     run.await.expect("run");
     assert!(controller.queue().shutting_down());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Wiring to shared informers
+// ---------------------------------------------------------------------------------------------
+
+/// A ListerWatcher serving a fixed list, then the watch events the test sends.
+struct ChannelLw<K> {
+    items: Vec<K>,
+    resource_version: String,
+    events: Mutex<
+        Option<
+            futures::channel::mpsc::UnboundedReceiver<
+                Result<kube::api::WatchEvent<K>, kube::Error>,
+            >,
+        >,
+    >,
+}
+
+type EventSender<K> =
+    futures::channel::mpsc::UnboundedSender<Result<kube::api::WatchEvent<K>, kube::Error>>;
+
+fn channel_lw<K>(items: Vec<K>, resource_version: &str) -> (ChannelLw<K>, EventSender<K>) {
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    let lw = ChannelLw {
+        items,
+        resource_version: resource_version.to_owned(),
+        events: Mutex::new(Some(rx)),
+    };
+    (lw, tx)
+}
+
+#[async_trait::async_trait]
+impl<K> kcm_machinery::informer::ListerWatcher<K> for ChannelLw<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    async fn list(
+        &self,
+        _params: &kube::api::ListParams,
+    ) -> std::result::Result<kube::core::ObjectList<K>, kube::Error> {
+        Ok(kube::core::ObjectList {
+            types: kube::core::TypeMeta::list::<K>(),
+            metadata: kube::core::ListMeta {
+                resource_version: Some(self.resource_version.clone()),
+                ..Default::default()
+            },
+            items: self.items.clone(),
+        })
+    }
+
+    async fn watch(
+        &self,
+        _params: &kube::api::WatchParams,
+        _resource_version: &str,
+    ) -> std::result::Result<kcm_machinery::informer::WatchStream<K>, kube::Error> {
+        use futures::StreamExt;
+        let events = self.events.lock().expect("lock").take();
+        Ok(match events {
+            Some(rx) => rx.boxed(),
+            None => futures::stream::pending().boxed(),
+        })
+    }
+}
+
+/// Waits (bounded) until `condition` holds.
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// As upstream's `TestWatchControllers` and `TestWatchPods`, end to end through the shared
+/// informers: a listed ReplicaSet is synced (pods created), and watched pod events are
+/// observed by its expectations.
+#[tokio::test]
+async fn informer_events_drive_syncs() {
+    use kcm_machinery::informer::SharedIndexInformer;
+
+    let mut rs = new_replica_set(2, &[("foo", "bar")]);
+    rs.metadata.resource_version = Some("10".into());
+    let (rs_lw, _rs_events) = channel_lw(vec![rs.clone()], "10");
+    let (pod_lw, pod_events) = channel_lw(Vec::<Pod>::new(), "10");
+    let rs_informer = SharedIndexInformer::new(rs_lw, Duration::ZERO);
+    let pod_informer = SharedIndexInformer::new(pod_lw, Duration::ZERO);
+    let pod_control = Arc::new(FakePodControl::new());
+    let rs_client = Arc::new(FakeReplicaSetClient::new());
+    rs_client.insert(rs.clone());
+    let controller = Arc::new(ReplicaSetController::with_informers(
+        &rs_informer,
+        &pod_informer,
+        rs_client.clone(),
+        pod_control.clone(),
+        ReplicaSetControllerOptions::default(),
+    ));
+
+    let cancel = CancellationToken::new();
+    let tasks = [
+        tokio::spawn({
+            let (i, c) = (rs_informer.clone(), cancel.clone());
+            async move { i.run(c).await }
+        }),
+        tokio::spawn({
+            let (i, c) = (pod_informer.clone(), cancel.clone());
+            async move { i.run(c).await }
+        }),
+        tokio::spawn(Arc::clone(&controller).run(2, cancel.clone())),
+    ];
+
+    eventually("the listed ReplicaSet creates its pods", || {
+        pod_control.templates().len() == 2
+    })
+    .await;
+    assert_eq!(
+        controller
+            .expectations()
+            .get_expectations(&key(&rs))
+            .map(|e| e.add),
+        Some(2)
+    );
+
+    // The created pods arrive through the pod watch: both creations are observed.
+    for (i, name) in ["pod-a", "pod-b"].into_iter().enumerate() {
+        let mut pod = new_pod(name, &rs, "Pending", None, true);
+        pod.metadata.resource_version = Some(format!("{}", 11 + i));
+        pod_events
+            .unbounded_send(Ok(kube::api::WatchEvent::Added(pod)))
+            .expect("send");
+    }
+    eventually("creations observed", || {
+        controller
+            .expectations()
+            .get_expectations(&key(&rs))
+            .is_some_and(|e| e.add == 0)
+    })
+    .await;
+    eventually("status written with both replicas", || {
+        rs_client
+            .status_updates()
+            .last()
+            .and_then(|r| r.status.clone())
+            .is_some_and(|s| s.replicas == 2)
+    })
+    .await;
+    assert_eq!(pod_control.templates().len(), 2, "nothing more created");
+
+    cancel.cancel();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("stops on cancel")
+            .expect("task");
+    }
+}

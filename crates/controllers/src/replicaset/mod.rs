@@ -18,8 +18,9 @@ pub mod status;
 
 pub use client::{ApiReplicaSetClient, FakeReplicaSetClient, ReplicaSetAction, ReplicaSetClient};
 pub use controller::{
-    BURST_REPLICAS, CONTROLLER_UID_INDEX, Clock, InformerSynced, QUEUE_NAME, ReplicaSetController,
-    ReplicaSetControllerOptions, STATUS_UPDATE_RETRIES, SyncHandler,
+    BURST_REPLICAS, CONTROLLER_UID_INDEX, Clock, InformerSynced, OWN_WRITE_WAIT, QUEUE_NAME,
+    ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetEventHandlers,
+    STATUS_UPDATE_RETRIES, SyncHandler,
 };
 
 use kcm_machinery::controller::ApiStatus;
