@@ -1,3 +1,4 @@
 //! kube-controller-manager's controllers, built on `kcm-machinery`.
 
 pub mod manager;
+pub mod replicaset;
