@@ -12,12 +12,14 @@
 //! [`ControllerContext::cancel`] fires; plus its flags in [`ManagerOptions`].
 //!
 //! - [`options`] / [`duration`] / [`selection`]: flags, Go durations, `--controllers`.
-//! - [`registry`] / [`context`]: controller descriptors and what their init functions get.
+//! - [`registry`] / [`context`]: controller descriptors and what their init functions get;
+//!   [`builtin`]: the descriptors of kcm's controllers.
 //! - [`controller_manager`]: the run sequence (serve, elect, build, start informers, sync,
 //!   run, stop in order).
 //! - [`health`] / [`metrics`] / [`server`] / [`tls`]: the HTTPS endpoint.
 //! - [`client_config`], [`events`], [`signals`]: plumbing.
 
+pub mod builtin;
 pub mod client_config;
 pub mod context;
 pub mod controller_manager;

@@ -675,6 +675,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
+            "All controllers: replicaset-controller",
         ] {
             assert!(help.contains(needle), "missing {needle} in\n{help}");
         }

@@ -170,7 +170,15 @@ impl ControllerRegistry {
     /// The controllers kcm implements. Adding a controller is one [`ControllerDescriptor`] here
     /// plus its flags in [`ManagerOptions`](super::ManagerOptions).
     pub fn builtin() -> Self {
-        Self::new()
+        let mut registry = Self::new();
+        for descriptor in [super::builtin::replicaset_controller()] {
+            if let Err(err) = registry.register(descriptor) {
+                // The list above is fixed at compile time; a clash is a programming error,
+                // caught by the unit test of `builtin`.
+                tracing::error!(%err, "built-in controller not registered");
+            }
+        }
+        registry
     }
 
     /// Adds `descriptor`, refusing empty or duplicate names and aliases.
@@ -314,6 +322,18 @@ mod tests {
             );
             assert_eq!(registry.known_names().len(), 1, "{}", case.name);
         }
+    }
+
+    #[test]
+    fn builtin_registers_kube_controller_manager_names() {
+        let registry = ControllerRegistry::builtin();
+        let names: Vec<String> = registry.known_names().into_iter().collect();
+        assert_eq!(names, vec!["replicaset-controller"]);
+        assert_eq!(
+            registry.aliases().get("replicaset").map(String::as_str),
+            Some("replicaset-controller")
+        );
+        assert!(registry.disabled_by_default().is_empty());
     }
 
     #[test]
