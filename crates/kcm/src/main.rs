@@ -1,6 +1,7 @@
-//! The `kcm` binary: one subcommand per component (`apiserver` today; `run`, `up`, `sim` join it).
+//! The `kcm` binary: one subcommand per component (`apiserver`, `run`; `up`, `sim` join them).
 
 mod apiserver_cmd;
+mod run_cmd;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -17,18 +18,29 @@ struct Cli {
 enum Command {
     /// Run the embedded Kubernetes API server alone.
     Apiserver(apiserver_cmd::Args),
+    /// Run the controllers against a cluster, in place of kube-controller-manager's.
+    #[command(long_about = run_cmd::LONG_ABOUT, args_override_self = true)]
+    Run(run_cmd::RunArgs),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Apiserver(args) => {
+            init_default_logging();
+            apiserver_cmd::run(args).await
+        }
+        // `kcm run` configures logging from its own flags (-v, --logging-format).
+        Command::Run(args) => run_cmd::run(args).await,
+    }
+}
+
+fn init_default_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("KCM_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Apiserver(args) => apiserver_cmd::run(args).await,
-    }
 }

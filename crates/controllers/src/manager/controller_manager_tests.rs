@@ -16,6 +16,7 @@ use crate::manager::{ControllerDescriptor, ControllerRegistry, StartedController
 
 /// The manager's flags, parsed as `kcm run` would.
 #[derive(Parser, Debug)]
+#[command(args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     options: ManagerOptions,

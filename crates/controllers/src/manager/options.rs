@@ -385,9 +385,10 @@ mod tests {
 
     use super::*;
 
-    /// A command with just the manager's flags, as `kcm run` flattens them.
+    /// A command with just the manager's flags, as `kcm run` flattens them (repeated flags
+    /// override earlier ones, as pflag).
     #[derive(Parser, Debug)]
-    #[command(name = "kcm-run")]
+    #[command(name = "kcm-run", args_override_self = true)]
     struct Cli {
         #[command(flatten)]
         options: ManagerOptions,
@@ -462,6 +463,16 @@ mod tests {
                 name: "controllers repeated appends",
                 args: &["--controllers", "*", "--controllers", "-replicaset"],
                 check: |o| o.generic.controllers == ["*", "-replicaset"],
+            },
+            Case {
+                name: "a repeated flag overrides, as pflag",
+                args: &[
+                    "--kube-api-qps=1",
+                    "--kube-api-qps=2",
+                    "--leader-elect=false",
+                    "--leader-elect",
+                ],
+                check: |o| o.generic.kube_api_qps == 2.0 && o.leader_election.leader_elect,
             },
             Case {
                 name: "go durations",

@@ -23,6 +23,7 @@ use tokio_rustls::TlsConnector;
 
 /// The manager's flags, parsed as `kcm run` parses them.
 #[derive(Parser, Debug)]
+#[command(args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     options: ManagerOptions,
