@@ -8,9 +8,13 @@
 
 pub mod accessors;
 pub mod annotations;
+pub mod conditions;
 pub mod counts;
+pub mod find;
 pub mod hash;
+pub mod progress;
 pub mod sort;
+pub mod status;
 pub mod strategy;
 pub mod template;
 
