@@ -8,11 +8,15 @@
 
 pub mod accessors;
 pub mod annotations;
+pub mod cleanup;
 pub mod conditions;
 pub mod counts;
 pub mod find;
 pub mod hash;
 pub mod progress;
+pub mod recreate;
+pub mod rolling;
+pub mod scale;
 pub mod sort;
 pub mod status;
 pub mod strategy;
