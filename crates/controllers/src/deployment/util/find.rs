@@ -7,23 +7,17 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use super::accessors::{deployment_template, rs_replicas, rs_template};
 use super::counts::filter_active_replica_sets;
 use super::sort::{cmp_by_creation_timestamp, sort_by_creation_timestamp};
-use super::template::equal_ignore_hash;
-
-fn template_matches(d: &Deployment, rs: &ReplicaSet) -> bool {
-    let zero = PodTemplateSpec::default();
-    equal_ignore_hash(
-        rs_template(rs).unwrap_or(&zero),
-        deployment_template(d).unwrap_or(&zero),
-    )
-}
+use super::template::TemplateMatcher;
 
 /// The ReplicaSet whose template equals the Deployment's (ignoring the hash label). Should
 /// several match (possible after upgrades, kubernetes#40415) the oldest wins, so the choice is
 /// deterministic.
 pub fn find_new_replica_set<'a>(d: &Deployment, rss: &[&'a ReplicaSet]) -> Option<&'a ReplicaSet> {
+    let zero = PodTemplateSpec::default();
+    let matcher = TemplateMatcher::new(deployment_template(d).unwrap_or(&zero));
     rss.iter()
         .copied()
-        .filter(|rs| template_matches(d, rs))
+        .filter(|rs| matcher.matches(rs_template(rs).unwrap_or(&zero)))
         .min_by(|a, b| cmp_by_creation_timestamp(a, b))
 }
 

@@ -1,6 +1,7 @@
 //! Pod templates of a Deployment and its ReplicaSets: comparing them ignoring the hash label,
 //! and adding or removing that label.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
@@ -18,15 +19,47 @@ pub const DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY: &str = "pod-template-hash";
 /// slice or map are equal. Here: an exact comparison first (cheap, and the common answer for
 /// the new ReplicaSet); if that fails, both templates are compared as JSON with `null`s,
 /// empty arrays and empty `labels`/`annotations`/`nodeSelector` maps dropped. Quantities are
-/// compared as written (`"1"` ≠ `"1000m"`), which only matters if two copies of one template
-/// were serialized differently.
+/// compared as written (`"1"` ≠ `"1000m"`), and a zero scalar differs from a missing one;
+/// neither can happen between two copies of one template that went through the API server.
 pub fn equal_ignore_hash(t1: &PodTemplateSpec, t2: &PodTemplateSpec) -> bool {
-    if t1.spec == t2.spec && meta_equal_ignore_hash(t1.metadata.as_ref(), t2.metadata.as_ref()) {
-        return true;
+    TemplateMatcher::new(t1).matches(t2)
+}
+
+/// [`equal_ignore_hash`] against one template many times (a Deployment's template against
+/// each of its ReplicaSets): the normalized JSON of the reference is computed at most once.
+#[derive(Debug)]
+pub struct TemplateMatcher<'a> {
+    /// The template every candidate is compared with.
+    reference: &'a PodTemplateSpec,
+    /// Its normalized JSON, computed on the first slow-path comparison (`None` inside if it
+    /// could not be serialized, which makes every slow-path comparison false).
+    normalized: OnceCell<Option<Value>>,
+}
+
+impl<'a> TemplateMatcher<'a> {
+    /// A matcher for `reference`.
+    pub fn new(reference: &'a PodTemplateSpec) -> Self {
+        Self {
+            reference,
+            normalized: OnceCell::new(),
+        }
     }
-    match (normalized(t1), normalized(t2)) {
-        (Some(a), Some(b)) => a == b,
-        _ => false,
+
+    /// Whether `candidate` equals the reference, ignoring the hash label.
+    pub fn matches(&self, candidate: &PodTemplateSpec) -> bool {
+        let reference = self.reference;
+        if reference.spec == candidate.spec
+            && meta_equal_ignore_hash(reference.metadata.as_ref(), candidate.metadata.as_ref())
+        {
+            return true;
+        }
+        match (
+            self.normalized.get_or_init(|| normalized(reference)),
+            normalized(candidate),
+        ) {
+            (Some(a), Some(b)) => *a == b,
+            _ => false,
+        }
     }
 }
 
