@@ -3,6 +3,7 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kcm_machinery::labels::Selector;
 
 use super::accessors::{deployment_template, rs_replicas, rs_template};
 use super::counts::filter_active_replica_sets;
@@ -66,6 +67,33 @@ pub fn find_active_or_latest<'a>(
         1 => Some(active[0]),
         _ => None,
     }
+}
+
+/// The Deployments of the ReplicaSet's namespace whose selector matches its labels, as
+/// upstream `GetDeploymentsForReplicaSet` (used to find the owner of an orphaned ReplicaSet).
+/// Empty when the ReplicaSet has no labels or nothing matches (upstream returns an error
+/// then); a Deployment with an empty or invalid selector matches nothing.
+pub fn deployments_for_replica_set<'a>(
+    deployments: &[&'a Deployment],
+    rs: &ReplicaSet,
+) -> Vec<&'a Deployment> {
+    let Some(labels) = rs.metadata.labels.as_ref().filter(|l| !l.is_empty()) else {
+        return Vec::new();
+    };
+    deployments
+        .iter()
+        .copied()
+        .filter(|d| d.metadata.namespace == rs.metadata.namespace)
+        .filter(|d| {
+            let Some(spec) = d.spec.as_ref() else {
+                return false;
+            };
+            match Selector::from_label_selector(&spec.selector) {
+                Ok(selector) => !selector.is_everything() && selector.matches(labels),
+                Err(_) => false,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -250,6 +278,94 @@ mod tests {
         ];
         for c in cases {
             let got = find_active_or_latest(c.new_rs, &c.old).map(|r| name(&r.metadata));
+            assert_eq!(got, c.expected, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn deployments_for_replica_set_table() {
+        // Upstream TestGetDeploymentsForReplicaSet plus selector edge cases.
+        use super::super::test_support::labels;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+        let dep = |i: usize, selector: Option<LabelSelector>| {
+            let mut d = deployment(&format!("deployment-{i}"), 1);
+            d.metadata.namespace = Some("test".into());
+            if let (Some(spec), Some(sel)) = (d.spec.as_mut(), selector) {
+                spec.selector = sel;
+            }
+            d
+        };
+        let sel = |app: &str| {
+            Some(LabelSelector {
+                match_labels: Some(labels(&[("app", app)])),
+                ..Default::default()
+            })
+        };
+        let deployments = [
+            dep(0, sel("test-0")),
+            dep(1, sel("test-1")),
+            dep(2, sel("test-2")),
+            dep(3, Some(LabelSelector::default())),
+        ];
+        let refs: Vec<&Deployment> = deployments.iter().collect();
+        let replica_set = |i: usize, ns: &str, with_labels: bool| {
+            let mut r = rs(&format!("test-replicaSet-{i}"), 1);
+            r.metadata.namespace = Some(ns.into());
+            r.metadata.labels = with_labels.then(|| {
+                labels(&[
+                    ("app", &format!("test-{i}")),
+                    ("label", &format!("label-{i}")),
+                ])
+            });
+            r
+        };
+        struct Case {
+            name: &'static str,
+            rs: ReplicaSet,
+            expected: &'static [&'static str],
+        }
+        let cases = [
+            Case {
+                name: "rs-0",
+                rs: replica_set(0, "test", true),
+                expected: &["deployment-0"],
+            },
+            Case {
+                name: "rs-1",
+                rs: replica_set(1, "test", true),
+                expected: &["deployment-1"],
+            },
+            Case {
+                name: "rs-2",
+                rs: replica_set(2, "test", true),
+                expected: &["deployment-2"],
+            },
+            Case {
+                name: "rs-3: the empty selector matches nothing",
+                rs: replica_set(3, "test", true),
+                expected: &[],
+            },
+            Case {
+                name: "rs-4",
+                rs: replica_set(4, "test", true),
+                expected: &[],
+            },
+            Case {
+                name: "no labels",
+                rs: replica_set(0, "test", false),
+                expected: &[],
+            },
+            Case {
+                name: "other namespace",
+                rs: replica_set(0, "other", true),
+                expected: &[],
+            },
+        ];
+        for c in cases {
+            let got: Vec<&str> = deployments_for_replica_set(&refs, &c.rs)
+                .into_iter()
+                .map(|d| name(&d.metadata))
+                .collect();
             assert_eq!(got, c.expected, "{}", c.name);
         }
     }
