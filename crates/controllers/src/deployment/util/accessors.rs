@@ -84,7 +84,8 @@ pub fn is_paused(d: &Deployment) -> bool {
     d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false)
 }
 
-/// The Deployment's pod template (the zero template when the spec is missing).
+/// The Deployment's pod template (`None` when the spec is missing; callers read that as Go's
+/// zero template).
 pub fn deployment_template(d: &Deployment) -> Option<&PodTemplateSpec> {
     d.spec.as_ref().map(|s| &s.template)
 }

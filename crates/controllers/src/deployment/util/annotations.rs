@@ -6,7 +6,7 @@ use std::num::ParseIntError;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::accessors::{annotation, annotations_mut, deployment_replicas, object_key};
+use super::accessors::{annotation, annotations_mut, deployment_replicas, name, object_key};
 use super::strategy::max_surge;
 
 /// Records a ReplicaSet's place in the rollout sequence (also set on the Deployment).
@@ -152,7 +152,7 @@ pub fn set_new_replica_set_annotations(
     rev_history_limit_in_chars: usize,
 ) -> bool {
     let mut changed = copy_deployment_annotations_to_replica_set(d, new_rs);
-    let rs_name = super::accessors::name(&new_rs.metadata).to_owned();
+    let rs_name = name(&new_rs.metadata).to_owned();
     let annotations = annotations_mut(&mut new_rs.metadata);
     let old_revision = annotations.get(REVISION_ANNOTATION).cloned();
     let old_revision_int = match old_revision.as_deref() {

@@ -4,7 +4,7 @@
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
@@ -53,6 +53,10 @@ impl<'a> TemplateMatcher<'a> {
         {
             return true;
         }
+        if containers_differ(reference, candidate) {
+            // The usual difference between ReplicaSets (a new image), decided without JSON.
+            return false;
+        }
         match (
             self.normalized.get_or_init(|| normalized(reference)),
             normalized(candidate),
@@ -61,6 +65,20 @@ impl<'a> TemplateMatcher<'a> {
             _ => false,
         }
     }
+}
+
+/// Whether the two templates' containers differ in count, name or image (an unset image
+/// equals an empty one, as Go's string). Sound as a shortcut: semantic equality needs all
+/// three equal.
+fn containers_differ(t1: &PodTemplateSpec, t2: &PodTemplateSpec) -> bool {
+    fn containers(t: &PodTemplateSpec) -> &[Container] {
+        t.spec.as_ref().map_or(&[], |s| s.containers.as_slice())
+    }
+    let (c1, c2) = (containers(t1), containers(t2));
+    c1.len() != c2.len()
+        || c1.iter().zip(c2).any(|(a, b)| {
+            a.name != b.name || a.image.as_deref().unwrap_or("") != b.image.as_deref().unwrap_or("")
+        })
 }
 
 /// Exact metadata comparison, ignoring the hash label and nil-vs-empty label maps.
