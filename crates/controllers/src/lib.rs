@@ -1,4 +1,5 @@
 //! kube-controller-manager's controllers, built on `kcm-machinery`.
 
+pub mod deployment;
 pub mod manager;
 pub mod replicaset;
