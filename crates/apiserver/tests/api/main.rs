@@ -2,4 +2,8 @@
 
 mod common;
 mod crud;
+mod deletion;
+mod list;
 mod pods;
+mod watch;
+mod workloads;
