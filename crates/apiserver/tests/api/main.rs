@@ -3,7 +3,12 @@
 mod common;
 mod crud;
 mod deletion;
+mod discovery;
+mod eviction;
 mod list;
+mod namespaces;
 mod pods;
+mod security;
+mod sqlite;
 mod watch;
 mod workloads;
