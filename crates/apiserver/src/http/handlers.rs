@@ -203,11 +203,10 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         (&Method::POST, Some(name), Some(Subresource::Eviction)) => {
             let dry_run = query.dry_run()?;
             let bytes = read_body(req).await?;
-            let mut eviction = decode_object(&bytes, &media)?;
-            if dry_run {
-                eviction["deleteOptions"]["dryRun"] = json!(["All"]);
-            }
-            registry.evict(s.as_ref(), &ns, name, &eviction).await?;
+            let eviction = decode_object(&bytes, &media)?;
+            registry
+                .evict(s.as_ref(), &ns, name, &eviction, dry_run)
+                .await?;
             Ok(json_response(StatusCode::CREATED, &created_status()))
         }
         (&Method::PUT, Some(name), Some(Subresource::Finalize)) => {
