@@ -421,7 +421,12 @@ impl IntoResponse for ApiError {
         response
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(retry) = self.details.as_ref().and_then(|d| d.retry_after_seconds)
+        // As upstream, only a positive delay becomes a `Retry-After` header.
+        if let Some(retry) = self
+            .details
+            .as_ref()
+            .and_then(|d| d.retry_after_seconds)
+            .filter(|r| *r > 0)
             && let Ok(value) = HeaderValue::from_str(&retry.to_string())
         {
             response

@@ -76,7 +76,14 @@ impl TestServer {
         config.bookmark_interval = Duration::from_millis(200);
         config.memory_compaction_interval = None;
         let running = Server::start(config).await?;
-        let client = running.client()?;
+        // No automatic retries of 429/503/504: tests see every status the server answers.
+        let mut kube_config = running.kube_config();
+        kube_config.default_retry = false;
+        let client =
+            kube::Client::try_from(kube_config).map_err(|source| crate::server::Error::Client {
+                url: running.url().to_owned(),
+                source,
+            })?;
         Ok(Self {
             running: Some(running),
             client,
@@ -90,7 +97,8 @@ impl TestServer {
         })
     }
 
-    /// A client authenticated as the admin, default namespace `default` (cheap to clone).
+    /// A client authenticated as the admin, default namespace `default` (cheap to clone). Unlike
+    /// [`RunningServer::client`], it does not retry 429/503/504 answers.
     pub fn client(&self) -> kube::Client {
         self.client.clone()
     }

@@ -18,7 +18,7 @@ use crate::http::{AppState, json_response};
 use crate::registry::create::CreateOptions;
 use crate::registry::delete::{DeleteOutcome, success_status};
 use crate::registry::patch::PatchType;
-use crate::registry::strategy::{Strategy, Subresource};
+use crate::registry::strategy::{ResourceInfo, Strategy, Subresource};
 use crate::registry::update::Target;
 
 /// Handles one resource request.
@@ -80,7 +80,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let list = registry
                 .list(s.as_ref(), r.namespace.as_deref(), &opts)
                 .await?;
-            Ok(json_response(StatusCode::OK, &list))
+            Ok(respond(&headers, info, StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
             let dry_run = query.dry_run()?;
@@ -89,7 +89,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let created = registry
                 .create(s.as_ref(), &ns, obj, CreateOptions { dry_run })
                 .await?;
-            Ok(json_response(StatusCode::CREATED, &created))
+            Ok(respond(&headers, info, StatusCode::CREATED, &created))
         }
         (&Method::DELETE, None, None) => {
             let list_opts = query.list_options(info, false)?;
@@ -101,11 +101,11 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let list = registry
                 .delete_collection(s.as_ref(), r.namespace.as_deref(), &list_opts, &opts)
                 .await?;
-            Ok(json_response(StatusCode::OK, &list))
+            Ok(respond(&headers, info, StatusCode::OK, &list))
         }
         (&Method::GET, Some(name), None | Some(Subresource::Status)) => {
             let obj = registry.get(s.as_ref(), &ns, name).await?;
-            Ok(json_response(StatusCode::OK, &obj))
+            Ok(respond(&headers, info, StatusCode::OK, &obj))
         }
         (&Method::PUT, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() {
@@ -124,7 +124,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             } else {
                 StatusCode::OK
             };
-            Ok(json_response(code, &outcome.object))
+            Ok(respond(&headers, info, code, &outcome.object))
         }
         (&Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() {
@@ -138,7 +138,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let obj = registry
                 .patch(s.as_ref(), &ns, name, patch_type, &bytes, target, dry_run)
                 .await?;
-            Ok(json_response(StatusCode::OK, &obj))
+            Ok(respond(&headers, info, StatusCode::OK, &obj))
         }
         (&Method::DELETE, Some(name), None) => {
             let mut opts = query.delete_options()?;
@@ -156,7 +156,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             };
             Ok(match outcome {
                 DeleteOutcome::Deleted(obj) | DeleteOutcome::AlreadyDeleting(obj) => {
-                    json_response(StatusCode::OK, &render(obj))
+                    respond(&headers, info, StatusCode::OK, &render(obj))
                 }
                 DeleteOutcome::Pending(obj) => {
                     // Upstream answers 202 only to the legacy orphanDependents=false.
@@ -165,7 +165,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
                     } else {
                         StatusCode::OK
                     };
-                    json_response(code, &obj)
+                    respond(&headers, info, code, &obj)
                 }
             })
         }
@@ -203,11 +203,10 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         (&Method::POST, Some(name), Some(Subresource::Eviction)) => {
             let dry_run = query.dry_run()?;
             let bytes = read_body(req).await?;
-            let mut eviction = decode_object(&bytes, &media)?;
-            if dry_run {
-                eviction["deleteOptions"]["dryRun"] = json!(["All"]);
-            }
-            registry.evict(s.as_ref(), &ns, name, &eviction).await?;
+            let eviction = decode_object(&bytes, &media)?;
+            registry
+                .evict(s.as_ref(), &ns, name, &eviction, dry_run)
+                .await?;
             Ok(json_response(StatusCode::CREATED, &created_status()))
         }
         (&Method::PUT, Some(name), Some(Subresource::Finalize)) => {
@@ -217,10 +216,21 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let ns_obj = registry
                 .finalize_namespace(s.as_ref(), name, obj, dry_run)
                 .await?;
-            Ok(json_response(StatusCode::OK, &ns_obj))
+            Ok(respond(&headers, info, StatusCode::OK, &ns_obj))
         }
         _ => Err(method_not_allowed(s.as_ref(), &method)),
     }
+}
+
+/// Renders an object or list answer. The one place where content negotiation on `Accept`
+/// (Table output for kubectl, protobuf) plugs in; today every answer is JSON.
+fn respond(
+    _headers: &http::HeaderMap,
+    _info: &ResourceInfo,
+    code: StatusCode,
+    value: &Value,
+) -> Response {
+    json_response(code, value)
 }
 
 /// The `Status` a successful binding or eviction answers with.

@@ -10,6 +10,7 @@
 pub mod binding;
 pub mod create;
 pub mod delete;
+pub mod event_cache;
 pub mod eviction;
 pub mod field_selector;
 pub mod list;
@@ -42,6 +43,8 @@ pub struct Registry {
     /// Strategies in discovery order; `(group, version, plural)` is unique. A linear scan
     /// over a few dozen entries is as fast as hashing the three strings.
     resources: Vec<Arc<dyn Strategy>>,
+    /// Recent watch events decoded and encoded once for all watchers.
+    pub(crate) events: event_cache::EventCache,
 }
 
 impl std::fmt::Debug for Registry {
@@ -58,6 +61,7 @@ impl Registry {
         Self {
             storage,
             resources: resources::all(),
+            events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
         }
     }
 

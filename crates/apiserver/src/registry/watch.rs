@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ApiError, Result};
+use crate::registry::event_cache::EventCache;
 use crate::registry::list::ListOptions;
 use crate::registry::strategy::Strategy;
 use crate::registry::{Registry, decode_stored, parse_resource_version};
@@ -195,7 +196,7 @@ impl Registry {
                         None => return,
                     };
                     last = event.revision();
-                    if let Some(line) = convert_event(s.as_ref(), &event, &opts)
+                    if let Some(line) = convert_event(&self.events, s.as_ref(), &event, &opts)
                         && tx.send(line).await.is_err()
                     {
                         return;
@@ -222,41 +223,54 @@ fn watch_error(e: storage::Error, requested: Revision) -> ApiError {
     }
 }
 
-/// Turns one store event into the watch event this watcher sees, if any.
-fn convert_event(s: &dyn Strategy, event: &Event, opts: &ListOptions) -> Option<Bytes> {
+/// Turns one store event into the watch event this watcher sees, if any. Decoding and
+/// encoding go through the shared `cache`, so a fan-out does the work once per event.
+fn convert_event(
+    cache: &EventCache,
+    s: &dyn Strategy,
+    event: &Event,
+    opts: &ListOptions,
+) -> Option<Bytes> {
     match event {
         Event::Put { kv, prev } => {
-            let cur = decode_stored(s, kv).ok()?;
+            let cur = cache.object(s, kv)?;
             let cur_matches = opts.matches(&cur);
-            let prev_obj = if opts.filters() {
-                prev.as_ref().and_then(|p| decode_stored(s, p).ok())
-            } else {
-                None
+            let prev_obj = match prev {
+                Some(p) if opts.filters() => cache.object(s, p),
+                _ => None,
             };
             let prev_matches = match (&prev_obj, prev) {
                 (Some(p), _) => opts.matches(p),
                 (None, Some(_)) => !opts.filters(),
                 (None, None) => false,
             };
-            match (cur_matches, prev_matches) {
-                (true, true) => Some(encode_event("MODIFIED", &cur)),
-                (true, false) => Some(encode_event("ADDED", &cur)),
-                (false, true) => {
+            let (kind, revision) = match (cur_matches, prev_matches) {
+                (true, true) => ("MODIFIED", kv.mod_revision),
+                (true, false) => ("ADDED", kv.mod_revision),
+                (false, true) => ("DELETED", kv.mod_revision),
+                (false, false) => return None,
+            };
+            Some(cache.line(s, &kv.key, revision, kind, || {
+                if kind == "DELETED" {
                     // Leaving the selector: the previous state, at this event's revision.
-                    let mut gone = prev_obj?;
+                    let mut gone = prev_obj.as_deref().cloned().unwrap_or(Value::Null);
                     crate::object::set_resource_version(&mut gone, kv.mod_revision);
-                    Some(encode_event("DELETED", &gone))
+                    encode_event(kind, &gone)
+                } else {
+                    encode_event(kind, &cur)
                 }
-                (false, false) => None,
-            }
+            }))
         }
         Event::Delete { revision, prev } => {
-            let mut gone = decode_stored(s, prev).ok()?;
-            if !opts.matches(&gone) {
+            let last = cache.object(s, prev)?;
+            if !opts.matches(&last) {
                 return None;
             }
-            crate::object::set_resource_version(&mut gone, *revision);
-            Some(encode_event("DELETED", &gone))
+            Some(cache.line(s, &prev.key, *revision, "DELETED", || {
+                let mut gone = Value::clone(&last);
+                crate::object::set_resource_version(&mut gone, *revision);
+                encode_event("DELETED", &gone)
+            }))
         }
     }
 }
@@ -340,7 +354,8 @@ mod tests {
             },
         ];
         for case in cases {
-            let got = convert_event(&s, &case.event, &opts).map(|l| decode(&l));
+            let got =
+                convert_event(&EventCache::new(16), &s, &case.event, &opts).map(|l| decode(&l));
             let got = got.as_ref().map(|v| {
                 (
                     v["type"].as_str().unwrap_or("").to_owned(),
@@ -360,6 +375,7 @@ mod tests {
         let s = pod::PodStrategy;
         let opts = ListOptions::default();
         let added = convert_event(
+            &EventCache::new(16),
             &s,
             &Event::Put {
                 kv: kv("a", "", 2),
@@ -370,6 +386,7 @@ mod tests {
         .expect("event");
         assert_eq!(decode(&added)["type"], "ADDED");
         let modified = convert_event(
+            &EventCache::new(16),
             &s,
             &Event::Put {
                 kv: kv("a", "", 3),

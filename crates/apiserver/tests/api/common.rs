@@ -49,3 +49,58 @@ pub fn status_of(err: kube::Error) -> (u16, String, String) {
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// Collects every event of a watch until the server ends it (use a short `timeoutSeconds`).
+pub async fn drain<K>(
+    stream: impl futures::Stream<Item = Result<kube::core::WatchEvent<K>, kube::Error>>,
+) -> Vec<kube::core::WatchEvent<K>> {
+    use futures::StreamExt;
+    stream.map(|e| e.expect("watch event")).collect().await
+}
+
+/// The next event of a watch (panics if the watch ends first).
+pub async fn next_event<K>(
+    stream: &mut (impl futures::Stream<Item = Result<kube::core::WatchEvent<K>, kube::Error>> + Unpin),
+) -> kube::core::WatchEvent<K> {
+    use futures::StreamExt;
+    stream
+        .next()
+        .await
+        .expect("watch ended")
+        .expect("watch event")
+}
+
+/// A short label for an event: its type and the object's name (or bookmark RV).
+pub fn describe<K: kube::Resource>(ev: &kube::core::WatchEvent<K>) -> String {
+    use kube::core::WatchEvent;
+    match ev {
+        WatchEvent::Added(o) => format!("ADDED {}", o.meta().name.clone().unwrap_or_default()),
+        WatchEvent::Modified(o) => {
+            format!("MODIFIED {}", o.meta().name.clone().unwrap_or_default())
+        }
+        WatchEvent::Deleted(o) => format!("DELETED {}", o.meta().name.clone().unwrap_or_default()),
+        WatchEvent::Bookmark(_) => "BOOKMARK".to_owned(),
+        WatchEvent::Error(s) => format!("ERROR {}", s.code),
+    }
+}
+
+/// Sends a raw request through `client` and returns the status code and the JSON body
+/// (`Value::Null` when the body is not JSON).
+pub async fn raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: impl Into<Vec<u8>>,
+) -> (u16, Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(kube::client::Body::from(body.into()))
+        .expect("request");
+    let response = client.send(request).await.expect("response");
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect_bytes().await.expect("body");
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}

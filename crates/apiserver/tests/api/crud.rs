@@ -158,3 +158,235 @@ async fn patch_with_stale_resource_version_or_wrong_uid_fails() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn generate_name_dry_run_and_yaml_bodies() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let mut cm = configmap("", &[]);
+        cm.metadata.name = None;
+        cm.metadata.generate_name = Some("web-".to_owned());
+        let a = api
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("generated");
+        let name = a.metadata.name.clone().expect("name");
+        assert_eq!(name.len(), "web-".len() + 5);
+        assert!(
+            name["web-".len()..]
+                .chars()
+                .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)),
+            "{name}"
+        );
+        let b = api
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("generated again");
+        assert_ne!(a.metadata.name, b.metadata.name);
+
+        let dry = api
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                },
+                &configmap("dry", &[]),
+            )
+            .await
+            .expect("dry run");
+        assert!(dry.metadata.uid.is_some());
+        assert_eq!(
+            status_of(api.get("dry").await.expect_err("not stored")).0,
+            404
+        );
+
+        let yaml =
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n"
+                .to_vec();
+        let (code, obj) = crate::common::raw(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/yaml",
+            yaml,
+        )
+        .await;
+        assert_eq!(code, 201, "{obj}");
+        assert_eq!(
+            api.get("from-yaml").await.expect("get").data.expect("data")["k"],
+            "v"
+        );
+
+        let err = api
+            .create(&PostParams::default(), &configmap("Bad_Name", &[]))
+            .await
+            .expect_err("invalid name");
+        assert_eq!(status_of(err).0, 422);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn update_checks_names_and_create_on_update() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        api.create(&PostParams::default(), &configmap("a", &[]))
+            .await
+            .expect("create");
+        let err = api
+            .replace("a", &PostParams::default(), &configmap("b", &[]))
+            .await
+            .expect_err("name mismatch");
+        let (code, _, message) = status_of(err);
+        assert_eq!(code, 400);
+        assert_eq!(
+            message,
+            "the name of the object (b) does not match the name on the URL (a)"
+        );
+        let err = api
+            .replace(
+                "missing",
+                &PostParams::default(),
+                &configmap("missing", &[]),
+            )
+            .await
+            .expect_err("no create");
+        assert_eq!(status_of(err).0, 404);
+
+        // Endpoints may be created by an update, as upstream.
+        let ep = serde_json::to_vec(
+            &json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "svc"}}),
+        )
+        .expect("json");
+        let (code, _) = crate::common::raw(
+            &client,
+            "PUT",
+            "/api/v1/namespaces/default/endpoints/svc",
+            "application/json",
+            ep,
+        )
+        .await;
+        assert_eq!(code, 201);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cluster_scoped_and_all_namespaces_paths() {
+    use k8s_openapi::api::core::v1::{Namespace, Node};
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let nodes: Api<Node> = Api::all(client.clone());
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).expect("node");
+        let created = nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+        assert_eq!(created.metadata.namespace, None);
+
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": "other"}})).expect("ns");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create ns");
+        for ns in ["default", "other"] {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+            api.create(&PostParams::default(), &configmap("same", &[]))
+                .await
+                .expect("create");
+        }
+        let all: Api<ConfigMap> = Api::all(client.clone());
+        let list = all
+            .list(&ListParams::default())
+            .await
+            .expect("all namespaces");
+        let mut got: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|c| c.metadata.namespace.clone())
+            .collect();
+        got.sort();
+        assert_eq!(got, vec!["default", "other"]);
+        let one: Api<ConfigMap> = Api::namespaced(client.clone(), "other");
+        assert_eq!(
+            one.list(&ListParams::default())
+                .await
+                .expect("one namespace")
+                .items
+                .len(),
+            1
+        );
+        let (code, _) = crate::common::raw(
+            &client,
+            "GET",
+            "/api/v1/namespaces/default/nodes/n1",
+            "application/json",
+            vec![],
+        )
+        .await;
+        assert_eq!(code, 404, "cluster-scoped objects are not under namespaces");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn events_are_one_resource_in_two_versions() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let new_api: Api<NewEvent> = Api::namespaced(client.clone(), "default");
+        let ev: NewEvent = serde_json::from_value(json!({
+            "metadata": {"name": "e1"},
+            "eventTime": "2024-01-01T00:00:00.000000Z",
+            "regarding": {"kind": "Pod", "name": "p"},
+            "note": "pulled", "reason": "Pulled", "type": "Normal",
+            "reportingController": "kubelet", "reportingInstance": "n1", "action": "Pull"
+        }))
+        .expect("event");
+        new_api
+            .create(&PostParams::default(), &ev)
+            .await
+            .expect("create events.k8s.io");
+        let core_api: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+        let core = core_api.get("e1").await.expect("read as core/v1");
+        assert_eq!(core.message.as_deref(), Some("pulled"));
+        assert_eq!(core.involved_object.name.as_deref(), Some("p"));
+        assert_eq!(core.reporting_component.as_deref(), Some("kubelet"));
+        let back = new_api.get("e1").await.expect("read back");
+        assert_eq!(back.note.as_deref(), Some("pulled"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn secrets_fold_string_data() {
+    use k8s_openapi::api::core::v1::Secret;
+    timed(async {
+        let server = TestServer::start().await;
+        let api: Api<Secret> = Api::namespaced(server.client(), "default");
+        let secret: Secret = serde_json::from_value(
+            json!({"metadata": {"name": "s"}, "stringData": {"password": "hunter2"}}),
+        )
+        .expect("secret");
+        let created = api
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("create");
+        assert_eq!(created.type_.as_deref(), Some("Opaque"));
+        assert_eq!(
+            created.data.expect("data")["password"].0,
+            b"hunter2".to_vec()
+        );
+        assert!(created.string_data.is_none());
+    })
+    .await;
+}

@@ -2,4 +2,14 @@
 
 mod common;
 mod crud;
+mod deletion;
+mod discovery;
+mod eviction;
+mod list;
+mod namespaces;
 mod pods;
+mod robustness;
+mod security;
+mod sqlite;
+mod watch;
+mod workloads;
