@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kcm_apiserver::testing::TestServer;
 use kcm_controllers::manager::{
     ControllerContext, ControllerDescriptor, ControllerManager, ControllerRegistry, RunningManager,
@@ -17,7 +17,7 @@ use kcm_controllers::manager::{
 };
 use kcm_machinery::informer::ResourceEventHandlerFuncs;
 use kube::Api;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, ListParams};
 use manager_support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -74,6 +74,23 @@ async fn one_leader_reconciles_and_leadership_moves_on_kill_and_on_graceful_stop
         (b, a, cancels[0].clone())
     };
     assert_eq!(holder, leader.identity());
+    poll(
+        Duration::from_secs(15),
+        "the LeaderElection event",
+        || async {
+            let events: Api<Event> = Api::namespaced(client.clone(), "kube-system");
+            let list = events.list(&ListParams::default()).await.expect("events");
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("LeaderElection")
+                        && e.message.as_deref() == Some(&format!("{holder} became leader"))
+                        && e.involved_object.kind.as_deref() == Some("Lease")
+                })
+                .then_some(())
+        },
+    )
+    .await;
 
     // The leader's ReplicaSet controller creates the pods, once each.
     converge(&client, "web", 3).await;
@@ -269,6 +286,25 @@ async fn readyz_and_metrics_are_served_over_https() {
     assert_eq!(https_get(addr, &ca, "/readyz/nope").await.0, 404);
 
     converge(&client, "served", 1).await;
+    // The controller's events reach the API server through the manager's broadcaster.
+    poll(
+        Duration::from_secs(15),
+        "a SuccessfulCreate event",
+        || async {
+            let events: Api<Event> = Api::namespaced(client.clone(), "default");
+            let list = events.list(&ListParams::default()).await.expect("events");
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("SuccessfulCreate")
+                        && e.involved_object.name.as_deref() == Some("served")
+                        && e.source.as_ref().and_then(|s| s.component.as_deref())
+                            == Some("replicaset-controller")
+                })
+                .then_some(())
+        },
+    )
+    .await;
     let (code, metrics) = https_get(addr, &ca, "/metrics").await;
     assert_eq!(code, 200);
     let host = server.url().trim_start_matches("https://").to_owned();

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kcm_machinery::events::WallClock;
+use kcm_machinery::events::{EventBroadcaster, KubeEventSink, WallClock};
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_machinery::leaderelection::{
     KubeLeaseLock, LeaderCallbacks, LeaderElectionRecord, LeaderElectionStatus, LeaderElector,
@@ -21,7 +21,7 @@ use tracing::Instrument;
 use super::client_config::load_client_config;
 use super::context::ControllerContext;
 use super::error::{Error, Result};
-use super::events::{EventPipeline, LoggingEvents};
+use super::events::EventPipeline;
 use super::health::{CheckFn, HealthEndpoints};
 use super::metrics::{MANAGER_NAME, ManagerMetrics};
 use super::options::ManagerOptions;
@@ -120,8 +120,8 @@ pub struct ControllerManager {
     identity: Option<String>,
     /// Wall clock for the timestamps written into the Lease.
     wall_clock: Option<Arc<dyn WallClock>>,
-    /// Where events go.
-    events: Arc<dyn EventPipeline>,
+    /// Where events go; `None`: a broadcaster writing Events to the API server.
+    events: Option<Arc<dyn EventPipeline>>,
     /// `/metrics`.
     metrics: ManagerMetrics,
     /// `/healthz`, `/livez`, `/readyz`.
@@ -150,7 +150,7 @@ impl ControllerManager {
             lease_lock: None,
             identity: None,
             wall_clock: None,
-            events: Arc::new(LoggingEvents),
+            events: None,
             metrics: ManagerMetrics::new(),
             health: HealthEndpoints::new(),
         })
@@ -186,9 +186,10 @@ impl ControllerManager {
         self
     }
 
-    /// Sends events through `events` instead of only logging them.
+    /// Sends events through `events` instead of a broadcaster writing them to the API server
+    /// (e.g. [`LoggingEvents`](super::LoggingEvents)).
     pub fn with_events(mut self, events: Arc<dyn EventPipeline>) -> Self {
-        self.events = events;
+        self.events = Some(events);
         self
     }
 
@@ -243,6 +244,13 @@ impl ControllerManager {
             Some(self.metrics.client()),
         )?;
 
+        let events: Arc<dyn EventPipeline> = match self.events {
+            Some(events) => events,
+            None => Arc::new(EventBroadcaster::new(Arc::new(KubeEventSink::new(
+                client.clone(),
+            )))),
+        };
+
         let server_cancel = CancellationToken::new();
         let (server, serving_cert_pem) = start_server(
             &options,
@@ -262,7 +270,7 @@ impl ControllerManager {
             options: Arc::clone(&options),
             registry: self.registry,
             selection: self.selection,
-            events: Arc::clone(&self.events),
+            events: Arc::clone(&events),
             metrics: self.metrics.clone(),
             health: self.health.clone(),
             phase: AtomicU8::new(if leader_elect {
@@ -295,7 +303,7 @@ impl ControllerManager {
                     source: Box::new(source),
                 })?
                 .with_metrics(self.metrics.leader_election())
-                .with_event_recorder(self.events.recorder(MANAGER_NAME));
+                .with_event_recorder(events.recorder(MANAGER_NAME));
             if let Some(clock) = self.wall_clock {
                 elector = elector.with_clock(clock);
             }
@@ -329,7 +337,6 @@ impl ControllerManager {
 
         let task = tokio::spawn({
             let hard_stop = hard_stop.clone();
-            let events = Arc::clone(&self.events);
             async move {
                 let result = tokio::select! {
                     _ = hard_stop.cancelled() => {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kcm_machinery::events::{EventRecorder, EventType};
+use kcm_machinery::events::{EventBroadcaster, EventRecorder, EventType};
 
 /// Where controllers' events go, as upstream's `EventBroadcaster` seen from the manager: one
 /// pipeline per process, one recorder per component (`replicaset-controller`, ...), and a
@@ -17,6 +17,20 @@ pub trait EventPipeline: Send + Sync {
     /// Delivers buffered events and stops; recorders handed out earlier drop what they get
     /// afterwards.
     async fn shutdown(&self);
+}
+
+/// The real pipeline: client-go's broadcaster (correlator, spam filter, structured logging)
+/// writing core/v1 Events to the API server. The manager builds one over its own client unless
+/// another pipeline is given.
+#[async_trait]
+impl EventPipeline for EventBroadcaster {
+    fn recorder(&self, component: &str) -> Arc<dyn EventRecorder> {
+        EventBroadcaster::recorder(self, component, None)
+    }
+
+    async fn shutdown(&self) {
+        EventBroadcaster::shutdown(self).await;
+    }
 }
 
 /// A pipeline that writes every event to the log, as upstream's `StartStructuredLogging`
