@@ -251,16 +251,6 @@ impl ControllerManager {
             )))),
         };
 
-        let server_cancel = CancellationToken::new();
-        let (server, serving_cert_pem) = start_server(
-            &options,
-            self.listener,
-            &self.health,
-            &self.metrics,
-            &server_cancel,
-        )
-        .await?;
-
         let identity = self.identity.unwrap_or_else(new_identity);
         let hard_stop = CancellationToken::new();
         let stop = cancel.child_token();
@@ -334,6 +324,17 @@ impl ControllerManager {
                 Ok(())
             })
         };
+
+        // Serve last: nothing above can fail once the endpoint listens.
+        let server_cancel = CancellationToken::new();
+        let (server, serving_cert_pem) = start_server(
+            &options,
+            self.listener,
+            &self.health,
+            &self.metrics,
+            &server_cancel,
+        )
+        .await?;
 
         let task = tokio::spawn({
             let hard_stop = hard_stop.clone();

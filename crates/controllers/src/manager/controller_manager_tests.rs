@@ -468,3 +468,28 @@ async fn a_controller_that_stops_on_its_own_fails_healthz() {
         .expect("stops")
         .expect("ok");
 }
+
+#[tokio::test]
+async fn a_busy_port_fails_start_naming_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    let manager = ControllerManager::new(
+        options(&[
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={port}"),
+        ]),
+        ControllerRegistry::new(),
+    )
+    .expect("manager")
+    .with_kube_config(unreachable_config());
+    let err = manager
+        .start(CancellationToken::new())
+        .await
+        .expect_err("port in use");
+    assert!(
+        err.to_string()
+            .starts_with(&format!("listen on 127.0.0.1:{port}: ")),
+        "{err}"
+    );
+}
