@@ -1,5 +1,7 @@
 //! `kcm run`: the controller manager, with kube-controller-manager's flags.
 
+use std::io::IsTerminal;
+
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use kcm_controllers::manager::{
@@ -87,6 +89,7 @@ fn init_logging(flags: &LogFlags) -> anyhow::Result<()> {
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let installed = match flags.format {
         LogFormat::Text => builder.try_init(),
