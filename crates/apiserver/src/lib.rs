@@ -19,10 +19,13 @@ pub mod http;
 pub mod kubeconfig;
 pub mod object;
 pub mod pki;
+pub mod protobuf;
 pub mod registry;
 pub mod resources;
 pub mod server;
 pub mod storage;
+pub mod strategic_merge;
+pub mod table;
 pub mod testing;
 pub mod validation;
 

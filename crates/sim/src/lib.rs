@@ -1,1 +1,12 @@
 //! A scheduler and simulated nodes for kcm's embedded cluster.
+//!
+//! Where to start: [`scheduler::select_node`] is the scheduling decision (filters and
+//! scoring over a snapshot); [`kubelet::decide`] is the simulated kubelet's pod lifecycle;
+//! [`node`] builds the Node and Lease objects simulated nodes register; [`ipam`] hands out
+//! pod IPs; [`quantity`] parses resource quantities exactly.
+
+pub mod ipam;
+pub mod kubelet;
+pub mod node;
+pub mod quantity;
+pub mod scheduler;

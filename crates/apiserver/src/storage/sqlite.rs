@@ -323,6 +323,9 @@ enum CompactTarget {
 impl SqliteStorage {
     /// Opens (creating if needed) the store in the file at `path`, starts its writer thread
     /// and, if configured, its automatic compaction. Must be called within a tokio runtime.
+    ///
+    /// One open store per file: the revision counter and the watch fan-out live in this
+    /// process, so a second writer on the same file would not be seen by this one's watchers.
     pub async fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let sync = options.synchronous;
@@ -897,13 +900,14 @@ fn list_in_snapshot(
     let (range, args) = name_range("mkv.name", &opts.prefix, opts.start_after.as_deref());
     let limit = opts.limit.filter(|&l| l > 0);
     let sql = format!(
+        // The subquery yields each name's newest row at `rev` in name order (from the index),
+        // so the outer query streams without a sort and stops at the limit.
         "SELECT kv.id, kv.name, CASE WHEN kv.created THEN kv.id ELSE kv.create_revision END, kv.value
-         FROM kine AS kv
-         JOIN (SELECT MAX(mkv.id) AS id FROM kine AS mkv
-               WHERE {range} AND mkv.id <= ? GROUP BY mkv.name) AS maxkv
-           ON maxkv.id = kv.id
+         FROM (SELECT mkv.name AS name, MAX(mkv.id) AS id FROM kine AS mkv
+               WHERE {range} AND mkv.id <= ? GROUP BY mkv.name ORDER BY mkv.name) AS maxkv
+         JOIN kine AS kv ON kv.id = maxkv.id
          WHERE kv.deleted = 0
-         ORDER BY kv.name ASC
+         ORDER BY maxkv.name ASC
          LIMIT ?"
     );
     let sql_limit = limit.map_or(-1, |l| {

@@ -1,1 +1,35 @@
 //! Controller utilities from kubernetes `pkg/controller`: expectations, ref manager, pod control, ranking, slow start.
+//!
+//! Where to start:
+//! - [`expectations`]: [`ControllerExpectations`] and [`UidTrackingControllerExpectations`], which
+//!   keep a controller from acting again before the informer has seen its last writes.
+//! - [`pod_control`]: the [`PodControl`] seam (create from a template, delete, patch) with the
+//!   real implementation over `kube::Client` and a recording [`FakePodControl`] for tests.
+//! - [`ref_manager`]: adoption and release of owned objects ([`PodControllerRefManager`], and
+//!   the generic [`ControllerRefManager`] for other kinds).
+//! - [`ranking`]: which pods to delete first on scale-down ([`ActivePodsWithRanks`]), pod
+//!   readiness and availability.
+//! - [`slow_start`]: [`slow_start_batch`], batches of 1, 2, 4, … that stop at the first failure.
+//! - [`controller_ref`]: owner-reference helpers ([`get_controller_of`], [`new_controller_ref`]).
+//! - [`api_status`]: classifying API errors (NotFound, Invalid, NamespaceTerminating, …).
+
+pub mod api_status;
+pub mod controller_ref;
+pub mod expectations;
+pub mod pod_control;
+pub mod ranking;
+pub mod ref_manager;
+pub mod slow_start;
+
+pub use api_status::ApiStatus;
+pub use controller_ref::{get_controller_of, new_controller_ref};
+pub use expectations::{
+    ControllerExpectations, EXPECTATIONS_TIMEOUT, UidTrackingControllerExpectations, pod_key,
+};
+pub use pod_control::{FakePodControl, PodControl, RealPodControl};
+pub use ranking::{
+    ActivePodsWithRanks, filter_active_pods, get_pods_to_delete, is_pod_active, is_pod_available,
+    is_pod_ready,
+};
+pub use ref_manager::{ControllerRefManager, PodControllerRefManager};
+pub use slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
