@@ -1,7 +1,10 @@
 //! The ReplicaSet controller: keeps `spec.replicas` pods of each ReplicaSet alive, as kube-controller-manager's.
 //!
 //! Where to start: [`ReplicaSetController`] (kubernetes `pkg/controller/replicaset/replica_set.go`).
-//! Each ReplicaSet key taken from the work queue is synced by
+//! [`ReplicaSetController::new`] wires it to a `SharedInformerFactory` as
+//! kube-controller-manager does; [`ReplicaSetController::run`] runs its workers
+//! (`--concurrent-replicaset-syncs`, default 5). Each ReplicaSet key taken from the work queue
+//! (named [`QUEUE_NAME`] in the `workqueue_*` metrics) is synced by
 //! [`ReplicaSetController::sync`]: claim the namespace's active pods (adopt matching orphans,
 //! release owned pods that no longer match), create or delete pods toward `spec.replicas`
 //! (at most [`BURST_REPLICAS`] per pass, gated by expectations so a pass never acts on a cache
