@@ -1870,3 +1870,32 @@ async fn informer_events_drive_syncs() {
             .expect("task");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn queue_metrics_carry_the_replicaset_name() {
+    let metrics = Arc::new(WorkqueueMetrics::new());
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let controller = ReplicaSetController::with_caches(
+        Indexer::new(),
+        Indexer::new(),
+        Arc::new(FakeReplicaSetClient::new()),
+        Arc::new(FakePodControl::new()),
+        ReplicaSetControllerOptions {
+            burst_replicas: BURST_REPLICAS,
+            metrics: Some(metrics),
+        },
+    );
+    controller.queue().add("ns/a".to_owned());
+    controller.queue().add("ns/b".to_owned());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains(r#"workqueue_adds_total{name="replicaset"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"workqueue_depth{name="replicaset"} 2"#),
+        "{text}"
+    );
+}
