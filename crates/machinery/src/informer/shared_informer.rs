@@ -13,7 +13,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -362,10 +362,11 @@ impl<K: Resource + Clone + Send + Sync + 'static> SharedIndexInformer<K> {
             let cancel = cancel.clone();
             async move { reflector.run(cancel).await }
         });
+        let mut cancelled = pin!(cancel.cancelled());
         loop {
             tokio::select! {
                 biased;
-                _ = cancel.cancelled() => break,
+                _ = &mut cancelled => break,
                 popped = fifo.pop(|key, deltas, initial| inner.handle_deltas(&key, deltas, initial)) => {
                     if popped.is_err() {
                         break;
@@ -451,6 +452,13 @@ impl<K: Resource + Clone + Send + Sync + 'static> SharedIndexInformer<K> {
 impl<K: Resource + Clone + Send + Sync + 'static> HasSynced for SharedIndexInformer<K> {
     fn has_synced(&self) -> bool {
         self.inner.has_synced()
+    }
+}
+
+impl<K: Clone> Drop for Inner<K> {
+    fn drop(&mut self) {
+        // Nobody can advance the cache any more: fail pending waits.
+        self.freshness.close();
     }
 }
 
