@@ -501,18 +501,21 @@ impl<K: Resource + Clone + Send + Sync + 'static> Reflector<K> {
         let mut events = 0usize;
         // Registered once, not once per event.
         let mut cancelled = pin!(cancel.cancelled());
+        // One timer for the whole stream, reset after each resync (not one per event).
+        let mut resync_timer = pin!(sleep_until(resync_at.unwrap_or_else(Instant::now)));
         loop {
             let next = tokio::select! {
                 biased;
                 _ = &mut cancelled => return WatchEnd::Stopped,
-                _ = async { sleep_until(resync_at.unwrap_or_else(Instant::now)).await },
-                    if resync_at.is_some() =>
-                {
+                _ = &mut resync_timer, if resync_at.is_some() => {
                     if self.should_resync.as_ref().is_none_or(|should| should()) {
                         tracing::trace!(reflector = %self.name, "forcing resync");
                         self.store.resync();
                     }
                     *resync_at = self.next_resync();
+                    if let Some(at) = *resync_at {
+                        resync_timer.as_mut().reset(at);
+                    }
                     continue;
                 }
                 next = stream.next() => next,

@@ -356,6 +356,10 @@ impl<K: Resource + Clone + Send + Sync + 'static> SharedIndexInformer<K> {
             return;
         };
         tracing::debug!(informer = %inner.name, "starting informer");
+        // The Reflector and handler tasks stop with `cancel`, and also if this future is
+        // dropped without it.
+        let cancel = cancel.child_token();
+        let _stop_tasks_on_drop = cancel.clone().drop_guard();
         inner.processor.run(cancel.clone());
         let reflector_task = tokio::spawn({
             let reflector = reflector.clone();
@@ -995,6 +999,25 @@ mod tests {
         assert_eq!(inf.cache_resource_version(), Some(30));
         running.stop().await;
         assert!(inf.wait_for_resource_version("31").await.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_run_future_stops_the_reflector() {
+        let lw = FakeLw::new(vec![], vec![]);
+        *lw.always_fail_list.lock().expect("lock") = Some(500);
+        let inf = informer(lw.clone(), Duration::ZERO);
+        let task = tokio::spawn({
+            let inf = inf.clone();
+            async move { inf.run(CancellationToken::new()).await }
+        });
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        task.abort();
+        let _ = task.await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let calls = lw.list_calls().len();
+        assert!(calls > 0);
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(lw.list_calls().len(), calls, "the reflector kept running");
     }
 
     #[tokio::test(start_paused = true)]
