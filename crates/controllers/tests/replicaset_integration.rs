@@ -69,6 +69,7 @@ impl Running {
             ReplicaSetControllerOptions {
                 burst_replicas: BURST_REPLICAS,
                 metrics: None,
+                controller_metrics: None,
             },
         ));
         let cancel = CancellationToken::new();

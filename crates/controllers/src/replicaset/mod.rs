@@ -12,11 +12,13 @@
 //!
 //! - [`status`]: `calculateStatus`, the `ReplicaFailure` condition and the `/status` update
 //!   (upstream's `replica_set_utils.go`).
+//! - [`metrics`]: the `replicaset_controller_sorting_deletion_age_ratio` histogram.
 //! - [`client`]: the seam for the controller's direct ReplicaSet API calls (uncached GET, status
 //!   update), with a recording fake for tests.
 
 pub mod client;
 mod controller;
+pub mod metrics;
 pub mod status;
 
 pub use client::{ApiReplicaSetClient, FakeReplicaSetClient, ReplicaSetAction, ReplicaSetClient};
@@ -25,6 +27,7 @@ pub use controller::{
     ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetEventHandlers,
     STATUS_UPDATE_RETRIES, SyncHandler,
 };
+pub use metrics::ReplicaSetMetrics;
 
 use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::controller::api_status::error_message;
