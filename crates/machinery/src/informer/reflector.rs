@@ -101,13 +101,13 @@ pub trait ReflectorStore<K>: Send + Sync {
 
 impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn add(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::add(self, obj).map_err(fifo_key_error)
+        DeltaFifo::add(self, obj)
     }
     fn update(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::update(self, obj).map_err(fifo_key_error)
+        DeltaFifo::update(self, obj)
     }
     fn delete(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::delete(self, obj).map_err(fifo_key_error)
+        DeltaFifo::delete(self, obj)
     }
     fn replace(&self, list: Vec<K>, resource_version: &str) {
         DeltaFifo::replace(self, list, resource_version);
@@ -117,14 +117,6 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     }
     fn update_resource_version(&self, resource_version: &str) {
         DeltaFifo::update_resource_version(self, resource_version);
-    }
-}
-
-fn fifo_key_error(err: super::delta_fifo::Error) -> keys::Error {
-    match err {
-        super::delta_fifo::Error::Key(key) => key,
-        // add/update/delete never report Closed.
-        super::delta_fifo::Error::Closed => keys::Error::InvalidKey { key: String::new() },
     }
 }
 
