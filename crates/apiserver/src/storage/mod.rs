@@ -16,6 +16,18 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
+#[cfg(test)]
+mod conformance;
+mod hub;
+pub mod memory;
+pub mod sqlite;
+pub mod watch_cache;
+
+pub use hub::DEFAULT_WATCHER_BUFFER;
+pub use memory::MemoryStorage;
+pub use sqlite::{SqliteOptions, SqliteStorage, Synchronous};
+pub use watch_cache::{DEFAULT_WATCH_CACHE_CAPACITY, WatchCache};
+
 /// A revision: the store's global logical clock, and every object's `resourceVersion`.
 pub type Revision = i64;
 

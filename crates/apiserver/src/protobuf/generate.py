@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Generates schema_gen.rs: the wire layout of the Kubernetes protobuf messages kcm decodes.
+
+The tables come from two crates already in the dependency tree:
+  - k8s-pb (prost code generated from Kubernetes' generated.proto files): field tags and
+    wire types, message nesting;
+  - k8s-openapi: the JSON name of every field (its serde field mapping).
+and from the list below of Go pointer fields, whose zero values are meaningful (the proto
+encoding always carries value fields, zero or not, so zeros of non-pointer fields are
+dropped to produce the JSON Go would produce).
+
+Run from the repository root:
+  python3 crates/apiserver/src/protobuf/generate.py > crates/apiserver/src/protobuf/schema_gen.rs
+"""
+import glob
+import os
+import re
+import sys
+
+REGISTRY = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))[0]
+PB = os.path.join(REGISTRY, "k8s-pb-0.9.0/src")
+OPENAPI = os.path.join(REGISTRY, "k8s-openapi-0.29.0/src/v1_33")
+
+# (apiVersion, kind) -> message the Unknown envelope's raw bytes hold.
+ROOTS = [
+    ("v1", "Pod", "api.core.v1.Pod"),
+    ("v1", "Namespace", "api.core.v1.Namespace"),
+    ("v1", "ConfigMap", "api.core.v1.ConfigMap"),
+    ("v1", "Secret", "api.core.v1.Secret"),
+    ("v1", "Service", "api.core.v1.Service"),
+    ("v1", "ServiceAccount", "api.core.v1.ServiceAccount"),
+    ("v1", "Endpoints", "api.core.v1.Endpoints"),
+    ("v1", "Node", "api.core.v1.Node"),
+    ("v1", "Event", "api.core.v1.Event"),
+    ("v1", "ReplicationController", "api.core.v1.ReplicationController"),
+    ("v1", "PodTemplate", "api.core.v1.PodTemplate"),
+    ("v1", "Binding", "api.core.v1.Binding"),
+    ("v1", "PersistentVolumeClaim", "api.core.v1.PersistentVolumeClaim"),
+    ("apps/v1", "Deployment", "api.apps.v1.Deployment"),
+    ("apps/v1", "ReplicaSet", "api.apps.v1.ReplicaSet"),
+    ("apps/v1", "DaemonSet", "api.apps.v1.DaemonSet"),
+    ("apps/v1", "StatefulSet", "api.apps.v1.StatefulSet"),
+    ("apps/v1", "ControllerRevision", "api.apps.v1.ControllerRevision"),
+    ("batch/v1", "Job", "api.batch.v1.Job"),
+    ("batch/v1", "CronJob", "api.batch.v1.CronJob"),
+    ("policy/v1", "Eviction", "api.policy.v1.Eviction"),
+    ("policy/v1", "PodDisruptionBudget", "api.policy.v1.PodDisruptionBudget"),
+    ("coordination.k8s.io/v1", "Lease", "api.coordination.v1.Lease"),
+    ("autoscaling/v1", "Scale", "api.autoscaling.v1.Scale"),
+    ("events.k8s.io/v1", "Event", "api.events.v1.Event"),
+    ("discovery.k8s.io/v1", "EndpointSlice", "api.discovery.v1.EndpointSlice"),
+    # DeleteOptions is registered in every group version; "*" matches any apiVersion.
+    ("*", "DeleteOptions", "apimachinery.pkg.apis.meta.v1.DeleteOptions"),
+]
+
+# Messages with a JSON form of their own.
+SPECIAL = {
+    "apimachinery.pkg.apis.meta.v1.Time": "Time",
+    "apimachinery.pkg.apis.meta.v1.MicroTime": "MicroTime",
+    "apimachinery.pkg.apis.meta.v1.FieldsV1": "RawJson",
+    "apimachinery.pkg.runtime.RawExtension": "RawJson",
+    "apimachinery.pkg.util.intstr.IntOrString": "IntOrString",
+    "apimachinery.pkg.api.resource.Quantity": "Quantity",
+}
+
+# Go pointer fields (scalars) of the messages above: their zero values are kept.
+POINTERS = {
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta": ["deletionGracePeriodSeconds"],
+    "apimachinery.pkg.apis.meta.v1.OwnerReference": ["controller", "blockOwnerDeletion"],
+    "apimachinery.pkg.apis.meta.v1.DeleteOptions": [
+        "gracePeriodSeconds", "orphanDependents", "propagationPolicy",
+        "ignoreStoreReadErrorWithClusterBreakingPotential"],
+    "apimachinery.pkg.apis.meta.v1.Preconditions": ["uid", "resourceVersion"],
+    "apimachinery.pkg.apis.meta.v1.ListMeta": ["remainingItemCount"],
+    "api.core.v1.PodSpec": [
+        "terminationGracePeriodSeconds", "activeDeadlineSeconds",
+        "automountServiceAccountToken", "shareProcessNamespace", "priority",
+        "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "setHostnameAsFQDN",
+        "hostUsers", "hostnameOverride"],
+    "api.core.v1.SecurityContext": [
+        "privileged", "runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem",
+        "allowPrivilegeEscalation", "procMount"],
+    "api.core.v1.PodSecurityContext": [
+        "runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup", "fsGroupChangePolicy",
+        "supplementalGroupsPolicy", "seLinuxChangePolicy"],
+    "api.core.v1.WindowsSecurityContextOptions": [
+        "gmsaCredentialSpecName", "gmsaCredentialSpec", "runAsUserName", "hostProcess"],
+    "api.core.v1.SeccompProfile": ["localhostProfile"],
+    "api.core.v1.AppArmorProfile": ["localhostProfile"],
+    "api.core.v1.Container": ["restartPolicy"],
+    "api.core.v1.EphemeralContainerCommon": ["restartPolicy"],
+    "api.core.v1.VolumeMount": ["recursiveReadOnly", "mountPropagation"],
+    "api.core.v1.Probe": ["terminationGracePeriodSeconds"],
+    "api.core.v1.GRPCAction": ["service"],
+    "api.core.v1.ConfigMapKeySelector": ["optional"],
+    "api.core.v1.SecretKeySelector": ["optional"],
+    "api.core.v1.ConfigMapEnvSource": ["optional"],
+    "api.core.v1.SecretEnvSource": ["optional"],
+    "api.core.v1.ConfigMapVolumeSource": ["defaultMode", "optional"],
+    "api.core.v1.SecretVolumeSource": ["defaultMode", "optional"],
+    "api.core.v1.KeyToPath": ["mode"],
+    "api.core.v1.ProjectedVolumeSource": ["defaultMode"],
+    "api.core.v1.DownwardAPIVolumeSource": ["defaultMode"],
+    "api.core.v1.DownwardAPIVolumeFile": ["mode"],
+    "api.core.v1.ConfigMapProjection": ["optional"],
+    "api.core.v1.SecretProjection": ["optional"],
+    "api.core.v1.ServiceAccountTokenProjection": ["expirationSeconds"],
+    "api.core.v1.CSIVolumeSource": ["readOnly", "fsType"],
+    "api.core.v1.HostPathVolumeSource": ["type"],
+    "api.core.v1.Toleration": ["tolerationSeconds"],
+    "api.core.v1.TopologySpreadConstraint": ["minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy"],
+    "api.core.v1.PodDNSConfigOption": ["value"],
+    "api.core.v1.ServiceSpec": [
+        "allocateLoadBalancerNodePorts", "loadBalancerClass", "ipFamilyPolicy",
+        "internalTrafficPolicy", "trafficDistribution"],
+    "api.core.v1.ClientIPConfig": ["timeoutSeconds"],
+    "api.core.v1.ServicePort": ["appProtocol"],
+    "api.core.v1.EndpointPort": ["appProtocol"],
+    "api.core.v1.EndpointAddress": ["nodeName"],
+    "api.core.v1.LoadBalancerIngress": ["ipMode"],
+    "api.core.v1.ConfigMap": ["immutable"],
+    "api.core.v1.Secret": ["immutable"],
+    "api.core.v1.ServiceAccount": ["automountServiceAccountToken"],
+    "api.core.v1.ReplicationControllerSpec": ["replicas"],
+    "api.core.v1.ContainerStatus": ["started"],
+    "api.core.v1.PersistentVolumeClaimSpec": [
+        "storageClassName", "volumeMode", "volumeAttributesClassName"],
+    "api.core.v1.PodResourceClaim": ["resourceClaimName", "resourceClaimTemplateName"],
+    "api.apps.v1.DeploymentSpec": ["replicas", "revisionHistoryLimit", "progressDeadlineSeconds"],
+    "api.apps.v1.ReplicaSetSpec": ["replicas"],
+    "api.apps.v1.DaemonSetSpec": ["revisionHistoryLimit"],
+    "api.apps.v1.StatefulSetSpec": ["replicas", "revisionHistoryLimit"],
+    "api.apps.v1.RollingUpdateStatefulSetStrategy": ["partition"],
+    "api.apps.v1.DeploymentStatus": ["collisionCount"],
+    "api.apps.v1.DaemonSetStatus": ["collisionCount"],
+    "api.apps.v1.StatefulSetStatus": ["collisionCount"],
+    "api.batch.v1.JobSpec": [
+        "parallelism", "completions", "activeDeadlineSeconds", "backoffLimit",
+        "backoffLimitPerIndex", "maxFailedIndexes", "ttlSecondsAfterFinished",
+        "completionMode", "suspend", "manualSelector", "podReplacementPolicy", "managedBy"],
+    "api.batch.v1.CronJobSpec": [
+        "timeZone", "startingDeadlineSeconds", "suspend", "successfulJobsHistoryLimit",
+        "failedJobsHistoryLimit"],
+    "api.batch.v1.JobStatus": ["ready", "terminating", "failedIndexes"],
+    "api.batch.v1.PodFailurePolicyOnExitCodesRequirement": ["containerName"],
+    "api.policy.v1.PodDisruptionBudgetSpec": ["unhealthyPodEvictionPolicy"],
+    "api.coordination.v1.LeaseSpec": [
+        "holderIdentity", "leaseDurationSeconds", "leaseTransitions", "strategy",
+        "preferredHolder"],
+    "api.events.v1.Event": [],
+}
+
+
+# Fields Go embeds (`json:",inline"`): their members are members of the parent in JSON.
+INLINE = {
+    ("api.core.v1.Volume", "volume_source"),
+    ("api.core.v1.EphemeralContainer", "ephemeral_container_common"),
+    ("api.core.v1.Probe", "handler"),
+}
+
+# Messages that exist only inlined: their JSON names are those of the embedding type.
+EMBEDDED_IN = {
+    "VolumeSource": "Volume",
+    "EphemeralContainerCommon": "EphemeralContainer",
+    "ProbeHandler": "Probe",
+}
+
+
+def key(name):
+    """Rust field and struct names as both crates may spell them (pod_cid_rs, pod_cidrs)."""
+    return name.replace("_", "").lower()
+
+
+def snake(name):
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    return s.lower()
+
+
+def camel(snake_name):
+    parts = snake_name.split("_")
+    return parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:])
+
+
+def parse_pb():
+    """{full message name: [(tag, rust field, attr, type text)]}"""
+    messages = {}
+    for path in glob.glob(os.path.join(PB, "**/mod.rs"), recursive=True):
+        module = os.path.relpath(os.path.dirname(path), PB).split(os.sep)
+        lines = open(path).read().split("\n")
+        i = 0
+        while i < len(lines):
+            m = re.match(r"pub struct (\w+) \{", lines[i])
+            if not m:
+                i += 1
+                continue
+            name = ".".join(module + [m.group(1)])
+            fields = []
+            i += 1
+            attr = None
+            while not lines[i].startswith("}"):
+                line = lines[i].strip()
+                if line.startswith("#[prost("):
+                    attr = line[len("#[prost("):-2]
+                    i += 1
+                    continue
+                fm = re.match(r"pub (r#)?(\w+):(.*)", line)
+                if fm and attr is not None:
+                    text = fm.group(3)
+                    depth = text.count("<") - text.count(">")
+                    while depth > 0 or not text.rstrip().endswith(","):
+                        i += 1
+                        text += lines[i].strip()
+                        depth = text.count("<") - text.count(">")
+                    tag = int(re.search(r'tag = "(\d+)"', attr).group(1))
+                    fields.append((tag, fm.group(2), attr, text))
+                    attr = None
+                i += 1
+            messages[name] = (module, fields)
+            i += 1
+    return messages
+
+
+def resolve(module, type_text):
+    """The full name of the message a field's Rust type refers to."""
+    inner = re.sub(r"\s+", "", type_text).rstrip(",").replace(",>", ">")
+    for wrapper in ("::core::option::Option<", "::prost::alloc::vec::Vec<"):
+        if inner.startswith(wrapper):
+            inner = inner[len(wrapper):-1]
+    if "BTreeMap<" in inner:
+        inner = inner.split("BTreeMap<", 1)[1][:-1]
+        inner = inner.split(",", 1)[1].strip()
+    parts = inner.split("::")
+    mod = list(module)
+    while parts and parts[0] == "super":
+        mod.pop()
+        parts.pop(0)
+    return ".".join(mod + parts)
+
+
+def openapi_names():
+    """{(module dir, struct): {rust field: json name}}"""
+    out = {}
+    for path in glob.glob(os.path.join(OPENAPI, "**/*.rs"), recursive=True):
+        text = open(path).read()
+        m = re.search(r"pub struct (\w+) \{", text)
+        if not m:
+            continue
+        module = tuple(os.path.relpath(os.path.dirname(path), OPENAPI).split(os.sep))
+        pairs = dict(
+            (key(rust.rstrip("_")), json)
+            for json, rust in re.findall(r'"(\w+)" => Field::Key_(\w+),', text)
+        )
+        out[(module, key(m.group(1)))] = pairs
+    return out
+
+
+def main():
+    pb = parse_pb()
+    names = openapi_names()
+    order = []
+    seen = set()
+    queue = [root for _, _, root in ROOTS]
+    while queue:
+        name = queue.pop(0)
+        if name in seen or name in SPECIAL:
+            continue
+        seen.add(name)
+        order.append(name)
+        module, fields = pb[name]
+        for tag, field, attr, text in fields:
+            if attr.startswith("message") or "message" in attr.split(",")[1:2] or 'message"' in attr:
+                queue.append(resolve(module, text))
+    index = {name: i for i, name in enumerate(order)}
+
+    def kind(module, attr, text):
+        scalar = attr.split(",")[0].strip()
+        if scalar.startswith("btree_map"):
+            value = re.search(r'"string, (\w+)"', attr).group(1)
+            if value == "message":
+                return "Kind::Map(&%s)" % kind(module, "message", text)
+            return "Kind::Map(&%s)" % {"string": "Kind::String", "bytes": "Kind::Bytes"}[value]
+        if scalar == "message":
+            target = resolve(module, text)
+            if target in SPECIAL:
+                return "Kind::" + SPECIAL[target]
+            return "Kind::Message(%d)" % index[target]
+        return {
+            "string": "Kind::String",
+            "bool": "Kind::Bool",
+            "int32": "Kind::Int32",
+            "int64": "Kind::Int64",
+            'bytes = "vec"': "Kind::Bytes",
+        }[scalar]
+
+    print("//! Generated by generate.py from k8s-pb 0.9 (field tags) and k8s-openapi 0.29 (JSON")
+    print("//! names): the wire layout of the messages kcm decodes. Do not edit.")
+    print()
+    print("use super::schema::{Field, Kind, Message};")
+    print()
+    print("#[rustfmt::skip]")
+    print("pub(super) static MESSAGES: [Message; %d] = [" % len(order))
+    for name in order:
+        module, fields = pb[name]
+        struct = name.split(".")[-1]
+        struct = EMBEDDED_IN.get(struct, struct)
+        json_names = names.get((tuple(module), key(struct)), {})
+        pointers = set(POINTERS.get(name, []))
+        print("    Message {")
+        print('        name: "k8s.io.%s",' % name)
+        print("        fields: &[")
+        for tag, field, attr, text in sorted(fields):
+            json = json_names.get(key(field))
+            if (name, field) in INLINE or field == "local_object_reference":
+                json = ""
+            elif json is None:
+                json = camel(field)
+                print("fallback: %s.%s -> %s" % (name, field, json), file=sys.stderr)
+            repeated = ", repeated" in attr or attr.startswith("btree_map")
+            is_repeated = "repeated" in attr
+            print(
+                '            Field { tag: %d, json: "%s", kind: %s, repeated: %s, keep_zero: %s },'
+                % (tag, json, kind(module, attr, text), "true" if is_repeated else "false",
+                   "true" if json in pointers else "false")
+            )
+        print("        ],")
+        print("    },")
+    print("];")
+    print()
+    print("/// (apiVersion, kind, message): what an envelope's `raw` holds; `*` is any apiVersion.")
+    print("pub(super) static ROOTS: &[(&str, &str, u16)] = &[")
+    for api_version, kind_name, root in ROOTS:
+        print('    ("%s", "%s", %d),' % (api_version, kind_name, index[root]))
+    print("];")
+    def json_of(m, field):
+        struct = EMBEDDED_IN.get(m.split(".")[-1], m.split(".")[-1])
+        return names.get((tuple(pb[m][0]), key(struct)), {}).get(key(field)) or camel(field)
+    missing = [(m, f) for m, fs in POINTERS.items() if m in index
+               for f in fs if f not in [json_of(m, x[1]) for x in pb[m][1]]]
+    if missing:
+        print("unknown pointer fields: %s" % missing, file=sys.stderr)
+        sys.exit(1)
+
+
+main()

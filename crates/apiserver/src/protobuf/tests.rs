@@ -1,0 +1,524 @@
+//! Bodies encoded with prost from the k8s-pb messages, shaped as Go clients send them
+//! (value fields present even when zero), decoded back to JSON.
+
+use k8s_pb::api::apps::v1 as apps;
+use k8s_pb::api::core::v1 as core;
+use k8s_pb::api::policy::v1 as policy;
+use k8s_pb::apimachinery::pkg::api::resource::Quantity;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
+use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
+use prost::Message;
+use serde_json::json;
+
+use super::*;
+
+fn body(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
+    let envelope = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version.to_owned()),
+            kind: Some(kind.to_owned()),
+        }),
+        raw: Some(object.encode_to_vec()),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut out = MAGIC.to_vec();
+    out.extend(envelope.encode_to_vec());
+    out
+}
+
+fn s(v: &str) -> Option<String> {
+    Some(v.to_owned())
+}
+
+/// ObjectMeta as Go marshals it: every value field present, the zero time as an empty
+/// message.
+fn go_meta(name: &str, namespace: &str) -> meta::ObjectMeta {
+    meta::ObjectMeta {
+        name: s(name),
+        generate_name: s(""),
+        namespace: s(namespace),
+        self_link: s(""),
+        uid: s(""),
+        resource_version: s(""),
+        generation: Some(0),
+        creation_timestamp: Some(meta::Time::default()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn namespace_from_kubectl_create_namespace() {
+    let ns = core::Namespace {
+        metadata: Some(go_meta("demo", "")),
+        spec: Some(core::NamespaceSpec::default()),
+        status: Some(core::NamespaceStatus {
+            phase: s(""),
+            ..Default::default()
+        }),
+    };
+    let got = decode_to_json(&body("v1", "Namespace", &ns)).expect("decode");
+    assert_eq!(
+        got,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"},
+               "spec": {}, "status": {}})
+    );
+}
+
+#[test]
+fn deployment_from_kubectl_create_deployment() {
+    let labels: std::collections::BTreeMap<String, String> =
+        [("app".to_owned(), "web".to_owned())].into();
+    let mut template_meta = go_meta("", "");
+    template_meta.labels = labels.clone();
+    let mut meta = go_meta("web", "default");
+    meta.labels = labels.clone();
+    let deployment = apps::Deployment {
+        metadata: Some(meta),
+        spec: Some(apps::DeploymentSpec {
+            replicas: Some(0),
+            selector: Some(meta::LabelSelector {
+                match_labels: labels,
+                match_expressions: vec![],
+            }),
+            template: Some(core::PodTemplateSpec {
+                metadata: Some(template_meta),
+                spec: Some(core::PodSpec {
+                    containers: vec![core::Container {
+                        name: s("nginx"),
+                        image: s("nginx"),
+                        working_dir: s(""),
+                        resources: Some(core::ResourceRequirements::default()),
+                        termination_message_path: s(""),
+                        image_pull_policy: s(""),
+                        stdin: Some(false),
+                        tty: Some(false),
+                        ports: vec![core::ContainerPort {
+                            container_port: Some(80),
+                            host_port: Some(0),
+                            protocol: s(""),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                    restart_policy: s(""),
+                    dns_policy: s(""),
+                    host_network: Some(false),
+                    ..Default::default()
+                }),
+            }),
+            strategy: Some(apps::DeploymentStrategy {
+                r#type: s(""),
+                rolling_update: None,
+            }),
+            min_ready_seconds: Some(0),
+            paused: Some(false),
+            ..Default::default()
+        }),
+        status: Some(apps::DeploymentStatus {
+            observed_generation: Some(0),
+            replicas: Some(0),
+            ..Default::default()
+        }),
+    };
+    let got = decode_to_json(&body("apps/v1", "Deployment", &deployment)).expect("decode");
+    assert_eq!(
+        got,
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {
+                // A pointer field: zero replicas were asked for and are kept.
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{
+                        "name": "nginx", "image": "nginx", "resources": {},
+                        "ports": [{"containerPort": 80}]
+                    }]}
+                },
+                "strategy": {}
+            },
+            "status": {}
+        })
+    );
+}
+
+#[test]
+fn config_map_and_secret_maps() {
+    let cm = core::ConfigMap {
+        metadata: Some(go_meta("cfg", "default")),
+        immutable: None,
+        data: [("a".to_owned(), "1".to_owned())].into(),
+        binary_data: [("b".to_owned(), vec![0u8, 1, 2])].into(),
+    };
+    let got = decode_to_json(&body("v1", "ConfigMap", &cm)).expect("configmap");
+    assert_eq!(got["data"], json!({"a": "1"}));
+    assert_eq!(got["binaryData"], json!({"b": "AAEC"}));
+    assert!(got.get("immutable").is_none());
+
+    let secret = core::Secret {
+        metadata: Some(go_meta("tok", "default")),
+        immutable: Some(false),
+        data: [("password".to_owned(), b"hunter2".to_vec())].into(),
+        string_data: Default::default(),
+        r#type: s("Opaque"),
+    };
+    let got = decode_to_json(&body("v1", "Secret", &secret)).expect("secret");
+    assert_eq!(got["data"], json!({"password": "aHVudGVyMg=="}));
+    assert_eq!(got["type"], "Opaque");
+    // immutable is a pointer: an explicit false is kept.
+    assert_eq!(got["immutable"], false);
+}
+
+#[test]
+fn eviction_and_delete_options_keep_a_zero_grace_period() {
+    let eviction = policy::Eviction {
+        metadata: Some(go_meta("web-1", "default")),
+        delete_options: Some(meta::DeleteOptions {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        }),
+    };
+    let got = decode_to_json(&body("policy/v1", "Eviction", &eviction)).expect("eviction");
+    assert_eq!(
+        got,
+        json!({"apiVersion": "policy/v1", "kind": "Eviction",
+               "metadata": {"name": "web-1", "namespace": "default"},
+               "deleteOptions": {"gracePeriodSeconds": 0}})
+    );
+
+    let options = meta::DeleteOptions {
+        propagation_policy: s("Foreground"),
+        dry_run: vec!["All".to_owned()],
+        ..Default::default()
+    };
+    let got = decode_to_json(&body("v1", "DeleteOptions", &options)).expect("delete options");
+    assert_eq!(
+        got,
+        json!({"apiVersion": "v1", "kind": "DeleteOptions",
+               "propagationPolicy": "Foreground", "dryRun": ["All"]})
+    );
+}
+
+#[test]
+fn pod_with_embedded_structs_quantities_and_int_or_strings() {
+    let mut meta = go_meta("web-1", "default");
+    meta.creation_timestamp = Some(meta::Time {
+        seconds: Some(1_714_564_800),
+        nanos: Some(0),
+    });
+    let pod = core::Pod {
+        metadata: Some(meta),
+        spec: Some(core::PodSpec {
+            volumes: vec![core::Volume {
+                name: s("cfg"),
+                volume_source: Some(core::VolumeSource {
+                    config_map: Some(core::ConfigMapVolumeSource {
+                        local_object_reference: Some(core::LocalObjectReference { name: s("cfg") }),
+                        default_mode: Some(420),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            }],
+            containers: vec![core::Container {
+                name: s("app"),
+                readiness_probe: Some(core::Probe {
+                    handler: Some(core::ProbeHandler {
+                        http_get: Some(core::HttpGetAction {
+                            path: s("/healthz"),
+                            port: Some(IntOrString {
+                                r#type: Some(1),
+                                int_val: Some(0),
+                                str_val: s("http"),
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    period_seconds: Some(5),
+                    ..Default::default()
+                }),
+                resources: Some(core::ResourceRequirements {
+                    limits: [("cpu".to_owned(), Quantity { string: s("500m") })].into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            termination_grace_period_seconds: Some(0),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let got = decode_to_json(&body("v1", "Pod", &pod)).expect("pod");
+    assert_eq!(got["metadata"]["creationTimestamp"], "2024-05-01T12:00:00Z");
+    assert_eq!(
+        got["spec"]["volumes"],
+        json!([{"name": "cfg", "configMap": {"name": "cfg", "defaultMode": 420}}])
+    );
+    assert_eq!(
+        got["spec"]["containers"][0]["readinessProbe"],
+        json!({"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5})
+    );
+    assert_eq!(
+        got["spec"]["containers"][0]["resources"],
+        json!({"limits": {"cpu": "500m"}})
+    );
+    assert_eq!(got["spec"]["terminationGracePeriodSeconds"], 0);
+}
+
+#[test]
+fn service_ports_and_controller_revision_data() {
+    let svc = core::Service {
+        metadata: Some(go_meta("web", "default")),
+        spec: Some(core::ServiceSpec {
+            ports: vec![core::ServicePort {
+                name: s("http"),
+                port: Some(80),
+                target_port: Some(IntOrString {
+                    r#type: Some(0),
+                    int_val: Some(8080),
+                    str_val: s(""),
+                }),
+                protocol: s("TCP"),
+                ..Default::default()
+            }],
+            selector: [("app".to_owned(), "web".to_owned())].into(),
+            r#type: s("ClusterIP"),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let got = decode_to_json(&body("v1", "Service", &svc)).expect("service");
+    assert_eq!(
+        got["spec"],
+        json!({"ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}],
+               "selector": {"app": "web"}, "type": "ClusterIP"})
+    );
+
+    let revision = apps::ControllerRevision {
+        metadata: Some(go_meta("web-1", "default")),
+        data: Some(RawExtension {
+            raw: Some(br#"{"spec":{"template":{"x":1}}}"#.to_vec()),
+        }),
+        revision: Some(3),
+    };
+    let got = decode_to_json(&body("apps/v1", "ControllerRevision", &revision)).expect("cr");
+    assert_eq!(got["data"], json!({"spec": {"template": {"x": 1}}}));
+    assert_eq!(got["revision"], 3);
+}
+
+#[test]
+fn lease_micro_times() {
+    let lease = k8s_pb::api::coordination::v1::Lease {
+        metadata: Some(go_meta("kcm", "kube-system")),
+        spec: Some(k8s_pb::api::coordination::v1::LeaseSpec {
+            holder_identity: s("host_1"),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(meta::MicroTime {
+                seconds: Some(1_714_564_800),
+                nanos: Some(123_456_000),
+            }),
+            ..Default::default()
+        }),
+    };
+    let got = decode_to_json(&body("coordination.k8s.io/v1", "Lease", &lease)).expect("lease");
+    assert_eq!(
+        got["spec"],
+        json!({"holderIdentity": "host_1", "leaseDurationSeconds": 15,
+               "renewTime": "2024-05-01T12:00:00.123456Z"})
+    );
+}
+
+#[test]
+fn bad_bodies_are_errors() {
+    struct Case {
+        name: &'static str,
+        body: Vec<u8>,
+        want: Error,
+    }
+    let ns = core::Namespace::default();
+    let mut truncated = body(
+        "v1",
+        "Namespace",
+        &core::Namespace {
+            metadata: Some(go_meta("x", "")),
+            ..Default::default()
+        },
+    );
+    truncated.truncate(truncated.len() - 3);
+    let mut garbage_raw = MAGIC.to_vec();
+    garbage_raw.extend(
+        Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: s("v1"),
+                kind: s("Namespace"),
+            }),
+            raw: Some(vec![0x0a, 0x10, 0x01]),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let mut gzip = MAGIC.to_vec();
+    gzip.extend(
+        Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: s("v1"),
+                kind: s("Namespace"),
+            }),
+            content_encoding: s("gzip"),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let cases = [
+        Case {
+            name: "json body",
+            body: br#"{"kind":"Namespace"}"#.to_vec(),
+            want: Error::MissingMagic,
+        },
+        Case {
+            name: "unknown kind",
+            body: body("example.com/v1", "Widget", &ns),
+            want: Error::UnsupportedKind {
+                api_version: "example.com/v1".to_owned(),
+                kind: "Widget".to_owned(),
+            },
+        },
+        Case {
+            name: "object bytes cut short",
+            body: garbage_raw,
+            want: Error::Malformed("length past the end of the message"),
+        },
+        Case {
+            name: "compressed",
+            body: gzip,
+            want: Error::UnsupportedEncoding("gzip".to_owned()),
+        },
+    ];
+    for case in cases {
+        assert_eq!(decode_to_json(&case.body), Err(case.want), "{}", case.name);
+    }
+    assert!(
+        matches!(decode_to_json(&truncated), Err(Error::Envelope(_))),
+        "truncated envelope"
+    );
+    assert_eq!(
+        Error::UnsupportedKind {
+            api_version: String::new(),
+            kind: String::new()
+        }
+        .status_code(),
+        415
+    );
+}
+
+/// Bodies the installed kubectl v1.32 sent (captured from `kubectl create namespace demo`,
+/// `create deployment web --image=nginx --replicas=0 --port=80`, `create configmap cfg
+/// --from-literal=a=1`, `create secret generic tok --from-literal=p=hunter2`,
+/// `create service clusterip web --tcp=80:8080`).
+mod captured {
+    use serde_json::Value;
+
+    use super::*;
+
+    const NAMESPACE: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x0f\x0a\x02\x76\x31\x12\x09\x4e\x61\x6d\x65\x73\x70\x61\x63\x65\x12\
+        \x1c\x0a\x14\x0a\x04\x64\x65\x6d\x6f\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x38\x00\x42\
+        \x00\x12\x00\x1a\x02\x0a\x00\x1a\x00\x22\x00";
+    const DEPLOYMENT: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x15\x0a\x07\x61\x70\x70\x73\x2f\x76\x31\x12\x0a\x44\x65\x70\x6c\x6f\
+        \x79\x6d\x65\x6e\x74\x12\xbf\x01\x0a\x26\x0a\x03\x77\x65\x62\x12\x00\x1a\x07\x64\x65\x66\
+        \x61\x75\x6c\x74\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00\x5a\x0a\x0a\x03\x61\x70\x70\x12\
+        \x03\x77\x65\x62\x12\x86\x01\x08\x00\x12\x0c\x0a\x0a\x0a\x03\x61\x70\x70\x12\x03\x77\x65\
+        \x62\x1a\x6c\x0a\x1c\x0a\x00\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00\x5a\
+        \x0a\x0a\x03\x61\x70\x70\x12\x03\x77\x65\x62\x12\x4c\x12\x2e\x0a\x05\x6e\x67\x69\x6e\x78\
+        \x12\x05\x6e\x67\x69\x6e\x78\x2a\x00\x32\x0a\x0a\x00\x10\x00\x18\x50\x22\x00\x2a\x00\x42\
+        \x00\x6a\x00\x72\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x00\x32\x00\x42\
+        \x00\x4a\x00\x52\x00\x58\x00\x60\x00\x68\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\
+        \x00\x22\x02\x0a\x00\x28\x00\x38\x00\x1a\x0c\x08\x00\x10\x00\x18\x00\x20\x00\x28\x00\x38\
+        \x00\x1a\x00\x22\x00";
+    const CONFIG_MAP: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x0f\x0a\x02\x76\x31\x12\x09\x43\x6f\x6e\x66\x69\x67\x4d\x61\x70\x12\
+        \x24\x0a\x1a\x0a\x03\x63\x66\x67\x12\x00\x1a\x07\x64\x65\x66\x61\x75\x6c\x74\x22\x00\x2a\
+        \x00\x32\x00\x38\x00\x42\x00\x12\x06\x0a\x01\x61\x12\x01\x31\x1a\x00\x22\x00";
+    const SECRET: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x0c\x0a\x02\x76\x31\x12\x06\x53\x65\x63\x72\x65\x74\x12\x2c\x0a\x1a\
+        \x0a\x03\x74\x6f\x6b\x12\x00\x1a\x07\x64\x65\x66\x61\x75\x6c\x74\x22\x00\x2a\x00\x32\x00\
+        \x38\x00\x42\x00\x12\x0c\x0a\x01\x70\x12\x07\x68\x75\x6e\x74\x65\x72\x32\x1a\x00\x1a\x00\
+        \x22\x00";
+    const SERVICE: &[u8] =
+        b"\x6b\x38\x73\x00\x0a\x0d\x0a\x02\x76\x31\x12\x07\x53\x65\x72\x76\x69\x63\x65\x12\x70\x0a\
+        \x26\x0a\x03\x77\x65\x62\x12\x00\x1a\x07\x64\x65\x66\x61\x75\x6c\x74\x22\x00\x2a\x00\x32\
+        \x00\x38\x00\x42\x00\x5a\x0a\x0a\x03\x61\x70\x70\x12\x03\x77\x65\x62\x12\x42\x0a\x1b\x0a\
+        \x07\x38\x30\x2d\x38\x30\x38\x30\x12\x03\x54\x43\x50\x18\x50\x22\x07\x08\x00\x10\x90\x3f\
+        \x1a\x00\x28\x00\x12\x0a\x0a\x03\x61\x70\x70\x12\x03\x77\x65\x62\x1a\x00\x22\x09\x43\x6c\
+        \x75\x73\x74\x65\x72\x49\x50\x3a\x00\x42\x00\x52\x00\x5a\x00\x60\x00\x68\x00\x1a\x02\x0a\
+        \x00\x1a\x00\x22\x00";
+
+    #[test]
+    fn kubectl_create_bodies_decode_to_the_json_kubectl_would_send() {
+        struct Case {
+            name: &'static str,
+            body: &'static [u8],
+            want: Value,
+        }
+        let meta = json!({"name": "web", "namespace": "default", "labels": {"app": "web"}});
+        let cases = [
+            Case {
+                name: "namespace",
+                body: NAMESPACE,
+                want: json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": "demo"}, "spec": {}, "status": {}}),
+            },
+            Case {
+                name: "deployment",
+                body: DEPLOYMENT,
+                want: json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                    "spec": {
+                        "replicas": 0,
+                        "selector": {"matchLabels": {"app": "web"}},
+                        "strategy": {},
+                        "template": {
+                            "metadata": {"labels": {"app": "web"}},
+                            "spec": {"containers": [{"name": "nginx", "image": "nginx",
+                                "ports": [{"containerPort": 80}], "resources": {}}]}
+                        }
+                    },
+                    "status": {}}),
+            },
+            Case {
+                name: "configmap",
+                body: CONFIG_MAP,
+                want: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}),
+            },
+            Case {
+                name: "secret",
+                body: SECRET,
+                want: json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "tok", "namespace": "default"},
+                    "data": {"p": "aHVudGVyMg=="}}),
+            },
+            Case {
+                name: "service",
+                body: SERVICE,
+                want: json!({"apiVersion": "v1", "kind": "Service", "metadata": meta,
+                    "spec": {"ports": [{"name": "80-8080", "port": 80, "protocol": "TCP",
+                        "targetPort": 8080}], "selector": {"app": "web"}, "type": "ClusterIP"},
+                    "status": {"loadBalancer": {}}}),
+            },
+        ];
+        for case in cases {
+            assert_eq!(
+                decode_to_json(case.body).expect(case.name),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! Watch fan-out: committed events dispatched to many watchers, each with a bounded buffer.
+//!
+//! Every backend (and the watch cache) owns one [`WatchHub`]. The writer publishes each
+//! committed event once, in revision order; the hub keeps an optional ring of recent events
+//! (so a watch from a recent revision is served from memory) and hands a clone of the event to
+//! every registered watcher whose prefix matches. Cloning an [`Event`] only bumps reference
+//! counts (`Arc<str>` keys, `Bytes` values), so fan-out never copies objects.
+//!
+//! Each watcher has a bounded queue. A watcher that falls more than that many events behind is
+//! dropped rather than allowed to grow memory without bound: its stream delivers what was
+//! already queued and then ends with [`Error::Compacted`], which the API server reports as
+//! 410 Gone so the client relists (upstream's cacher likewise closes unresponsive watchers).
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use tokio::sync::mpsc;
+
+use super::{Error, Event, Result, Revision, WatchStream};
+
+/// How many events a watcher may have queued before it is dropped, unless configured.
+pub const DEFAULT_WATCHER_BUFFER: usize = 4096;
+
+/// Fan-out of committed events to watchers, with a ring of recent events.
+pub(crate) struct WatchHub {
+    /// The ring, its window and the registered watchers, behind one lock so that registering
+    /// a watcher and reading its backlog is atomic with respect to publishing.
+    state: Mutex<HubState>,
+    /// The queue bound of each watcher (at least 1).
+    watcher_buffer: usize,
+}
+
+struct HubState {
+    /// Recent events in strictly increasing revision order. Every event with a revision in
+    /// `(floor, last]` is in `ring`; older ones may have been dropped.
+    ring: VecDeque<Event>,
+    /// The most events `ring` holds (0 keeps none: every backlog comes from the backend).
+    ring_capacity: usize,
+    /// Events at or below this revision are not (all) in the ring.
+    floor: Revision,
+    /// The revision of the last published event (or the starting revision); `floor <= last`.
+    last: Revision,
+    /// Registered watchers; a watcher whose receiver was dropped is removed lazily.
+    watchers: Vec<WatcherSender>,
+}
+
+/// The hub's end of one watcher.
+struct WatcherSender {
+    /// Only events whose key starts with this prefix are sent.
+    prefix: Box<str>,
+    /// Only events with a revision strictly greater than this are sent (the part at or below
+    /// it was, or will be, delivered from the watcher's backlog).
+    after: Revision,
+    /// The revision of the last event queued to this watcher (`after` before the first).
+    queued: Revision,
+    /// The bounded queue to the watcher's stream.
+    tx: mpsc::Sender<Event>,
+    /// Set (before `tx` is dropped) when the watcher is cut off; the stream reports it.
+    cut: Arc<OnceLock<Cut>>,
+}
+
+/// Why a watcher was cut off: it had received everything up to `delivered`, and the event at
+/// `missed` could not be queued (or history after `delivered` is no longer available).
+#[derive(Clone, Copy, Debug)]
+struct Cut {
+    delivered: Revision,
+    missed: Revision,
+}
+
+/// What a new watcher still needs besides the live events the hub will send it.
+pub(crate) enum Backlog {
+    /// The events after the requested revision, taken from the ring.
+    Ready(Vec<Event>),
+    /// The ring does not reach back far enough: the caller must read the events in
+    /// `(after, upto]` from the backend; the hub sends every event after `upto`.
+    Missing {
+        /// The last revision the hub will not send.
+        upto: Revision,
+    },
+}
+
+/// A registered watcher whose backlog is not attached yet.
+pub(crate) struct Subscription {
+    rx: mpsc::Receiver<Event>,
+    cut: Arc<OnceLock<Cut>>,
+}
+
+impl WatchHub {
+    /// A hub whose window starts at `start` (events up to `start` are the backend's business),
+    /// keeping up to `ring_capacity` recent events and queueing up to `watcher_buffer` events
+    /// per watcher.
+    pub(crate) fn new(start: Revision, ring_capacity: usize, watcher_buffer: usize) -> Self {
+        WatchHub {
+            state: Mutex::new(HubState {
+                ring: VecDeque::with_capacity(ring_capacity.min(1024)),
+                ring_capacity,
+                floor: start,
+                last: start,
+                watchers: Vec::new(),
+            }),
+            watcher_buffer: watcher_buffer.max(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        // A panic while holding the lock cannot leave the state half-updated in a way that
+        // breaks its invariants worse than losing one event, so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The revision of the last published event (or the start revision).
+    pub(crate) fn last_revision(&self) -> Revision {
+        self.lock().last
+    }
+
+    /// The oldest revision `after` for which [`WatchHub::subscribe`] returns a ready backlog.
+    #[cfg(test)]
+    pub(crate) fn floor(&self) -> Revision {
+        self.lock().floor
+    }
+
+    /// Publishes one committed event. Callers publish in strictly increasing revision order
+    /// (they hold their own write lock or are the only writer); an event at or below the last
+    /// published revision is ignored.
+    pub(crate) fn publish(&self, event: Event) {
+        let mut state = self.lock();
+        let rev = event.revision();
+        if rev <= state.last {
+            return;
+        }
+        state.last = rev;
+        dispatch_locked(&mut state.watchers, &event);
+        if state.ring_capacity == 0 {
+            state.floor = rev;
+            return;
+        }
+        if state.ring.len() >= state.ring_capacity
+            && let Some(old) = state.ring.pop_front()
+        {
+            state.floor = old.revision();
+        }
+        state.ring.push_back(event);
+    }
+
+    /// Registers a watcher for keys under `prefix` with revisions after `after`, and returns
+    /// what it still needs from elsewhere.
+    pub(crate) fn subscribe(&self, prefix: &str, after: Revision) -> (Backlog, Subscription) {
+        let (tx, rx) = mpsc::channel(self.watcher_buffer);
+        let cut = Arc::new(OnceLock::new());
+        let mut state = self.lock();
+        let backlog = if after >= state.floor {
+            let start = state.ring.partition_point(|e| e.revision() <= after);
+            Backlog::Ready(
+                state
+                    .ring
+                    .range(start..)
+                    .filter(|e| e.key().starts_with(prefix))
+                    .cloned()
+                    .collect(),
+            )
+        } else {
+            Backlog::Missing { upto: state.last }
+        };
+        let after = after.max(state.last);
+        state.watchers.push(WatcherSender {
+            prefix: prefix.into(),
+            after,
+            queued: after,
+            tx,
+            cut: Arc::clone(&cut),
+        });
+        (backlog, Subscription { rx, cut })
+    }
+
+    /// Forgets the ring and restarts the window at `start`, cutting off every watcher: used
+    /// when the source of events had a gap (the watch cache lost its backend watch).
+    pub(crate) fn reset(&self, start: Revision) {
+        let mut state = self.lock();
+        state.ring.clear();
+        state.floor = start;
+        state.last = start;
+        for w in state.watchers.drain(..) {
+            let _ = w.cut.set(Cut {
+                delivered: w.queued,
+                missed: start,
+            });
+        }
+    }
+
+    /// How many watchers are registered (including ones not yet noticed as gone).
+    #[cfg(test)]
+    pub(crate) fn watcher_count(&self) -> usize {
+        self.lock().watchers.len()
+    }
+}
+
+/// Sends `event` to every matching watcher, dropping closed and overflowing ones.
+fn dispatch_locked(watchers: &mut Vec<WatcherSender>, event: &Event) {
+    let rev = event.revision();
+    let key = event.key();
+    watchers.retain_mut(|w| {
+        if rev <= w.after || !key.starts_with(&*w.prefix) {
+            return !w.tx.is_closed();
+        }
+        match w.tx.try_send(event.clone()) {
+            Ok(()) => {
+                w.queued = rev;
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let _ = w.cut.set(Cut {
+                    delivered: w.queued,
+                    missed: rev,
+                });
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    });
+}
+
+impl Subscription {
+    /// The watch stream: `backlog` (events after the requested revision up to where the hub
+    /// took over, in order), then the live events.
+    pub(crate) fn into_stream(self, backlog: Vec<Event>) -> WatchStream {
+        Box::pin(HubStream {
+            backlog: backlog.into_iter(),
+            rx: self.rx,
+            cut: self.cut,
+            done: false,
+        })
+    }
+}
+
+/// A watcher's stream: its backlog, then its queue, then (if it was cut off) an error.
+struct HubStream {
+    backlog: std::vec::IntoIter<Event>,
+    rx: mpsc::Receiver<Event>,
+    cut: Arc<OnceLock<Cut>>,
+    /// The queue is closed and the final item was produced.
+    done: bool,
+}
+
+impl Stream for HubStream {
+    type Item = Result<Event>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(event) = this.backlog.next() {
+            return Poll::Ready(Some(Ok(event)));
+        }
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(event)) => Poll::Ready(Some(Ok(event))),
+            Poll::Ready(None) => {
+                this.done = true;
+                Poll::Ready(this.cut.get().map(|cut| {
+                    Err(Error::Compacted {
+                        requested: cut.delivered,
+                        compacted: cut.missed,
+                    })
+                }))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use futures::{FutureExt, StreamExt};
+
+    use super::*;
+    use crate::storage::KeyValue;
+
+    fn put(key: &str, rev: Revision) -> Event {
+        Event::Put {
+            kv: KeyValue {
+                key: key.into(),
+                value: Bytes::from_static(b"v"),
+                create_revision: rev,
+                mod_revision: rev,
+            },
+            prev: None,
+        }
+    }
+
+    fn revs(events: &[Event]) -> Vec<Revision> {
+        events.iter().map(Event::revision).collect()
+    }
+
+    #[tokio::test]
+    async fn ring_backlog_then_live_events_filtered_by_prefix() {
+        let hub = WatchHub::new(0, 10, 16);
+        hub.publish(put("/a/1", 1));
+        hub.publish(put("/b/1", 2));
+        hub.publish(put("/a/2", 3));
+        let (backlog, sub) = hub.subscribe("/a/", 1);
+        let Backlog::Ready(events) = backlog else {
+            panic!("ring covers revision 1");
+        };
+        assert_eq!(revs(&events), vec![3]);
+        let mut stream = sub.into_stream(events);
+        hub.publish(put("/b/2", 4));
+        hub.publish(put("/a/3", 5));
+        let got: Vec<_> = stream
+            .by_ref()
+            .take(2)
+            .map(|r| r.expect("event"))
+            .collect()
+            .await;
+        assert_eq!(revs(&got), vec![3, 5]);
+        assert!(
+            stream.next().now_or_never().is_none(),
+            "nothing else queued"
+        );
+    }
+
+    #[tokio::test]
+    async fn ring_window_moves_and_older_revisions_are_missing() {
+        let hub = WatchHub::new(0, 2, 16);
+        for rev in 1..=4 {
+            hub.publish(put("/k", rev));
+        }
+        assert_eq!(hub.floor(), 2);
+        assert!(matches!(hub.subscribe("", 2).0, Backlog::Ready(ref e) if revs(e) == vec![3, 4]));
+        assert!(matches!(
+            hub.subscribe("", 1).0,
+            Backlog::Missing { upto: 4 }
+        ));
+    }
+
+    #[tokio::test]
+    async fn missing_backlog_watcher_gets_only_later_events() {
+        let hub = WatchHub::new(5, 0, 16);
+        let (backlog, sub) = hub.subscribe("", 2);
+        assert!(matches!(backlog, Backlog::Missing { upto: 5 }));
+        let mut stream = sub.into_stream(vec![put("/x", 3)]);
+        hub.publish(put("/x", 6));
+        let got: Vec<_> = stream
+            .by_ref()
+            .take(2)
+            .map(|r| r.expect("event"))
+            .collect()
+            .await;
+        assert_eq!(revs(&got), vec![3, 6]);
+    }
+
+    #[tokio::test]
+    async fn slow_watcher_is_cut_off_after_its_queue() {
+        let hub = WatchHub::new(0, 0, 2);
+        let (_, sub) = hub.subscribe("", 0);
+        let mut stream = sub.into_stream(Vec::new());
+        for rev in 1..=3 {
+            hub.publish(put("/k", rev));
+        }
+        assert_eq!(hub.watcher_count(), 0, "overflowing watcher is dropped");
+        let items: Vec<_> = stream.by_ref().collect().await;
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0].as_ref().map(Event::revision).ok(), Some(1));
+        assert_eq!(items[1].as_ref().map(Event::revision).ok(), Some(2));
+        assert!(matches!(
+            items[2],
+            Err(Error::Compacted {
+                requested: 2,
+                compacted: 3
+            })
+        ));
+    }
+
+    #[tokio::test]
+    async fn dropped_watchers_are_removed() {
+        let hub = WatchHub::new(0, 0, 2);
+        let (_, sub) = hub.subscribe("/a", 0);
+        drop(sub);
+        hub.publish(put("/b", 1));
+        assert_eq!(hub.watcher_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn reset_cuts_off_every_watcher() {
+        let hub = WatchHub::new(0, 4, 8);
+        hub.publish(put("/k", 1));
+        let (_, sub) = hub.subscribe("", 1);
+        let mut stream = sub.into_stream(Vec::new());
+        hub.reset(10);
+        assert!(matches!(
+            stream.next().await,
+            Some(Err(Error::Compacted {
+                requested: 1,
+                compacted: 10
+            }))
+        ));
+        assert!(stream.next().await.is_none());
+        assert_eq!(hub.last_revision(), 10);
+        assert!(matches!(hub.subscribe("", 10).0, Backlog::Ready(ref e) if e.is_empty()));
+    }
+}

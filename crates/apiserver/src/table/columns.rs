@@ -1,0 +1,298 @@
+//! The column definitions of every printer, as upstream's `AddHandlers` declares them.
+
+use super::docs;
+
+/// One `meta.k8s.io/v1` `TableColumnDefinition`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// The header, as upstream spells it (kubectl upper-cases it).
+    pub name: &'static str,
+    /// The OpenAPI type of the cells: `string`, `integer`, `boolean`, ...
+    pub ty: &'static str,
+    /// An OpenAPI format hint: `name` for the object's name column, else empty.
+    pub format: &'static str,
+    /// What the column shows.
+    pub description: &'static str,
+    /// 0 for default output, 1 for the extra `-o wide` columns.
+    pub priority: i32,
+}
+
+const fn col(name: &'static str, ty: &'static str, description: &'static str) -> Column {
+    Column {
+        name,
+        ty,
+        format: "",
+        description,
+        priority: 0,
+    }
+}
+
+const fn wide(name: &'static str, ty: &'static str, description: &'static str) -> Column {
+    Column {
+        name,
+        ty,
+        format: "",
+        description,
+        priority: 1,
+    }
+}
+
+const NAME: Column = Column {
+    name: "Name",
+    ty: "string",
+    format: "name",
+    description: docs::NAME,
+    priority: 0,
+};
+const AGE: Column = col("Age", "string", docs::CREATION_TIMESTAMP);
+const CONTAINERS: Column = wide(
+    "Containers",
+    "string",
+    "Names of each container in the template.",
+);
+const IMAGES: Column = wide(
+    "Images",
+    "string",
+    "Images referenced by each container in the template.",
+);
+
+pub(super) const POD: &[Column] = &[
+    NAME,
+    col(
+        "Ready",
+        "string",
+        "The aggregate readiness state of this pod for accepting traffic.",
+    ),
+    col(
+        "Status",
+        "string",
+        "The aggregate status of the containers in this pod.",
+    ),
+    col(
+        "Restarts",
+        "string",
+        "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+    ),
+    AGE,
+    wide("IP", "string", docs::POD_IP),
+    wide("Node", "string", docs::POD_NODE_NAME),
+    wide("Nominated Node", "string", docs::POD_NOMINATED_NODE_NAME),
+    wide("Readiness Gates", "string", docs::POD_READINESS_GATES),
+];
+
+pub(super) const POD_TEMPLATE: &[Column] = &[
+    NAME,
+    col(
+        "Containers",
+        "string",
+        "Names of each container in the template.",
+    ),
+    col(
+        "Images",
+        "string",
+        "Images referenced by each container in the template.",
+    ),
+    col("Pod Labels", "string", "The labels for the pod template."),
+];
+
+pub(super) const POD_DISRUPTION_BUDGET: &[Column] = &[
+    NAME,
+    col(
+        "Min Available",
+        "string",
+        "The minimum number of pods that must be available.",
+    ),
+    col(
+        "Max Unavailable",
+        "string",
+        "The maximum number of pods that may be unavailable.",
+    ),
+    col(
+        "Allowed Disruptions",
+        "integer",
+        "Calculated number of pods that may be disrupted at this time.",
+    ),
+    AGE,
+];
+
+pub(super) const REPLICATION_CONTROLLER: &[Column] = &[
+    NAME,
+    col("Desired", "integer", docs::RC_SPEC_REPLICAS),
+    col("Current", "integer", docs::RC_STATUS_REPLICAS),
+    col("Ready", "integer", docs::RC_STATUS_READY_REPLICAS),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide("Selector", "string", docs::RC_SPEC_SELECTOR),
+];
+
+pub(super) const REPLICA_SET: &[Column] = &[
+    NAME,
+    col("Desired", "integer", docs::RS_SPEC_REPLICAS),
+    col("Current", "integer", docs::RS_STATUS_REPLICAS),
+    col("Ready", "integer", docs::RS_STATUS_READY_REPLICAS),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide("Selector", "string", docs::RS_SPEC_SELECTOR),
+];
+
+pub(super) const DAEMON_SET: &[Column] = &[
+    NAME,
+    col("Desired", "integer", docs::DS_DESIRED),
+    col("Current", "integer", docs::DS_CURRENT),
+    col("Ready", "integer", docs::DS_READY),
+    col("Up-to-date", "integer", docs::DS_UPDATED),
+    col("Available", "integer", docs::DS_AVAILABLE),
+    col("Node Selector", "string", docs::POD_NODE_SELECTOR),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide("Selector", "string", docs::DS_SELECTOR),
+];
+
+pub(super) const JOB: &[Column] = &[
+    NAME,
+    col("Status", "string", "Status of the job."),
+    col("Completions", "string", docs::JOB_SUCCEEDED),
+    col("Duration", "string", "Time required to complete the job."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide("Selector", "string", docs::JOB_SELECTOR),
+];
+
+pub(super) const CRON_JOB: &[Column] = &[
+    NAME,
+    col("Schedule", "string", docs::CRONJOB_SCHEDULE),
+    col("Timezone", "string", docs::CRONJOB_TIME_ZONE),
+    col("Suspend", "boolean", docs::CRONJOB_SUSPEND),
+    col("Active", "integer", docs::CRONJOB_ACTIVE),
+    col("Last Schedule", "string", docs::CRONJOB_LAST_SCHEDULE),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide("Selector", "string", docs::JOB_SELECTOR),
+];
+
+pub(super) const SERVICE: &[Column] = &[
+    NAME,
+    col("Type", "string", docs::SVC_TYPE),
+    col("Cluster-IP", "string", docs::SVC_CLUSTER_IP),
+    col("External-IP", "string", docs::SVC_EXTERNAL_IPS),
+    col("Port(s)", "string", docs::SVC_PORTS),
+    AGE,
+    wide("Selector", "string", docs::SVC_SELECTOR),
+];
+
+pub(super) const STATEFUL_SET: &[Column] = &[
+    NAME,
+    col("Ready", "string", "Number of the pod with ready state"),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+];
+
+pub(super) const ENDPOINTS: &[Column] = &[
+    NAME,
+    col("Endpoints", "string", docs::ENDPOINTS_SUBSETS),
+    AGE,
+];
+
+pub(super) const NODE: &[Column] = &[
+    NAME,
+    col("Status", "string", "The status of the node"),
+    col("Roles", "string", "The roles of the node"),
+    AGE,
+    col("Version", "string", docs::NODE_KUBELET_VERSION),
+    wide("Internal-IP", "string", docs::NODE_ADDRESSES),
+    wide("External-IP", "string", docs::NODE_ADDRESSES),
+    wide("OS-Image", "string", docs::NODE_OS_IMAGE),
+    wide("Kernel-Version", "string", docs::NODE_KERNEL_VERSION),
+    wide("Container-Runtime", "string", docs::NODE_CONTAINER_RUNTIME),
+];
+
+pub(super) const EVENT: &[Column] = &[
+    col("Last Seen", "string", docs::EVENT_LAST_TIMESTAMP),
+    col("Type", "string", docs::EVENT_TYPE),
+    col("Reason", "string", docs::EVENT_REASON),
+    col("Object", "string", docs::EVENT_INVOLVED_OBJECT),
+    wide("Subobject", "string", docs::OBJECT_REFERENCE_FIELD_PATH),
+    wide("Source", "string", docs::EVENT_SOURCE),
+    col("Message", "string", docs::EVENT_MESSAGE),
+    wide("First Seen", "string", docs::EVENT_FIRST_TIMESTAMP),
+    wide("Count", "string", docs::EVENT_COUNT),
+    Column {
+        priority: 1,
+        ..NAME
+    },
+];
+
+pub(super) const NAMESPACE: &[Column] = &[
+    NAME,
+    col("Status", "string", "The status of the namespace"),
+    AGE,
+];
+
+pub(super) const SECRET: &[Column] = &[
+    NAME,
+    col("Type", "string", docs::SECRET_TYPE),
+    col("Data", "string", docs::SECRET_DATA),
+    AGE,
+];
+
+pub(super) const SERVICE_ACCOUNT: &[Column] = &[
+    NAME,
+    col("Secrets", "string", docs::SERVICE_ACCOUNT_SECRETS),
+    AGE,
+];
+
+pub(super) const DEPLOYMENT: &[Column] = &[
+    NAME,
+    col("Ready", "string", "Number of the pod with ready state"),
+    col("Up-to-date", "string", docs::DEPLOY_UPDATED),
+    col("Available", "string", docs::DEPLOY_AVAILABLE),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide("Selector", "string", docs::DEPLOY_SELECTOR),
+];
+
+pub(super) const CONFIG_MAP: &[Column] = &[NAME, col("Data", "string", docs::CONFIG_MAP_DATA), AGE];
+
+pub(super) const LEASE: &[Column] = &[NAME, col("Holder", "string", docs::LEASE_HOLDER), AGE];
+
+pub(super) const CONTROLLER_REVISION: &[Column] = &[
+    NAME,
+    col("Controller", "string", "Controller of the object"),
+    col("Revision", "string", docs::CONTROLLER_REVISION_REVISION),
+    AGE,
+];
+
+pub(super) const PRIORITY_CLASS: &[Column] = &[
+    NAME,
+    col("Value", "integer", docs::PRIORITY_CLASS_VALUE),
+    col(
+        "Global-Default",
+        "boolean",
+        docs::PRIORITY_CLASS_GLOBAL_DEFAULT,
+    ),
+    AGE,
+    col(
+        "PreemptionPolicy",
+        "string",
+        docs::PRIORITY_CLASS_PREEMPTION_POLICY,
+    ),
+];
+
+pub(super) const ENDPOINT_SLICE: &[Column] = &[
+    NAME,
+    col("AddressType", "string", docs::ENDPOINT_SLICE_ADDRESS_TYPE),
+    col("Ports", "string", docs::ENDPOINT_SLICE_PORTS),
+    col("Endpoints", "string", docs::ENDPOINT_SLICE_ENDPOINTS),
+    AGE,
+];
+
+/// Kinds without a printer: the object's name and age (what a CRD without printer
+/// columns shows).
+pub(super) const GENERIC: &[Column] = &[NAME, AGE];

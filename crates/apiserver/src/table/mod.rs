@@ -1,0 +1,414 @@
+//! Server-side printing: `meta.k8s.io/v1` Tables for `kubectl get`.
+//!
+//! kubectl asks for `application/json;as=Table;v=v1;g=meta.k8s.io` and prints the
+//! columns the server chose. These are upstream's (`pkg/printers/internalversion`): the
+//! same headers, the same cell text (pod STATUS and RESTARTS, node ROLES, ages as
+//! `duration.HumanDuration`), priority-1 columns for `-o wide`. As upstream's server does,
+//! every row carries the wide cells; kubectl hides priority-1 columns unless asked.
+//!
+//! Start with [`table_for`]; one-row tables per watch event come from calling it with one
+//! object.
+
+mod columns;
+mod core;
+mod docs;
+pub mod duration;
+mod fields;
+mod labels;
+mod pod;
+mod workloads;
+
+pub use columns::Column;
+
+use jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+/// What each row's `object` holds (the `includeObject` table option).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// No object.
+    None,
+    /// The object's metadata as a `meta.k8s.io/v1` `PartialObjectMetadata` (the default).
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses the `includeObject` query parameter (`None`, `Metadata`, `Object`); empty
+    /// means the default.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "None" => Some(IncludeObject::None),
+            "" | "Metadata" => Some(IncludeObject::Metadata),
+            "Object" => Some(IncludeObject::Object),
+            _ => None,
+        }
+    }
+}
+
+/// One table row before the object is attached.
+#[derive(Debug)]
+pub(crate) struct Row {
+    /// One cell per column definition, in order.
+    cells: Vec<Value>,
+    /// `conditions` of the row (pods that completed), if any.
+    conditions: Option<Value>,
+}
+
+impl Row {
+    fn new(cells: Vec<Value>) -> Self {
+        Row {
+            cells,
+            conditions: None,
+        }
+    }
+}
+
+type RowFn = fn(&Value, Timestamp) -> Row;
+
+/// The printer of one resource: its columns and how to fill a row.
+#[derive(Clone, Copy)]
+struct Printer {
+    columns: &'static [Column],
+    row: RowFn,
+}
+
+/// The printer for `resource`: a lowercase plural resource name (`replicasets`) or a kind
+/// (`ReplicaSet`); anything else gets the NAME/AGE printer.
+fn printer_for(resource: &str) -> Printer {
+    let p = |columns, row| Printer { columns, row };
+    match resource {
+        "pods" | "Pod" => p(columns::POD, pod::row),
+        "podtemplates" | "PodTemplate" => p(columns::POD_TEMPLATE, workloads::pod_template),
+        "replicationcontrollers" | "ReplicationController" => p(
+            columns::REPLICATION_CONTROLLER,
+            workloads::replication_controller,
+        ),
+        "replicasets" | "ReplicaSet" => p(columns::REPLICA_SET, workloads::replica_set),
+        "deployments" | "Deployment" => p(columns::DEPLOYMENT, workloads::deployment),
+        "daemonsets" | "DaemonSet" => p(columns::DAEMON_SET, workloads::daemon_set),
+        "statefulsets" | "StatefulSet" => p(columns::STATEFUL_SET, workloads::stateful_set),
+        "jobs" | "Job" => p(columns::JOB, workloads::job),
+        "cronjobs" | "CronJob" => p(columns::CRON_JOB, workloads::cron_job),
+        "controllerrevisions" | "ControllerRevision" => {
+            p(columns::CONTROLLER_REVISION, workloads::controller_revision)
+        }
+        "nodes" | "Node" => p(columns::NODE, core::node),
+        "namespaces" | "Namespace" => p(columns::NAMESPACE, core::namespace),
+        "services" | "Service" => p(columns::SERVICE, core::service),
+        "endpoints" | "Endpoints" => p(columns::ENDPOINTS, core::endpoints),
+        "endpointslices" | "EndpointSlice" => p(columns::ENDPOINT_SLICE, core::endpoint_slice),
+        "events" | "Event" => p(columns::EVENT, core::event),
+        "configmaps" | "ConfigMap" => p(columns::CONFIG_MAP, core::config_map),
+        "secrets" | "Secret" => p(columns::SECRET, core::secret),
+        "serviceaccounts" | "ServiceAccount" => p(columns::SERVICE_ACCOUNT, core::service_account),
+        "leases" | "Lease" => p(columns::LEASE, core::lease),
+        "poddisruptionbudgets" | "PodDisruptionBudget" => {
+            p(columns::POD_DISRUPTION_BUDGET, core::pod_disruption_budget)
+        }
+        "priorityclasses" | "PriorityClass" => p(columns::PRIORITY_CLASS, core::priority_class),
+        _ => p(columns::GENERIC, generic_row),
+    }
+}
+
+/// NAME and AGE, for kinds without a printer.
+fn generic_row(obj: &Value, now: Timestamp) -> Row {
+    Row::new(vec![
+        json!(fields::name(obj)),
+        json!(duration::since(
+            fields::time_at(obj, &["metadata", "creationTimestamp"]),
+            now
+        )),
+    ])
+}
+
+/// The column definitions `resource`'s tables have (see [`table_for`] for `resource`).
+pub fn columns_for(resource: &str) -> &'static [Column] {
+    printer_for(resource).columns
+}
+
+impl Column {
+    /// The column as a `TableColumnDefinition` JSON object.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "type": self.ty,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        })
+    }
+}
+
+/// The `meta.k8s.io/v1` Table of `objects`, all of kind `resource` (a lowercase plural
+/// resource name such as `pods`, or a kind such as `Pod`; unknown ones get NAME and AGE).
+/// Ages are computed against `now`.
+///
+/// The table's `metadata` is empty: the caller sets `resourceVersion` and `continue` from
+/// its list. For the `noHeaders` option, the caller drops `columnDefinitions`.
+pub fn table_for(
+    resource: &str,
+    objects: &[Value],
+    include_object: IncludeObject,
+    now: Timestamp,
+) -> Value {
+    let printer = printer_for(resource);
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|obj| {
+            let row = (printer.row)(obj, now);
+            debug_assert_eq!(row.cells.len(), printer.columns.len(), "{resource}");
+            let mut out = Map::new();
+            out.insert("cells".to_owned(), Value::Array(row.cells));
+            if let Some(conditions) = row.conditions {
+                out.insert("conditions".to_owned(), conditions);
+            }
+            match include_object {
+                IncludeObject::None => {}
+                IncludeObject::Metadata => {
+                    out.insert("object".to_owned(), partial_object_metadata(obj));
+                }
+                IncludeObject::Object => {
+                    out.insert("object".to_owned(), obj.clone());
+                }
+            }
+            Value::Object(out)
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {},
+        "columnDefinitions": printer.columns.iter().map(Column::to_json).collect::<Vec<_>>(),
+        "rows": rows,
+    })
+}
+
+/// The object's metadata as a `meta.k8s.io/v1` `PartialObjectMetadata`.
+fn partial_object_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> Timestamp {
+        "2024-05-01T12:00:00Z".parse().expect("now")
+    }
+
+    fn headers(table: &Value, wide: bool) -> Vec<String> {
+        table["columnDefinitions"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .filter(|c| wide || c["priority"] == 0)
+            .map(|c| c["name"].as_str().expect("name").to_uppercase())
+            .collect()
+    }
+
+    #[test]
+    fn headers_match_kubectl_output() {
+        struct Case {
+            resource: &'static str,
+            headers: &'static str,
+            wide: &'static str,
+        }
+        let cases = [
+            Case {
+                resource: "pods",
+                headers: "NAME READY STATUS RESTARTS AGE",
+                wide: "NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES",
+            },
+            Case {
+                resource: "replicasets",
+                headers: "NAME DESIRED CURRENT READY AGE",
+                wide: "NAME DESIRED CURRENT READY AGE CONTAINERS IMAGES SELECTOR",
+            },
+            Case {
+                resource: "deployments",
+                headers: "NAME READY UP-TO-DATE AVAILABLE AGE",
+                wide: "NAME READY UP-TO-DATE AVAILABLE AGE CONTAINERS IMAGES SELECTOR",
+            },
+            Case {
+                resource: "nodes",
+                headers: "NAME STATUS ROLES AGE VERSION",
+                wide: "NAME STATUS ROLES AGE VERSION INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME",
+            },
+            Case {
+                resource: "namespaces",
+                headers: "NAME STATUS AGE",
+                wide: "NAME STATUS AGE",
+            },
+            Case {
+                resource: "events",
+                headers: "LAST SEEN TYPE REASON OBJECT MESSAGE",
+                wide: "LAST SEEN TYPE REASON OBJECT SUBOBJECT SOURCE MESSAGE FIRST SEEN COUNT NAME",
+            },
+            Case {
+                resource: "leases",
+                headers: "NAME HOLDER AGE",
+                wide: "NAME HOLDER AGE",
+            },
+            Case {
+                resource: "services",
+                headers: "NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE",
+                wide: "NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE SELECTOR",
+            },
+            Case {
+                resource: "configmaps",
+                headers: "NAME DATA AGE",
+                wide: "NAME DATA AGE",
+            },
+            Case {
+                resource: "secrets",
+                headers: "NAME TYPE DATA AGE",
+                wide: "NAME TYPE DATA AGE",
+            },
+            Case {
+                resource: "daemonsets",
+                headers: "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE",
+                wide: "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE CONTAINERS IMAGES SELECTOR",
+            },
+            Case {
+                resource: "statefulsets",
+                headers: "NAME READY AGE",
+                wide: "NAME READY AGE CONTAINERS IMAGES",
+            },
+            Case {
+                resource: "poddisruptionbudgets",
+                headers: "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE",
+                wide: "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE",
+            },
+            Case {
+                resource: "serviceaccounts",
+                headers: "NAME SECRETS AGE",
+                wide: "NAME SECRETS AGE",
+            },
+            Case {
+                resource: "endpoints",
+                headers: "NAME ENDPOINTS AGE",
+                wide: "NAME ENDPOINTS AGE",
+            },
+            Case {
+                resource: "jobs",
+                headers: "NAME STATUS COMPLETIONS DURATION AGE",
+                wide: "NAME STATUS COMPLETIONS DURATION AGE CONTAINERS IMAGES SELECTOR",
+            },
+            Case {
+                resource: "widgets",
+                headers: "NAME AGE",
+                wide: "NAME AGE",
+            },
+        ];
+        for case in cases {
+            let table = table_for(case.resource, &[], IncludeObject::Metadata, now());
+            assert_eq!(
+                headers(&table, false).join(" "),
+                case.headers,
+                "{}",
+                case.resource
+            );
+            assert_eq!(
+                headers(&table, true).join(" "),
+                case.wide,
+                "{} wide",
+                case.resource
+            );
+        }
+    }
+
+    #[test]
+    fn every_printer_fills_every_column() {
+        let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2024-05-01T11:00:00Z"}});
+        for resource in [
+            "pods",
+            "podtemplates",
+            "replicationcontrollers",
+            "replicasets",
+            "deployments",
+            "daemonsets",
+            "statefulsets",
+            "jobs",
+            "cronjobs",
+            "controllerrevisions",
+            "nodes",
+            "namespaces",
+            "services",
+            "endpoints",
+            "endpointslices",
+            "events",
+            "configmaps",
+            "secrets",
+            "serviceaccounts",
+            "leases",
+            "poddisruptionbudgets",
+            "priorityclasses",
+            "widgets",
+        ] {
+            let table = table_for(
+                resource,
+                std::slice::from_ref(&obj),
+                IncludeObject::None,
+                now(),
+            );
+            let cells = table["rows"][0]["cells"].as_array().expect("cells").len();
+            assert_eq!(cells, columns_for(resource).len(), "{resource}");
+        }
+    }
+
+    #[test]
+    fn table_shape_and_row_objects() {
+        let rs = json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-1", "namespace": "default", "resourceVersion": "7",
+                         "creationTimestamp": "2024-05-01T11:59:00Z"},
+            "spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 2}
+        });
+        let table = table_for(
+            "ReplicaSet",
+            std::slice::from_ref(&rs),
+            IncludeObject::Metadata,
+            now(),
+        );
+        assert_eq!(table["kind"], "Table");
+        assert_eq!(table["apiVersion"], "meta.k8s.io/v1");
+        assert_eq!(
+            table["columnDefinitions"][0],
+            json!({"name": "Name", "type": "string", "format": "name",
+                   "description": docs::NAME, "priority": 0})
+        );
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!(["web-1", 2, 2, 2, "60s", "", "", "<none>"])
+        );
+        assert_eq!(
+            table["rows"][0]["object"],
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                   "metadata": rs["metadata"]})
+        );
+        let full = table_for(
+            "replicasets",
+            std::slice::from_ref(&rs),
+            IncludeObject::Object,
+            now(),
+        );
+        assert_eq!(full["rows"][0]["object"], rs);
+        let none = table_for("replicasets", &[rs], IncludeObject::None, now());
+        assert!(none["rows"][0].get("object").is_none());
+    }
+
+    #[test]
+    fn include_object_parses_the_query_values() {
+        assert_eq!(IncludeObject::parse("None"), Some(IncludeObject::None));
+        assert_eq!(IncludeObject::parse(""), Some(IncludeObject::Metadata));
+        assert_eq!(IncludeObject::parse("Object"), Some(IncludeObject::Object));
+        assert_eq!(IncludeObject::parse("everything"), None);
+    }
+}
