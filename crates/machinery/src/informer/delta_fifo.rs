@@ -27,12 +27,10 @@ use super::transform::TransformFunc;
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Why a DeltaFIFO operation failed.
+/// Why popping from a DeltaFIFO failed (adding fails only for an object without a key:
+/// [`keys::Error`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// The object has no key.
-    #[error("DeltaFIFO: {0}")]
-    Key(#[from] keys::Error),
     /// The queue was closed and is empty.
     #[error("DeltaFIFO: closed")]
     Closed,
@@ -167,7 +165,7 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
     /// Queues an [`Delta::Added`], as client-go's `DeltaFIFO.Add`. With freshness tracking,
     /// the object's resourceVersion counts as reached once this delta is processed (client-go's
     /// `ResourceVersionUpdater`, folded in to take the lock once per event).
-    pub fn add(&self, obj: K) -> Result<()> {
+    pub fn add(&self, obj: K) -> keys::Result<()> {
         let key = meta_namespace_key(&obj)?;
         let obj = self.prepare(obj);
         let mut state = self.lock();
@@ -182,7 +180,7 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
     }
 
     /// Queues an [`Delta::Updated`], as client-go's `DeltaFIFO.Update`.
-    pub fn update(&self, obj: K) -> Result<()> {
+    pub fn update(&self, obj: K) -> keys::Result<()> {
         let key = meta_namespace_key(&obj)?;
         let obj = self.prepare(obj);
         let mut state = self.lock();
@@ -198,7 +196,7 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
 
     /// Queues a [`Delta::Deleted`], as client-go's `DeltaFIFO.Delete`: dropped when the key is
     /// neither queued nor known (a relist already reported the deletion).
-    pub fn delete(&self, obj: K) -> Result<()> {
+    pub fn delete(&self, obj: K) -> keys::Result<()> {
         let key = meta_namespace_key(&obj)?;
         let obj = self.prepare(obj);
         let mut state = self.lock();
@@ -415,6 +413,7 @@ impl<K> DeltaFifo<K> {
                         tracing::error!(%key, "DeltaFIFO: key queued without deltas; skipping");
                         continue;
                     };
+                    // Always `Some`: we return right after using it.
                     let Some(process) = process.take() else {
                         return Err(Error::Closed);
                     };

@@ -101,13 +101,13 @@ pub trait ReflectorStore<K>: Send + Sync {
 
 impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn add(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::add(self, obj).map_err(fifo_key_error)
+        DeltaFifo::add(self, obj)
     }
     fn update(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::update(self, obj).map_err(fifo_key_error)
+        DeltaFifo::update(self, obj)
     }
     fn delete(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::delete(self, obj).map_err(fifo_key_error)
+        DeltaFifo::delete(self, obj)
     }
     fn replace(&self, list: Vec<K>, resource_version: &str) {
         DeltaFifo::replace(self, list, resource_version);
@@ -117,14 +117,6 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     }
     fn update_resource_version(&self, resource_version: &str) {
         DeltaFifo::update_resource_version(self, resource_version);
-    }
-}
-
-fn fifo_key_error(err: super::delta_fifo::Error) -> keys::Error {
-    match err {
-        super::delta_fifo::Error::Key(key) => key,
-        // add/update/delete never report Closed.
-        super::delta_fifo::Error::Closed => keys::Error::InvalidKey { key: String::new() },
     }
 }
 
@@ -819,6 +811,62 @@ mod tests {
             watches.iter().map(|w| w.2.as_str()).collect::<Vec<_>>(),
             vec!["10", "40"]
         );
+        h.stop().await;
+    }
+
+    fn expired_event() -> WatchScript {
+        ends(vec![Ok(WatchEvent::Error(Box::new(Status {
+            code: 410,
+            reason: "Expired".into(),
+            ..Status::default()
+        })))])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn relists_stay_paginated_when_the_initial_list_was() {
+        // As TestReflectorPaginatingNonConsistentReadsIfWatchCacheDisabled: a paginated answer
+        // to the RV="0" list means no watch cache, so relists at an RV paginate too.
+        let lw = FakeLw::new(
+            vec![
+                Ok(list("10", Some("c1"), vec![pod("a", "1")])),
+                Ok(list("10", None, vec![pod("b", "2")])),
+                Ok(list("20", None, vec![pod("a", "1")])),
+            ],
+            vec![expired_event(), hangs(vec![])],
+        );
+        let h = start(lw, ReflectorOptions::default());
+        sleep(Duration::from_secs(5)).await;
+        let lists = h.lw.list_calls();
+        assert_eq!(lists.len(), 3);
+        assert_eq!(lists[2].1.resource_version.as_deref(), Some("10"));
+        assert_eq!(lists[2].1.limit, Some(DEFAULT_PAGE_SIZE));
+        h.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_too_large_resource_version_list_falls_back_to_a_consistent_read() {
+        // As TestReflectorFullListIfTooLarge.
+        let mut too_large = Status {
+            code: 504,
+            reason: "Timeout".into(),
+            message: "Too large resource version".into(),
+            ..Status::default()
+        };
+        too_large.details = None;
+        let lw = FakeLw::new(
+            vec![
+                Ok(list("10", None, vec![])),
+                Err(kube::Error::Api(Box::new(too_large))),
+                Ok(list("11", None, vec![])),
+            ],
+            vec![expired_event(), hangs(vec![])],
+        );
+        let h = start(lw, ReflectorOptions::default());
+        sleep(Duration::from_secs(5)).await;
+        let lists = h.lw.list_calls();
+        assert_eq!(lists.len(), 3);
+        assert_eq!(lists[2].1.resource_version, None);
+        assert_eq!(h.reflector.last_sync_resource_version(), "11");
         h.stop().await;
     }
 
