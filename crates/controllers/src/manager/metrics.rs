@@ -110,6 +110,11 @@ impl ManagerMetrics {
         self.registry().register(name, help, metric);
     }
 
+    /// Gives `f` the registry, for metric structs that register several families at once.
+    pub fn with_registry(&self, f: impl FnOnce(&mut Registry)) {
+        f(&mut self.registry());
+    }
+
     /// Marks `controller` as running (`running_managed_controllers` = 1), as upstream's
     /// `ControllerStarted`.
     pub fn controller_started(&self, controller: &str) {
