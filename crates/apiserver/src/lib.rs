@@ -20,6 +20,7 @@ pub mod error;
 pub mod http;
 pub mod kubeconfig;
 pub mod object;
+pub mod openapi;
 pub mod pki;
 pub mod protobuf;
 pub mod registry;

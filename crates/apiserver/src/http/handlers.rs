@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderValue, WARNING};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -16,8 +16,8 @@ use crate::http::negotiate::Representation;
 use crate::http::query::Query;
 use crate::http::request_info::ResourceRequest;
 use crate::http::{AppState, json_response};
-use crate::registry::create::CreateOptions;
 use crate::registry::delete::{DeleteOutcome, success_status};
+use crate::registry::options::WriteOutcome;
 use crate::registry::patch::PatchType;
 use crate::registry::strategy::{Strategy, Subresource};
 use crate::registry::update::Target;
@@ -85,13 +85,11 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             Ok(repr.render(s.as_ref(), StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
-            let dry_run = query.dry_run()?;
+            let opts = query.write_options()?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
-            let created = registry
-                .create(s.as_ref(), &ns, obj, CreateOptions { dry_run })
-                .await?;
-            Ok(json_response(StatusCode::CREATED, &created))
+            let outcome = registry.create(s.as_ref(), &ns, obj, &opts).await?;
+            Ok(written(StatusCode::CREATED, &outcome))
         }
         (&Method::DELETE, None, None) => {
             let list_opts = query.list_options(info, false)?;
@@ -116,18 +114,18 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             } else {
                 Target::Main
             };
-            let dry_run = query.dry_run()?;
+            let opts = query.write_options()?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
             let outcome = registry
-                .update(s.as_ref(), &ns, name, obj, target, dry_run)
+                .update(s.as_ref(), &ns, name, obj, target, &opts)
                 .await?;
             let code = if outcome.created {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK
             };
-            Ok(json_response(code, &outcome.object))
+            Ok(written(code, &outcome))
         }
         (&Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() {
@@ -135,13 +133,18 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             } else {
                 Target::Main
             };
-            let dry_run = query.dry_run()?;
+            let opts = query.write_options()?;
             let patch_type = patch_type(&headers)?;
             let bytes = read_body(req).await?;
-            let obj = registry
-                .patch(s.as_ref(), &ns, name, patch_type, &bytes, target, dry_run)
+            let outcome = registry
+                .patch(s.as_ref(), &ns, name, patch_type, &bytes, target, &opts)
                 .await?;
-            Ok(json_response(StatusCode::OK, &obj))
+            let code = if outcome.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(written(code, &outcome))
         }
         (&Method::DELETE, Some(name), None) => {
             let mut opts = query.delete_options()?;
@@ -223,6 +226,18 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         }
         _ => Err(method_not_allowed(s.as_ref(), &method)),
     }
+}
+
+/// A written object, with a `Warning` header per warning (`299 - "text"`, as upstream).
+fn written(code: StatusCode, outcome: &WriteOutcome) -> Response {
+    let mut response = json_response(code, &outcome.object);
+    for warning in &outcome.warnings {
+        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(WARNING, v);
+        }
+    }
+    response
 }
 
 /// The `Status` a successful binding or eviction answers with.

@@ -8,6 +8,7 @@ pub mod body;
 pub mod discovery;
 pub mod handlers;
 pub mod negotiate;
+pub mod openapi;
 pub mod query;
 pub mod request_info;
 
@@ -56,6 +57,20 @@ async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response 
     let route = request_info::parse(req.uri().path());
     let response = match route {
         Route::Resource(r) => handlers::handle(&state, r, req).await,
+        Route::OpenApiV3Index => openapi::serve(
+            state.registry.openapi(),
+            None,
+            req.method(),
+            req.headers(),
+            req.uri().query(),
+        ),
+        Route::OpenApiV3(path) => openapi::serve(
+            state.registry.openapi(),
+            Some(&path),
+            req.method(),
+            req.headers(),
+            req.uri().query(),
+        ),
         other => discovery_route(&state, other, req.method()),
     };
     response.unwrap_or_else(IntoResponse::into_response)
@@ -90,7 +105,9 @@ fn discovery_route(state: &AppState, route: Route, method: &Method) -> Result<Re
             discovery::resources(&state.registry, &group, &version)
                 .ok_or_else(ApiError::path_not_found)?
         }
-        Route::Resource(_) | Route::Unknown => return Err(ApiError::path_not_found()),
+        Route::Resource(_) | Route::OpenApiV3Index | Route::OpenApiV3(_) | Route::Unknown => {
+            return Err(ApiError::path_not_found());
+        }
     };
     Ok(json_response(StatusCode::OK, &doc))
 }

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
+use crate::registry::options::WriteOptions;
 use crate::registry::patch::{PatchType, apply_patch};
 use crate::registry::strategy::{Strategy, typed};
 use crate::registry::update::Target;
@@ -108,10 +109,10 @@ impl Registry {
                 PatchType::Merge,
                 &bytes,
                 Target::Main,
-                dry_run,
+                &WriteOptions::dry_run(dry_run),
             )
             .await?;
-        Ok(scale_of(&updated))
+        Ok(scale_of(&updated.object))
     }
 
     /// `PATCH .../{name}/scale`: the patch applies to the current `Scale`.

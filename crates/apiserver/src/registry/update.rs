@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::error::{ApiError, Result};
 use crate::object;
-use crate::registry::create::{CreateOptions, bind_namespace, check_kind};
+use crate::registry::create::{bind_namespace, check_kind};
+use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
 use crate::registry::strategy::{Strategy, check};
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage, parse_resource_version};
@@ -23,15 +24,6 @@ pub enum Target {
     Main,
     /// `/status`: only `.status` changes.
     Status,
-}
-
-/// The result of an update.
-#[derive(Debug)]
-pub struct UpdateOutcome {
-    /// The object as stored (or as it was when deleted on its last finalizer).
-    pub object: Value,
-    /// Whether the update created the object (`AllowCreateOnUpdate`; answered 201).
-    pub created: bool,
 }
 
 /// Where the new object comes from.
@@ -51,15 +43,20 @@ impl Registry {
         name: &str,
         body: Value,
         target: Target,
-        dry_run: bool,
-    ) -> Result<UpdateOutcome> {
+        opts: &WriteOptions,
+    ) -> Result<WriteOutcome> {
         let info = s.info();
         let body = check_kind(info, body)?;
-        self.write(s, namespace, name, Source::Replace(&body), target, dry_run)
-            .await
+        let warnings = self.check_fields(info, &body, opts.field_validation, Decoded::Body)?;
+        let mut outcome = self
+            .write(s, namespace, name, Source::Replace(&body), target, opts)
+            .await?;
+        outcome.warnings.extend(warnings);
+        Ok(outcome)
     }
 
     /// `PATCH`: applies a merge, JSON or strategic-merge patch to an object (or its status).
+    #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
         s: &dyn Strategy,
@@ -68,18 +65,17 @@ impl Registry {
         patch_type: PatchType,
         patch: &[u8],
         target: Target,
-        dry_run: bool,
-    ) -> Result<Value> {
+        opts: &WriteOptions,
+    ) -> Result<WriteOutcome> {
         self.write(
             s,
             namespace,
             name,
             Source::Patch(patch_type, patch),
             target,
-            dry_run,
+            opts,
         )
         .await
-        .map(|o| o.object)
     }
 
     async fn write(
@@ -89,11 +85,12 @@ impl Registry {
         name: &str,
         source: Source<'_>,
         target: Target,
-        dry_run: bool,
-    ) -> Result<UpdateOutcome> {
+        opts: &WriteOptions,
+    ) -> Result<WriteOutcome> {
         let info = s.info();
         let gr = info.group_resource();
         let namespace = if info.namespaced { namespace } else { "" };
+        let dry_run = opts.dry_run;
         for _ in 0..MAX_WRITE_RETRIES {
             let Some((current, kv)) = self.get_kv(s, namespace, name).await? else {
                 return match source {
@@ -105,12 +102,12 @@ impl Registry {
                             object::set_meta(&mut obj, "name", name);
                         }
                         check_name(&obj, name)?;
-                        let created = self
-                            .create(s, namespace, obj, CreateOptions { dry_run })
-                            .await?;
-                        Ok(UpdateOutcome {
-                            object: created,
+                        bind_namespace(info, &mut obj, namespace)?;
+                        let object = self.create_checked(s, obj, dry_run).await?;
+                        Ok(WriteOutcome {
+                            object,
                             created: true,
+                            warnings: Vec::new(),
                         })
                     }
                     _ => Err(ApiError::not_found(gr, name)),
@@ -119,9 +116,15 @@ impl Registry {
             // A patch is re-applied to the fresh object on every attempt, so a race is retried
             // unless the patch itself pinned `metadata.resourceVersion` (then the pinned
             // version no longer matches and the next attempt answers 409).
+            let mut warnings = Vec::new();
             let (new, is_replace) = match source {
                 Source::Replace(body) => (body.clone(), true),
-                Source::Patch(kind, patch) => (apply_patch(info, &current, kind, patch)?, false),
+                Source::Patch(kind, patch) => {
+                    let patched = apply_patch(info, &current, kind, patch)?;
+                    warnings =
+                        self.check_fields(info, &patched, opts.field_validation, Decoded::Patch)?;
+                    (patched, false)
+                }
             };
             let requested_rv = parse_resource_version(object::resource_version(&new))?;
             if let Some(rv) = requested_rv
@@ -148,9 +151,10 @@ impl Registry {
                 .await
             {
                 Ok(object) => {
-                    return Ok(UpdateOutcome {
+                    return Ok(WriteOutcome {
                         object,
                         created: false,
+                        warnings,
                     });
                 }
                 Err(Retry::Again) if requested_rv.is_none() || !is_replace => continue,

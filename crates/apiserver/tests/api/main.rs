@@ -7,6 +7,7 @@ mod discovery;
 mod eviction;
 mod list;
 mod namespaces;
+mod openapi;
 mod pods;
 mod robustness;
 mod security;
