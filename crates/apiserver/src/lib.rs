@@ -17,6 +17,7 @@
 //! `GET`s as [`table`]s when asked (see [`http::negotiate`]).
 
 pub mod error;
+pub mod fieldmanager;
 pub mod http;
 pub mod kubeconfig;
 pub mod object;

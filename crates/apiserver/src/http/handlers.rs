@@ -10,6 +10,7 @@ use http::header::{CONTENT_TYPE, HeaderValue, WARNING};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::error::GroupKind;
 use crate::error::{ApiError, Result};
 use crate::http::body::{self, decode_object};
 use crate::http::negotiate::Representation;
@@ -17,10 +18,11 @@ use crate::http::query::Query;
 use crate::http::request_info::ResourceRequest;
 use crate::http::{AppState, json_response};
 use crate::registry::delete::{DeleteOutcome, success_status};
-use crate::registry::options::WriteOutcome;
+use crate::registry::options::{WriteOptions, WriteOutcome};
 use crate::registry::patch::PatchType;
 use crate::registry::strategy::{Strategy, Subresource};
 use crate::registry::update::Target;
+use crate::validation::FieldError;
 
 /// Handles one resource request.
 pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> Result<Response> {
@@ -85,7 +87,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             Ok(repr.render(s.as_ref(), StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
-            let opts = query.write_options()?;
+            let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
             let outcome = registry.create(s.as_ref(), &ns, obj, &opts).await?;
@@ -114,7 +116,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             } else {
                 Target::Main
             };
-            let opts = query.write_options()?;
+            let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
             let outcome = registry
@@ -133,8 +135,8 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             } else {
                 Target::Main
             };
-            let opts = query.write_options()?;
             let patch_type = patch_type(&headers)?;
+            let opts = write_options(&query, &headers, Some(patch_type))?;
             let bytes = read_body(req).await?;
             let outcome = registry
                 .patch(s.as_ref(), &ns, name, patch_type, &bytes, target, &opts)
@@ -180,20 +182,20 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PUT, Some(name), Some(Subresource::Scale)) => {
-            let dry_run = query.dry_run()?;
+            let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let scale = decode_object(&bytes, &media)?;
             let scale = registry
-                .update_scale(s.as_ref(), &ns, name, scale, dry_run)
+                .update_scale(s.as_ref(), &ns, name, scale, &opts)
                 .await?;
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PATCH, Some(name), Some(Subresource::Scale)) => {
-            let dry_run = query.dry_run()?;
             let patch_type = patch_type(&headers)?;
+            let opts = write_options(&query, &headers, Some(patch_type))?;
             let bytes = read_body(req).await?;
             let scale = registry
-                .patch_scale(s.as_ref(), &ns, name, patch_type, &bytes, dry_run)
+                .patch_scale(s.as_ref(), &ns, name, patch_type, &bytes, &opts)
                 .await?;
             Ok(json_response(StatusCode::OK, &scale))
         }
@@ -226,6 +228,53 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         }
         _ => Err(method_not_allowed(s.as_ref(), &method)),
     }
+}
+
+/// The write options of a request: the query's, with the field manager defaulted from the
+/// `User-Agent` (its part before the first `/`, as upstream) except for apply, which must
+/// name one; `force` is only for apply.
+fn write_options(
+    query: &Query,
+    headers: &http::HeaderMap,
+    patch: Option<PatchType>,
+) -> Result<WriteOptions> {
+    let mut opts = query.write_options()?;
+    let patch_options = GroupKind {
+        group: "meta.k8s.io",
+        kind: "PatchOptions",
+    };
+    if patch == Some(PatchType::Apply) {
+        if opts.field_manager.is_none() {
+            return Err(ApiError::invalid(
+                patch_options,
+                "",
+                &[FieldError::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            ));
+        }
+        return Ok(opts);
+    }
+    if query.get("force").is_some() && patch.is_some() {
+        return Err(ApiError::invalid(
+            patch_options,
+            "",
+            &[FieldError::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            )],
+        ));
+    }
+    if opts.field_manager.is_none() {
+        opts.field_manager = headers
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|ua| ua.split('/').next())
+            .map(|m| m.chars().take(128).collect::<String>())
+            .filter(|m| !m.is_empty());
+    }
+    Ok(opts)
 }
 
 /// A written object, with a `Warning` header per warning (`299 - "text"`, as upstream).

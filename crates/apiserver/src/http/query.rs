@@ -101,6 +101,7 @@ impl Query {
             field_validation: FieldValidation::parse(self.get("fieldValidation"))?,
             field_manager: field_manager.map(str::to_owned),
             force: self.bool("force")?.unwrap_or(false),
+            subresource: "",
         })
     }
 

@@ -18,6 +18,9 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// `force`: an apply takes over fields other managers own instead of conflicting.
     pub force: bool,
+    /// The subresource a main-resource write came through (`scale`), recorded in
+    /// `managedFields`; empty otherwise.
+    pub subresource: &'static str,
 }
 
 impl WriteOptions {

@@ -1,5 +1,6 @@
 //! Integration tests of the API server over real HTTPS with `kube` clients: one binary, one module per area.
 
+mod apply;
 mod common;
 mod crud;
 mod deletion;
