@@ -8,6 +8,7 @@
 //! clients may cache them.
 
 pub mod field_validation;
+pub mod patch_extensions;
 pub mod paths;
 pub mod schemas;
 
@@ -130,6 +131,8 @@ fn group_version_document(resources: &[Arc<dyn Strategy>], group: &str, version:
     let mut components = Components::new();
     let common = components.add_common();
     let mut paths = Map::new();
+    // The kinds whose schemas get the patch table's extensions.
+    let mut patched: Vec<(String, &'static schemas::TypedKind)> = Vec::new();
     for s in resources {
         let info = s.info();
         if info.group != group || info.version != version {
@@ -140,6 +143,7 @@ fn group_version_document(resources: &[Arc<dyn Strategy>], group: &str, version:
         };
         let kind_name = components.add_kind(kind);
         let list_name = components.add_list(kind);
+        patched.push((kind_name.clone(), kind));
         let mut sub_name = |sub: Subresource, g: &str, v: &str, k: &str| {
             if !info.has_subresource(sub) {
                 return None;
@@ -159,11 +163,16 @@ fn group_version_document(resources: &[Arc<dyn Strategy>], group: &str, version:
         };
         paths::add_resource(&mut paths, info, &names);
     }
+    let mut schemas = components.finish();
+    for (name, kind) in patched {
+        let table = crate::strategic_merge::Schema::for_kind(kind.group, kind.version, kind.kind);
+        patch_extensions::annotate(&mut schemas, &name, table.root());
+    }
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": crate::http::discovery::GIT_VERSION},
         "paths": paths,
-        "components": {"schemas": components.finish()},
+        "components": {"schemas": schemas},
     })
 }
 
