@@ -71,12 +71,17 @@ async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response 
             req.headers(),
             req.uri().query(),
         ),
-        other => discovery_route(&state, other, req.method()),
+        other => discovery_route(&state, other, req.method(), req.headers()),
     };
     response.unwrap_or_else(IntoResponse::into_response)
 }
 
-fn discovery_route(state: &AppState, route: Route, method: &Method) -> Result<Response, ApiError> {
+fn discovery_route(
+    state: &AppState,
+    route: Route,
+    method: &Method,
+    headers: &http::HeaderMap,
+) -> Result<Response, ApiError> {
     if method != Method::GET && method != Method::HEAD {
         return Err(ApiError {
             code: 405,
@@ -96,8 +101,30 @@ fn discovery_route(state: &AppState, route: Route, method: &Method) -> Result<Re
             return Ok(response);
         }
         Route::Version => discovery::version(),
-        Route::CoreVersions => discovery::core_versions(&state.server_address),
-        Route::Groups => discovery::groups(&state.registry),
+        Route::CoreVersions | Route::Groups => {
+            let core = route == Route::CoreVersions;
+            let accept = headers
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if let Some(version) = discovery::aggregated_version(accept) {
+                let doc = discovery::aggregated(&state.registry, core, version);
+                let mut response = json_response(StatusCode::OK, &doc);
+                if let Ok(ct) = HeaderValue::from_str(&discovery::aggregated_content_type(version))
+                {
+                    response.headers_mut().insert(CONTENT_TYPE, ct);
+                }
+                response
+                    .headers_mut()
+                    .insert(http::header::VARY, HeaderValue::from_static("Accept"));
+                return Ok(response);
+            }
+            if core {
+                discovery::core_versions(&state.server_address)
+            } else {
+                discovery::groups(&state.registry)
+            }
+        }
         Route::Group(g) => {
             discovery::group(&state.registry, &g).ok_or_else(ApiError::path_not_found)?
         }
