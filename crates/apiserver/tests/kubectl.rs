@@ -499,6 +499,20 @@ async fn apply_create_replace_edit_and_patch_with_strict_validation() {
         let data = ssa_cm.data.expect("data");
         assert_eq!(data.get("a").map(String::as_str), Some("1"));
         assert!(!data.contains_key("b"), "b was dropped from the configuration: {data:?}");
+
+        // Moving from client-side to server-side apply takes the fields over without conflicts.
+        let csa = env.file("csa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: csa\ndata:\n  a: \"1\"\n");
+        let csa = csa.to_str().expect("utf-8");
+        env.ok(&["apply", "-f", csa]).await;
+        env.file("csa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: csa\ndata:\n  a: \"2\"\n");
+        assert_eq!(env.ok(&["apply", "--server-side", "-f", csa]).await.trim(), "configmap/csa serverside-applied");
+        let upgraded = cms.get("csa").await.expect("get");
+        assert_eq!(upgraded.data.and_then(|d| d.get("a").cloned()).as_deref(), Some("2"));
+        let last = upgraded.metadata.annotations.unwrap_or_default();
+        assert!(
+            last.get("kubectl.kubernetes.io/last-applied-configuration").is_some_and(|l| l.contains(r#""a":"2""#)),
+            "{last:?}"
+        );
     })
     .await;
 }

@@ -155,7 +155,13 @@ pub fn apply(
         taken.insert(&e.path);
     }
     if !conflicts.is_empty() && !force {
-        return Err(ApplyError::Conflicts(conflicts));
+        // Upgrading from client-side apply: kubectl's fields that still hold the values of
+        // its last-applied configuration may be taken over (upstream's lastAppliedManager).
+        let allowed = client_side_applied(live, root, scope, writer.manager);
+        conflicts.retain(|c| !allowed.contains(&c.path));
+        if !conflicts.is_empty() {
+            return Err(ApplyError::Conflicts(conflicts));
+        }
     }
     for entry in entries.iter_mut().filter(|e| !own(e)) {
         entry.fields = entry.fields.difference(&taken);
@@ -188,7 +194,71 @@ pub fn apply(
         None => entries.push(apply_entry(writer, new_set)),
     }
     managed::encode_into(&mut merged, &entries);
+    sync_last_applied(&mut merged, config, writer.manager);
     Ok(merged)
+}
+
+/// The manager whose applies keep client-side apply's annotation in step, as upstream.
+const KUBECTL: &str = "kubectl";
+
+/// `kubectl apply`'s record of the configuration it last applied client-side.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The fields (as conflict paths) of `live`'s last-applied configuration whose values are
+/// still the live ones, when `manager` is kubectl; empty otherwise.
+fn client_side_applied(
+    live: &Value,
+    root: &'static TypeDef,
+    scope: Scope,
+    manager: &str,
+) -> Vec<String> {
+    if manager != KUBECTL {
+        return Vec::new();
+    }
+    let Some(last) = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+    else {
+        return Vec::new();
+    };
+    let Ok(entries) = walk::entries(&last, root, scope, false) else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::Leaf && walk::get(live, &e.path) == Some(e.value))
+        .map(|e| PathDisplay(&e.path).to_string())
+        .collect()
+}
+
+/// After an apply by kubectl, an object that carries client-side apply's annotation gets it
+/// rewritten to the new configuration (upstream's lastAppliedUpdater), so a later
+/// client-side `kubectl apply` diffs against what was last applied.
+fn sync_last_applied(merged: &mut Value, config: &Value, manager: &str) {
+    let has_annotation = merged
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .is_some();
+    if manager != KUBECTL || !has_annotation {
+        return;
+    }
+    let mut recorded = config.clone();
+    if let Some(annotations) = recorded
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove(LAST_APPLIED);
+    }
+    let mut text = serde_json::to_string(&recorded).unwrap_or_default();
+    text.push('\n');
+    if let Some(annotations) = merged
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.insert(LAST_APPLIED.to_owned(), Value::String(text));
+    }
 }
 
 fn apply_entry(writer: Writer<'_>, fields: FieldSet) -> ManagedEntry {
@@ -318,6 +388,36 @@ mod tests {
             crate::fieldmanager::fieldset::PathElement::Field("spec".to_owned()),
             crate::fieldmanager::fieldset::PathElement::Field("replicas".to_owned())
         ])));
+    }
+
+    #[test]
+    fn kubectl_takes_over_from_client_side_apply_without_conflicts() {
+        let last = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},"spec":{"replicas":1}}"#;
+        let live = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "annotations": {LAST_APPLIED: format!("{last}\n")}},
+            "spec": {"replicas": 1, "paused": true}});
+        let cfg = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"}, "spec": {"replicas": 3, "paused": false}});
+        // replicas was client-side applied and is unchanged: kubectl takes it over; paused
+        // was set by someone else: still a conflict.
+        let err = apply(Some(&live), &cfg, root(), MAIN, writer("kubectl"), false)
+            .expect_err("paused conflicts");
+        let ApplyError::Conflicts(c) = err else {
+            panic!("not a conflict");
+        };
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].path, ".spec.paused");
+        let cfg = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"}, "spec": {"replicas": 3}});
+        let out =
+            apply(Some(&live), &cfg, root(), MAIN, writer("kubectl"), false).expect("upgraded");
+        assert_eq!(out["spec"]["replicas"], 3);
+        assert_eq!(
+            out["metadata"]["annotations"][LAST_APPLIED],
+            "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"web\"},\"spec\":{\"replicas\":3}}\n"
+        );
+        // Another manager name gets no such pass.
+        apply(Some(&live), &cfg, root(), MAIN, writer("ci"), false).expect_err("conflict");
     }
 
     #[test]
