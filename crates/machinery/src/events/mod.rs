@@ -4,6 +4,10 @@
 //! [`EventRecorder::event`]; recording never blocks and never fails from the caller's point of
 //! view. Tests use [`FakeRecorder`], which keeps every event in memory.
 
+pub mod clock;
+
+pub use clock::{SystemClock, TokioClock, WallClock};
+
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
