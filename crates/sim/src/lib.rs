@@ -7,8 +7,11 @@
 //! seam every API call goes through.
 
 pub mod client;
+pub mod fake;
 pub mod ipam;
 pub mod kubelet;
 pub mod node;
 pub mod quantity;
 pub mod scheduler;
+
+pub use scheduler::{Scheduler, SchedulerConfig};

@@ -1,13 +1,17 @@
 //! A small kube-scheduler: filters, scores and picks a node for each unscheduled pod.
 //!
 //! [`select_node`] is the pure decision (a pod and a snapshot of nodes and bound pods in, a
-//! node name or a [`FitError`] out); the running scheduler feeds it from informers and binds
-//! through `pods/binding`.
+//! node name or a [`FitError`] out); [`cache::SchedulerCache`] keeps that snapshot up to date
+//! incrementally; [`Scheduler`] (in [`service`]) feeds it from informers and binds through
+//! `pods/binding`.
 
 pub mod cache;
 pub mod filter;
 pub mod resources;
 pub mod score;
+pub mod service;
+
+pub use service::{Scheduler, SchedulerConfig};
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
