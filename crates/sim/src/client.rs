@@ -10,7 +10,9 @@
 
 use async_trait::async_trait;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Binding, Namespace, Node, ObjectReference, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{
+    Binding, Namespace, Node, NodeStatus, ObjectReference, Pod, PodCondition,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -50,8 +52,10 @@ pub trait ClusterClient: Send + Sync {
     /// The Node `name`, or `None` when there is none.
     async fn get_node(&self, name: &str) -> Result<Option<Node>>;
 
-    /// Replaces the node's status through `nodes/status`, guarded by its resourceVersion.
-    async fn update_node_status(&self, node: &Node) -> Result<Node>;
+    /// Patches node `name`'s status through `nodes/status` with the fields `status` sets
+    /// (a strategic merge: conditions merge by `type`), as the kubelet's `PatchNodeStatus`.
+    /// No resourceVersion guard: the kubelet owns these fields.
+    async fn patch_node_status(&self, name: &str, status: &NodeStatus) -> Result<Node>;
 
     /// Creates namespace `name` unless it exists.
     async fn ensure_namespace(&self, name: &str) -> Result<()>;
@@ -182,9 +186,10 @@ impl ClusterClient for KubeClusterClient {
         self.nodes().get_opt(name).await
     }
 
-    async fn update_node_status(&self, node: &Node) -> Result<Node> {
+    async fn patch_node_status(&self, name: &str, status: &NodeStatus) -> Result<Node> {
+        let patch = json!({ "status": status });
         self.nodes()
-            .replace_status(name_of(&node.metadata), &PostParams::default(), node)
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
     }
 

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Time};
 use kube::Resource;
 use kube::api::{ListParams, WatchEvent, WatchParams};
@@ -71,8 +71,8 @@ pub enum Action {
         /// The node.
         node: String,
     },
-    /// A `nodes/status` update.
-    UpdateNodeStatus {
+    /// A `nodes/status` patch.
+    PatchNodeStatus {
         /// The node.
         node: String,
     },
@@ -107,8 +107,8 @@ pub enum Verb {
     UpdatePodStatus,
     /// [`ClusterClient::delete_pod`].
     DeletePod,
-    /// [`ClusterClient::update_node_status`].
-    UpdateNodeStatus,
+    /// [`ClusterClient::patch_node_status`].
+    PatchNodeStatus,
     /// [`ClusterClient::update_lease`].
     UpdateLease,
 }
@@ -433,6 +433,45 @@ impl FakeCluster {
     }
 }
 
+/// A strategic merge of `patch` into `status`, for the fields the simulator sets:
+/// conditions merge by type, addresses by type, maps by key, the rest is replaced when set.
+fn merge_node_status(status: &mut NodeStatus, patch: &NodeStatus) {
+    if let Some(conditions) = &patch.conditions {
+        let existing = status.conditions.get_or_insert_with(Vec::new);
+        for c in conditions {
+            match existing.iter_mut().find(|e| e.type_ == c.type_) {
+                Some(e) => *e = c.clone(),
+                None => existing.push(c.clone()),
+            }
+        }
+    }
+    if let Some(addresses) = &patch.addresses {
+        let existing = status.addresses.get_or_insert_with(Vec::new);
+        for a in addresses {
+            match existing.iter_mut().find(|e| e.type_ == a.type_) {
+                Some(e) => *e = a.clone(),
+                None => existing.push(a.clone()),
+            }
+        }
+    }
+    for (target, source) in [
+        (&mut status.capacity, &patch.capacity),
+        (&mut status.allocatable, &patch.allocatable),
+    ] {
+        if let Some(source) = source {
+            target
+                .get_or_insert_with(Default::default)
+                .extend(source.clone());
+        }
+    }
+    if patch.node_info.is_some() {
+        status.node_info = patch.node_info.clone();
+    }
+    if patch.phase.is_some() {
+        status.phase = patch.phase.clone();
+    }
+}
+
 /// Checks an update's resourceVersion against the stored one (an update without one is
 /// unconditional, as the API server allows for most kinds).
 fn check_rv<K: Resource>(stored: &K, update: &K, resource: &str, name: &str) -> Result<()> {
@@ -610,23 +649,24 @@ impl ClusterClient for FakeCluster {
         Ok(state.nodes.objects.get(name).cloned())
     }
 
-    async fn update_node_status(&self, node: &Node) -> Result<Node> {
+    async fn patch_node_status(&self, name: &str, status: &NodeStatus) -> Result<Node> {
         let mut state = self.lock();
-        let name = node.metadata.name.clone().unwrap_or_default();
-        state
-            .actions
-            .push(Action::UpdateNodeStatus { node: name.clone() });
-        if let Some(err) = state.take_failure(Verb::UpdateNodeStatus) {
+        state.actions.push(Action::PatchNodeStatus {
+            node: name.to_owned(),
+        });
+        if let Some(err) = state.take_failure(Verb::PatchNodeStatus) {
             return Err(err);
         }
-        let Some(mut stored) = state.nodes.objects.get(&name).cloned() else {
-            return Err(not_found("nodes", &name));
+        let Some(mut stored) = state.nodes.objects.get(name).cloned() else {
+            return Err(not_found("nodes", name));
         };
-        check_rv(&stored, node, "nodes", &name)?;
-        stored.status = node.status.clone();
+        merge_node_status(
+            stored.status.get_or_insert_with(NodeStatus::default),
+            status,
+        );
         let rv = state.next_rv();
         stored.metadata.resource_version = Some(rv.to_string());
-        state.nodes.objects.insert(name, stored.clone());
+        state.nodes.objects.insert(name.to_owned(), stored.clone());
         state.nodes.emit(rv, WatchEvent::Modified(stored.clone()));
         Ok(stored)
     }
