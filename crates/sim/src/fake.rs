@@ -472,6 +472,18 @@ fn merge_node_status(status: &mut NodeStatus, patch: &NodeStatus) {
     }
 }
 
+/// Runs `informer` in a task until `cancel` fires (informers over a [`FakeCluster`] are
+/// started by the test).
+pub fn spawn_informer<K>(
+    informer: SharedIndexInformer<K>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+{
+    tokio::spawn(async move { informer.run(cancel).await })
+}
+
 /// Checks an update's resourceVersion against the stored one (an update without one is
 /// unconditional, as the API server allows for most kinds).
 fn check_rv<K: Resource>(stored: &K, update: &K, resource: &str, name: &str) -> Result<()> {

@@ -513,7 +513,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake::{Action, FakeCluster, Verb};
+    use crate::fake::{Action, FakeCluster, Verb, spawn_informer};
     use crate::node::{NodeTemplate, build_node};
     use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -592,16 +592,6 @@ mod tests {
                 .filter(|a| matches!(a, Action::Bind { .. }))
                 .count()
         }
-    }
-
-    fn spawn_informer<K>(
-        informer: SharedIndexInformer<K>,
-        cancel: CancellationToken,
-    ) -> tokio::task::JoinHandle<()>
-    where
-        K: kube::Resource + Clone + Send + Sync + 'static,
-    {
-        tokio::spawn(async move { informer.run(cancel).await })
     }
 
     fn pod(name: &str, cpu: &str) -> Pod {
