@@ -3,10 +3,34 @@
 //! Controllers hold an [`EventRecorder`] (usually an `Arc<dyn EventRecorder>`) and call
 //! [`EventRecorder::event`]; recording never blocks and never fails from the caller's point of
 //! view. Tests use [`FakeRecorder`], which keeps every event in memory.
+//!
+//! The real recorder comes from an [`EventBroadcaster`] (client-go's `record` package): its
+//! [`EventBroadcaster::recorder`] puts events in a bounded buffer (dropping and counting when
+//! full), and one worker logs each event, passes it through the [`EventCorrelator`]
+//! (aggregation of similar events, counting of identical ones, per-object spam filter) and
+//! writes it to an [`EventSink`] ([`KubeEventSink`] for a cluster).
 
+mod aggregator;
+mod broadcaster;
 pub mod clock;
+mod correlator;
+mod event_logger;
+mod lru;
+mod sink;
+mod spam_filter;
 
+pub use aggregator::AGGREGATE_MESSAGE_PREFIX;
+pub use broadcaster::{
+    BroadcasterOptions, DEFAULT_SLEEP_DURATION, EventBroadcaster, MAX_QUEUED_EVENTS,
+    MAX_TRIES_PER_EVENT,
+};
 pub use clock::{SystemClock, TokioClock, WallClock};
+pub use correlator::{
+    CorrelateResult, CorrelatorOptions, DEFAULT_AGGREGATE_INTERVAL, DEFAULT_AGGREGATE_MAX_EVENTS,
+    DEFAULT_SPAM_BURST, DEFAULT_SPAM_QPS, EventCorrelator, MAX_LRU_CACHE_ENTRIES, aggregate_key,
+    event_key, spam_key,
+};
+pub use sink::{Error, EventSink, KubeEventSink, Result};
 
 use std::sync::{Arc, Mutex};
 

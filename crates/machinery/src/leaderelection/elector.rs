@@ -13,6 +13,10 @@
 //! - on release the holder is cleared and `leaseDurationSeconds` set to 1, so standbys take over
 //!   at their next attempt.
 //!
+//! Two deliberate differences: the first renewal comes one retry period after acquiring
+//! (client-go renews again at once), and `release` also checks the freshly read holder so it
+//! never clears a lease someone else took meanwhile.
+//!
 //! Time comes from `tokio::time::Instant` (pausable in tests); wall-clock timestamps written
 //! into the Lease come from an injected [`WallClock`].
 

@@ -1,0 +1,41 @@
+//! Per source+object spam filter, as client-go's `EventSourceObjectSpamFilter`.
+
+use k8s_openapi::api::core::v1::Event;
+
+use super::lru::Lru;
+use crate::client::TokenBucket;
+
+/// Throttles how many events one source may emit about one object: a token bucket per spam key
+/// (default: source + involved object), `burst` events at once, refilled at `qps`.
+#[derive(Debug)]
+pub(crate) struct SpamFilter {
+    /// One bucket per spam key, least recently used evicted first.
+    buckets: Lru<String, TokenBucket>,
+    /// Bucket capacity.
+    burst: u32,
+    /// Bucket refill rate, tokens per second.
+    qps: f32,
+    /// Builds the key events are throttled by.
+    key: fn(&Event) -> String,
+}
+
+impl SpamFilter {
+    pub(crate) fn new(cache_size: usize, burst: u32, qps: f32, key: fn(&Event) -> String) -> Self {
+        Self {
+            buckets: Lru::new(cache_size),
+            burst,
+            qps,
+            key,
+        }
+    }
+
+    /// Whether `event` must be dropped (its source+object has no token left).
+    pub(crate) fn filter(&mut self, event: &Event) -> bool {
+        let key = (self.key)(event);
+        let (burst, qps) = (self.burst, self.qps);
+        let bucket = self
+            .buckets
+            .get_or_insert_with(key, || TokenBucket::new(qps, burst));
+        !bucket.try_accept()
+    }
+}
