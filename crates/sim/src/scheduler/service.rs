@@ -140,6 +140,12 @@ impl Shared {
     /// `MoveAllToActiveOrBackoffQueue` on a cluster event that may make them fit.
     fn move_all_unschedulable(&self) {
         let keys: Vec<String> = self.unschedulable().drain().collect();
+        if !keys.is_empty() {
+            tracing::debug!(
+                pods = keys.len(),
+                "cluster changed; retrying unschedulable pods"
+            );
+        }
         for key in keys {
             self.queue.add(key);
         }
@@ -190,6 +196,7 @@ impl ResourceEventHandler<Pod> for PodHandler {
         let waiting = self.0.unschedulable().contains(&key);
         let asks_differently = old.spec != new.spec || old.metadata.labels != new.metadata.labels;
         if !waiting || asks_differently {
+            tracing::trace!(pod = %key, waiting, asks_differently, "pod to schedule changed");
             self.0.unschedulable().remove(&key);
             self.0.queue.add(key);
         }
