@@ -1,6 +1,7 @@
-//! The `kcm` binary: one subcommand per component (`apiserver` today; `run`, `up`, `sim` join it).
+//! The `kcm` binary: one subcommand per component (`apiserver`, `sim`; `run`, `up` join them).
 
 mod apiserver_cmd;
+mod sim_cmd;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -17,6 +18,8 @@ struct Cli {
 enum Command {
     /// Run the embedded Kubernetes API server alone.
     Apiserver(apiserver_cmd::Args),
+    /// Run simulated nodes (and a scheduler) against a cluster.
+    Sim(sim_cmd::SimArgs),
 }
 
 #[tokio::main]
@@ -30,5 +33,6 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Apiserver(args) => apiserver_cmd::run(args).await,
+        Command::Sim(args) => sim_cmd::run(args).await,
     }
 }
