@@ -6,4 +6,5 @@
 
 pub mod deployment;
 pub mod manager;
+pub mod nodelifecycle;
 pub mod replicaset;
