@@ -8,3 +8,4 @@ pub mod deployment;
 pub mod manager;
 pub mod nodelifecycle;
 pub mod replicaset;
+pub mod tainteviction;

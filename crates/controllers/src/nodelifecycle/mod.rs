@@ -19,6 +19,11 @@ pub mod taints;
 pub mod timed_queue;
 pub mod zone;
 
+#[cfg(test)]
+mod controller_tests;
+#[cfg(test)]
+pub(crate) mod testing;
+
 pub use client::{ApiLifecycleClient, FakeLifecycleClient, LifecycleAction, LifecycleClient};
 pub use controller::{
     CONTROLLER_NAME, EVENT_COMPONENT, NodeLifecycleController, NodeLifecycleOptions,
