@@ -6,4 +6,6 @@
 
 pub mod deployment;
 pub mod manager;
+pub mod nodelifecycle;
 pub mod replicaset;
+pub mod tainteviction;
