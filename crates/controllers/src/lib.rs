@@ -1,1 +1,3 @@
 //! kube-controller-manager's controllers, built on `kcm-machinery`.
+
+pub mod garbagecollector;
