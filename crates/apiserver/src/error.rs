@@ -320,6 +320,12 @@ impl ApiError {
         })
     }
 
+    /// Replaces the message.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     /// Adds a cause to the details (creating them if needed).
     pub fn with_cause(mut self, reason: &str, message: impl Into<String>, field: &str) -> Self {
         self.details

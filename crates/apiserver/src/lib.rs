@@ -12,7 +12,9 @@
 //! [`Strategy`](registry::strategy::Strategy) from [`resources`] → [`storage`] (the
 //! revisioned store: the kine-style SQLite log and an in-memory backend behind one trait,
 //! with a watch cache in front). Objects travel as `serde_json::Value`; errors are
-//! Kubernetes `Status` objects built by [`error::ApiError`].
+//! Kubernetes `Status` objects built by [`error::ApiError`]. For kubectl, the HTTP layer also
+//! decodes [`protobuf`] request bodies, applies [`strategic_merge`] patches and answers
+//! `GET`s as [`table`]s when asked (see [`http::negotiate`]).
 
 pub mod error;
 pub mod http;

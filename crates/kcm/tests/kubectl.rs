@@ -108,6 +108,22 @@ fn kubectl_gets_creates_and_deletes() {
     let created = kubectl_ok(&kubeconfig, &["create", "-f", manifest, "--validate=false"]);
     assert_eq!(created.trim(), "pod/web created");
 
+    let table = kubectl_ok(&kubeconfig, &["get", "pods"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{table}"
+    );
+    assert!(
+        table.lines().nth(1).unwrap_or("").starts_with("web "),
+        "{table}"
+    );
     let pods = kubectl_ok(&kubeconfig, &["get", "pods", "-o", "name"]);
     assert_eq!(pods.trim(), "pod/web");
     let phase = kubectl_ok(
@@ -136,6 +152,81 @@ fn kubectl_gets_creates_and_deletes() {
     assert!(
         stderr.contains("AlreadyExists") && stderr.contains("pods \"web\" already exists"),
         "{stderr}"
+    );
+
+    // Typed `create` subcommands send protobuf bodies.
+    assert_eq!(
+        kubectl_ok(&kubeconfig, &["create", "namespace", "team"]).trim(),
+        "namespace/team created"
+    );
+    assert_eq!(
+        kubectl_ok(
+            &kubeconfig,
+            &[
+                "create",
+                "deployment",
+                "api",
+                "--image=nginx:1.27",
+                "--replicas=2"
+            ]
+        )
+        .trim(),
+        "deployment.apps/api created"
+    );
+    // `apply` of a changed manifest sends a strategic merge patch; `scale` patches /scale.
+    let deployment = dir.path().join("deploy.yaml");
+    let manifest_for = |replicas: u32, image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - name: nginx\n        image: {image}\n      - name: sidecar\n        image: busybox:1\n"
+        )
+    };
+    std::fs::write(&deployment, manifest_for(1, "nginx:1.27")).expect("write");
+    let deployment = deployment.to_str().expect("utf-8 path").to_owned();
+    assert_eq!(
+        kubectl_ok(
+            &kubeconfig,
+            &["apply", "-f", &deployment, "--validate=false"]
+        )
+        .trim(),
+        "deployment.apps/web created"
+    );
+    std::fs::write(&deployment, manifest_for(3, "nginx:1.28")).expect("write");
+    assert_eq!(
+        kubectl_ok(
+            &kubeconfig,
+            &["apply", "-f", &deployment, "--validate=false"]
+        )
+        .trim(),
+        "deployment.apps/web configured"
+    );
+    let images = kubectl_ok(
+        &kubeconfig,
+        &[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[*].image} {.metadata.generation}",
+        ],
+    );
+    assert_eq!(images, "3 nginx:1.28 busybox:1 2");
+    kubectl_ok(&kubeconfig, &["scale", "deploy/web", "--replicas=5"]);
+    let replicas = kubectl_ok(
+        &kubeconfig,
+        &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"],
+    );
+    assert_eq!(replicas, "5");
+    let deployments = kubectl_ok(&kubeconfig, &["get", "deployments"]);
+    let header: Vec<&str> = deployments
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{deployments}"
     );
 
     // Unscheduled pods go at once.

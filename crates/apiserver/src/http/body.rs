@@ -13,7 +13,11 @@ use crate::error::{ApiError, Result};
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Media types accepted for objects.
-pub const OBJECT_MEDIA_TYPES: [&str; 2] = ["application/json", "application/yaml"];
+pub const OBJECT_MEDIA_TYPES: [&str; 3] = [
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+];
 
 /// Reads a whole body, refusing more than `limit` bytes with 413.
 pub async fn read(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes> {
@@ -49,8 +53,9 @@ pub fn media_type(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| "application/json".to_owned())
 }
 
-/// Decodes an object body by media type: JSON or YAML; anything else is 415, and a body that
-/// does not parse (or is not an object) is 400.
+/// Decodes an object body by media type: JSON, YAML, or Kubernetes protobuf (decoded to the
+/// same JSON); anything else is 415, and a body that does not parse (or is not an object)
+/// is 400.
 pub fn decode_object(bytes: &[u8], media: &str) -> Result<Value> {
     let value: Value = match media {
         "application/json" | "*/*" => serde_json::from_slice(bytes).map_err(|e| {
@@ -58,6 +63,17 @@ pub fn decode_object(bytes: &[u8], media: &str) -> Result<Value> {
         })?,
         "application/yaml" | "application/x-yaml" | "text/yaml" => serde_saphyr::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?,
+        crate::protobuf::CONTENT_TYPE => crate::protobuf::decode_to_json(bytes).map_err(|e| {
+            let message = e.to_string();
+            match e.status_code() {
+                415 => ApiError::unsupported_media_type(
+                    crate::protobuf::CONTENT_TYPE,
+                    &OBJECT_MEDIA_TYPES,
+                )
+                .with_message(message),
+                _ => ApiError::bad_request(message),
+            }
+        })?,
         other => return Err(ApiError::unsupported_media_type(other, &OBJECT_MEDIA_TYPES)),
     };
     if !value.is_object() {
@@ -99,11 +115,12 @@ mod tests {
             ("malformed json", "application/json", "{\"a\": ", Some(400)),
             ("json array", "application/json", "[1]", Some(400)),
             (
-                "protobuf",
+                "protobuf without magic",
                 "application/vnd.kubernetes.protobuf",
                 "x",
-                Some(415),
+                Some(400),
             ),
+            ("unknown media type", "application/cbor", "x", Some(415)),
             (
                 "binary garbage",
                 "application/json",

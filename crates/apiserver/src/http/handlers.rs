@@ -12,13 +12,14 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
 use crate::http::body::{self, decode_object};
+use crate::http::negotiate::Representation;
 use crate::http::query::Query;
 use crate::http::request_info::ResourceRequest;
 use crate::http::{AppState, json_response};
 use crate::registry::create::CreateOptions;
 use crate::registry::delete::{DeleteOutcome, success_status};
 use crate::registry::patch::PatchType;
-use crate::registry::strategy::{ResourceInfo, Strategy, Subresource};
+use crate::registry::strategy::{Strategy, Subresource};
 use crate::registry::update::Target;
 
 /// Handles one resource request.
@@ -66,6 +67,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
     match (&method, r.name.as_deref(), sub) {
         (&Method::GET, None, None) => {
             let opts = query.list_options(info, r.watch_prefix)?;
+            let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
             if opts.watch {
                 let rx = registry
                     .watch(
@@ -75,12 +77,12 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
                         state.watch.clone(),
                     )
                     .await?;
-                return Ok(watch_response(rx));
+                return Ok(watch_response(rx, repr, Arc::clone(&s)));
             }
             let list = registry
                 .list(s.as_ref(), r.namespace.as_deref(), &opts)
                 .await?;
-            Ok(respond(&headers, info, StatusCode::OK, &list))
+            Ok(repr.render(s.as_ref(), StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
             let dry_run = query.dry_run()?;
@@ -89,7 +91,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let created = registry
                 .create(s.as_ref(), &ns, obj, CreateOptions { dry_run })
                 .await?;
-            Ok(respond(&headers, info, StatusCode::CREATED, &created))
+            Ok(json_response(StatusCode::CREATED, &created))
         }
         (&Method::DELETE, None, None) => {
             let list_opts = query.list_options(info, false)?;
@@ -101,11 +103,12 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let list = registry
                 .delete_collection(s.as_ref(), r.namespace.as_deref(), &list_opts, &opts)
                 .await?;
-            Ok(respond(&headers, info, StatusCode::OK, &list))
+            Ok(json_response(StatusCode::OK, &list))
         }
         (&Method::GET, Some(name), None | Some(Subresource::Status)) => {
+            let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
             let obj = registry.get(s.as_ref(), &ns, name).await?;
-            Ok(respond(&headers, info, StatusCode::OK, &obj))
+            Ok(repr.render(s.as_ref(), StatusCode::OK, &obj))
         }
         (&Method::PUT, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() {
@@ -124,7 +127,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             } else {
                 StatusCode::OK
             };
-            Ok(respond(&headers, info, code, &outcome.object))
+            Ok(json_response(code, &outcome.object))
         }
         (&Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() {
@@ -138,7 +141,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let obj = registry
                 .patch(s.as_ref(), &ns, name, patch_type, &bytes, target, dry_run)
                 .await?;
-            Ok(respond(&headers, info, StatusCode::OK, &obj))
+            Ok(json_response(StatusCode::OK, &obj))
         }
         (&Method::DELETE, Some(name), None) => {
             let mut opts = query.delete_options()?;
@@ -156,7 +159,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             };
             Ok(match outcome {
                 DeleteOutcome::Deleted(obj) | DeleteOutcome::AlreadyDeleting(obj) => {
-                    respond(&headers, info, StatusCode::OK, &render(obj))
+                    json_response(StatusCode::OK, &render(obj))
                 }
                 DeleteOutcome::Pending(obj) => {
                     // Upstream answers 202 only to the legacy orphanDependents=false.
@@ -165,7 +168,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
                     } else {
                         StatusCode::OK
                     };
-                    respond(&headers, info, code, &obj)
+                    json_response(code, &obj)
                 }
             })
         }
@@ -203,11 +206,10 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         (&Method::POST, Some(name), Some(Subresource::Eviction)) => {
             let dry_run = query.dry_run()?;
             let bytes = read_body(req).await?;
-            let mut eviction = decode_object(&bytes, &media)?;
-            if dry_run {
-                eviction["deleteOptions"]["dryRun"] = json!(["All"]);
-            }
-            registry.evict(s.as_ref(), &ns, name, &eviction).await?;
+            let eviction = decode_object(&bytes, &media)?;
+            registry
+                .evict(s.as_ref(), &ns, name, &eviction, dry_run)
+                .await?;
             Ok(json_response(StatusCode::CREATED, &created_status()))
         }
         (&Method::PUT, Some(name), Some(Subresource::Finalize)) => {
@@ -217,21 +219,10 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let ns_obj = registry
                 .finalize_namespace(s.as_ref(), name, obj, dry_run)
                 .await?;
-            Ok(respond(&headers, info, StatusCode::OK, &ns_obj))
+            Ok(json_response(StatusCode::OK, &ns_obj))
         }
         _ => Err(method_not_allowed(s.as_ref(), &method)),
     }
-}
-
-/// Renders an object or list answer. The one place where content negotiation on `Accept`
-/// (Table output for kubectl, protobuf) plugs in; today every answer is JSON.
-fn respond(
-    _headers: &http::HeaderMap,
-    _info: &ResourceInfo,
-    code: StatusCode,
-    value: &Value,
-) -> Response {
-    json_response(code, value)
 }
 
 /// The `Status` a successful binding or eviction answers with.
@@ -260,14 +251,27 @@ fn method_not_allowed(s: &dyn Strategy, method: &Method) -> ApiError {
     ApiError::method_not_allowed(s.info().group_resource(), action)
 }
 
-/// Streams encoded watch events, one chunk per event, flushed as they come.
-fn watch_response(rx: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> Response {
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|line| (Ok::<_, Infallible>(line), rx))
+/// Streams encoded watch events, one chunk per event, flushed as they come, in the
+/// negotiated representation.
+fn watch_response(
+    rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    repr: Representation,
+    s: Arc<dyn Strategy>,
+) -> Response {
+    let content_type = repr.watch_content_type();
+    let stream = futures::stream::unfold(rx, move |mut rx| {
+        let s = Arc::clone(&s);
+        async move {
+            let line = rx.recv().await?;
+            Some((
+                Ok::<_, Infallible>(repr.render_watch_line(s.as_ref(), line)),
+                rx,
+            ))
+        }
     });
     let mut response = Response::new(Body::from_stream(stream));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Ok(ct) = HeaderValue::from_str(&content_type) {
+        response.headers_mut().insert(CONTENT_TYPE, ct);
+    }
     response
 }

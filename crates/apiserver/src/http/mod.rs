@@ -7,6 +7,7 @@ pub mod auth;
 pub mod body;
 pub mod discovery;
 pub mod handlers;
+pub mod negotiate;
 pub mod query;
 pub mod request_info;
 

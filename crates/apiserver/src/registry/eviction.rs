@@ -22,12 +22,14 @@ pub const DISRUPTION_BUDGET_MESSAGE: &str =
 
 impl Registry {
     /// Evicts pod `name`: deletes it unless its PodDisruptionBudget allows no disruption.
+    /// `dry_run` (the request's `dryRun=All`) adds to the eviction's own delete options.
     pub async fn evict(
         &self,
         pods: &dyn Strategy,
         namespace: &str,
         name: &str,
         eviction: &Value,
+        dry_run: bool,
     ) -> Result<()> {
         let gr = pods.info().group_resource();
         let kind = eviction
@@ -49,6 +51,7 @@ impl Registry {
         if let Some(body) = eviction.get("deleteOptions").filter(|v| !v.is_null()) {
             opts.merge_body(body)?;
         }
+        opts.dry_run |= dry_run;
         let pod = self.get(pods, namespace, name).await?;
         if can_ignore_pdb(&pod) {
             self.delete(pods, namespace, name, &opts).await?;

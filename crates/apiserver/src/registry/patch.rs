@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, Result};
 use crate::registry::strategy::ResourceInfo;
+use crate::strategic_merge::{self, Schema};
 use crate::validation::FieldError;
 
 /// A patch's format, from its `Content-Type`.
@@ -73,34 +74,20 @@ pub fn apply_patch(
             json_patch::merge(&mut doc, &p);
         }
         PatchType::StrategicMerge => {
-            // Until the strategic-merge engine lands, a strategic patch is applied as a merge
-            // patch with its `$` directives dropped: maps merge, lists are replaced.
-            let mut p: Value = serde_json::from_slice(patch)
+            let p: Value = serde_json::from_slice(patch)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            if !p.is_object() {
-                return Err(ApiError::bad_request(
-                    "json: cannot unmarshal strategic merge patch: not an object",
-                ));
-            }
-            strip_directives(&mut p);
-            json_patch::merge(&mut doc, &p);
+            // The patch metadata (merge keys, strategies) of the patched document's kind:
+            // the object's own, or autoscaling/v1 Scale for /scale.
+            let api_version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+            let kind = doc.get("kind").and_then(Value::as_str).unwrap_or(info.kind);
+            let schema = Schema::for_kind(group, version, kind);
+            // Upstream answers malformed strategic patches with 400 (`interpretStrategicMergePatchError`).
+            doc = strategic_merge::apply_owned(doc, p, &schema)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
     }
     Ok(doc)
-}
-
-/// Removes strategic-merge directive keys (`$patch`, `$setElementOrder/...`, `$retainKeys`).
-fn strip_directives(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            map.retain(|k, _| !k.starts_with('$'));
-            for child in map.values_mut() {
-                strip_directives(child);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(strip_directives),
-        _ => {}
-    }
 }
 
 #[cfg(test)]
@@ -112,9 +99,12 @@ mod tests {
 
     #[test]
     fn patch_types() {
-        let current = json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}, "spec": {"l": [1, 2]}});
+        let labeled = json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}, "spec": {"l": [1, 2]}});
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"},
+            "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "old"}]}});
         struct Case {
             name: &'static str,
+            current: Value,
             kind: PatchType,
             patch: &'static str,
             want: Value,
@@ -122,25 +112,37 @@ mod tests {
         let cases = [
             Case {
                 name: "merge removes with null",
+                current: labeled.clone(),
                 kind: PatchType::Merge,
                 patch: r#"{"metadata": {"labels": {"x": null, "z": "3"}}}"#,
                 want: json!({"metadata": {"name": "a", "labels": {"y": "2", "z": "3"}}, "spec": {"l": [1, 2]}}),
             },
             Case {
                 name: "json patch",
+                current: labeled.clone(),
                 kind: PatchType::Json,
                 patch: r#"[{"op": "replace", "path": "/spec/l/0", "value": 9}]"#,
                 want: json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}, "spec": {"l": [9, 2]}}),
             },
             Case {
-                name: "strategic drops directives",
+                name: "strategic merges containers by name",
+                current: pod.clone(),
                 kind: PatchType::StrategicMerge,
-                patch: r#"{"$setElementOrder/l": [1], "spec": {"l": [3]}}"#,
-                want: json!({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}}, "spec": {"l": [3]}}),
+                patch: r#"{"spec": {"containers": [{"name": "b", "image": "new"}]}}"#,
+                want: json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"},
+                    "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "new"}]}}),
+            },
+            Case {
+                name: "merge replaces lists",
+                current: pod.clone(),
+                kind: PatchType::Merge,
+                patch: r#"{"spec": {"containers": [{"name": "b", "image": "new"}]}}"#,
+                want: json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"},
+                    "spec": {"containers": [{"name": "b", "image": "new"}]}}),
             },
         ];
         for case in cases {
-            let got = apply_patch(&pod::INFO, &current, case.kind, case.patch.as_bytes())
+            let got = apply_patch(&pod::INFO, &case.current, case.kind, case.patch.as_bytes())
                 .expect(case.name);
             assert_eq!(got, case.want, "case {}", case.name);
         }

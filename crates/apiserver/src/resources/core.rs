@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::registry::strategy::{
     ResourceInfo, SelectableField, Strategy, Subresource, typed_roundtrip,
 };
-use crate::resources::simple::{SimpleStrategy, validate_data_keys};
+use crate::resources::simple::{SimpleStrategy, validate_data_keys, validate_immutable_data};
 use crate::validation::FieldError;
 
 /// The configmaps resource.
@@ -92,6 +92,9 @@ pub static NODES: ResourceInfo = ResourceInfo {
 pub fn configmaps() -> SimpleStrategy<ConfigMap> {
     SimpleStrategy::new(&CONFIGMAPS)
         .with_validation(|obj| validate_data_keys(obj, &["data", "binaryData"]))
+        .with_update_validation(|new, old| {
+            validate_immutable_data(new, old, &["data", "binaryData"])
+        })
 }
 
 /// The serviceaccounts strategy.
@@ -156,14 +159,7 @@ impl Strategy for SecretStrategy {
                 "field is immutable",
             ));
         }
-        if old.get("immutable").and_then(Value::as_bool) == Some(true)
-            && new.get("data") != old.get("data")
-        {
-            errs.push(FieldError::forbidden(
-                "data",
-                "field is immutable when `immutable` is set",
-            ));
-        }
+        errs.extend(validate_immutable_data(new, old, &["data"]));
         errs
     }
 }

@@ -1,4 +1,4 @@
-//! The served resources: one [`Strategy`](crate::registry::strategy::Strategy) per resource, registered in [`all`].
+//! The served resources: one `Strategy` per resource, registered in [`all`].
 
 pub mod apps;
 pub mod core;

@@ -15,6 +15,7 @@ pub struct SimpleStrategy<K> {
     name_rule: NameRule,
     create_on_update: bool,
     validate: fn(&Value) -> Vec<FieldError>,
+    validate_update: fn(&Value, &Value) -> Vec<FieldError>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -34,6 +35,7 @@ impl<K> SimpleStrategy<K> {
             name_rule: NameRule::Subdomain,
             create_on_update: false,
             validate: |_| Vec::new(),
+            validate_update: |_, _| Vec::new(),
             _kind: PhantomData,
         }
     }
@@ -47,6 +49,15 @@ impl<K> SimpleStrategy<K> {
     /// Adds resource-specific validation.
     pub fn with_validation(mut self, validate: fn(&Value) -> Vec<FieldError>) -> Self {
         self.validate = validate;
+        self
+    }
+
+    /// Adds update-only validation (run after the create validation).
+    pub fn with_update_validation(
+        mut self,
+        validate_update: fn(&Value, &Value) -> Vec<FieldError>,
+    ) -> Self {
+        self.validate_update = validate_update;
         self
     }
 }
@@ -69,6 +80,12 @@ where
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         (self.validate)(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = (self.validate)(new);
+        errs.extend((self.validate_update)(new, old));
+        errs
     }
 
     fn allow_create_on_update(&self) -> bool {
@@ -103,11 +120,47 @@ pub fn validate_data_keys(obj: &Value, fields: &[&str]) -> Vec<FieldError> {
     errs
 }
 
+/// An `immutable: true` object's data fields may not change, nor may `immutable` be unset
+/// (upstream's `ValidateConfigMapUpdate` / `ValidateSecretUpdate`).
+pub fn validate_immutable_data(new: &Value, old: &Value, fields: &[&str]) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if old.get("immutable").and_then(Value::as_bool) != Some(true) {
+        return errs;
+    }
+    if new.get("immutable").and_then(Value::as_bool) != Some(true) {
+        errs.push(FieldError::forbidden(
+            "immutable",
+            "field is immutable when `immutable` is set",
+        ));
+    }
+    for field in fields {
+        if new.get(*field) != old.get(*field) {
+            errs.push(FieldError::forbidden(
+                *field,
+                "field is immutable when `immutable` is set",
+            ));
+        }
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn immutable_data() {
+        let old = json!({"immutable": true, "data": {"a": "1"}});
+        assert!(validate_immutable_data(&old, &old, &["data"]).is_empty());
+        let changed = json!({"immutable": true, "data": {"a": "2"}});
+        assert_eq!(validate_immutable_data(&changed, &old, &["data"]).len(), 1);
+        let unset = json!({"data": {"a": "1"}});
+        assert_eq!(validate_immutable_data(&unset, &old, &["data"]).len(), 1);
+        let mutable = json!({"data": {"a": "1"}});
+        assert!(validate_immutable_data(&changed, &mutable, &["data"]).is_empty());
+    }
 
     #[test]
     fn data_keys() {

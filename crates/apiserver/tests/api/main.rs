@@ -8,6 +8,7 @@ mod eviction;
 mod list;
 mod namespaces;
 mod pods;
+mod robustness;
 mod security;
 mod sqlite;
 mod watch;

@@ -123,9 +123,16 @@ async fn oversized_malformed_and_unsupported_bodies() {
                 "BadRequest",
             ),
             (
-                "protobuf",
+                "truncated protobuf",
                 "application/vnd.kubernetes.protobuf",
                 b"k8s\x00".to_vec(),
+                400,
+                "BadRequest",
+            ),
+            (
+                "unknown media type",
+                "application/cbor",
+                b"\xa0".to_vec(),
                 415,
                 "UnsupportedMediaType",
             ),

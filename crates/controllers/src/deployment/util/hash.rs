@@ -1,0 +1,360 @@
+//! The pod-template hash that names a Deployment's ReplicaSets, as upstream `controller.ComputeHash`.
+//!
+//! Upstream hashes the template with FNV-32a, feeds in the collision count, prints the 32-bit
+//! sum in decimal and maps every digit through `rand.SafeEncodeString`'s alphabet
+//! (`bcdfghjklmnpqrstvwxz2456789`), so a hash is 1–10 characters out of
+//! `4 5 6 7 8 9 b c d f` (e.g. `nginx-66b6c48dd5`). Everything here is the same except the bytes
+//! fed for the template itself.
+//!
+//! # Why the template bytes differ from upstream
+//!
+//! Upstream feeds `DeepHashObject`'s output: go-spew's `%#v` rendering of the Go
+//! `v1.PodTemplateSpec` value (`SortKeys`, `DisableMethods`, `SpewKeys`,
+//! `DisablePointerAddresses`). That text names Go types and Go field names, lists every field
+//! of every Go struct in declaration order including zero values and nil pointers, and prints
+//! `resource.Quantity` by its internal representation. Reproducing it from Rust would mean
+//! carrying a copy of the Go struct layout of `PodTemplateSpec` (hundreds of fields) for one
+//! specific Kubernetes release — and upstream's own hash changes whenever a release adds a
+//! field, which is why upstream never relies on it for identity.
+//!
+//! kcm hashes the template's canonical JSON instead (`serde_json` over the `k8s-openapi`
+//! type: fixed field order, map keys sorted, `None`s omitted). The properties that matter hold:
+//! the same template always gives the same hash, different templates give different hashes,
+//! the collision count changes it, and names look exactly like upstream's.
+//!
+//! Consequence: for the same template kcm picks a different ReplicaSet name than
+//! kube-controller-manager would. That only matters when switching controllers in the middle
+//! of a rollout; the new controller then finds the existing new ReplicaSet through its
+//! controller reference and [`equal_ignore_hash`](super::template::equal_ignore_hash), exactly
+//! as upstream does after an upgrade changes its own hash, and adopts it instead of creating
+//! another.
+
+use std::io;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+
+/// The characters `rand.SafeEncodeString` maps bytes onto (no vowels, no look-alikes).
+const SAFE_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// Longest object name the API server accepts (`validation.DNS1123SubdomainMaxLength`).
+pub const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
+
+/// FNV offset basis for 32-bit hashes.
+const FNV32_OFFSET: u32 = 0x811c_9dc5;
+/// FNV prime for 32-bit hashes.
+const FNV32_PRIME: u32 = 0x0100_0193;
+
+/// A 32-bit FNV-1a hasher (Go's `hash/fnv.New32a`), writable with [`io::Write`] so a
+/// serializer can stream into it without an intermediate buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv32a {
+    /// The running hash; starts at the FNV offset basis.
+    state: u32,
+}
+
+impl Default for Fnv32a {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Fnv32a {
+    /// A fresh hasher.
+    pub fn new() -> Self {
+        Self {
+            state: FNV32_OFFSET,
+        }
+    }
+
+    /// Feeds `bytes` into the hash.
+    pub fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.state ^= u32::from(b);
+            self.state = self.state.wrapping_mul(FNV32_PRIME);
+        }
+    }
+
+    /// The hash of everything fed so far (Go's `Sum32`).
+    pub fn sum32(&self) -> u32 {
+        self.state
+    }
+}
+
+impl io::Write for Fnv32a {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Maps every character of `s` onto the safe alphabet, as apimachinery's
+/// `rand.SafeEncodeString` (used on decimal digits, where it is a bijection).
+pub fn safe_encode_string(s: &str) -> String {
+    s.chars()
+        .map(|c| char::from(SAFE_ALPHABET[(c as usize) % SAFE_ALPHABET.len()]))
+        .collect()
+}
+
+/// The raw 32-bit hash behind [`compute_hash`].
+pub fn compute_hash_u32(template: &PodTemplateSpec, collision_count: Option<i32>) -> u32 {
+    let mut hasher = Fnv32a::new();
+    // Cannot fail: the writer never errors and the k8s-openapi `Serialize` impls only emit
+    // strings, numbers, maps with string keys and sequences.
+    if let Err(err) = serde_json::to_writer(&mut hasher, template) {
+        tracing::error!(%err, "serializing a pod template for hashing failed");
+    }
+    if let Some(count) = collision_count {
+        // Upstream writes an 8-byte buffer holding the little-endian u32 in its first half.
+        let mut bytes = [0u8; 8];
+        bytes[..4].copy_from_slice(&(count as u32).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    hasher.sum32()
+}
+
+/// The `pod-template-hash` of a template: FNV-32a of the template and the collision count,
+/// printed in decimal and safe-encoded, as upstream `controller.ComputeHash` (see the module
+/// docs for how the template bytes differ).
+pub fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
+    safe_encode_string(&compute_hash_u32(template, collision_count).to_string())
+}
+
+/// `<deployment>-<hash>`, with the Deployment name cut short when the result would exceed
+/// the 253-character name limit (the hash is never cut), as upstream `generateReplicaSetName`.
+pub fn replica_set_name(deployment_name: &str, hash: &str) -> String {
+    let max_name_len = DNS1123_SUBDOMAIN_MAX_LENGTH
+        .saturating_sub(1)
+        .saturating_sub(hash.len());
+    let mut name = deployment_name;
+    if name.len() > max_name_len && max_name_len > 0 {
+        let mut cut = max_name_len;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name = &name[..cut];
+    }
+    let mut out = String::with_capacity(name.len() + 1 + hash.len());
+    out.push_str(name);
+    out.push('-');
+    out.push_str(hash);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap};
+
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+
+    use super::*;
+
+    /// Upstream `hash_test.go`'s template, with `@@VERSION@@` in the image tag.
+    const POD_SPEC: &str = r#"
+{
+    "metadata": {
+        "creationTimestamp": null,
+        "labels": { "app": "cats" }
+    },
+    "spec": {
+        "containers": [
+            {
+                "name": "cats",
+                "image": "registry/test/cats:v0.@@VERSION@@.0",
+                "ports": [ { "name": "http", "containerPort": 9077, "protocol": "TCP" } ],
+                "env": [
+                    { "name": "DEPLOYMENT_ENVIRONMENT", "value": "cats-stubbed-functional" },
+                    { "name": "APP_NAME", "value": "cats" }
+                ],
+                "resources": {
+                    "limits": { "cpu": "1", "memory": "1Gi" },
+                    "requests": { "cpu": "1", "memory": "1Gi" }
+                },
+                "livenessProbe": {
+                    "httpGet": { "path": "/private/status", "port": 9077, "scheme": "HTTP" },
+                    "initialDelaySeconds": 30, "timeoutSeconds": 1, "periodSeconds": 10,
+                    "successThreshold": 1, "failureThreshold": 3
+                },
+                "readinessProbe": {
+                    "httpGet": { "path": "/private/status", "port": 9077, "scheme": "HTTP" },
+                    "initialDelaySeconds": 1, "timeoutSeconds": 1, "periodSeconds": 10,
+                    "successThreshold": 1, "failureThreshold": 3
+                },
+                "terminationMessagePath": "/dev/termination-log",
+                "imagePullPolicy": "IfNotPresent"
+            }
+        ],
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "securityContext": {}
+    }
+}
+"#;
+
+    fn template(version: usize) -> PodTemplateSpec {
+        serde_json::from_str(&POD_SPEC.replace("@@VERSION@@", &version.to_string()))
+            .expect("valid template")
+    }
+
+    #[test]
+    fn fnv32a_matches_reference_vectors() {
+        struct Case {
+            name: &'static str,
+            input: &'static [u8],
+            want: u32,
+        }
+        let cases = [
+            Case {
+                name: "empty",
+                input: b"",
+                want: 0x811c_9dc5,
+            },
+            Case {
+                name: "a",
+                input: b"a",
+                want: 0xe40c_292c,
+            },
+            Case {
+                name: "foobar",
+                input: b"foobar",
+                want: 0xbf9c_f968,
+            },
+        ];
+        for c in cases {
+            let mut h = Fnv32a::new();
+            h.update(c.input);
+            assert_eq!(h.sum32(), c.want, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn safe_encode_string_maps_digits_like_upstream() {
+        assert_eq!(safe_encode_string("0123456789"), "456789bcdf");
+        assert_eq!(safe_encode_string(""), "");
+    }
+
+    #[test]
+    fn hash_of_the_same_template_is_stable() {
+        let t = template(7);
+        let first = compute_hash(&t, None);
+        assert_eq!(first, compute_hash(&t.clone(), None));
+        // A copy parsed again from JSON (different allocation, same content) hashes the same.
+        assert_eq!(first, compute_hash(&template(7), None));
+    }
+
+    #[test]
+    fn hash_is_pinned() {
+        // Pins the canonical serialization: a change here renames every ReplicaSet kcm creates,
+        // so it must be deliberate.
+        let t = template(0);
+        assert_eq!(
+            compute_hash_u32(&t, None).to_string().len(),
+            compute_hash(&t, None).len()
+        );
+        assert_eq!(compute_hash(&t, None), PINNED_HASH);
+    }
+
+    const PINNED_HASH: &str = "b4f79bd9";
+
+    #[test]
+    fn hash_looks_like_upstream() {
+        for i in 0..50 {
+            let h = compute_hash(&template(i), None);
+            assert!((1..=10).contains(&h.len()), "{h}");
+            assert!(h.chars().all(|c| "456789bcdf".contains(c)), "{h}");
+        }
+    }
+
+    #[test]
+    fn thousand_templates_do_not_collide() {
+        // Upstream TestPodTemplateSpecHashFnv.
+        let mut seen: HashMap<u32, usize> = HashMap::new();
+        for i in 0..1000 {
+            let h = compute_hash_u32(&template(i), None);
+            if let Some(prev) = seen.insert(h, i) {
+                panic!("hash collision between versions {prev} and {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn collision_count_changes_the_hash() {
+        let t = template(1);
+        let none = compute_hash(&t, None);
+        let zero = compute_hash(&t, Some(0));
+        let one = compute_hash(&t, Some(1));
+        let two = compute_hash(&t, Some(2));
+        assert_ne!(
+            none, zero,
+            "nil and 0 differ upstream too (8 zero bytes are hashed)"
+        );
+        assert_ne!(zero, one);
+        assert_ne!(one, two);
+        assert_eq!(one, compute_hash(&t, Some(1)));
+    }
+
+    #[test]
+    fn label_order_does_not_matter() {
+        let mut a = template(3);
+        let mut b = template(3);
+        let labels_a: BTreeMap<String, String> = [("x", "1"), ("y", "2")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let labels_b: BTreeMap<String, String> = [("y", "2"), ("x", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        a.metadata.get_or_insert_with(Default::default).labels = Some(labels_a);
+        b.metadata.get_or_insert_with(Default::default).labels = Some(labels_b);
+        assert_eq!(compute_hash(&a, None), compute_hash(&b, None));
+    }
+
+    #[test]
+    fn replica_set_name_truncates_like_upstream() {
+        struct Case {
+            name: &'static str,
+            deployment: String,
+            hash: String,
+            want: String,
+        }
+        let cases = [
+            Case {
+                name: "short name",
+                deployment: "my-deployment".into(),
+                hash: "abcde12345".into(),
+                want: "my-deployment-abcde12345".into(),
+            },
+            Case {
+                name: "maximum length without truncating",
+                deployment: "a".repeat(242),
+                hash: "abcde12345".into(),
+                want: "a".repeat(242) + "-abcde12345",
+            },
+            Case {
+                name: "very long deployment name is truncated",
+                deployment: "b".repeat(250),
+                hash: "abcde12345".into(),
+                want: "b".repeat(242) + "-abcde12345",
+            },
+            Case {
+                name: "very long hash is not truncated",
+                deployment: "d".repeat(252),
+                hash: "h".repeat(252),
+                want: "d".repeat(252) + "-" + &"h".repeat(252),
+            },
+        ];
+        for c in cases {
+            assert_eq!(
+                replica_set_name(&c.deployment, &c.hash),
+                c.want,
+                "{}",
+                c.name
+            );
+        }
+    }
+}
