@@ -70,7 +70,7 @@ impl RunningGc {
         let recorder = FakeRecorder::new();
         let gc = Arc::new(GarbageCollector::new(
             client,
-            factory,
+            &factory,
             Arc::new(recorder.clone()),
             GarbageCollectorOptions {
                 sync_period: Duration::from_secs(2),

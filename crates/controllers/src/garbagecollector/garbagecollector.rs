@@ -202,7 +202,7 @@ impl GarbageCollector {
     /// Builds work queues, which spawn timer tasks: call inside a Tokio runtime.
     pub fn new(
         client: kube::Client,
-        factory: SharedInformerFactory,
+        factory: &SharedInformerFactory,
         recorder: Arc<dyn EventRecorder>,
         options: GarbageCollectorOptions,
     ) -> Self {
@@ -214,7 +214,7 @@ impl GarbageCollector {
         );
         gc.monitors = Some(Monitors::new(
             client.clone(),
-            Some(factory),
+            Some(factory.clone()),
             gc.builder.clone(),
         ));
         gc.discovery_client = Some(client);
@@ -348,7 +348,7 @@ impl GarbageCollector {
 
         if !cancel.is_cancelled() {
             tracing::info!("proceeding to collect garbage");
-            for _ in 0..workers.max(1) {
+            for _ in 0..workers {
                 tasks.spawn({
                     let gc = self.clone();
                     async move { gc.run_attempt_to_delete_worker().await }
@@ -636,11 +636,11 @@ impl GarbageCollector {
             return Ok(DeleteOutcome::Done);
         }
 
-        let has_dependents = !self
+        let has_dependents = self
             .graph()
             .read()
-            .dependents_of(&item.identity.uid)
-            .is_empty();
+            .get(&item.identity.uid)
+            .is_some_and(|n| !n.dependents().is_empty());
         let policy = if !classified.waiting_for_dependents_deletion.is_empty() && has_dependents {
             let dependents = self.graph().read().dependents_of(&item.identity.uid);
             if let Some(dep) = dependents.iter().find(|d| d.deleting_dependents) {

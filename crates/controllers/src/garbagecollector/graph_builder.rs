@@ -714,8 +714,10 @@ pub fn apply_event(nodes: &mut NodeMap, event: &GraphEvent) -> Effects {
                 existing.identity.kind = event.type_meta.kind.clone();
             }
             let new_owners = meta.owner_references.as_deref().unwrap_or_default();
-            let old_owners = nodes.get(uid).map(|n| n.owners.clone()).unwrap_or_default();
-            let (added, removed, changed) = references_diffs(&old_owners, new_owners);
+            let (added, removed, changed) = match nodes.get(uid) {
+                Some(existing) => references_diffs(&existing.owners, new_owners),
+                None => (Vec::new(), Vec::new(), Vec::new()),
+            };
             if !added.is_empty() || !removed.is_empty() || !changed.is_empty() {
                 add_unblocked_owners_to_delete_queue(nodes, &removed, &changed, &mut out);
                 if let Some(existing) = nodes.get_mut(uid) {
