@@ -465,7 +465,7 @@ async fn a_restarted_collector_finishes_a_cascade_started_before() {
             .await
             .expect("delete deployment");
         wait_until("the cascade is under way, held by one pod", || async {
-            names(&pods).await == ["r-rs1-2"]
+            names(&pods).await == ["r-rs1-2"] && names(&rss).await == ["r-rs1"]
         })
         .await;
         first.stop().await;

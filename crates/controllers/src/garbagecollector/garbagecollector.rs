@@ -327,7 +327,13 @@ impl GarbageCollector {
                 match self.resync_monitors(&cancel).await {
                     Ok(n) if n > 0 => break,
                     Ok(_) => tracing::info!("no resources reported by discovery, retrying"),
-                    Err(err) => tracing::error!(%err, "failed to sync resource monitors"),
+                    Err(err) => {
+                        tracing::error!(%err, "failed to sync resource monitors");
+                        // Some monitors failed: run with the others, the sync loop retries.
+                        if !self.monitored_resources().is_empty() {
+                            break;
+                        }
+                    }
                 }
                 tokio::select! {
                     _ = cancel.cancelled() => break,

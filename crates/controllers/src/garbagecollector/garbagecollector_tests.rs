@@ -159,7 +159,7 @@ fn conflict() -> Status {
 /// The fake API, the collector, and a poor man's informer between them.
 struct Cluster {
     api: Arc<FakeMetadataClient>,
-    gc: GarbageCollector,
+    gc: Arc<GarbageCollector>,
     recorder: FakeRecorder,
     /// What the "informers" last reported, by (resource, key).
     seen: BTreeMap<(String, String), (&'static Kind, ObjectMeta)>,
@@ -180,8 +180,12 @@ impl Cluster {
                 .iter(),
         ));
         let recorder = FakeRecorder::new();
-        let gc =
-            GarbageCollector::with_client(api.clone(), mapper, Arc::new(recorder.clone()), options);
+        let gc = Arc::new(GarbageCollector::with_client(
+            api.clone(),
+            mapper,
+            Arc::new(recorder.clone()),
+            options,
+        ));
         Self {
             api,
             gc,
@@ -983,4 +987,32 @@ async fn a_virtual_queue_entry_for_an_observed_node_is_dropped() {
     });
     assert!(c.gc.process_attempt_to_delete_worker().await);
     assert!(c.actions().is_empty());
+}
+
+// ----- run ------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn run_collects_with_its_workers_and_returns_on_cancel() {
+    let mut c = Cluster::new();
+    c.create(&RS, object("ns", "rs", vec![]));
+    c.create(&POD, object("ns", "p1", vec![RS.owner_ref("rs")]));
+    c.create(&POD, object("ns", "p2", vec![RS.owner_ref("gone")]));
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(c.gc.clone().run(2, cancel.clone()));
+    // The builder task applies the events; a worker deletes the pod whose owner is gone.
+    for _ in 0..1000 {
+        if c.get(&POD, "ns", "p2").is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        c.get(&POD, "ns", "p2").is_none(),
+        "p2 collected by run's workers"
+    );
+    assert!(c.get(&POD, "ns", "p1").is_some());
+    cancel.cancel();
+    task.await.expect("run returns");
+    assert!(c.gc.attempt_to_delete.shutting_down());
+    assert!(c.gc.attempt_to_orphan.shutting_down());
 }
