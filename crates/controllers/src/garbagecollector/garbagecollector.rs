@@ -324,7 +324,11 @@ impl GarbageCollector {
         if self.monitors.is_some() {
             // The first discovery: nothing to collect until something is monitored.
             loop {
-                match self.resync_monitors(&cancel).await {
+                let synced = tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    synced = self.resync_monitors(&cancel) => synced,
+                };
+                match synced {
                     Ok(n) if n > 0 => break,
                     Ok(_) => tracing::info!("no resources reported by discovery, retrying"),
                     Err(err) => {
@@ -357,11 +361,13 @@ impl GarbageCollector {
             for _ in 0..workers {
                 tasks.spawn({
                     let gc = self.clone();
-                    async move { gc.run_attempt_to_delete_worker().await }
+                    let cancel = cancel.clone();
+                    async move { gc.run_attempt_to_delete_worker(cancel).await }
                 });
                 tasks.spawn({
                     let gc = self.clone();
-                    async move { gc.run_attempt_to_orphan_worker().await }
+                    let cancel = cancel.clone();
+                    async move { gc.run_attempt_to_orphan_worker(cancel).await }
                 });
             }
         }
@@ -406,9 +412,12 @@ impl GarbageCollector {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(self.options.sync_period) => {}
             }
-            match self.resync_monitors(&cancel).await {
-                Ok(_) => {}
-                Err(err) => tracing::error!(%err, "failed to sync resource monitors"),
+            let synced = tokio::select! {
+                _ = cancel.cancelled() => return,
+                synced = self.resync_monitors(&cancel) => synced,
+            };
+            if let Err(err) = synced {
+                tracing::error!(%err, "failed to sync resource monitors");
             }
         }
     }
@@ -489,8 +498,16 @@ impl GarbageCollector {
     // attemptToDelete workers
     // -----------------------------------------------------------------------------------------
 
-    async fn run_attempt_to_delete_worker(&self) {
-        while self.process_attempt_to_delete_worker().await {}
+    /// Processes `attemptToDelete` items until the queue shuts down; once `cancel` has fired,
+    /// items still queued are handed back untouched (no API call after shutdown).
+    async fn run_attempt_to_delete_worker(&self, cancel: CancellationToken) {
+        while let Some(key) = self.attempt_to_delete.get().await {
+            if cancel.is_cancelled() {
+                self.attempt_to_delete.done(&key);
+                return;
+            }
+            self.process_attempt_to_delete_key(key).await;
+        }
     }
 
     /// Takes one node off `attemptToDelete` and processes it; false once the queue has shut
@@ -499,6 +516,11 @@ impl GarbageCollector {
         let Some(key) = self.attempt_to_delete.get().await else {
             return false;
         };
+        self.process_attempt_to_delete_key(key).await;
+        true
+    }
+
+    async fn process_attempt_to_delete_key(&self, key: NodeKey) {
         let action = match AssertUnwindSafe(self.attempt_to_delete_worker(&key))
             .catch_unwind()
             .await
@@ -518,7 +540,6 @@ impl GarbageCollector {
             Action::Requeue => self.attempt_to_delete.add_rate_limited(key.clone()),
         }
         self.attempt_to_delete.done(&key);
-        true
     }
 
     /// Decides what to do with a queued node, as upstream's `attemptToDeleteWorker`.
@@ -808,8 +829,16 @@ impl GarbageCollector {
     // attemptToOrphan workers
     // -----------------------------------------------------------------------------------------
 
-    async fn run_attempt_to_orphan_worker(&self) {
-        while self.process_attempt_to_orphan_worker().await {}
+    /// Processes `attemptToOrphan` items until the queue shuts down; once `cancel` has fired,
+    /// items still queued are handed back untouched.
+    async fn run_attempt_to_orphan_worker(&self, cancel: CancellationToken) {
+        while let Some(uid) = self.attempt_to_orphan.get().await {
+            if cancel.is_cancelled() {
+                self.attempt_to_orphan.done(&uid);
+                return;
+            }
+            self.process_attempt_to_orphan_key(uid).await;
+        }
     }
 
     /// Takes one owner off `attemptToOrphan`, removes it from its dependents' owner
@@ -819,6 +848,11 @@ impl GarbageCollector {
         let Some(uid) = self.attempt_to_orphan.get().await else {
             return false;
         };
+        self.process_attempt_to_orphan_key(uid).await;
+        true
+    }
+
+    async fn process_attempt_to_orphan_key(&self, uid: String) {
         let action = match AssertUnwindSafe(self.attempt_to_orphan_worker(&uid))
             .catch_unwind()
             .await
@@ -838,7 +872,6 @@ impl GarbageCollector {
             Action::Requeue => self.attempt_to_orphan.add_rate_limited(uid.clone()),
         }
         self.attempt_to_orphan.done(&uid);
-        true
     }
 
     async fn attempt_to_orphan_worker(&self, uid: &str) -> Action {

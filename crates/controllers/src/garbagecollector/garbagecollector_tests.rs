@@ -1016,3 +1016,24 @@ async fn run_collects_with_its_workers_and_returns_on_cancel() {
     assert!(c.gc.attempt_to_delete.shutting_down());
     assert!(c.gc.attempt_to_orphan.shutting_down());
 }
+
+#[tokio::test(start_paused = true)]
+async fn workers_make_no_request_once_cancelled() {
+    let mut c = Cluster::new();
+    c.create(&POD, object("ns", "p", vec![RS.owner_ref("gone")]));
+    c.process_graph_changes().await;
+    c.api.clear_actions();
+    c.gc.attempt_to_delete.add(NodeKey {
+        uid: uid("p"),
+        is_virtual: false,
+    });
+    c.gc.attempt_to_orphan.add(uid("p"));
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    c.gc.attempt_to_delete.shut_down();
+    c.gc.attempt_to_orphan.shut_down();
+    c.gc.run_attempt_to_delete_worker(cancel.clone()).await;
+    c.gc.run_attempt_to_orphan_worker(cancel).await;
+    assert!(c.actions().is_empty(), "{:?}", c.actions());
+    assert!(c.get(&POD, "ns", "p").is_some());
+}
