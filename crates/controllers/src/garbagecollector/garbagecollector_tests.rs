@@ -1037,3 +1037,47 @@ async fn workers_make_no_request_once_cancelled() {
     assert!(c.actions().is_empty(), "{:?}", c.actions());
     assert!(c.get(&POD, "ns", "p").is_some());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_resource_without_strategic_merge_gets_a_json_merge_patch() {
+    // Custom resources answer 415 to strategic merge patches: the reference is removed with a
+    // resourceVersion-guarded JSON merge patch computed from a fresh GET instead.
+    let mut c = Cluster::new();
+    c.create(&RS, object("ns", "a", vec![]));
+    c.create(
+        &POD,
+        object("ns", "p", vec![RS.owner_ref("a"), RS.owner_ref("gone")]),
+    );
+    c.process_graph_changes().await;
+    c.api.clear_actions();
+    c.api.fail_next(
+        "patch",
+        &POD.resource(),
+        "ns/p",
+        Status::failure(
+            "the body of the request was in an unknown format",
+            "UnsupportedMediaType",
+        )
+        .with_code(415),
+    );
+    c.gc.attempt_to_delete_item(&c.snapshot("p"))
+        .await
+        .expect("ok");
+    let writes: Vec<String> = c
+        .actions()
+        .into_iter()
+        .filter(|a| a.starts_with("patch "))
+        .collect();
+    assert_eq!(
+        writes,
+        vec!["patch pods.v1. ns/p strategic", "patch pods.v1. ns/p merge"]
+    );
+    let owners: Vec<String> = c
+        .get(&POD, "ns", "p")
+        .and_then(|m| m.owner_references)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.uid)
+        .collect();
+    assert_eq!(owners, vec![uid("a")]);
+}
