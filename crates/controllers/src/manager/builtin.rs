@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::registry::{ControllerDescriptor, StartedController};
+use crate::garbagecollector::{GarbageCollector, GarbageCollectorOptions};
 use crate::nodelifecycle::zone::EvictionRates;
 use crate::nodelifecycle::{
     ApiLifecycleClient, EVENT_COMPONENT, NodeLifecycleController, NodeLifecycleOptions,
@@ -39,6 +40,40 @@ pub fn replicaset_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(&["replicaset"])
+}
+
+/// kube-controller-manager's name of the garbage collector.
+pub const GARBAGE_COLLECTOR_CONTROLLER: &str = crate::garbagecollector::CONTROLLER_NAME;
+
+/// `garbage-collector-controller` (alias `garbagecollector`): typed informers from the shared
+/// factory plus metadata-only informers for every other deletable resource found by
+/// discovery; `--concurrent-gc-syncs` workers on each of its two queues.
+pub fn garbage_collector_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        GARBAGE_COLLECTOR_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let options = GarbageCollectorOptions {
+                metrics: Some(ctx.workqueue_metrics()),
+                ..Default::default()
+            };
+            ctx.metrics.register(
+                "garbagecollector_controller_resources_sync_error",
+                "Number of garbage collector resources sync errors",
+                options.resources_sync_error.clone(),
+            );
+            let collector = Arc::new(GarbageCollector::new(
+                ctx.client.clone(),
+                &ctx.factory,
+                ctx.recorder(GARBAGE_COLLECTOR_CONTROLLER),
+                options,
+            ));
+            let workers = ctx.options.garbage_collector.concurrent_gc_syncs as usize;
+            Ok(Some(StartedController::new(
+                collector.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(&[crate::garbagecollector::CONTROLLER_ALIAS])
 }
 
 /// kube-controller-manager's name of the node lifecycle controller.
