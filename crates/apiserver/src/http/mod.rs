@@ -1,0 +1,107 @@
+//! The HTTP layer: routing, authentication, discovery, and the verb handlers over the registry.
+//!
+//! One fallback handler parses every path itself ([`request_info`]) instead of registering a
+//! route per resource: the registry decides what exists.
+
+pub mod auth;
+pub mod body;
+pub mod discovery;
+pub mod handlers;
+pub mod negotiate;
+pub mod query;
+pub mod request_info;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::registry::Registry;
+use crate::registry::watch::WatchSettings;
+use request_info::Route;
+
+/// What every request handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// The registry serving every resource.
+    pub registry: Arc<Registry>,
+    /// The admin bearer token.
+    pub token: String,
+    /// Request bodies above this size are refused with 413.
+    pub max_body_bytes: usize,
+    /// Bookmark cadence and the shutdown signal of watches.
+    pub watch: WatchSettings,
+    /// `host:port` clients reach the server at (for `/api`).
+    pub server_address: String,
+}
+
+/// The router: authentication in front of one dispatching handler.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .fallback(dispatch)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::require_token,
+        ))
+        .with_state(state)
+}
+
+async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response {
+    let route = request_info::parse(req.uri().path());
+    let response = match route {
+        Route::Resource(r) => handlers::handle(&state, r, req).await,
+        other => discovery_route(&state, other, req.method()),
+    };
+    response.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn discovery_route(state: &AppState, route: Route, method: &Method) -> Result<Response, ApiError> {
+    if method != Method::GET && method != Method::HEAD {
+        return Err(ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: "the server does not allow this method on the requested resource".to_owned(),
+            details: None,
+            continue_token: None,
+        });
+    }
+    let doc = match route {
+        Route::Health => {
+            let mut response = (StatusCode::OK, "ok").into_response();
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            return Ok(response);
+        }
+        Route::Version => discovery::version(),
+        Route::CoreVersions => discovery::core_versions(&state.server_address),
+        Route::Groups => discovery::groups(&state.registry),
+        Route::Group(g) => {
+            discovery::group(&state.registry, &g).ok_or_else(ApiError::path_not_found)?
+        }
+        Route::Resources { group, version } => {
+            discovery::resources(&state.registry, &group, &version)
+                .ok_or_else(ApiError::path_not_found)?
+        }
+        Route::Resource(_) | Route::Unknown => return Err(ApiError::path_not_found()),
+    };
+    Ok(json_response(StatusCode::OK, &doc))
+}
+
+/// A JSON response.
+pub fn json_response(code: StatusCode, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = code;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

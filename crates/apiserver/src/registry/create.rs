@@ -1,0 +1,196 @@
+//! Create (`POST` to a collection): system metadata, `generateName`, defaults, admission, validation, dry run.
+
+use rand::Rng;
+use serde_json::Value;
+
+use crate::error::{ApiError, Result};
+use crate::object;
+use crate::registry::strategy::{ResourceInfo, Strategy, check};
+use crate::registry::{Registry, encode_for_storage};
+use crate::storage;
+use crate::validation::validate_object_meta;
+
+/// Characters `generateName` suffixes are drawn from (no vowels, no confusable digits), as
+/// upstream's `utilrand.String`.
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+/// Length of a generated suffix.
+const NAME_SUFFIX_LEN: usize = 5;
+/// Longest prefix kept from `generateName` (63 - 5), as upstream's `maxGeneratedNameLength`.
+const MAX_GENERATED_PREFIX: usize = 58;
+/// How many names are tried on collision (upstream retries a generated name 7 more times).
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// Options of a create.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CreateOptions {
+    /// `dryRun=All`: run everything but the write.
+    pub dry_run: bool,
+}
+
+impl Registry {
+    /// Creates an object in `namespace` (ignored for cluster-scoped resources) and returns it
+    /// as stored, with `resourceVersion`.
+    pub async fn create(
+        &self,
+        s: &dyn Strategy,
+        namespace: &str,
+        body: Value,
+        opts: CreateOptions,
+    ) -> Result<Value> {
+        let info = s.info();
+        let mut obj = check_kind(info, body)?;
+        bind_namespace(info, &mut obj, namespace)?;
+        let mut obj = s.decode(obj).map_err(ApiError::bad_request)?;
+        // FillObjectMetaSystemFields and BeforeCreate: the server owns these fields.
+        object::set_meta(&mut obj, "uid", uuid::Uuid::new_v4().to_string());
+        object::set_meta(&mut obj, "creationTimestamp", object::now_rfc3339());
+        object::set_meta(&mut obj, "generation", 1);
+        for field in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            object::remove_meta(&mut obj, field);
+        }
+        let generate_name = object::str_at(&obj, &["metadata", "generateName"])
+            .unwrap_or("")
+            .to_owned();
+        let generated = object::name(&obj).is_empty() && !generate_name.is_empty();
+        if generated {
+            object::set_meta(&mut obj, "name", generate(&generate_name));
+        }
+        s.prepare_for_create(&mut obj);
+        self.admit_create(info, &obj).await?;
+        let mut errs = validate_object_meta(&obj, info.namespaced, s.name_rule());
+        errs.extend(s.validate(&obj));
+        check(info, object::name(&obj), errs)?;
+
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let name = object::name(&obj).to_owned();
+            let key = info.storage_key(object::namespace(&obj), &name);
+            let bytes = encode_for_storage(s, &obj)?;
+            match self.storage().create(&key, bytes).await {
+                Ok(rev) => {
+                    object::set_resource_version(&mut obj, rev);
+                    return Ok(obj);
+                }
+                Err(storage::Error::AlreadyExists { .. })
+                    if generated && attempts < GENERATE_NAME_ATTEMPTS =>
+                {
+                    object::set_meta(&mut obj, "name", generate(&generate_name));
+                }
+                Err(e) => return Err(ApiError::from_storage(e, info.group_resource(), &name)),
+            }
+        }
+    }
+}
+
+/// Checks `apiVersion` and `kind` of a request body against the resource (both optional).
+pub(crate) fn check_kind(info: &ResourceInfo, body: Value) -> Result<Value> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {})",
+            info.kind
+        )));
+    }
+    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
+    if !kind.is_empty() && kind != info.kind {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): kind {kind:?} does not match",
+            info.kind
+        )));
+    }
+    let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if !api_version.is_empty() && api_version != info.api_version() {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({})",
+            info.api_version()
+        )));
+    }
+    Ok(body)
+}
+
+/// Fills or checks the object's namespace against the request's, as upstream's
+/// `rest.BeforeCreate` / `ValidNamespace`.
+pub(crate) fn bind_namespace(info: &ResourceInfo, obj: &mut Value, namespace: &str) -> Result<()> {
+    if info.namespaced {
+        let own = object::namespace(obj);
+        if own.is_empty() {
+            object::set_meta(obj, "namespace", namespace);
+        } else if own != namespace {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    } else {
+        object::remove_meta(obj, "namespace");
+    }
+    Ok(())
+}
+
+/// `prefix` (cut to 58 characters) plus 5 random characters, as upstream's `SimpleNameGenerator`.
+pub fn generate(prefix: &str) -> String {
+    let mut end = prefix.len().min(MAX_GENERATED_PREFIX);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut rng = rand::rng();
+    let mut name = String::with_capacity(end + NAME_SUFFIX_LEN);
+    name.push_str(&prefix[..end]);
+    for _ in 0..NAME_SUFFIX_LEN {
+        name.push(NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())] as char);
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::resources::pod;
+
+    #[test]
+    fn generated_names_use_the_upstream_alphabet() {
+        let name = generate("web-");
+        assert_eq!(name.len(), 9);
+        assert!(name.starts_with("web-"));
+        assert!(name[4..].bytes().all(|b| NAME_ALPHABET.contains(&b)));
+        let long = generate(&"x".repeat(80));
+        assert_eq!(long.len(), 63);
+    }
+
+    #[test]
+    fn kind_and_namespace_checks() {
+        assert!(check_kind(&pod::INFO, json!({"kind": "Pod", "apiVersion": "v1"})).is_ok());
+        assert!(check_kind(&pod::INFO, json!({})).is_ok());
+        assert_eq!(
+            check_kind(&pod::INFO, json!({"kind": "Service"}))
+                .map_err(|e| e.code)
+                .err(),
+            Some(400)
+        );
+        assert_eq!(
+            check_kind(&pod::INFO, json!({"apiVersion": "apps/v1"}))
+                .map_err(|e| e.code)
+                .err(),
+            Some(400)
+        );
+        assert_eq!(
+            check_kind(&pod::INFO, json!([1])).map_err(|e| e.code).err(),
+            Some(400)
+        );
+
+        let mut obj = json!({"metadata": {}});
+        bind_namespace(&pod::INFO, &mut obj, "ns").expect("fills");
+        assert_eq!(object::namespace(&obj), "ns");
+        let mut other = json!({"metadata": {"namespace": "b"}});
+        assert!(bind_namespace(&pod::INFO, &mut other, "ns").is_err());
+    }
+}

@@ -1,0 +1,173 @@
+//! Namespace lifecycle: the NamespaceLifecycle admission plugin, namespace deletion (`Terminating`), `/finalize`, and the default namespaces.
+
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, Result};
+use crate::object;
+use crate::registry::create::CreateOptions;
+use crate::registry::strategy::{ResourceInfo, Strategy};
+use crate::registry::{Registry, decode_stored, encode_for_storage};
+use crate::resources::namespace as ns_resource;
+use crate::storage;
+
+/// Namespaces created at start, as kube-apiserver's system namespaces controller does.
+pub const DEFAULT_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Namespaces that may never be deleted (NamespaceLifecycle's immortal namespaces).
+pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+impl Registry {
+    /// Creates the default namespaces that do not exist yet.
+    pub async fn ensure_default_namespaces(&self) -> Result<()> {
+        let Some(s) = self.strategy_for(&ns_resource::INFO).cloned() else {
+            return Ok(());
+        };
+        for name in DEFAULT_NAMESPACES {
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            match self
+                .create(s.as_ref(), "", body, CreateOptions::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// NamespaceLifecycle on create: the namespace must exist (404) and not be terminating
+    /// (403 with cause `NamespaceTerminating`).
+    pub(crate) async fn admit_create(&self, info: &ResourceInfo, obj: &Value) -> Result<()> {
+        if !info.namespaced {
+            return Ok(());
+        }
+        let namespace = object::namespace(obj);
+        let key = ns_resource::INFO.storage_key("", namespace);
+        let stored = self.storage().get(&key).await.map_err(|e| {
+            ApiError::from_storage(e, ns_resource::INFO.group_resource(), namespace)
+        })?;
+        let Some(kv) = stored else {
+            return Err(ApiError::not_found(
+                ns_resource::INFO.group_resource(),
+                namespace,
+            ));
+        };
+        let ns: Value = serde_json::from_slice(&kv.value)
+            .map_err(|e| ApiError::internal(format!("decoding namespace {namespace}: {e}")))?;
+        let terminating = ns.pointer("/status/phase").and_then(Value::as_str)
+            == Some("Terminating")
+            || object::deletion_timestamp(&ns).is_some();
+        if terminating {
+            return Err(ApiError::forbidden(
+                info.group_resource(),
+                object::name(obj),
+                &format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                ),
+            )
+            .with_cause(
+                "NamespaceTerminating",
+                format!("namespace {namespace} is being terminated"),
+                "metadata.namespace",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The first delete of a namespace: sets `deletionTimestamp` and phase `Terminating`
+    /// (the namespace controller empties it and clears `spec.finalizers` via `/finalize`).
+    /// Returns `None` when the namespace is already terminating with no finalizers left,
+    /// so the caller deletes it for real, as upstream's namespace `REST.Delete`.
+    pub(crate) async fn begin_namespace_delete(
+        &self,
+        s: &dyn Strategy,
+        name: &str,
+        dry_run: bool,
+    ) -> Result<Option<Value>> {
+        let gr = ns_resource::INFO.group_resource();
+        if IMMORTAL_NAMESPACES.contains(&name) {
+            return Err(ApiError::forbidden(
+                gr,
+                name,
+                "this namespace may not be deleted",
+            ));
+        }
+        for _ in 0..super::MAX_WRITE_RETRIES {
+            let Some((mut ns, kv)) = self.get_kv(s, "", name).await? else {
+                return Err(ApiError::not_found(gr, name));
+            };
+            if object::deletion_timestamp(&ns).is_some() {
+                let finalizers_left = ns
+                    .pointer("/spec/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| !f.is_empty());
+                return Ok(finalizers_left.then_some(ns));
+            }
+            object::set_meta(&mut ns, "deletionTimestamp", object::now_rfc3339());
+            object::set_meta(&mut ns, "deletionGracePeriodSeconds", 0);
+            ns["status"]["phase"] = Value::String("Terminating".to_owned());
+            if dry_run {
+                return Ok(Some(ns));
+            }
+            let bytes = encode_for_storage(s, &ns)?;
+            match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
+                Ok(rev) => {
+                    object::set_resource_version(&mut ns, rev);
+                    return Ok(Some(ns));
+                }
+                Err(storage::Error::Conflict { .. }) => continue,
+                Err(e) => return Err(ApiError::from_storage(e, gr, name)),
+            }
+        }
+        Err(ApiError::stale(gr, name))
+    }
+
+    /// `PUT namespaces/{name}/finalize`: replaces `spec.finalizers` only.
+    pub async fn finalize_namespace(
+        &self,
+        s: &dyn Strategy,
+        name: &str,
+        body: Value,
+        dry_run: bool,
+    ) -> Result<Value> {
+        let gr = ns_resource::INFO.group_resource();
+        let body = super::create::check_kind(s.info(), body)?;
+        let body = s.decode(body).map_err(ApiError::bad_request)?;
+        let requested_rv = super::parse_resource_version(object::resource_version(&body))?;
+        let finalizers = body
+            .pointer("/spec/finalizers")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        for _ in 0..super::MAX_WRITE_RETRIES {
+            let key = ns_resource::INFO.storage_key("", name);
+            let kv = self
+                .storage()
+                .get(&key)
+                .await
+                .map_err(|e| ApiError::from_storage(e, gr, name))?
+                .ok_or_else(|| ApiError::not_found(gr, name))?;
+            if let Some(rv) = requested_rv
+                && rv != kv.mod_revision
+            {
+                return Err(ApiError::stale(gr, name));
+            }
+            let mut ns = decode_stored(s, &kv)?;
+            ns["spec"]["finalizers"] = finalizers.clone();
+            if dry_run {
+                return Ok(ns);
+            }
+            let bytes = encode_for_storage(s, &ns)?;
+            match self.storage().update(&key, kv.mod_revision, bytes).await {
+                Ok(rev) => {
+                    object::set_resource_version(&mut ns, rev);
+                    return Ok(ns);
+                }
+                Err(storage::Error::Conflict { .. }) if requested_rv.is_none() => continue,
+                Err(e) => return Err(ApiError::from_storage(e, gr, name)),
+            }
+        }
+        Err(ApiError::stale(gr, name))
+    }
+}

@@ -1,0 +1,342 @@
+//! Update and patch (main resource and `/status`): optimistic concurrency, immutable metadata, generation, delete-on-last-finalizer.
+//!
+//! As upstream's `Store.Update` with `rest.BeforeUpdate`: the client's object replaces the
+//! stored one except for what the server owns (uid, creationTimestamp, generation, deletion
+//! fields, and the status or spec depending on the target); a stale `resourceVersion` is a 409
+//! with upstream's message; no `resourceVersion` is an unconditional update, retried on races.
+
+use serde_json::Value;
+
+use crate::error::{ApiError, Result};
+use crate::object;
+use crate::registry::create::{CreateOptions, bind_namespace, check_kind};
+use crate::registry::patch::{PatchType, apply_patch};
+use crate::registry::strategy::{Strategy, check};
+use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage, parse_resource_version};
+use crate::storage::{self, KeyValue};
+use crate::validation::{validate_object_meta, validate_object_meta_update};
+
+/// Which part of the object a write targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The main resource: `.status` is kept as stored.
+    Main,
+    /// `/status`: only `.status` changes.
+    Status,
+}
+
+/// The result of an update.
+#[derive(Debug)]
+pub struct UpdateOutcome {
+    /// The object as stored (or as it was when deleted on its last finalizer).
+    pub object: Value,
+    /// Whether the update created the object (`AllowCreateOnUpdate`; answered 201).
+    pub created: bool,
+}
+
+/// Where the new object comes from.
+enum Source<'a> {
+    /// `PUT`: the client's object; its uid, if set, is a precondition (409).
+    Replace(&'a Value),
+    /// `PATCH`: applied to the current object on every attempt.
+    Patch(PatchType, &'a [u8]),
+}
+
+impl Registry {
+    /// `PUT`: replaces an object (or its status).
+    pub async fn update(
+        &self,
+        s: &dyn Strategy,
+        namespace: &str,
+        name: &str,
+        body: Value,
+        target: Target,
+        dry_run: bool,
+    ) -> Result<UpdateOutcome> {
+        let info = s.info();
+        let body = check_kind(info, body)?;
+        self.write(s, namespace, name, Source::Replace(&body), target, dry_run)
+            .await
+    }
+
+    /// `PATCH`: applies a merge, JSON or strategic-merge patch to an object (or its status).
+    pub async fn patch(
+        &self,
+        s: &dyn Strategy,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &[u8],
+        target: Target,
+        dry_run: bool,
+    ) -> Result<Value> {
+        self.write(
+            s,
+            namespace,
+            name,
+            Source::Patch(patch_type, patch),
+            target,
+            dry_run,
+        )
+        .await
+        .map(|o| o.object)
+    }
+
+    async fn write(
+        &self,
+        s: &dyn Strategy,
+        namespace: &str,
+        name: &str,
+        source: Source<'_>,
+        target: Target,
+        dry_run: bool,
+    ) -> Result<UpdateOutcome> {
+        let info = s.info();
+        let gr = info.group_resource();
+        let namespace = if info.namespaced { namespace } else { "" };
+        for _ in 0..MAX_WRITE_RETRIES {
+            let Some((current, kv)) = self.get_kv(s, namespace, name).await? else {
+                return match source {
+                    Source::Replace(body)
+                        if s.allow_create_on_update() && target == Target::Main =>
+                    {
+                        let mut obj = body.clone();
+                        if object::name(&obj).is_empty() {
+                            object::set_meta(&mut obj, "name", name);
+                        }
+                        check_name(&obj, name)?;
+                        let created = self
+                            .create(s, namespace, obj, CreateOptions { dry_run })
+                            .await?;
+                        Ok(UpdateOutcome {
+                            object: created,
+                            created: true,
+                        })
+                    }
+                    _ => Err(ApiError::not_found(gr, name)),
+                };
+            };
+            // A patch is re-applied to the fresh object on every attempt, so a race is retried
+            // unless the patch itself pinned `metadata.resourceVersion` (then the pinned
+            // version no longer matches and the next attempt answers 409).
+            let (new, is_replace) = match source {
+                Source::Replace(body) => (body.clone(), true),
+                Source::Patch(kind, patch) => (apply_patch(info, &current, kind, patch)?, false),
+            };
+            let requested_rv = parse_resource_version(object::resource_version(&new))?;
+            if let Some(rv) = requested_rv
+                && rv != kv.mod_revision
+            {
+                return Err(ApiError::stale(gr, name));
+            }
+            if is_replace {
+                let uid = object::uid(&new);
+                if !uid.is_empty() && uid != object::uid(&current) {
+                    return Err(ApiError::conflict(
+                        gr,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            object::uid(&current)
+                        ),
+                    ));
+                }
+            }
+            let new = self.prepare_update(s, namespace, name, new, &current, target)?;
+            match self
+                .commit_update(s, name, new, current, &kv, dry_run)
+                .await
+            {
+                Ok(object) => {
+                    return Ok(UpdateOutcome {
+                        object,
+                        created: false,
+                    });
+                }
+                Err(Retry::Again) if requested_rv.is_none() || !is_replace => continue,
+                Err(Retry::Again) => return Err(ApiError::stale(gr, name)),
+                Err(Retry::Fail(e)) => return Err(e),
+            }
+        }
+        Err(ApiError::stale(gr, name))
+    }
+
+    /// Builds the object to store from the client's `new` and the stored `old`
+    /// (`rest.BeforeUpdate` plus the strategy's `PrepareForUpdate` and validation).
+    fn prepare_update(
+        &self,
+        s: &dyn Strategy,
+        namespace: &str,
+        name: &str,
+        new: Value,
+        old: &Value,
+        target: Target,
+    ) -> Result<Value> {
+        let info = s.info();
+        let mut new = check_kind(info, new)?;
+        check_name(&new, name)?;
+        bind_namespace(info, &mut new, namespace)?;
+        let mut new = s.decode(new).map_err(ApiError::bad_request)?;
+        if object::name(&new).is_empty() {
+            object::set_meta(&mut new, "name", name);
+        }
+        let rv = object::resource_version(old).to_owned();
+        match target {
+            Target::Main => {
+                if s.has_status() {
+                    match old.get("status") {
+                        Some(status) => new["status"] = status.clone(),
+                        None => {
+                            if let Some(m) = new.as_object_mut() {
+                                m.remove("status");
+                            }
+                        }
+                    }
+                }
+            }
+            Target::Status => {
+                // Only the status changes; metadata and spec stay as stored
+                // (`ResetObjectMetaForStatus` and the status strategies' PrepareForUpdate).
+                let status = new.get("status").cloned();
+                new = old.clone();
+                match status {
+                    Some(status) => new["status"] = status,
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+        }
+        // The server owns these metadata fields (rest.BeforeUpdate).
+        object::set_meta(&mut new, "resourceVersion", rv);
+        object::set_meta(&mut new, "generation", object::generation(old));
+        if object::uid(&new).is_empty() {
+            object::set_meta(&mut new, "uid", object::uid(old));
+        }
+        if let Some(ts) = old.pointer("/metadata/creationTimestamp").cloned() {
+            object::set_meta(&mut new, "creationTimestamp", ts);
+        }
+        if let Some(ts) = object::deletion_timestamp(old).map(str::to_owned) {
+            object::set_meta(&mut new, "deletionTimestamp", ts);
+        }
+        if let Some(grace) = old.pointer("/metadata/deletionGracePeriodSeconds").cloned()
+            && new
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .is_none()
+        {
+            object::set_meta(&mut new, "deletionGracePeriodSeconds", grace);
+        }
+        let mut errs = validate_object_meta(&new, info.namespaced, s.name_rule());
+        errs.extend(validate_object_meta_update(&new, old));
+        match target {
+            Target::Main => {
+                if object::spec_changed(&new, old) {
+                    object::set_meta(&mut new, "generation", object::generation(old) + 1);
+                }
+                s.prepare_for_update(&mut new, old);
+                errs.extend(s.validate_update(&new, old));
+            }
+            Target::Status => errs.extend(s.validate_status_update(&new, old)),
+        }
+        check(info, name, errs)?;
+        Ok(new)
+    }
+
+    /// Writes `new` over `old` (stored as `kv`): skips no-op writes, and deletes the object
+    /// instead when its last finalizer went away during deletion (`ShouldDeleteDuringUpdate`).
+    async fn commit_update(
+        &self,
+        s: &dyn Strategy,
+        name: &str,
+        mut new: Value,
+        old: Value,
+        kv: &KeyValue,
+        dry_run: bool,
+    ) -> Result<Value, Retry> {
+        let gr = s.info().group_resource();
+        if new == old {
+            // Upstream's GuaranteedUpdate skips identical writes: no new revision, no event.
+            return Ok(old);
+        }
+        if dry_run {
+            return Ok(new);
+        }
+        if should_delete_during_update(&new, &old) {
+            return match self.storage().delete(&kv.key, kv.mod_revision).await {
+                Ok(_) => Ok(new),
+                Err(storage::Error::Conflict { .. }) => Err(Retry::Again),
+                Err(e) => Err(Retry::Fail(ApiError::from_storage(e, gr, name))),
+            };
+        }
+        let bytes = encode_for_storage(s, &new).map_err(Retry::Fail)?;
+        match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
+            Ok(rev) => {
+                object::set_resource_version(&mut new, rev);
+                Ok(new)
+            }
+            Err(storage::Error::Conflict { .. }) => Err(Retry::Again),
+            Err(e) => Err(Retry::Fail(ApiError::from_storage(e, gr, name))),
+        }
+    }
+}
+
+/// Why a write attempt did not complete.
+pub(crate) enum Retry {
+    /// The stored object changed since it was read.
+    Again,
+    /// A final error.
+    Fail(ApiError),
+}
+
+/// The object's name must match the URL's (`checkName`).
+fn check_name(obj: &Value, name: &str) -> Result<()> {
+    let own = object::name(obj);
+    if !own.is_empty() && own != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({own}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(())
+}
+
+/// Upstream's `ShouldDeleteDuringUpdate`: an update that removes the last finalizer of an
+/// object being deleted with no grace period left deletes it.
+fn should_delete_during_update(new: &Value, old: &Value) -> bool {
+    object::finalizers(new).is_empty()
+        && !object::finalizers(old).is_empty()
+        && object::deletion_timestamp(old).is_some()
+        && object::deletion_grace_period(old).unwrap_or(0) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn delete_during_update_rules() {
+        let deleting = json!({"metadata": {"finalizers": ["a"], "deletionTimestamp": "t", "deletionGracePeriodSeconds": 0}});
+        let cleared = json!({"metadata": {"deletionTimestamp": "t"}});
+        assert!(should_delete_during_update(&cleared, &deleting));
+        let graceful = json!({"metadata": {"finalizers": ["a"], "deletionTimestamp": "t", "deletionGracePeriodSeconds": 30}});
+        assert!(!should_delete_during_update(&cleared, &graceful));
+        let live = json!({"metadata": {"finalizers": ["a"]}});
+        assert!(!should_delete_during_update(
+            &json!({"metadata": {}}),
+            &live
+        ));
+    }
+
+    #[test]
+    fn name_must_match_url() {
+        assert!(check_name(&json!({"metadata": {"name": "a"}}), "a").is_ok());
+        assert!(check_name(&json!({"metadata": {}}), "a").is_ok());
+        assert_eq!(
+            check_name(&json!({"metadata": {"name": "b"}}), "a").map_err(|e| e.code),
+            Err(400)
+        );
+    }
+}

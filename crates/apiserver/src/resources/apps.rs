@@ -1,0 +1,484 @@
+//! apps/v1 workloads: deployments, replicasets, statefulsets, daemonsets (defaults, selector rules, status reset).
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kcm_machinery::labels::Selector;
+use serde_json::Value;
+
+use crate::object;
+use crate::registry::strategy::{
+    ResourceInfo, SelectableField, Strategy, Subresource, typed, typed_roundtrip,
+};
+use crate::resources::pod::validate_pod_spec;
+use crate::resources::pod_defaults::default_template;
+use crate::validation::FieldError;
+
+/// The deployments resource.
+pub static DEPLOYMENTS: ResourceInfo = ResourceInfo {
+    group: "apps",
+    version: "v1",
+    kind: "Deployment",
+    plural: "deployments",
+    singular: "deployment",
+    short_names: &["deploy"],
+    categories: &["all"],
+    namespaced: true,
+    subresources: &[Subresource::Status, Subresource::Scale],
+    fields: &[],
+    storage_resource: ("apps", "deployments"),
+};
+
+/// The replicasets resource.
+pub static REPLICASETS: ResourceInfo = ResourceInfo {
+    group: "apps",
+    version: "v1",
+    kind: "ReplicaSet",
+    plural: "replicasets",
+    singular: "replicaset",
+    short_names: &["rs"],
+    categories: &["all"],
+    namespaced: true,
+    subresources: &[Subresource::Status, Subresource::Scale],
+    fields: &[SelectableField::string(
+        "status.replicas",
+        "/status/replicas",
+    )],
+    storage_resource: ("apps", "replicasets"),
+};
+
+/// The statefulsets resource.
+pub static STATEFULSETS: ResourceInfo = ResourceInfo {
+    group: "apps",
+    version: "v1",
+    kind: "StatefulSet",
+    plural: "statefulsets",
+    singular: "statefulset",
+    short_names: &["sts"],
+    categories: &["all"],
+    namespaced: true,
+    subresources: &[Subresource::Status, Subresource::Scale],
+    fields: &[],
+    storage_resource: ("apps", "statefulsets"),
+};
+
+/// The daemonsets resource.
+pub static DAEMONSETS: ResourceInfo = ResourceInfo {
+    group: "apps",
+    version: "v1",
+    kind: "DaemonSet",
+    plural: "daemonsets",
+    singular: "daemonset",
+    short_names: &["ds"],
+    categories: &["all"],
+    namespaced: true,
+    subresources: &[Subresource::Status],
+    fields: &[],
+    storage_resource: ("apps", "daemonsets"),
+};
+
+/// Which workload a [`WorkloadStrategy`] serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// apps/v1 Deployment.
+    Deployment,
+    /// apps/v1 ReplicaSet.
+    ReplicaSet,
+    /// apps/v1 StatefulSet.
+    StatefulSet,
+    /// apps/v1 DaemonSet.
+    DaemonSet,
+}
+
+/// The strategy shared by the apps/v1 workloads (upstream's `deploymentStrategy`,
+/// `rsStrategy`, `statefulSetStrategy`, `daemonSetStrategy`).
+#[derive(Debug)]
+pub struct WorkloadStrategy(pub Workload);
+
+impl Strategy for WorkloadStrategy {
+    fn info(&self) -> &'static ResourceInfo {
+        match self.0 {
+            Workload::Deployment => &DEPLOYMENTS,
+            Workload::ReplicaSet => &REPLICASETS,
+            Workload::StatefulSet => &STATEFULSETS,
+            Workload::DaemonSet => &DAEMONSETS,
+        }
+    }
+
+    fn decode(&self, obj: Value) -> Result<Value, String> {
+        match self.0 {
+            Workload::Deployment => typed_roundtrip::<Deployment>(obj, "Deployment", |d| {
+                if let Some(spec) = d.spec.as_mut() {
+                    spec.replicas.get_or_insert(1);
+                    spec.revision_history_limit.get_or_insert(10);
+                    spec.progress_deadline_seconds.get_or_insert(600);
+                    let strategy = spec.strategy.get_or_insert_with(Default::default);
+                    let kind = strategy
+                        .type_
+                        .get_or_insert_with(|| "RollingUpdate".to_owned());
+                    if kind == "RollingUpdate" {
+                        let ru = strategy.rolling_update.get_or_insert_with(Default::default);
+                        ru.max_unavailable
+                            .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
+                        ru.max_surge
+                            .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
+                    }
+                    default_template(&mut spec.template);
+                }
+            }),
+            Workload::ReplicaSet => typed_roundtrip::<ReplicaSet>(obj, "ReplicaSet", |rs| {
+                if let Some(spec) = rs.spec.as_mut() {
+                    spec.replicas.get_or_insert(1);
+                    if let Some(t) = spec.template.as_mut() {
+                        default_template(t);
+                    }
+                }
+            }),
+            Workload::StatefulSet => typed_roundtrip::<StatefulSet>(obj, "StatefulSet", |s| {
+                if let Some(spec) = s.spec.as_mut() {
+                    spec.replicas.get_or_insert(1);
+                    spec.revision_history_limit.get_or_insert(10);
+                    spec.pod_management_policy
+                        .get_or_insert_with(|| "OrderedReady".to_owned());
+                    let us = spec.update_strategy.get_or_insert_with(Default::default);
+                    let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
+                    if kind == "RollingUpdate" {
+                        us.rolling_update
+                            .get_or_insert_with(Default::default)
+                            .partition
+                            .get_or_insert(0);
+                    }
+                    let retention = spec
+                        .persistent_volume_claim_retention_policy
+                        .get_or_insert_with(Default::default);
+                    retention
+                        .when_deleted
+                        .get_or_insert_with(|| "Retain".to_owned());
+                    retention
+                        .when_scaled
+                        .get_or_insert_with(|| "Retain".to_owned());
+                    default_template(&mut spec.template);
+                }
+            }),
+            Workload::DaemonSet => typed_roundtrip::<DaemonSet>(obj, "DaemonSet", |ds| {
+                if let Some(spec) = ds.spec.as_mut() {
+                    spec.revision_history_limit.get_or_insert(10);
+                    let us = spec.update_strategy.get_or_insert_with(Default::default);
+                    let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
+                    if kind == "RollingUpdate" {
+                        let ru = us.rolling_update.get_or_insert_with(Default::default);
+                        ru.max_unavailable.get_or_insert(IntOrString::Int(1));
+                        ru.max_surge.get_or_insert(IntOrString::Int(0));
+                    }
+                    default_template(&mut spec.template);
+                }
+            }),
+        }
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        // Status is the controller's: a new workload starts with an empty one.
+        if let Some(map) = obj.as_object_mut() {
+            map.remove("status");
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        // Deployments also bump the generation on annotation changes, since annotations are
+        // copied to their ReplicaSets (upstream's deploymentStrategy.PrepareForUpdate).
+        if self.0 == Workload::Deployment
+            && !object::spec_changed(new, old)
+            && new.pointer("/metadata/annotations") != old.pointer("/metadata/annotations")
+        {
+            object::set_meta(new, "generation", object::generation(old) + 1);
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let Some(spec) = obj.get("spec") else {
+            errs.push(FieldError::required("spec", ""));
+            return errs;
+        };
+        if let Some(replicas) = spec.get("replicas").and_then(Value::as_i64)
+            && replicas < 0
+        {
+            errs.push(FieldError::invalid(
+                "spec.replicas",
+                replicas,
+                "must be greater than or equal to 0",
+            ));
+        }
+        for field in [
+            "minReadySeconds",
+            "revisionHistoryLimit",
+            "progressDeadlineSeconds",
+        ] {
+            if let Some(v) = spec.get(field).and_then(Value::as_i64)
+                && v < 0
+            {
+                errs.push(FieldError::invalid(
+                    format!("spec.{field}"),
+                    v,
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        let template_required = self.0 != Workload::ReplicaSet
+            || spec.get("replicas").and_then(Value::as_i64) != Some(0);
+        validate_selector_and_template(spec, template_required, &mut errs);
+        if self.0 == Workload::Deployment {
+            validate_deployment_strategy(spec, &mut errs);
+        }
+        errs
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        let new_sel = new.pointer("/spec/selector");
+        let old_sel = old.pointer("/spec/selector");
+        if new_sel != old_sel {
+            errs.push(FieldError::invalid(
+                "spec.selector",
+                new_sel.cloned().unwrap_or(Value::Null),
+                "field is immutable",
+            ));
+        }
+        if self.0 == Workload::StatefulSet {
+            let allowed = [
+                "replicas",
+                "ordinals",
+                "template",
+                "updateStrategy",
+                "revisionHistoryLimit",
+                "persistentVolumeClaimRetentionPolicy",
+                "minReadySeconds",
+            ];
+            let strip = |v: Option<&Value>| {
+                let mut v = v.cloned().unwrap_or(Value::Null);
+                if let Some(m) = v.as_object_mut() {
+                    for f in allowed {
+                        m.remove(f);
+                    }
+                }
+                v
+            };
+            if strip(new.get("spec")) != strip(old.get("spec")) {
+                errs.push(FieldError::forbidden(
+                    "spec",
+                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+                ));
+            }
+        }
+        errs
+    }
+}
+
+/// The shared workload rule: a non-empty valid selector that matches the template's labels,
+/// a template whose pods restart `Always`.
+fn validate_selector_and_template(
+    spec: &Value,
+    template_required: bool,
+    errs: &mut Vec<FieldError>,
+) {
+    let selector = match spec.get("selector") {
+        None | Some(Value::Null) => {
+            errs.push(FieldError::required("spec.selector", ""));
+            None
+        }
+        Some(raw) => match typed::<LabelSelector>(raw) {
+            Some(ls)
+                if ls.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                    && ls.match_expressions.as_ref().is_none_or(|e| e.is_empty()) =>
+            {
+                errs.push(FieldError::invalid(
+                    "spec.selector",
+                    raw.clone(),
+                    "empty selector is invalid for deployment",
+                ));
+                None
+            }
+            Some(ls) => match Selector::from_label_selector(&ls) {
+                Ok(sel) => Some(sel),
+                Err(e) => {
+                    errs.push(FieldError::invalid(
+                        "spec.selector",
+                        raw.clone(),
+                        e.to_string(),
+                    ));
+                    None
+                }
+            },
+            None => {
+                errs.push(FieldError::invalid(
+                    "spec.selector",
+                    raw.clone(),
+                    "invalid label selector",
+                ));
+                None
+            }
+        },
+    };
+    let template = spec.get("template").and_then(typed::<PodTemplateSpec>);
+    let Some(template) = template else {
+        if template_required {
+            errs.push(FieldError::required("spec.template", ""));
+        }
+        return;
+    };
+    let labels = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    if let Some(sel) = selector
+        && !sel.matches(&labels)
+    {
+        errs.push(FieldError::invalid(
+            "spec.template.metadata.labels",
+            serde_json::to_value(&labels).unwrap_or(Value::Null),
+            "`selector` does not match template `labels`",
+        ));
+    }
+    match template.spec.as_ref() {
+        Some(pod_spec) => {
+            validate_pod_spec(pod_spec, "spec.template.spec", errs);
+            let policy = pod_spec.restart_policy.as_deref().unwrap_or("Always");
+            if policy != "Always" {
+                errs.push(FieldError::not_supported(
+                    "spec.template.spec.restartPolicy",
+                    policy,
+                    &["Always"],
+                ));
+            }
+        }
+        None => errs.push(FieldError::required("spec.template.spec", "")),
+    }
+}
+
+fn validate_deployment_strategy(spec: &Value, errs: &mut Vec<FieldError>) {
+    let kind = spec
+        .pointer("/strategy/type")
+        .and_then(Value::as_str)
+        .unwrap_or("RollingUpdate");
+    match kind {
+        "Recreate" => {
+            if spec.pointer("/strategy/rollingUpdate").is_some() {
+                errs.push(FieldError::forbidden(
+                    "spec.strategy.rollingUpdate",
+                    "may not be specified when strategy `type` is 'Recreate'",
+                ));
+            }
+        }
+        "RollingUpdate" => {
+            let is_zero = |v: Option<&Value>| match v {
+                Some(Value::Number(n)) => n.as_i64() == Some(0),
+                Some(Value::String(s)) => s == "0%" || s == "0",
+                _ => false,
+            };
+            if is_zero(spec.pointer("/strategy/rollingUpdate/maxUnavailable"))
+                && is_zero(spec.pointer("/strategy/rollingUpdate/maxSurge"))
+            {
+                errs.push(FieldError::invalid(
+                    "spec.strategy.rollingUpdate.maxUnavailable",
+                    spec.pointer("/strategy/rollingUpdate/maxUnavailable")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                    "may not be 0 when `maxSurge` is 0",
+                ));
+            }
+        }
+        other => errs.push(FieldError::not_supported(
+            "spec.strategy.type",
+            other,
+            &["Recreate", "RollingUpdate"],
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(selector: Value, labels: Value, replicas: i64) -> Value {
+        let s = WorkloadStrategy(Workload::Deployment);
+        s.decode(json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": replicas,
+                "selector": selector,
+                "template": {"metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+            }
+        }))
+        .expect("decodes")
+    }
+
+    #[test]
+    fn deployment_defaults() {
+        let d = deployment(
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"app": "web"}),
+            2,
+        );
+        assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+        assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always");
+    }
+
+    #[test]
+    fn workload_validation() {
+        let s = WorkloadStrategy(Workload::Deployment);
+        let cases = [
+            (
+                "valid",
+                json!({"matchLabels": {"app": "web"}}),
+                json!({"app": "web"}),
+                1,
+                vec![],
+            ),
+            (
+                "selector mismatch",
+                json!({"matchLabels": {"app": "web"}}),
+                json!({"app": "other"}),
+                1,
+                vec!["spec.template.metadata.labels"],
+            ),
+            (
+                "negative replicas",
+                json!({"matchLabels": {"app": "web"}}),
+                json!({"app": "web"}),
+                -1,
+                vec!["spec.replicas"],
+            ),
+            (
+                "empty selector",
+                json!({}),
+                json!({"app": "web"}),
+                1,
+                vec!["spec.selector"],
+            ),
+        ];
+        for (name, selector, labels, replicas, fields) in cases {
+            let errs = s.validate(&deployment(selector, labels, replicas));
+            let got: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+            assert_eq!(got, fields, "case {name}");
+        }
+    }
+
+    #[test]
+    fn selector_is_immutable() {
+        let s = WorkloadStrategy(Workload::ReplicaSet);
+        let old = json!({"spec": {"replicas": 0, "selector": {"matchLabels": {"a": "1"}}}});
+        let new = json!({"spec": {"replicas": 0, "selector": {"matchLabels": {"a": "2"}}}});
+        let errs = s.validate_update(&new, &old);
+        assert!(
+            errs.iter()
+                .any(|e| e.field == "spec.selector" && e.detail == "field is immutable")
+        );
+    }
+}

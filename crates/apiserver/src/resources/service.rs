@@ -1,0 +1,218 @@
+//! core/v1 services: defaults, cluster IP and node port allocation, immutable cluster IP.
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use rand::Rng;
+use serde_json::{Value, json};
+
+use crate::registry::strategy::{ResourceInfo, Strategy, Subresource, typed_roundtrip};
+use crate::validation::{FieldError, NameRule};
+
+/// The services resource.
+pub static INFO: ResourceInfo = ResourceInfo {
+    group: "",
+    version: "v1",
+    kind: "Service",
+    plural: "services",
+    singular: "service",
+    short_names: &["svc"],
+    categories: &["all"],
+    namespaced: true,
+    subresources: &[Subresource::Status],
+    fields: &[],
+    storage_resource: ("core", "services"),
+};
+
+/// The service strategy. Cluster IPs are drawn at random from 10.96.0.0/12 (upstream's default
+/// service CIDR); unlike upstream's bitmap allocator, uniqueness is probabilistic.
+#[derive(Debug, Default)]
+pub struct ServiceStrategy;
+
+impl Strategy for ServiceStrategy {
+    fn info(&self) -> &'static ResourceInfo {
+        &INFO
+    }
+
+    fn decode(&self, obj: Value) -> Result<Value, String> {
+        typed_roundtrip::<Service>(obj, "Service", |svc| {
+            let Some(spec) = svc.spec.as_mut() else {
+                return;
+            };
+            let kind = spec
+                .type_
+                .get_or_insert_with(|| "ClusterIP".to_owned())
+                .clone();
+            spec.session_affinity
+                .get_or_insert_with(|| "None".to_owned());
+            if kind != "ExternalName" {
+                spec.internal_traffic_policy
+                    .get_or_insert_with(|| "Cluster".to_owned());
+            }
+            if kind == "NodePort" || kind == "LoadBalancer" {
+                spec.external_traffic_policy
+                    .get_or_insert_with(|| "Cluster".to_owned());
+            }
+            for port in spec.ports.iter_mut().flatten() {
+                port.protocol.get_or_insert_with(|| "TCP".to_owned());
+                if port.target_port.is_none() {
+                    port.target_port = Some(IntOrString::Int(port.port));
+                }
+            }
+        })
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1035Label
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        obj["status"] = json!({"loadBalancer": {}});
+        let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+            return;
+        };
+        let kind = spec
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_owned();
+        if kind == "ExternalName" {
+            return;
+        }
+        let mut rng = rand::rng();
+        let ip = match spec.get("clusterIP").and_then(Value::as_str) {
+            Some(ip) if !ip.is_empty() => ip.to_owned(),
+            _ => {
+                // 10.96.0.0/12 without the network address and the `kubernetes` service's .1.
+                let offset: u32 = rng.random_range(2..(1 << 20) - 1);
+                let addr = u32::from(std::net::Ipv4Addr::new(10, 96, 0, 0)) + offset;
+                std::net::Ipv4Addr::from(addr).to_string()
+            }
+        };
+        spec["clusterIP"] = Value::String(ip.clone());
+        spec["clusterIPs"] = json!([ip]);
+        if ip != "None" {
+            spec["ipFamilies"] = json!(["IPv4"]);
+            spec["ipFamilyPolicy"] = json!("SingleStack");
+        }
+        if (kind == "NodePort" || kind == "LoadBalancer")
+            && let Some(Value::Array(ports)) = spec.get_mut("ports")
+        {
+            for port in ports {
+                if port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) == 0 {
+                    port["nodePort"] = json!(rng.random_range(30000..=32767));
+                }
+            }
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        // An update that omits the allocated IPs keeps them, as upstream's service REST does.
+        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            let missing = new
+                .pointer(&format!("/spec/{field}"))
+                .is_none_or(|v| v.is_null() || v == "");
+            if missing
+                && let Some(v) = old.pointer(&format!("/spec/{field}"))
+                && let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.insert(field.to_owned(), v.clone());
+            }
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let kind = obj
+            .pointer("/spec/type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP");
+        const TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+        if !TYPES.contains(&kind) {
+            errs.push(FieldError::not_supported("spec.type", kind, &TYPES));
+        }
+        let headless = obj.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None");
+        let ports = obj
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if ports.is_empty() && kind != "ExternalName" && !headless {
+            errs.push(FieldError::required("spec.ports", ""));
+        }
+        for (i, p) in ports.iter().enumerate() {
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            if !(1..=65535).contains(&port) {
+                errs.push(FieldError::invalid(
+                    format!("spec.ports[{i}].port"),
+                    port,
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+            if ports.len() > 1
+                && p.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .is_empty()
+            {
+                errs.push(FieldError::required(format!("spec.ports[{i}].name"), ""));
+            }
+        }
+        errs
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        let old_ip = old
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let new_ip = new
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !old_ip.is_empty()
+            && old_ip != new_ip
+            && new.pointer("/spec/type") == old.pointer("/spec/type")
+        {
+            errs.push(FieldError::invalid(
+                "spec.clusterIPs[0]",
+                new_ip,
+                "may not change once set",
+            ));
+        }
+        errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_allocates_cluster_ip_in_range() {
+        let s = ServiceStrategy;
+        let mut svc = s
+            .decode(json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}))
+            .expect("decodes");
+        s.prepare_for_create(&mut svc);
+        let ip: std::net::Ipv4Addr = svc["spec"]["clusterIP"]
+            .as_str()
+            .expect("ip")
+            .parse()
+            .expect("parses");
+        assert_eq!(ip.octets()[0], 10);
+        assert!((96..112).contains(&ip.octets()[1]));
+        assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
+        assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
+    }
+
+    #[test]
+    fn update_keeps_cluster_ip() {
+        let s = ServiceStrategy;
+        let old = json!({"spec": {"clusterIP": "10.96.0.5", "clusterIPs": ["10.96.0.5"]}});
+        let mut new = json!({"spec": {"ports": [{"port": 80}]}});
+        s.prepare_for_update(&mut new, &old);
+        assert_eq!(new["spec"]["clusterIP"], "10.96.0.5");
+        assert!(s.validate_update(&new, &old).is_empty());
+    }
+}

@@ -1,0 +1,515 @@
+//! Starting and stopping the API server: configuration, storage, TLS, the accept loop, the kubeconfig.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use rand::RngCore;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::http::body::DEFAULT_MAX_BODY_BYTES;
+use crate::http::{AppState, router};
+use crate::kubeconfig;
+use crate::pki::{self, Pki};
+use crate::registry::Registry;
+use crate::registry::watch::WatchSettings;
+use crate::storage::{
+    DEFAULT_WATCH_CACHE_CAPACITY, MemoryStorage, SqliteOptions, SqliteStorage, Storage, WatchCache,
+};
+
+/// The result type of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Preparing the data dir, token or kubeconfig failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS identity could not be loaded or created.
+    #[error("TLS identity in {dir}: {source}")]
+    Pki {
+        /// The PKI directory.
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: pki::Error,
+    },
+    /// Opening the store failed.
+    #[error("opening the {backend} store: {source}")]
+    Storage {
+        /// Which backend.
+        backend: &'static str,
+        /// The cause.
+        #[source]
+        source: crate::storage::Error,
+    },
+    /// Creating the default namespaces failed.
+    #[error("creating the default namespaces: {0}")]
+    Bootstrap(#[source] crate::error::ApiError),
+    /// Binding the listen address failed.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Building a client for the running server failed.
+    #[error("building a client for {url}: {source}")]
+    Client {
+        /// The server URL.
+        url: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Which store the server keeps objects in.
+#[derive(Clone, Default)]
+pub enum StorageBackend {
+    /// kine-style SQLite log in `DATA_DIR/state.db`, with a watch cache in front (the default).
+    #[default]
+    Sqlite,
+    /// In memory: fast, lost on exit (tests, demos).
+    Memory,
+    /// A store supplied by the caller.
+    Custom(Arc<dyn Storage>),
+}
+
+impl std::fmt::Debug for StorageBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StorageBackend::Sqlite => "Sqlite",
+            StorageBackend::Memory => "Memory",
+            StorageBackend::Custom(_) => "Custom",
+        })
+    }
+}
+
+/// How to run the API server. [`ServerConfig::new`] gives upstream-like, secure defaults.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Where the store, the TLS identity, the token and the kubeconfig live.
+    pub data_dir: PathBuf,
+    /// The listen address (`127.0.0.1:6443` by default; port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// The store.
+    pub storage: StorageBackend,
+    /// Serve HTTPS with the generated CA (default); `false` serves plain HTTP.
+    pub tls: bool,
+    /// The admin bearer token; `None` reads `DATA_DIR/token` or generates it there.
+    pub token: Option<String>,
+    /// Request bodies above this many bytes get 413 (3 MiB, as upstream).
+    pub max_request_body_bytes: usize,
+    /// How often watches that asked for bookmarks get one (upstream: about a minute).
+    pub bookmark_interval: Duration,
+    /// In-memory store: compact every this often, keeping `compact_retain` revisions
+    /// (the SQLite store compacts itself).
+    pub memory_compaction_interval: Option<Duration>,
+    /// Revisions of history kept by compaction (kine: 1000).
+    pub compact_retain: i64,
+}
+
+impl ServerConfig {
+    /// The defaults: `127.0.0.1:6443`, SQLite, TLS, generated token.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 6443),
+            storage: StorageBackend::Sqlite,
+            tls: true,
+            token: None,
+            max_request_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            bookmark_interval: Duration::from_secs(60),
+            memory_compaction_interval: Some(Duration::from_secs(5 * 60)),
+            compact_retain: 1000,
+        }
+    }
+}
+
+/// The API server.
+#[derive(Debug)]
+pub struct Server;
+
+impl Server {
+    /// Starts serving per `config`: prepares the data dir (token, TLS identity), opens the
+    /// store, creates the default namespaces, binds, spawns the accept loop, and writes
+    /// `DATA_DIR/kubeconfig` (atomically, with the real port).
+    pub async fn start(config: ServerConfig) -> Result<RunningServer> {
+        let data_dir = config.data_dir.clone();
+        pki::create_dir(&data_dir).map_err(|source| Error::Pki {
+            dir: data_dir.clone(),
+            source,
+        })?;
+        let token = match config.token.clone() {
+            Some(t) => t,
+            None => load_or_create_token(&data_dir.join("token"))?,
+        };
+        let pki = if config.tls {
+            let dir = data_dir.join("pki");
+            let listen_ip = [config.listen.ip()];
+            Some(
+                pki::load_or_create(&dir, &listen_ip)
+                    .map_err(|source| Error::Pki { dir, source })?,
+            )
+        } else {
+            None
+        };
+        let storage = open_storage(&config).await?;
+        let registry = Arc::new(Registry::new(Arc::clone(&storage)));
+        registry
+            .ensure_default_namespaces()
+            .await
+            .map_err(Error::Bootstrap)?;
+
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| Error::Listen {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::Listen {
+            addr: config.listen,
+            source,
+        })?;
+        let client_host = match addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        let client_addr = SocketAddr::new(client_host, addr.port());
+        let scheme = if pki.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{client_addr}");
+
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let state = Arc::new(AppState {
+            registry: Arc::clone(&registry),
+            token: token.clone(),
+            max_body_bytes: config.max_request_body_bytes,
+            watch: WatchSettings {
+                bookmark_interval: config.bookmark_interval,
+                shutdown: shutdown.clone(),
+            },
+            server_address: client_addr.to_string(),
+        });
+        let acceptor = match &pki {
+            Some(p) => Some(TlsAcceptor::from(Arc::new(pki::server_config(p).map_err(
+                |source| Error::Pki {
+                    dir: data_dir.join("pki"),
+                    source,
+                },
+            )?))),
+            None => None,
+        };
+        tracker.spawn(accept_loop(
+            listener,
+            acceptor,
+            router(state),
+            shutdown.clone(),
+            tracker.clone(),
+        ));
+        if let (StorageBackend::Memory, Some(every)) =
+            (&config.storage, config.memory_compaction_interval)
+        {
+            tracker.spawn(compact_periodically(
+                Arc::clone(&storage),
+                every,
+                config.compact_retain,
+                shutdown.clone(),
+            ));
+        }
+
+        let kubeconfig_path = data_dir.join("kubeconfig");
+        let ca_pem = pki.as_ref().map(|p: &Pki| p.ca_pem.clone());
+        let rendered = kubeconfig::render(&url, &token, ca_pem.as_deref());
+        pki::write_file(&kubeconfig_path, rendered.as_bytes(), 0o600).map_err(|source| {
+            Error::Pki {
+                dir: data_dir.clone(),
+                source,
+            }
+        })?;
+        tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "kcm apiserver serving");
+        Ok(RunningServer {
+            addr: client_addr,
+            url,
+            kubeconfig_path,
+            token,
+            ca_pem,
+            storage,
+            registry,
+            shutdown,
+            tracker,
+        })
+    }
+}
+
+/// A started server. Dropping it does not stop it; call [`RunningServer::shutdown`].
+pub struct RunningServer {
+    addr: SocketAddr,
+    url: String,
+    kubeconfig_path: PathBuf,
+    token: String,
+    ca_pem: Option<String>,
+    storage: Arc<dyn Storage>,
+    registry: Arc<Registry>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl std::fmt::Debug for RunningServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningServer")
+            .field("url", &self.url)
+            .field("kubeconfig_path", &self.kubeconfig_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningServer {
+    /// The address clients connect to (the real port; loopback for a wildcard listen).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server URL, e.g. `https://127.0.0.1:6443`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// `DATA_DIR/kubeconfig`.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The admin bearer token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The CA certificate (PEM) clients must trust; `None` without TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// The store (tests use it to compact or inspect revisions).
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The registry (in-process access without HTTP).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// A `kube` configuration for this server as the admin user, default namespace `default`.
+    pub fn kube_config(&self) -> kube::Config {
+        let uri = self
+            .url
+            .parse::<http::Uri>()
+            .unwrap_or_else(|_| http::Uri::from_static("https://127.0.0.1"));
+        let mut config = kube::Config::new(uri);
+        config.default_namespace = "default".to_owned();
+        config.root_cert = self
+            .ca_pem
+            .as_deref()
+            .and_then(pki::first_cert_der)
+            .map(|der| vec![der]);
+        config.auth_info =
+            serde_json::from_value(serde_json::json!({"token": self.token})).unwrap_or_default();
+        config
+    }
+
+    /// A `kube` client for this server as the admin user. Must be called within a tokio runtime.
+    pub fn client(&self) -> Result<kube::Client> {
+        kube::Client::try_from(self.kube_config()).map_err(|source| Error::Client {
+            url: self.url.clone(),
+            source,
+        })
+    }
+
+    /// A token that is cancelled when the server shuts down.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops accepting, ends watches, lets in-flight requests finish (up to 5 s), and returns.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.tracker.wait()).await;
+    }
+}
+
+/// Opens the configured store.
+async fn open_storage(config: &ServerConfig) -> Result<Arc<dyn Storage>> {
+    match &config.storage {
+        StorageBackend::Memory => Ok(Arc::new(MemoryStorage::new())),
+        StorageBackend::Custom(s) => Ok(Arc::clone(s)),
+        StorageBackend::Sqlite => {
+            let options = SqliteOptions {
+                compact_retain: config.compact_retain,
+                ..SqliteOptions::default()
+            };
+            let sqlite = SqliteStorage::open(config.data_dir.join("state.db"), options)
+                .await
+                .map_err(|source| Error::Storage {
+                    backend: "sqlite",
+                    source,
+                })?;
+            let cache = WatchCache::new(Arc::new(sqlite), DEFAULT_WATCH_CACHE_CAPACITY)
+                .await
+                .map_err(|source| Error::Storage {
+                    backend: "sqlite",
+                    source,
+                })?;
+            Ok(Arc::new(cache))
+        }
+    }
+}
+
+/// Reads the token file, or writes a fresh random token (32 bytes, hex) to it.
+fn load_or_create_token(path: &Path) -> Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_owned()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(Error::Io {
+                op: "reading",
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    }
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    pki::write_file(path, token.as_bytes(), 0o600).map_err(|e| Error::Io {
+        op: "writing",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(token)
+}
+
+/// Accepts connections until shutdown; each is served on its own task.
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<TlsAcceptor>,
+    app: axum::Router,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let acceptor = acceptor.clone();
+        let shutdown = shutdown.clone();
+        tracker.spawn(async move {
+            let service = TowerToHyperService::new(app);
+            match acceptor {
+                Some(acceptor) => {
+                    let tls = match tokio::time::timeout(
+                        Duration::from_secs(10),
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    };
+                    serve_connection(TokioIo::new(tls), service, shutdown).await;
+                }
+                None => serve_connection(TokioIo::new(stream), service, shutdown).await,
+            }
+        });
+    }
+}
+
+/// Serves one connection (HTTP/1.1 or HTTP/2), shutting it down gracefully on shutdown.
+async fn serve_connection<I>(
+    io: I,
+    service: TowerToHyperService<axum::Router>,
+    shutdown: CancellationToken,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        res = conn.as_mut() => {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Compacts an in-memory store periodically, keeping `retain` revisions.
+async fn compact_periodically(
+    storage: Arc<dyn Storage>,
+    every: Duration,
+    retain: i64,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let Ok(current) = storage.current_revision().await else {
+            continue;
+        };
+        let Ok(compacted) = storage.compacted_revision().await else {
+            continue;
+        };
+        let target = current - retain;
+        if target > compacted
+            && let Err(e) = storage.compact(target).await
+        {
+            tracing::warn!(error = %e, "compaction failed");
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Shared helpers: object builders, raw HTTP requests, timeouts.
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::ObjectMeta;
+use serde_json::{Value, json};
+
+/// Every test body runs under this timeout, so a hung server fails the test instead of CI.
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs `f` with [`TEST_TIMEOUT`].
+pub async fn timed<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(TEST_TIMEOUT, f)
+        .await
+        .expect("test timed out")
+}
+
+/// A ConfigMap named `name` with `data`.
+pub fn configmap(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// A one-container pod named `name` with `labels`.
+pub fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels.iter().map(|(k, v)| ((*k).to_owned(), Value::from(*v))).collect::<serde_json::Map<_, _>>()},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}
+    }))
+    .expect("pod")
+}
+
+/// The `kube` error's HTTP code and Status reason, for asserting on failures.
+pub fn status_of(err: kube::Error) -> (u16, String, String) {
+    match err {
+        kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Collects every event of a watch until the server ends it (use a short `timeoutSeconds`).
+pub async fn drain<K>(
+    stream: impl futures::Stream<Item = Result<kube::core::WatchEvent<K>, kube::Error>>,
+) -> Vec<kube::core::WatchEvent<K>> {
+    use futures::StreamExt;
+    stream.map(|e| e.expect("watch event")).collect().await
+}
+
+/// The next event of a watch (panics if the watch ends first).
+pub async fn next_event<K>(
+    stream: &mut (impl futures::Stream<Item = Result<kube::core::WatchEvent<K>, kube::Error>> + Unpin),
+) -> kube::core::WatchEvent<K> {
+    use futures::StreamExt;
+    stream
+        .next()
+        .await
+        .expect("watch ended")
+        .expect("watch event")
+}
+
+/// A short label for an event: its type and the object's name (or bookmark RV).
+pub fn describe<K: kube::Resource>(ev: &kube::core::WatchEvent<K>) -> String {
+    use kube::core::WatchEvent;
+    match ev {
+        WatchEvent::Added(o) => format!("ADDED {}", o.meta().name.clone().unwrap_or_default()),
+        WatchEvent::Modified(o) => {
+            format!("MODIFIED {}", o.meta().name.clone().unwrap_or_default())
+        }
+        WatchEvent::Deleted(o) => format!("DELETED {}", o.meta().name.clone().unwrap_or_default()),
+        WatchEvent::Bookmark(_) => "BOOKMARK".to_owned(),
+        WatchEvent::Error(s) => format!("ERROR {}", s.code),
+    }
+}
+
+/// Sends a raw request through `client` and returns the status code and the JSON body
+/// (`Value::Null` when the body is not JSON).
+pub async fn raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: impl Into<Vec<u8>>,
+) -> (u16, Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(kube::client::Body::from(body.into()))
+        .expect("request");
+    let response = client.send(request).await.expect("response");
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect_bytes().await.expect("body");
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}

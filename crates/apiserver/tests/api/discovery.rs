@@ -1,0 +1,98 @@
+//! Discovery documents, /version and health checks.
+
+use kcm_apiserver::testing::TestServer;
+
+use crate::common::{raw, timed};
+
+#[tokio::test]
+async fn discovery_lists_groups_resources_and_subresources() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let get = |path: &'static str| {
+            let client = client.clone();
+            async move { raw(&client, "GET", path, "application/json", vec![]).await }
+        };
+        let (code, api) = get("/api").await;
+        assert_eq!(code, 200);
+        assert_eq!(api["versions"][0], "v1");
+
+        let (_, groups) = get("/apis").await;
+        let names: Vec<&str> = groups["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .filter_map(|g| g["name"].as_str())
+            .collect();
+        for want in ["apps", "coordination.k8s.io", "events.k8s.io", "policy"] {
+            assert!(names.contains(&want), "{want} missing from {names:?}");
+        }
+        let (_, apps) = get("/apis/apps").await;
+        assert_eq!(apps["preferredVersion"]["groupVersion"], "apps/v1");
+
+        let (_, core) = get("/api/v1").await;
+        let resources = core["resources"].as_array().expect("resources");
+        let find = |name: &str| {
+            resources
+                .iter()
+                .find(|r| r["name"] == name)
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(find("pods")["shortNames"][0], "po");
+        assert_eq!(find("pods")["namespaced"], true);
+        assert_eq!(find("nodes")["namespaced"], false);
+        assert_eq!(find("pods/eviction")["group"], "policy");
+        assert_eq!(find("pods/binding")["verbs"][0], "create");
+        assert_eq!(find("namespaces/finalize")["verbs"][0], "update");
+
+        let (_, apps_v1) = get("/apis/apps/v1").await;
+        let scale = apps_v1["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["name"] == "deployments/scale")
+            .cloned()
+            .expect("scale");
+        assert_eq!(scale["group"], "autoscaling");
+        assert_eq!(scale["kind"], "Scale");
+
+        let (code, _) = get("/apis/nope.example.com").await;
+        assert_eq!(code, 404);
+        let (_, version) = get("/version").await;
+        assert!(
+            version["gitVersion"]
+                .as_str()
+                .expect("gitVersion")
+                .starts_with("v1.32.")
+        );
+        for path in ["/healthz", "/livez", "/readyz"] {
+            assert_eq!(get(path).await.0, 200, "{path}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn kube_discovery_runs_against_the_server() {
+    timed(async {
+        let server = TestServer::start().await;
+        let discovery = kube::discovery::Discovery::new(server.client())
+            .run()
+            .await
+            .expect("discovery");
+        let (deploy, caps) = discovery
+            .groups()
+            .flat_map(|g| g.recommended_resources())
+            .find(|(ar, _)| ar.kind == "Deployment")
+            .expect("deployments discovered");
+        assert_eq!(deploy.group, "apps");
+        assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+        assert!(
+            caps.subresources
+                .iter()
+                .any(|(sub, _)| sub.plural == "scale" || sub.plural == "deployments/scale")
+        );
+    })
+    .await;
+}

@@ -1,0 +1,144 @@
+//! Pods: create-time defaults and admission, binding, graceful deletion.
+
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use kcm_apiserver::testing::TestServer;
+use kube::Api;
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+
+use crate::common::{pod, status_of, timed};
+
+#[tokio::test]
+async fn pod_create_applies_defaults_pending_and_default_tolerations() {
+    timed(async {
+        let server = TestServer::start().await;
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        let created = pods
+            .create(&PostParams::default(), &pod("p", &[("app", "web")]))
+            .await
+            .expect("create");
+        let spec = created.spec.expect("spec");
+        assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+        assert_eq!(spec.termination_grace_period_seconds, Some(30));
+        assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+        let tolerations = spec.tolerations.expect("tolerations");
+        let keys: Vec<_> = tolerations
+            .iter()
+            .map(|t| (t.key.clone().unwrap_or_default(), t.toleration_seconds))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("node.kubernetes.io/not-ready".to_owned(), Some(300)),
+                ("node.kubernetes.io/unreachable".to_owned(), Some(300)),
+            ]
+        );
+        assert_eq!(
+            created.status.expect("status").phase.as_deref(),
+            Some("Pending")
+        );
+    })
+    .await;
+}
+
+async fn bind(pods: &Api<Pod>, pod: &str, node: &str) -> Result<serde_json::Value, kube::Error> {
+    pods.create_subresource("binding", pod, &PostParams::default(), &binding(pod, node))
+        .await
+}
+
+fn binding(pod: &str, node: &str) -> Binding {
+    Binding {
+        metadata: ObjectMeta {
+            name: Some(pod.to_owned()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".to_owned()),
+            name: Some(node.to_owned()),
+            ..Default::default()
+        },
+    }
+}
+
+#[tokio::test]
+async fn binding_sets_node_and_condition_once() {
+    timed(async {
+        let server = TestServer::start().await;
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        pods.create(&PostParams::default(), &pod("b", &[]))
+            .await
+            .expect("create");
+        bind(&pods, "b", "node-1").await.expect("bind");
+        let bound = pods.get("b").await.expect("get");
+        assert_eq!(
+            bound.spec.expect("spec").node_name.as_deref(),
+            Some("node-1")
+        );
+        let conditions = bound
+            .status
+            .expect("status")
+            .conditions
+            .expect("conditions");
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+        );
+
+        let err = bind(&pods, "b", "node-2").await.expect_err("already bound");
+        let (code, _, message) = status_of(err);
+        assert_eq!(code, 409);
+        assert!(
+            message.contains("is already assigned to node \"node-1\""),
+            "{message}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn scheduled_pod_is_deleted_gracefully_then_with_grace_zero() {
+    timed(async {
+        let server = TestServer::start().await;
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        pods.create(&PostParams::default(), &pod("g", &[]))
+            .await
+            .expect("create");
+        // Unscheduled: deleted at once, whatever the grace period.
+        pods.create(&PostParams::default(), &pod("u", &[]))
+            .await
+            .expect("create");
+        pods.delete("u", &DeleteParams::default())
+            .await
+            .expect("delete");
+        assert_eq!(status_of(pods.get("u").await.expect_err("gone")).0, 404);
+
+        bind(&pods, "g", "n").await.expect("bind");
+        let deleted = pods
+            .delete("g", &DeleteParams::default())
+            .await
+            .expect("delete");
+        let pending = deleted
+            .left()
+            .expect("the pod comes back while terminating");
+        assert!(pending.metadata.deletion_timestamp.is_some());
+        assert_eq!(pending.metadata.deletion_grace_period_seconds, Some(30));
+        // Still there, terminating.
+        let still = pods.get("g").await.expect("still there");
+        assert!(still.metadata.deletion_timestamp.is_some());
+        // A binding of a terminating pod is refused.
+        let err = bind(&pods, "g", "n2").await.expect_err("terminating");
+        assert_eq!(status_of(err).0, 409);
+        // The (simulated) kubelet confirms with grace 0.
+        pods.delete(
+            "g",
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("force");
+        assert_eq!(status_of(pods.get("g").await.expect_err("gone")).0, 404);
+    })
+    .await;
+}
