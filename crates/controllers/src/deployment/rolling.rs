@@ -6,9 +6,11 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 
 use super::controller::DeploymentController;
 use super::sync::{all_of, arcs_of, current, owned_targets, refs};
+use super::util::accessors::{deployment_replicas, rs_replicas, rs_status_replicas};
 use super::util::counts::filter_active_replica_sets;
 use super::util::progress::deployment_complete;
 use super::util::rolling::{reconcile_new_replica_set, reconcile_old_replica_sets};
+use super::util::strategy::max_surge;
 use super::{Error, Result};
 
 impl DeploymentController {
@@ -76,7 +78,8 @@ impl DeploymentController {
     }
 
     /// Scales the new ReplicaSet toward `spec.replicas` within `maxSurge`; true if its size
-    /// changed, as upstream's `reconcileNewReplicaSet`.
+    /// changed, as upstream's `reconcileNewReplicaSet` (with the surge budget also counting
+    /// pods not yet removed, see [`cap_surge_by_existing_pods`]).
     async fn reconcile_new_replica_set(
         &self,
         d: &Deployment,
@@ -91,9 +94,12 @@ impl DeploymentController {
                 source,
             }
         })?;
-        let Some(next) = next else {
+        let Some(next) = next.map(|n| cap_surge_by_existing_pods(d, all_rss, new_rs, n)) else {
             return Ok(false);
         };
+        if next == rs_replicas(new_rs) {
+            return Ok(false);
+        }
         let (scaled, _) = self
             .scale_replica_set_and_record_event(d, key, rs_list, new_rs, next)
             .await?;
@@ -166,6 +172,34 @@ impl DeploymentController {
     }
 }
 
+/// Limits a scale-up of the new ReplicaSet to `next` so that the pods that exist, not only
+/// the pods asked for, stay within `spec.replicas + maxSurge`.
+///
+/// A deliberate difference from upstream, whose surge budget counts only `spec.replicas` of
+/// the ReplicaSets: right after an old ReplicaSet is scaled down, its ReplicaSet controller
+/// has not yet deleted the pod, and upstream may already grow the new ReplicaSet into the
+/// freed slot, so for a moment one pod too many runs. Here a ReplicaSet whose status still
+/// reports more pods than its spec counts with those pods; the new ReplicaSet grows on the
+/// sync that follows the old one's status update. A scale-down is never limited.
+fn cap_surge_by_existing_pods(
+    d: &Deployment,
+    all_rss: &[Arc<ReplicaSet>],
+    new_rs: &ReplicaSet,
+    next: i32,
+) -> i32 {
+    let current = rs_replicas(new_rs);
+    if next <= current {
+        return next;
+    }
+    let max_total = deployment_replicas(d).saturating_add(max_surge(d));
+    let existing: i32 = all_rss
+        .iter()
+        .map(|rs| rs_replicas(rs).max(rs_status_replicas(rs)))
+        .sum();
+    let room = max_total.saturating_sub(existing).max(0);
+    next.min(current.saturating_add(room))
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::apps::v1::ReplicaSetStatus;
@@ -195,9 +229,9 @@ mod tests {
         let new_name = name(&created[0].metadata).to_owned();
         assert_eq!(f.rs_updates(), vec![(name(&old.metadata).to_owned(), 9)]);
 
-        // Step 2: one slot under the surge limit: the new ReplicaSet grows by one, and the
-        // pass stops there.
-        f.settle(false);
+        // Step 2: the old pod is gone; one slot under the surge limit: the new ReplicaSet
+        // grows by one, and the pass stops there.
+        settle_with_lag(&f);
         f.client.clear_actions();
         f.sync(&d).await.expect("step 2");
         assert_eq!(f.rs_updates(), vec![(new_name.clone(), 3)]);
@@ -244,6 +278,36 @@ mod tests {
         f.sync(&d).await.expect("clean up");
         // 12 - 9 - 2 = 1 pod may go: an unhealthy one.
         assert_eq!(f.rs_updates(), vec![(name(&old.metadata).to_owned(), 9)]);
+    }
+
+    #[tokio::test]
+    async fn surge_counts_pods_the_old_replica_set_has_not_removed_yet() {
+        let f = fixture();
+        let d = deployment("web", 10, 2, 1);
+        // Scaled down to 9 by the last step, but its status still reports 10 pods.
+        let mut old = old_rs_for(&d, "image:v1", 9, 9, "1", 0);
+        if let Some(s) = old.status.as_mut() {
+            s.replicas = 10;
+        }
+        let new = super::super::test_support::rs_for(&d, 2, 0, "2", 10);
+        f.add_deployment(&d);
+        f.add_rs(&old);
+        f.add_rs(&new);
+        f.sync(&d).await.expect("sync");
+        assert!(f.rs_updates().is_empty(), "12 pods exist: no room");
+
+        // The pod is gone: the new ReplicaSet takes the slot.
+        let mut gone = f
+            .client
+            .replica_set("default", name(&old.metadata))
+            .expect("old");
+        if let Some(s) = gone.status.as_mut() {
+            s.replicas = 9;
+        }
+        f.client.insert_replica_set(gone);
+        f.settle(false);
+        f.sync(&d).await.expect("sync");
+        assert_eq!(f.rs_updates(), vec![(name(&new.metadata).to_owned(), 3)]);
     }
 
     /// Plays the ReplicaSet controller with a lag: pods created by the last step become
