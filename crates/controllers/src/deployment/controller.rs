@@ -44,6 +44,10 @@ use super::{Error, Operation, Result};
 /// the queue until its next event, as upstream's `maxRetries` (5 ms doubling up to about 82 s).
 pub const MAX_RETRIES: usize = 15;
 
+/// How many Deployments are synced at once unless configured otherwise
+/// (kube-controller-manager's `--concurrent-deployment-syncs` default).
+pub const DEFAULT_CONCURRENT_DEPLOYMENT_SYNCS: usize = 5;
+
 /// The work queue's name: the `name` label of its `workqueue_*` metrics.
 pub const QUEUE_NAME: &str = "deployment";
 
@@ -305,7 +309,8 @@ impl DeploymentController {
     // -----------------------------------------------------------------------------------------
 
     /// Waits for the caches to sync, then syncs Deployments with `workers` concurrent workers
-    /// (kube-controller-manager's `--concurrent-deployment-syncs`, default 5) until `cancel`
+    /// (kube-controller-manager's `--concurrent-deployment-syncs`, default
+    /// [`DEFAULT_CONCURRENT_DEPLOYMENT_SYNCS`]) until `cancel`
     /// fires, as upstream's `Run`. On cancellation the queue shuts down, syncs in progress
     /// finish, and `run` returns once every worker has stopped.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {

@@ -42,8 +42,9 @@ pub use client::{
     Verb,
 };
 pub use controller::{
-    CONTROLLER_NAME, Clock, DeploymentController, DeploymentControllerOptions, InformerSynced,
-    MAX_RETRIES, OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
+    CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_DEPLOYMENT_SYNCS, DeploymentController,
+    DeploymentControllerOptions, InformerSynced, MAX_RETRIES, OWN_WRITE_WAIT, QUEUE_NAME,
+    SyncHandler,
 };
 pub use handlers::DeploymentEventHandlers;
 
