@@ -117,6 +117,7 @@ fn bench_controller(rt: &tokio::runtime::Runtime, burst: usize) -> Bench {
         ReplicaSetControllerOptions {
             burst_replicas: burst,
             metrics: None,
+            controller_metrics: None,
         },
     );
     Bench {

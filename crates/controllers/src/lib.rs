@@ -1,4 +1,9 @@
 //! kube-controller-manager's controllers, built on `kcm-machinery`.
+//!
+//! Where to start: [`manager`] is the controller manager (`kcm run`): flags, the controller
+//! registry, leader election, health and metrics. Each controller lives in its own module
+//! ([`replicaset`], [`deployment`]) with `new(...)` and `run(workers, cancel)`.
 
 pub mod deployment;
+pub mod manager;
 pub mod replicaset;

@@ -1,6 +1,8 @@
-//! The `kcm` binary: one subcommand per component (`apiserver` today; `run`, `up`, `sim` join it).
+//! The `kcm` binary: one subcommand per component (`apiserver`, `run`, `sim`; `up` joins them).
 
 mod apiserver_cmd;
+mod run_cmd;
+mod sim_cmd;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -17,18 +19,35 @@ struct Cli {
 enum Command {
     /// Run the embedded Kubernetes API server alone.
     Apiserver(apiserver_cmd::Args),
+    /// Run the controllers against a cluster, in place of kube-controller-manager's.
+    #[command(long_about = run_cmd::LONG_ABOUT, args_override_self = true)]
+    Run(run_cmd::RunArgs),
+    /// Run simulated nodes (and a scheduler) against a cluster.
+    Sim(sim_cmd::SimArgs),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Apiserver(args) => {
+            init_default_logging();
+            apiserver_cmd::run(args).await
+        }
+        // `kcm run` configures logging from its own flags (-v, --logging-format).
+        Command::Run(args) => run_cmd::run(args).await,
+        Command::Sim(args) => {
+            init_default_logging();
+            sim_cmd::run(args).await
+        }
+    }
+}
+
+fn init_default_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("KCM_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Apiserver(args) => apiserver_cmd::run(args).await,
-    }
 }

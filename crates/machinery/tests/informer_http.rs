@@ -3,7 +3,8 @@
 //! server on 127.0.0.1:0 that speaks paginated list (limit/continue) and chunked watch
 //! (bookmarks, and 410 Gone on a stale watch both as an HTTP status and as an ERROR event).
 //!
-//! Replace the in-test server with the embedded API server once it lands.
+//! `informer_apiserver.rs` runs the same informer against kcm's embedded API server; this
+//! in-test server stays because it can inject failures (410s, closes) on demand.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -472,5 +473,74 @@ async fn scenario() {
     cancel.cancel();
     factory.shutdown().await;
     assert!(pods_informer.is_stopped());
+    serve.abort();
+}
+
+/// Serves one namespaced custom resource, `foos.samplecontroller.k8s.io/v1alpha1`: a list
+/// holding `f1`, and a watch that adds `f2` and then stays open.
+async fn foos(Query(q): Query<HashMap<String, String>>) -> Response {
+    let foo_object = |name: &str, rv: u64, replicas: u64| {
+        json!({
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "Foo",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": rv.to_string()},
+            "spec": {"deploymentName": format!("{name}-deploy"), "replicas": replicas},
+        })
+    };
+    if q.get("watch").map(String::as_str) != Some("true") {
+        let body = json!({
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "FooList",
+            "metadata": {"resourceVersion": "5"},
+            "items": [foo_object("f1", 4, 1)],
+        });
+        return axum::Json(body).into_response();
+    }
+    let line = json!({"type": "ADDED", "object": foo_object("f2", 6, 3)});
+    let events = futures::stream::iter([Ok::<_, std::io::Error>(format!("{line}\n"))])
+        .chain(futures::stream::pending());
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(events))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn dynamic_informer_lists_and_watches_a_custom_resource() {
+    let app = Router::new().route("/apis/samplecontroller.k8s.io/v1alpha1/foos", get(foos));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let serve = tokio::spawn(async move { axum::serve(listener, app).await });
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+
+    let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    let foos = factory.dynamic(kube::core::ApiResource {
+        group: "samplecontroller.k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "samplecontroller.k8s.io/v1alpha1".into(),
+        kind: "Foo".into(),
+        plural: "foos".into(),
+    });
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    let synced = tokio::time::timeout(
+        Duration::from_secs(30),
+        factory.wait_for_cache_sync(&cancel),
+    );
+    assert!(synced.await.unwrap());
+    tokio::time::timeout(Duration::from_secs(30), foos.wait_for_resource_version("6"))
+        .await
+        .unwrap()
+        .unwrap();
+    let lister = foos.lister();
+    let f1 = lister.get("default", "f1").unwrap();
+    assert_eq!(f1.data["spec"]["replicas"], json!(1));
+    let f2 = lister.get("default", "f2").unwrap();
+    assert_eq!(f2.data["spec"]["deploymentName"], json!("f2-deploy"));
+    assert_eq!(foos.last_sync_resource_version(), "6");
+
+    cancel.cancel();
+    factory.shutdown().await;
     serve.abort();
 }

@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiReplicaSetClient, ReplicaSetClient};
+use super::metrics::ReplicaSetMetrics;
 use super::status::{
     calculate_status, desired_replicas, min_ready_seconds, update_replica_set_status,
 };
@@ -96,6 +97,9 @@ pub struct ReplicaSetControllerOptions {
     /// Where the queue records its `workqueue_*{name="replicaset"}` metrics; `None` records
     /// nothing.
     pub metrics: Option<Arc<WorkqueueMetrics>>,
+    /// Where the controller records its `replicaset_controller_*` metrics; `None` records
+    /// nothing.
+    pub controller_metrics: Option<Arc<ReplicaSetMetrics>>,
 }
 
 impl Default for ReplicaSetControllerOptions {
@@ -103,6 +107,7 @@ impl Default for ReplicaSetControllerOptions {
         Self {
             burst_replicas: BURST_REPLICAS,
             metrics: None,
+            controller_metrics: None,
         }
     }
 }
@@ -112,6 +117,7 @@ impl std::fmt::Debug for ReplicaSetControllerOptions {
         f.debug_struct("ReplicaSetControllerOptions")
             .field("burst_replicas", &self.burst_replicas)
             .field("metrics", &self.metrics.is_some())
+            .field("controller_metrics", &self.controller_metrics.is_some())
             .finish()
     }
 }
@@ -155,6 +161,8 @@ pub struct ReplicaSetController {
     sync_handler: Option<SyncHandler>,
     /// Wall-clock time (test seam).
     clock: Clock,
+    /// The `replicaset_controller_*` metrics, if recorded.
+    metrics: Option<Arc<ReplicaSetMetrics>>,
     /// How far the ReplicaSet informer's cache has got; `None` without an informer (unit
     /// tests over bare caches).
     rs_freshness: Option<Freshness>,
@@ -312,6 +320,7 @@ impl ReplicaSetController {
             handlers,
             sync_handler: None,
             clock: Arc::new(Timestamp::now),
+            metrics: options.controller_metrics,
             rs_freshness: None,
             own_writes: Mutex::new(HashMap::new()),
         }
@@ -673,8 +682,14 @@ impl ReplicaSetController {
                 "Too many replicas"
             );
             let related_pods = self.get_indirectly_related_pods(rs);
+            let now = (self.clock)();
             let pods_to_delete =
-                get_pods_to_delete(filtered_pods.to_vec(), &related_pods, diff, (self.clock)());
+                get_pods_to_delete(filtered_pods.to_vec(), &related_pods, diff, now);
+            if diff < filtered_pods.len()
+                && let Some(metrics) = &self.metrics
+            {
+                metrics.report_sorting_deletion_age_ratio(filtered_pods, &pods_to_delete, now);
+            }
             // Keys, not a count: each deletion is observed exactly once, whether seen as a
             // deletionTimestamp update or as the delete itself.
             self.expectations

@@ -199,6 +199,7 @@ fn fixture(burst_replicas: usize) -> Fixture {
         ReplicaSetControllerOptions {
             burst_replicas,
             metrics: None,
+            controller_metrics: None,
         },
     )
     .with_clock(Arc::new(now));
@@ -1869,4 +1870,71 @@ async fn informer_events_drive_syncs() {
             .expect("stops on cancel")
             .expect("task");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn queue_metrics_carry_the_replicaset_name() {
+    let metrics = Arc::new(WorkqueueMetrics::new());
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let controller = ReplicaSetController::with_caches(
+        Indexer::new(),
+        Indexer::new(),
+        Arc::new(FakeReplicaSetClient::new()),
+        Arc::new(FakePodControl::new()),
+        ReplicaSetControllerOptions {
+            burst_replicas: BURST_REPLICAS,
+            metrics: Some(metrics),
+            controller_metrics: None,
+        },
+    );
+    controller.queue().add("ns/a".to_owned());
+    controller.queue().add("ns/b".to_owned());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains(r#"workqueue_adds_total{name="replicaset"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"workqueue_depth{name="replicaset"} 2"#),
+        "{text}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn scale_down_reports_the_deletion_age_ratio() {
+    let metrics = Arc::new(crate::replicaset::ReplicaSetMetrics::new());
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let rs_cache = Indexer::new();
+    let pod_cache = Indexer::new();
+    let pod_control = Arc::new(FakePodControl::new());
+    let controller = ReplicaSetController::with_caches(
+        rs_cache.clone(),
+        pod_cache.clone(),
+        Arc::new(FakeReplicaSetClient::new()),
+        pod_control.clone(),
+        ReplicaSetControllerOptions {
+            controller_metrics: Some(metrics),
+            ..ReplicaSetControllerOptions::default()
+        },
+    )
+    .with_clock(Arc::new(now));
+    let rs = new_replica_set(1, &[("foo", "bar")]);
+    rs_cache.add(Arc::new(rs.clone())).expect("add");
+    for (name, age) in [("young", 10), ("old", 100)] {
+        let mut pod = new_pod(name, &rs, "Running", None, true);
+        pod.metadata.creation_timestamp = Some(Time(now() - SignedDuration::from_secs(age)));
+        pod_cache.add(Arc::new(pod)).expect("add");
+    }
+    controller.sync(&key(&rs)).await.expect("sync");
+    // The younger pod goes first; its ratio to itself is 1.
+    assert_eq!(pod_control.deleted_pod_names(), vec!["young".to_owned()]);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains("replicaset_controller_sorting_deletion_age_ratio_sum 1.0"),
+        "{text}"
+    );
 }

@@ -1,7 +1,10 @@
 //! The ReplicaSet controller: keeps `spec.replicas` pods of each ReplicaSet alive, as kube-controller-manager's.
 //!
 //! Where to start: [`ReplicaSetController`] (kubernetes `pkg/controller/replicaset/replica_set.go`).
-//! Each ReplicaSet key taken from the work queue is synced by
+//! [`ReplicaSetController::new`] wires it to a `SharedInformerFactory` as
+//! kube-controller-manager does; [`ReplicaSetController::run`] runs its workers
+//! (`--concurrent-replicaset-syncs`, default 5). Each ReplicaSet key taken from the work queue
+//! (named [`QUEUE_NAME`] in the `workqueue_*` metrics) is synced by
 //! [`ReplicaSetController::sync`]: claim the namespace's active pods (adopt matching orphans,
 //! release owned pods that no longer match), create or delete pods toward `spec.replicas`
 //! (at most [`BURST_REPLICAS`] per pass, gated by expectations so a pass never acts on a cache
@@ -9,11 +12,13 @@
 //!
 //! - [`status`]: `calculateStatus`, the `ReplicaFailure` condition and the `/status` update
 //!   (upstream's `replica_set_utils.go`).
+//! - [`metrics`]: the `replicaset_controller_sorting_deletion_age_ratio` histogram.
 //! - [`client`]: the seam for the controller's direct ReplicaSet API calls (uncached GET, status
 //!   update), with a recording fake for tests.
 
 pub mod client;
 mod controller;
+pub mod metrics;
 pub mod status;
 
 pub use client::{ApiReplicaSetClient, FakeReplicaSetClient, ReplicaSetAction, ReplicaSetClient};
@@ -22,6 +27,7 @@ pub use controller::{
     ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetEventHandlers,
     STATUS_UPDATE_RETRIES, SyncHandler,
 };
+pub use metrics::ReplicaSetMetrics;
 
 use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::controller::api_status::error_message;

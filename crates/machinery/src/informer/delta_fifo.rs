@@ -27,12 +27,10 @@ use super::transform::TransformFunc;
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Why a DeltaFIFO operation failed.
+/// Why popping from a DeltaFIFO failed (adding fails only for an object without a key:
+/// [`keys::Error`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// The object has no key.
-    #[error("DeltaFIFO: {0}")]
-    Key(#[from] keys::Error),
     /// The queue was closed and is empty.
     #[error("DeltaFIFO: closed")]
     Closed,
@@ -164,29 +162,41 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
         })
     }
 
-    /// Queues an [`Delta::Added`], as client-go's `DeltaFIFO.Add`.
-    pub fn add(&self, obj: K) -> Result<()> {
+    /// Queues an [`Delta::Added`], as client-go's `DeltaFIFO.Add`. With freshness tracking,
+    /// the object's resourceVersion counts as reached once this delta is processed (client-go's
+    /// `ResourceVersionUpdater`, folded in to take the lock once per event).
+    pub fn add(&self, obj: K) -> keys::Result<()> {
         let key = meta_namespace_key(&obj)?;
         let obj = self.prepare(obj);
         let mut state = self.lock();
         state.populated = true;
+        let rv = self
+            .freshness
+            .as_ref()
+            .and_then(|_| object_rv(obj.as_ref()));
         self.queue_action_locked(&mut state, &key, Delta::Added(obj));
+        self.record_parsed_resource_version_locked(&mut state, rv);
         Ok(())
     }
 
     /// Queues an [`Delta::Updated`], as client-go's `DeltaFIFO.Update`.
-    pub fn update(&self, obj: K) -> Result<()> {
+    pub fn update(&self, obj: K) -> keys::Result<()> {
         let key = meta_namespace_key(&obj)?;
         let obj = self.prepare(obj);
         let mut state = self.lock();
         state.populated = true;
+        let rv = self
+            .freshness
+            .as_ref()
+            .and_then(|_| object_rv(obj.as_ref()));
         self.queue_action_locked(&mut state, &key, Delta::Updated(obj));
+        self.record_parsed_resource_version_locked(&mut state, rv);
         Ok(())
     }
 
     /// Queues a [`Delta::Deleted`], as client-go's `DeltaFIFO.Delete`: dropped when the key is
     /// neither queued nor known (a relist already reported the deletion).
-    pub fn delete(&self, obj: K) -> Result<()> {
+    pub fn delete(&self, obj: K) -> keys::Result<()> {
         let key = meta_namespace_key(&obj)?;
         let obj = self.prepare(obj);
         let mut state = self.lock();
@@ -195,10 +205,14 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
             Some(known) => known.get_known(&key).is_some(),
             None => false,
         };
-        if !known && !state.is_queued(&key) {
-            return Ok(());
+        let rv = self
+            .freshness
+            .as_ref()
+            .and_then(|_| object_rv(obj.as_ref()));
+        if known || state.is_queued(&key) {
+            self.queue_action_locked(&mut state, &key, Delta::Deleted(DeletedObject::Object(obj)));
         }
-        self.queue_action_locked(&mut state, &key, Delta::Deleted(DeletedObject::Object(obj)));
+        self.record_parsed_resource_version_locked(&mut state, rv);
         Ok(())
     }
 
@@ -319,14 +333,18 @@ impl<K> DeltaFifo<K> {
                     },
                 );
                 state.queue.push_back(key);
+                // Poppers only park on an empty queue, so only this transition wakes them.
+                if state.queue.len() == 1 {
+                    self.notify.notify_waiters();
+                }
             }
         }
-        self.notify.notify_waiters();
     }
 
     /// Records that once everything queued so far is processed, the cache has reached
-    /// `resource_version`, as client-go's `ResourceVersionUpdater` (called by the Reflector
-    /// after each watch event, bookmarks included). Non-decimal versions are ignored.
+    /// `resource_version`, as client-go's `ResourceVersionUpdater` (the Reflector calls it for
+    /// bookmarks; add/update/delete record their object's version themselves). Non-decimal
+    /// versions are ignored.
     pub fn update_resource_version(&self, resource_version: &str) {
         let mut state = self.lock();
         self.record_resource_version_locked(&mut state, resource_version);
@@ -336,7 +354,12 @@ impl<K> DeltaFifo<K> {
         if self.freshness.is_none() {
             return;
         }
-        let Ok(rv) = parse_resource_version(resource_version) else {
+        let rv = parse_resource_version(resource_version).ok();
+        self.record_parsed_resource_version_locked(state, rv);
+    }
+
+    fn record_parsed_resource_version_locked(&self, state: &mut State<K>, rv: Option<u64>) {
+        let Some(rv) = rv else {
             return;
         };
         let seq = state.seq;
@@ -379,8 +402,6 @@ impl<K> DeltaFifo<K> {
     pub async fn pop<R>(&self, process: impl FnOnce(Arc<str>, Deltas<K>, bool) -> R) -> Result<R> {
         let mut process = Some(process);
         loop {
-            let mut notified = pin!(self.notify.notified());
-            notified.as_mut().enable();
             {
                 let mut state = self.lock();
                 while let Some(key) = state.queue.pop_front() {
@@ -392,6 +413,7 @@ impl<K> DeltaFifo<K> {
                         tracing::error!(%key, "DeltaFIFO: key queued without deltas; skipping");
                         continue;
                     };
+                    // Always `Some`: we return right after using it.
                     let Some(process) = process.take() else {
                         return Err(Error::Closed);
                     };
@@ -401,6 +423,15 @@ impl<K> DeltaFifo<K> {
                 }
                 if state.closed {
                     return Err(Error::Closed);
+                }
+            }
+            // Empty: park, re-checking after registering so no wake-up is missed.
+            let mut notified = pin!(self.notify.notified());
+            notified.as_mut().enable();
+            {
+                let state = self.lock();
+                if !state.queue.is_empty() || state.closed {
+                    continue;
                 }
             }
             notified.await;
@@ -454,6 +485,13 @@ impl<K> DeltaFifo<K> {
     pub fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
         self.lock().items.get(key).map(|e| e.deltas.clone())
     }
+}
+
+fn object_rv<K: Resource>(obj: &K) -> Option<u64> {
+    obj.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|rv| parse_resource_version(rv).ok())
 }
 
 /// Collapses the two newest deltas when both are deletions, keeping the one with more

@@ -238,13 +238,11 @@ impl SharedInformerFactory {
         {
             return informer.clone();
         }
-        let client = self.inner.client.clone();
-        let api = match self.inner.namespace.as_deref() {
-            Some(ns) if namespaced => Api::namespaced_with(client, ns, &resource),
-            _ => Api::all_with(client, &resource),
-        };
+        let namespace = self.inner.namespace.as_deref().filter(|_| namespaced);
+        let lister_watcher =
+            ApiListerWatcher::dynamic(self.inner.client.clone(), &resource, namespace);
         let informer = SharedIndexInformer::with_options(
-            Arc::new(ApiListerWatcher::new(api)),
+            Arc::new(lister_watcher),
             SharedInformerOptions {
                 name: format!("{}/{}", resource.api_version, resource.kind),
                 resync_period: self.inner.default_resync,

@@ -11,9 +11,11 @@
 //! as such. A resourceVersion that is not a decimal integer is rejected by
 //! [`Freshness::wait_for_resource_version`] and never advances the reached version.
 
+use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -46,58 +48,63 @@ pub fn parse_resource_version(resource_version: &str) -> Result<u64> {
     resource_version.parse().map_err(|_| invalid())
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Reached {
-    /// The highest resourceVersion the cache has processed; only grows.
-    resource_version: Option<u64>,
+/// State shared by a tracker's clones. `advance` runs once per processed delta on the
+/// informer's hot path, so it is a few atomics; waiters park on `notify`.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The highest resourceVersion processed, plus one; 0 while nothing is. Only grows.
+    reached: AtomicU64,
     /// Set when the informer stops: nothing will advance any more.
-    closed: bool,
+    closed: AtomicBool,
+    /// How many `wait_for` calls are parked or about to park; `advance` skips the wake-up
+    /// when there are none.
+    waiters: AtomicUsize,
+    notify: Notify,
 }
 
 /// The resourceVersion an informer's cache has reached. Cheap to clone; clones share state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Freshness {
-    tx: Arc<watch::Sender<Reached>>,
+    shared: Arc<Shared>,
 }
 
-impl Default for Freshness {
-    fn default() -> Self {
-        Self::new()
+/// Decrements the waiter count when a wait ends (or is dropped).
+struct WaiterGuard<'a>(&'a AtomicUsize);
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 impl Freshness {
     /// A tracker that has reached nothing yet.
     pub fn new() -> Self {
-        Self {
-            tx: Arc::new(watch::Sender::new(Reached::default())),
-        }
+        Self::default()
     }
 
     /// The highest resourceVersion the cache has processed, if any.
     pub fn resource_version(&self) -> Option<u64> {
-        self.tx.borrow().resource_version
+        self.shared.reached.load(Ordering::SeqCst).checked_sub(1)
     }
 
     /// Records that the cache has processed everything up to `resource_version`. Never goes
     /// back: a smaller value (a relist served from a lagging cache) is ignored.
     pub(crate) fn advance(&self, resource_version: u64) {
-        self.tx.send_if_modified(|reached| {
-            if reached
-                .resource_version
-                .is_some_and(|r| r >= resource_version)
-            {
-                return false;
-            }
-            reached.resource_version = Some(resource_version);
-            true
-        });
+        let new = resource_version.saturating_add(1);
+        let previous = self.shared.reached.fetch_max(new, Ordering::SeqCst);
+        // SeqCst pairs with `wait_for`: a waiter that read the old value had already
+        // registered itself, so it is counted here and woken.
+        if new > previous && self.shared.waiters.load(Ordering::SeqCst) > 0 {
+            self.shared.notify.notify_waiters();
+        }
     }
 
     /// Marks the informer stopped: pending and future waits that are not already satisfied
     /// fail with [`Error::Stopped`].
     pub(crate) fn close(&self) {
-        self.tx.send_modify(|reached| reached.closed = true);
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.notify.notify_waiters();
     }
 
     /// Returns once the cache has processed an event (or bookmark) at or past
@@ -109,20 +116,21 @@ impl Freshness {
 
     /// As [`Self::wait_for_resource_version`] with an already parsed resourceVersion.
     pub async fn wait_for(&self, target: u64) -> Result<()> {
-        let mut rx = self.tx.subscribe();
-        let reached = rx
-            .wait_for(|r| r.closed || r.resource_version.is_some_and(|rv| rv >= target))
-            .await
-            .map(|r| *r)
-            .map_err(|_| Error::Stopped {
-                resource_version: target,
-            })?;
-        if reached.resource_version.is_some_and(|rv| rv >= target) {
-            Ok(())
-        } else {
-            Err(Error::Stopped {
-                resource_version: target,
-            })
+        let shared = &*self.shared;
+        shared.waiters.fetch_add(1, Ordering::SeqCst);
+        let _guard = WaiterGuard(&shared.waiters);
+        loop {
+            let mut notified = pin!(shared.notify.notified());
+            notified.as_mut().enable();
+            if self.resource_version().is_some_and(|rv| rv >= target) {
+                return Ok(());
+            }
+            if shared.closed.load(Ordering::SeqCst) {
+                return Err(Error::Stopped {
+                    resource_version: target,
+                });
+            }
+            notified.await;
         }
     }
 }

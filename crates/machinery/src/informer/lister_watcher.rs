@@ -5,8 +5,9 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use kube::Client;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
-use kube::core::ObjectList;
+use kube::core::{ApiResource, DynamicObject, ObjectList};
 use serde::de::DeserializeOwned;
 
 /// A stream of watch events, ended by the server (timeout) or by an error.
@@ -57,6 +58,18 @@ impl<K> ApiListerWatcher<K> {
     pub fn fields(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
         self
+    }
+}
+
+impl ApiListerWatcher<DynamicObject> {
+    /// Lists and watches a resource known only at runtime (custom resources), in
+    /// `namespace` or, with `None`, across all namespaces (or cluster-scoped).
+    pub fn dynamic(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Self {
+        let api = match namespace {
+            Some(ns) => Api::namespaced_with(client, ns, resource),
+            None => Api::all_with(client, resource),
+        };
+        Self::new(api)
     }
 }
 

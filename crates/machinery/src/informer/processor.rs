@@ -6,6 +6,7 @@
 //! handler. Each listener's task drains its channel and calls the handler.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -153,11 +154,13 @@ impl<K: Send + Sync + 'static> Listener<K> {
         mut rx: UnboundedReceiver<Notification<K>>,
         cancel: CancellationToken,
     ) {
+        let mut cancelled = pin!(cancel.cancelled());
+        let mut stopped = pin!(self.stop.cancelled());
         loop {
             let notification = tokio::select! {
                 biased;
-                _ = cancel.cancelled() => return,
-                _ = self.stop.cancelled() => return,
+                _ = &mut cancelled => return,
+                _ = &mut stopped => return,
                 n = rx.recv() => n,
             };
             let Some(notification) = notification else {
@@ -186,8 +189,8 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 // As client-go: the notification is lost, delivery resumes after a second.
                 tracing::error!("event handler panicked; notification dropped");
                 tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = self.stop.cancelled() => return,
+                    _ = &mut cancelled => return,
+                    _ = &mut stopped => return,
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
             }

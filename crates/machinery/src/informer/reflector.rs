@@ -18,6 +18,7 @@
 //! makes the loop spin: every relist waits a backoff first, exactly like client-go's
 //! `wait.BackoffUntil` around `ListAndWatch`.
 
+use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -81,7 +82,8 @@ const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 /// Where a Reflector writes what it lists and watches: the DeltaFIFO, as client-go's `Store`
 /// as the Reflector uses it (plus `ResourceVersionUpdater`).
 pub trait ReflectorStore<K>: Send + Sync {
-    /// A watch `ADDED` event.
+    /// A watch `ADDED` event. Stores that track freshness take the object's resourceVersion
+    /// as reached once the event is processed (so do `update` and `delete`).
     fn add(&self, obj: K) -> Result<(), keys::Error>;
     /// A watch `MODIFIED` event.
     fn update(&self, obj: K) -> Result<(), keys::Error>;
@@ -91,19 +93,21 @@ pub trait ReflectorStore<K>: Send + Sync {
     fn replace(&self, list: Vec<K>, resource_version: &str);
     /// A periodic resync.
     fn resync(&self);
-    /// Called after every watch event (bookmarks included) with its resourceVersion.
+    /// Called after every bookmark with its resourceVersion (client-go's
+    /// `ResourceVersionUpdater`, which is also called after object events; those are covered
+    /// by `add`/`update`/`delete` here).
     fn update_resource_version(&self, _resource_version: &str) {}
 }
 
 impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn add(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::add(self, obj).map_err(fifo_key_error)
+        DeltaFifo::add(self, obj)
     }
     fn update(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::update(self, obj).map_err(fifo_key_error)
+        DeltaFifo::update(self, obj)
     }
     fn delete(&self, obj: K) -> Result<(), keys::Error> {
-        DeltaFifo::delete(self, obj).map_err(fifo_key_error)
+        DeltaFifo::delete(self, obj)
     }
     fn replace(&self, list: Vec<K>, resource_version: &str) {
         DeltaFifo::replace(self, list, resource_version);
@@ -113,14 +117,6 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     }
     fn update_resource_version(&self, resource_version: &str) {
         DeltaFifo::update_resource_version(self, resource_version);
-    }
-}
-
-fn fifo_key_error(err: super::delta_fifo::Error) -> keys::Error {
-    match err {
-        super::delta_fifo::Error::Key(key) => key,
-        // add/update/delete never report Closed.
-        super::delta_fifo::Error::Closed => keys::Error::InvalidKey { key: String::new() },
     }
 }
 
@@ -233,6 +229,15 @@ impl<K: Resource + Clone + Send + Sync + 'static> Reflector<K> {
         if state.last_sync_resource_version != rv {
             state.last_sync_resource_version.clear();
             state.last_sync_resource_version.push_str(rv);
+        }
+    }
+
+    /// Records a watch event object's resourceVersion as the last synced one.
+    fn observe_resource_version(&self, obj: &K) {
+        if let Some(rv) = obj.meta().resource_version.as_deref()
+            && !rv.is_empty()
+        {
+            self.set_last_sync_resource_version(rv);
         }
     }
 
@@ -486,18 +491,23 @@ impl<K: Resource + Clone + Send + Sync + 'static> Reflector<K> {
         resync_at: &mut Option<Instant>,
     ) -> WatchEnd {
         let mut events = 0usize;
+        // Registered once, not once per event.
+        let mut cancelled = pin!(cancel.cancelled());
+        // One timer for the whole stream, reset after each resync (not one per event).
+        let mut resync_timer = pin!(sleep_until(resync_at.unwrap_or_else(Instant::now)));
         loop {
             let next = tokio::select! {
                 biased;
-                _ = cancel.cancelled() => return WatchEnd::Stopped,
-                _ = async { sleep_until(resync_at.unwrap_or_else(Instant::now)).await },
-                    if resync_at.is_some() =>
-                {
+                _ = &mut cancelled => return WatchEnd::Stopped,
+                _ = &mut resync_timer, if resync_at.is_some() => {
                     if self.should_resync.as_ref().is_none_or(|should| should()) {
                         tracing::trace!(reflector = %self.name, "forcing resync");
                         self.store.resync();
                     }
                     *resync_at = self.next_resync();
+                    if let Some(at) = *resync_at {
+                        resync_timer.as_mut().reset(at);
+                    }
                     continue;
                 }
                 next = stream.next() => next,
@@ -513,40 +523,41 @@ impl<K: Resource + Clone + Send + Sync + 'static> Reflector<K> {
                 Some(Err(err)) => return WatchEnd::Error(err),
                 Some(Ok(event)) => event,
             };
-            let rv = match event {
+            // As client-go's watchHandler, the resourceVersion advances with every event; it
+            // is recorded just before the store op, which saves a copy of the object's RV.
+            match event {
                 WatchEvent::Added(obj) => {
-                    let rv = object_rv(&obj);
+                    self.observe_resource_version(&obj);
                     if let Err(err) = self.store.add(obj) {
                         tracing::warn!(reflector = %self.name, %err, "unable to add watch event object to store");
                     }
-                    rv
                 }
                 WatchEvent::Modified(obj) => {
-                    let rv = object_rv(&obj);
+                    self.observe_resource_version(&obj);
                     if let Err(err) = self.store.update(obj) {
                         tracing::warn!(reflector = %self.name, %err, "unable to update watch event object in store");
                     }
-                    rv
                 }
                 WatchEvent::Deleted(obj) => {
-                    let rv = object_rv(&obj);
+                    self.observe_resource_version(&obj);
                     if let Err(err) = self.store.delete(obj) {
                         tracing::warn!(reflector = %self.name, %err, "unable to delete watch event object from store");
                     }
-                    rv
                 }
                 // A bookmark only says "the watch has seen everything up to here".
-                WatchEvent::Bookmark(bookmark) => Some(bookmark.metadata.resource_version),
+                WatchEvent::Bookmark(bookmark) => {
+                    let rv = bookmark.metadata.resource_version;
+                    if !rv.is_empty() {
+                        self.set_last_sync_resource_version(&rv);
+                        self.store.update_resource_version(&rv);
+                    }
+                }
                 WatchEvent::Error(status) => {
                     if is_expired_status(&status) {
                         tracing::debug!(reflector = %self.name, %status, "watch expired");
                     }
                     return WatchEnd::Error(kube::Error::Api(status));
                 }
-            };
-            if let Some(rv) = rv.filter(|rv| !rv.is_empty()) {
-                self.set_last_sync_resource_version(&rv);
-                self.store.update_resource_version(&rv);
             }
             events += 1;
         }
@@ -555,10 +566,6 @@ impl<K: Resource + Clone + Send + Sync + 'static> Reflector<K> {
         }
         WatchEnd::Closed
     }
-}
-
-fn object_rv<K: Resource>(obj: &K) -> Option<String> {
-    obj.meta().resource_version.clone()
 }
 
 #[cfg(test)]
@@ -804,6 +811,62 @@ mod tests {
             watches.iter().map(|w| w.2.as_str()).collect::<Vec<_>>(),
             vec!["10", "40"]
         );
+        h.stop().await;
+    }
+
+    fn expired_event() -> WatchScript {
+        ends(vec![Ok(WatchEvent::Error(Box::new(Status {
+            code: 410,
+            reason: "Expired".into(),
+            ..Status::default()
+        })))])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn relists_stay_paginated_when_the_initial_list_was() {
+        // As TestReflectorPaginatingNonConsistentReadsIfWatchCacheDisabled: a paginated answer
+        // to the RV="0" list means no watch cache, so relists at an RV paginate too.
+        let lw = FakeLw::new(
+            vec![
+                Ok(list("10", Some("c1"), vec![pod("a", "1")])),
+                Ok(list("10", None, vec![pod("b", "2")])),
+                Ok(list("20", None, vec![pod("a", "1")])),
+            ],
+            vec![expired_event(), hangs(vec![])],
+        );
+        let h = start(lw, ReflectorOptions::default());
+        sleep(Duration::from_secs(5)).await;
+        let lists = h.lw.list_calls();
+        assert_eq!(lists.len(), 3);
+        assert_eq!(lists[2].1.resource_version.as_deref(), Some("10"));
+        assert_eq!(lists[2].1.limit, Some(DEFAULT_PAGE_SIZE));
+        h.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_too_large_resource_version_list_falls_back_to_a_consistent_read() {
+        // As TestReflectorFullListIfTooLarge.
+        let mut too_large = Status {
+            code: 504,
+            reason: "Timeout".into(),
+            message: "Too large resource version".into(),
+            ..Status::default()
+        };
+        too_large.details = None;
+        let lw = FakeLw::new(
+            vec![
+                Ok(list("10", None, vec![])),
+                Err(kube::Error::Api(Box::new(too_large))),
+                Ok(list("11", None, vec![])),
+            ],
+            vec![expired_event(), hangs(vec![])],
+        );
+        let h = start(lw, ReflectorOptions::default());
+        sleep(Duration::from_secs(5)).await;
+        let lists = h.lw.list_calls();
+        assert_eq!(lists.len(), 3);
+        assert_eq!(lists[2].1.resource_version, None);
+        assert_eq!(h.reflector.last_sync_resource_version(), "11");
         h.stop().await;
     }
 

@@ -13,7 +13,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -356,16 +356,21 @@ impl<K: Resource + Clone + Send + Sync + 'static> SharedIndexInformer<K> {
             return;
         };
         tracing::debug!(informer = %inner.name, "starting informer");
+        // The Reflector and handler tasks stop with `cancel`, and also if this future is
+        // dropped without it.
+        let cancel = cancel.child_token();
+        let _stop_tasks_on_drop = cancel.clone().drop_guard();
         inner.processor.run(cancel.clone());
         let reflector_task = tokio::spawn({
             let reflector = reflector.clone();
             let cancel = cancel.clone();
             async move { reflector.run(cancel).await }
         });
+        let mut cancelled = pin!(cancel.cancelled());
         loop {
             tokio::select! {
                 biased;
-                _ = cancel.cancelled() => break,
+                _ = &mut cancelled => break,
                 popped = fifo.pop(|key, deltas, initial| inner.handle_deltas(&key, deltas, initial)) => {
                     if popped.is_err() {
                         break;
@@ -451,6 +456,13 @@ impl<K: Resource + Clone + Send + Sync + 'static> SharedIndexInformer<K> {
 impl<K: Resource + Clone + Send + Sync + 'static> HasSynced for SharedIndexInformer<K> {
     fn has_synced(&self) -> bool {
         self.inner.has_synced()
+    }
+}
+
+impl<K: Clone> Drop for Inner<K> {
+    fn drop(&mut self) {
+        // Nobody can advance the cache any more: fail pending waits.
+        self.freshness.close();
     }
 }
 
@@ -987,6 +999,25 @@ mod tests {
         assert_eq!(inf.cache_resource_version(), Some(30));
         running.stop().await;
         assert!(inf.wait_for_resource_version("31").await.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_run_future_stops_the_reflector() {
+        let lw = FakeLw::new(vec![], vec![]);
+        *lw.always_fail_list.lock().expect("lock") = Some(500);
+        let inf = informer(lw.clone(), Duration::ZERO);
+        let task = tokio::spawn({
+            let inf = inf.clone();
+            async move { inf.run(CancellationToken::new()).await }
+        });
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        task.abort();
+        let _ = task.await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let calls = lw.list_calls().len();
+        assert!(calls > 0);
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(lw.list_calls().len(), calls, "the reflector kept running");
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,0 +1,697 @@
+//! The flags of `kcm run`, named, grouped and defaulted as kube-controller-manager's.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use kcm_machinery::leaderelection::LeaderElectionConfig;
+
+use super::duration::GoDuration;
+use super::error::{Error, Result};
+use super::registry::ControllerRegistry;
+use super::selection::ControllerSelection;
+
+/// Default `--secure-port` of kube-controller-manager.
+pub const DEFAULT_SECURE_PORT: u16 = 10257;
+/// The only `--leader-elect-resource-lock` kube-controller-manager still accepts.
+pub const RESOURCE_LOCK_LEASES: &str = "leases";
+
+/// Every flag of the controller manager. Controllers read their own group through
+/// [`ControllerContext::options`](super::ControllerContext::options); a new controller adds
+/// one group (or one field) here.
+#[derive(Args, Clone, Debug, PartialEq)]
+pub struct ManagerOptions {
+    /// `--controllers`, client connection, resync and leader election.
+    #[command(flatten)]
+    pub generic: GenericFlags,
+    /// Leader election (shown with the generic flags, as kube-controller-manager does).
+    #[command(flatten)]
+    pub leader_election: LeaderElectionFlags,
+    /// The HTTPS endpoint serving health checks and metrics.
+    #[command(flatten)]
+    pub secure_serving: SecureServingFlags,
+    /// The Deployment controller.
+    #[command(flatten)]
+    pub deployment: DeploymentControllerFlags,
+    /// The garbage collector.
+    #[command(flatten)]
+    pub garbage_collector: GarbageCollectorControllerFlags,
+    /// The ReplicaSet controller.
+    #[command(flatten)]
+    pub replicaset: ReplicaSetControllerFlags,
+    /// Where the API server is.
+    #[command(flatten)]
+    pub misc: MiscFlags,
+}
+
+/// The generic flags of every controller manager.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Generic flags")]
+pub struct GenericFlags {
+    /// The controllers to run, in order of precedence: the first entry naming a controller
+    /// decides. See [`controllers_help`].
+    #[arg(
+        long,
+        value_name = "strings",
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        default_value = "*",
+        help = controllers_help()
+    )]
+    pub controllers: Vec<String>,
+
+    /// Burst of the client-side rate limiter on requests to the API server.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = kcm_machinery::client::DEFAULT_KUBE_API_BURST,
+        help = "Burst to use while talking with the Kubernetes API server."
+    )]
+    pub kube_api_burst: u32,
+
+    /// Accepted for compatibility with kube-controller-manager; requests are always JSON.
+    #[arg(
+        long,
+        value_name = "string",
+        default_value = "application/json",
+        help = "Content type of requests sent to the API server. kcm always sends JSON; other \
+                values are accepted for compatibility and ignored."
+    )]
+    pub kube_api_content_type: String,
+
+    /// Sustained requests per second of the client-side rate limiter (0: client-go's 5,
+    /// negative: unlimited).
+    #[arg(
+        long,
+        value_name = "float32",
+        default_value_t = kcm_machinery::client::DEFAULT_KUBE_API_QPS,
+        allow_negative_numbers = true,
+        help = "QPS to use while talking with the Kubernetes API server."
+    )]
+    pub kube_api_qps: f32,
+
+    /// Informers resync between this and twice this.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "12h0m0s",
+        help = "The resync period in reflectors will be random between MinResyncPeriod and \
+                2*MinResyncPeriod."
+    )]
+    pub min_resync_period: GoDuration,
+}
+
+/// Leader election flags, as component-base's `BindLeaderElectionFlags`.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Generic flags")]
+pub struct LeaderElectionFlags {
+    /// Compete for the lease and run controllers only while holding it.
+    #[arg(
+        long = "leader-elect",
+        value_name = "bool",
+        default_value = "true",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool,
+        help = "Start a leader election client and gain leadership before running the \
+                controllers. Enable this when running replicated components for high \
+                availability."
+    )]
+    pub leader_elect: bool,
+
+    /// How long standbys wait after the last observed renewal before taking over.
+    #[arg(
+        long = "leader-elect-lease-duration",
+        value_name = "duration",
+        default_value = "15s",
+        help = "The duration that non-leader candidates will wait after observing a leadership \
+                renewal until attempting to acquire leadership of a led but unrenewed leader \
+                slot. This is effectively the maximum duration that a leader can be stopped \
+                before it is replaced by another candidate. This is only applicable if leader \
+                election is enabled."
+    )]
+    pub lease_duration: GoDuration,
+
+    /// How long the leader keeps retrying a renewal before it stops leading.
+    #[arg(
+        long = "leader-elect-renew-deadline",
+        value_name = "duration",
+        default_value = "10s",
+        help = "The interval between attempts by the acting leader to renew a leadership slot \
+                before it stops leading. This must be less than the lease duration. This is \
+                only applicable if leader election is enabled."
+    )]
+    pub renew_deadline: GoDuration,
+
+    /// The kind of object holding the lock; only `leases`.
+    #[arg(
+        long = "leader-elect-resource-lock",
+        value_name = "string",
+        default_value = RESOURCE_LOCK_LEASES,
+        help = "The type of resource object that is used for locking during leader election. \
+                Supported options are 'leases'."
+    )]
+    pub resource_lock: String,
+
+    /// Name of the Lease.
+    #[arg(
+        long = "leader-elect-resource-name",
+        value_name = "string",
+        default_value = "kube-controller-manager",
+        help = "The name of resource object that is used for locking during leader election."
+    )]
+    pub resource_name: String,
+
+    /// Namespace of the Lease.
+    #[arg(
+        long = "leader-elect-resource-namespace",
+        value_name = "string",
+        default_value = "kube-system",
+        help = "The namespace of resource object that is used for locking during leader \
+                election."
+    )]
+    pub resource_namespace: String,
+
+    /// Time between attempts to acquire or renew.
+    #[arg(
+        long = "leader-elect-retry-period",
+        value_name = "duration",
+        default_value = "2s",
+        help = "The duration the clients should wait between attempting acquisition and renewal \
+                of a leadership. This is only applicable if leader election is enabled."
+    )]
+    pub retry_period: GoDuration,
+}
+
+/// The HTTPS endpoint, as the apiserver library's `SecureServingOptions`.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Secure serving flags")]
+pub struct SecureServingFlags {
+    /// Address to listen on.
+    #[arg(
+        long,
+        value_name = "ip",
+        default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        help = "The IP address on which to listen for the --secure-port port. The associated \
+                interface(s) must be reachable by the rest of the cluster, and by CLI/web \
+                clients. If an unspecified address (0.0.0.0 or ::), all interfaces will be used."
+    )]
+    pub bind_address: IpAddr,
+
+    /// Port to listen on; 0 disables the endpoint.
+    #[arg(
+        long,
+        value_name = "int",
+        default_value_t = DEFAULT_SECURE_PORT,
+        help = "The port on which to serve HTTPS for /healthz, /livez, /readyz and /metrics. If \
+                0, don't serve HTTPS at all."
+    )]
+    pub secure_port: u16,
+
+    /// Serving certificate (PEM, chain after the leaf).
+    #[arg(
+        long,
+        value_name = "string",
+        requires = "tls_private_key_file",
+        help = "File containing the default x509 Certificate for HTTPS. (CA cert, if any, \
+                concatenated after server cert). If HTTPS serving is enabled, and \
+                --tls-cert-file and --tls-private-key-file are not provided, a self-signed \
+                certificate and key are generated in memory for the public address."
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Serving key (PEM).
+    #[arg(
+        long,
+        value_name = "string",
+        requires = "tls_cert_file",
+        help = "File containing the default x509 private key matching --tls-cert-file."
+    )]
+    pub tls_private_key_file: Option<PathBuf>,
+}
+
+/// The Deployment controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Deployment controller flags")]
+pub struct DeploymentControllerFlags {
+    /// Deployment workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 5,
+        help = "The number of deployment objects that are allowed to sync concurrently. Larger \
+                number = more responsive deployments, but more CPU (and network) load."
+    )]
+    pub concurrent_deployment_syncs: u32,
+}
+
+/// The garbage collector's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Garbage collector controller flags")]
+pub struct GarbageCollectorControllerFlags {
+    /// Garbage collector workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 20,
+        help = "The number of garbage collector workers that are allowed to sync concurrently."
+    )]
+    pub concurrent_gc_syncs: u32,
+}
+
+/// The ReplicaSet controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "ReplicaSet controller flags")]
+pub struct ReplicaSetControllerFlags {
+    /// ReplicaSet workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 5,
+        help = "The number of replica sets that are allowed to sync concurrently. Larger number \
+                = more responsive replica management, but more CPU (and network) load."
+    )]
+    pub concurrent_replicaset_syncs: u32,
+}
+
+/// Where the API server is.
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+#[command(next_help_heading = "Misc flags")]
+pub struct MiscFlags {
+    /// Kubeconfig file; without it (and without `--master`) the in-cluster config is used.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Path to kubeconfig file with authorization and master location information (the \
+                master location can be overridden by the master flag). Without --kubeconfig \
+                and --master, the in-cluster service account configuration is used."
+    )]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// API server URL, overriding the kubeconfig's.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "The address of the Kubernetes API server (overrides any value in kubeconfig)."
+    )]
+    pub master: Option<String>,
+}
+
+/// The `--controllers` help, listing the registered controllers as kube-controller-manager does.
+pub fn controllers_help() -> String {
+    let registry = ControllerRegistry::builtin();
+    let all: Vec<String> = registry.known_names().into_iter().collect();
+    let off = registry.disabled_by_default();
+    format!(
+        "A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' \
+         enables the controller named 'foo', '-foo' disables the controller named 'foo'.\n\
+         All controllers: {}\nDisabled-by-default controllers: {}",
+        all.join(", "),
+        off.join(", ")
+    )
+}
+
+/// Parses a boolean as Go's `strconv.ParseBool` (what pflag accepts for `--flag=value`).
+pub fn parse_go_bool(value: &str) -> std::result::Result<bool, String> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        other => Err(format!("invalid boolean {other:?}")),
+    }
+}
+
+impl ManagerOptions {
+    /// Checks the options against `registry`, as kube-controller-manager's `Validate`: every
+    /// `--controllers` entry must name a known controller or alias, the resource lock must be
+    /// `leases`, and the leader election timings must satisfy client-go's rules. Returns the
+    /// resolved controller selection.
+    pub fn validate(&self, registry: &ControllerRegistry) -> Result<ControllerSelection> {
+        let selection = registry.select(&self.generic.controllers)?;
+        let le = &self.leader_election;
+        if le.leader_elect {
+            if le.resource_lock != RESOURCE_LOCK_LEASES {
+                return Err(Error::InvalidOption(format!(
+                    "--leader-elect-resource-lock: resourceLock value must be \"leases\", got {:?}",
+                    le.resource_lock
+                )));
+            }
+            if le.resource_name.is_empty() || le.resource_namespace.is_empty() {
+                return Err(Error::InvalidOption(
+                    "--leader-elect-resource-name and --leader-elect-resource-namespace must not \
+                     be empty"
+                        .to_owned(),
+                ));
+            }
+            self.leader_election_config("validation")
+                .validate()
+                .map_err(|e| Error::InvalidOption(format!("leader election: {e}")))?;
+        }
+        Ok(selection)
+    }
+
+    /// The leader election configuration for `identity` (lease released on graceful shutdown).
+    pub fn leader_election_config(&self, identity: &str) -> LeaderElectionConfig {
+        let le = &self.leader_election;
+        let mut config = LeaderElectionConfig::new(
+            le.resource_namespace.clone(),
+            le.resource_name.clone(),
+            identity,
+        );
+        config.lease_duration = le.lease_duration.get();
+        config.renew_deadline = le.renew_deadline.get();
+        config.retry_period = le.retry_period.get();
+        config.release_on_cancel = true;
+        config
+    }
+
+    /// The informers' resync period: `--min-resync-period` × `factor`, where `factor` is drawn
+    /// from [1, 2) so that managers do not relist in lock-step (kube-controller-manager's
+    /// `ResyncPeriod`).
+    pub fn resync_period(&self, factor: f64) -> Duration {
+        let factor = if factor.is_finite() {
+            factor.clamp(1.0, 2.0)
+        } else {
+            1.0
+        };
+        self.generic.min_resync_period.get().mul_f64(factor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    /// A command with just the manager's flags, as `kcm run` flattens them (repeated flags
+    /// override earlier ones, as pflag).
+    #[derive(Parser, Debug)]
+    #[command(name = "kcm-run", args_override_self = true)]
+    struct Cli {
+        #[command(flatten)]
+        options: ManagerOptions,
+    }
+
+    /// The registry of kube-controller-manager's names for the controllers kcm has or plans.
+    fn registry() -> ControllerRegistry {
+        let noop = |name: &str, alias: &str| {
+            crate::manager::ControllerDescriptor::new(name, |_ctx| async { Ok(None) })
+                .with_aliases(&[alias])
+        };
+        ControllerRegistry::new()
+            .with(noop("replicaset-controller", "replicaset"))
+            .and_then(|r| r.with(noop("deployment-controller", "deployment")))
+            .expect("registry")
+    }
+
+    fn parse(args: &[&str]) -> std::result::Result<ManagerOptions, clap::Error> {
+        let argv = std::iter::once("kcm-run").chain(args.iter().copied());
+        Cli::try_parse_from(argv).map(|cli| cli.options)
+    }
+
+    #[test]
+    fn defaults_are_kube_controller_managers() {
+        let o = parse(&[]).expect("defaults parse");
+        assert_eq!(o.generic.controllers, vec!["*"]);
+        assert_eq!(o.generic.kube_api_qps, 20.0);
+        assert_eq!(o.generic.kube_api_burst, 30);
+        assert_eq!(
+            o.generic.min_resync_period.get(),
+            Duration::from_secs(12 * 3600)
+        );
+        assert!(o.leader_election.leader_elect);
+        assert_eq!(
+            o.leader_election.lease_duration.get(),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            o.leader_election.renew_deadline.get(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(o.leader_election.retry_period.get(), Duration::from_secs(2));
+        assert_eq!(o.leader_election.resource_lock, "leases");
+        assert_eq!(o.leader_election.resource_namespace, "kube-system");
+        assert_eq!(o.leader_election.resource_name, "kube-controller-manager");
+        assert_eq!(o.secure_serving.bind_address.to_string(), "0.0.0.0");
+        assert_eq!(o.secure_serving.secure_port, 10257);
+        assert_eq!(o.secure_serving.tls_cert_file, None);
+        assert_eq!(o.replicaset.concurrent_replicaset_syncs, 5);
+        assert_eq!(o.deployment.concurrent_deployment_syncs, 5);
+        assert_eq!(o.garbage_collector.concurrent_gc_syncs, 20);
+        assert_eq!(o.misc, MiscFlags::default());
+        o.validate(&registry()).expect("defaults are valid");
+        o.validate(&ControllerRegistry::builtin())
+            .expect("defaults are valid for the built-in controllers");
+    }
+
+    #[test]
+    fn flags_parse_as_pflag_does() {
+        struct Case {
+            name: &'static str,
+            args: &'static [&'static str],
+            check: fn(&ManagerOptions) -> bool,
+        }
+        let cases = [
+            Case {
+                name: "controllers list with equals",
+                args: &["--controllers=*,-replicaset,-deployment"],
+                check: |o| o.generic.controllers == ["*", "-replicaset", "-deployment"],
+            },
+            Case {
+                name: "controllers repeated appends",
+                args: &["--controllers", "*", "--controllers", "-replicaset"],
+                check: |o| o.generic.controllers == ["*", "-replicaset"],
+            },
+            Case {
+                name: "a repeated flag overrides, as pflag",
+                args: &[
+                    "--kube-api-qps=1",
+                    "--kube-api-qps=2",
+                    "--leader-elect=false",
+                    "--leader-elect",
+                ],
+                check: |o| o.generic.kube_api_qps == 2.0 && o.leader_election.leader_elect,
+            },
+            Case {
+                name: "go durations",
+                args: &[
+                    "--leader-elect-lease-duration=1m30s",
+                    "--leader-elect-renew-deadline",
+                    "45s",
+                    "--leader-elect-retry-period=500ms",
+                    "--min-resync-period=1h",
+                ],
+                check: |o| {
+                    o.leader_election.lease_duration.get() == Duration::from_secs(90)
+                        && o.leader_election.renew_deadline.get() == Duration::from_secs(45)
+                        && o.leader_election.retry_period.get() == Duration::from_millis(500)
+                        && o.generic.min_resync_period.get() == Duration::from_secs(3600)
+                },
+            },
+            Case {
+                name: "bare boolean flag",
+                args: &["--leader-elect"],
+                check: |o| o.leader_election.leader_elect,
+            },
+            Case {
+                name: "boolean false with equals",
+                args: &["--leader-elect=false"],
+                check: |o| !o.leader_election.leader_elect,
+            },
+            Case {
+                name: "go boolean spellings",
+                args: &["--leader-elect=F"],
+                check: |o| !o.leader_election.leader_elect,
+            },
+            Case {
+                name: "client connection",
+                args: &["--kube-api-qps", "5", "--kube-api-burst=7"],
+                check: |o| o.generic.kube_api_qps == 5.0 && o.generic.kube_api_burst == 7,
+            },
+            Case {
+                name: "negative qps disables limiting",
+                args: &["--kube-api-qps=-1"],
+                check: |o| o.generic.kube_api_qps == -1.0,
+            },
+            Case {
+                name: "serving",
+                args: &[
+                    "--bind-address=127.0.0.1",
+                    "--secure-port=0",
+                    "--tls-cert-file=/c.pem",
+                    "--tls-private-key-file=/k.pem",
+                ],
+                check: |o| {
+                    o.secure_serving.bind_address.to_string() == "127.0.0.1"
+                        && o.secure_serving.secure_port == 0
+                        && o.secure_serving.tls_cert_file == Some(PathBuf::from("/c.pem"))
+                },
+            },
+            Case {
+                name: "per-controller workers",
+                args: &[
+                    "--concurrent-replicaset-syncs=2",
+                    "--concurrent-deployment-syncs=3",
+                    "--concurrent-gc-syncs=4",
+                ],
+                check: |o| {
+                    o.replicaset.concurrent_replicaset_syncs == 2
+                        && o.deployment.concurrent_deployment_syncs == 3
+                        && o.garbage_collector.concurrent_gc_syncs == 4
+                },
+            },
+            Case {
+                name: "kubeconfig and master",
+                args: &["--kubeconfig=/kc", "--master=https://10.0.0.1:6443"],
+                check: |o| {
+                    o.misc.kubeconfig == Some(PathBuf::from("/kc"))
+                        && o.misc.master.as_deref() == Some("https://10.0.0.1:6443")
+                },
+            },
+            Case {
+                name: "content type accepted",
+                args: &["--kube-api-content-type=application/vnd.kubernetes.protobuf"],
+                check: |o| o.generic.kube_api_content_type == "application/vnd.kubernetes.protobuf",
+            },
+        ];
+        for case in cases {
+            let o = parse(case.args).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            assert!((case.check)(&o), "{}: {o:?}", case.name);
+        }
+    }
+
+    #[test]
+    fn malformed_flags_are_rejected() {
+        let cases: [(&str, &[&str]); 6] = [
+            (
+                "duration without unit",
+                &["--leader-elect-lease-duration=15"],
+            ),
+            ("negative duration", &["--min-resync-period=-1h"]),
+            ("not a boolean", &["--leader-elect=maybe"]),
+            ("boolean needs equals", &["--leader-elect", "false"]),
+            ("cert without key", &["--tls-cert-file=/c.pem"]),
+            ("port out of range", &["--secure-port=70000"]),
+        ];
+        for (name, args) in cases {
+            assert!(parse(args).is_err(), "{name} should fail");
+        }
+    }
+
+    #[test]
+    fn validation_matches_kube_controller_manager() {
+        let registry = registry();
+        let ok = parse(&["--controllers=*,-replicaset,-deployment-controller"]).expect("parse");
+        let selection = ok.validate(&registry).expect("known names and aliases");
+        assert!(!selection.is_enabled("replicaset-controller", false));
+        let unknown = parse(&["--controllers=*,-frobnicator"]).expect("parse");
+        let err = unknown.validate(&registry).expect_err("unknown controller");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("\"frobnicator\" is not in the list of known controllers"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("replicaset-controller"),
+            "lists known ones: {msg}"
+        );
+
+        let lock = parse(&["--leader-elect-resource-lock=endpoints"]).expect("parse");
+        assert!(
+            lock.validate(&registry)
+                .expect_err("lock")
+                .to_string()
+                .contains("resourceLock value must be \"leases\"")
+        );
+        // Without leader election the lock is irrelevant, as upstream.
+        let no_le = parse(&[
+            "--leader-elect=false",
+            "--leader-elect-resource-lock=endpoints",
+        ])
+        .expect("parse");
+        no_le
+            .validate(&registry)
+            .expect("valid without leader election");
+
+        let timings = parse(&[
+            "--leader-elect-lease-duration=10s",
+            "--leader-elect-renew-deadline=10s",
+        ])
+        .expect("parse");
+        assert!(
+            timings
+                .validate(&registry)
+                .expect_err("timings")
+                .to_string()
+                .contains("leaseDuration must be greater than renewDeadline")
+        );
+    }
+
+    #[test]
+    fn leader_election_config_carries_the_flags() {
+        let o = parse(&[
+            "--leader-elect-resource-namespace=ops",
+            "--leader-elect-resource-name=kcm",
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=1s",
+        ])
+        .expect("parse");
+        let config = o.leader_election_config("me_1");
+        assert_eq!(config.namespace, "ops");
+        assert_eq!(config.name, "kcm");
+        assert_eq!(config.identity, "me_1");
+        assert_eq!(config.lease_duration, Duration::from_secs(4));
+        assert_eq!(config.renew_deadline, Duration::from_secs(3));
+        assert_eq!(config.retry_period, Duration::from_secs(1));
+        assert!(config.release_on_cancel);
+    }
+
+    #[test]
+    fn resync_period_is_between_min_and_twice_min() {
+        let o = parse(&["--min-resync-period=1h"]).expect("parse");
+        assert_eq!(o.resync_period(1.0), Duration::from_secs(3600));
+        assert_eq!(o.resync_period(1.5), Duration::from_secs(5400));
+        assert_eq!(o.resync_period(7.0), Duration::from_secs(7200));
+        assert_eq!(o.resync_period(f64::NAN), Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn help_is_grouped_with_defaults() {
+        let help = Cli::command().render_long_help().to_string();
+        let headings = [
+            "Generic flags:",
+            "Secure serving flags:",
+            "Deployment controller flags:",
+            "Garbage collector controller flags:",
+            "ReplicaSet controller flags:",
+            "Misc flags:",
+        ];
+        let mut last = 0;
+        for heading in headings {
+            let at = help
+                .find(heading)
+                .unwrap_or_else(|| panic!("missing {heading} in\n{help}"));
+            assert!(at >= last, "{heading} out of order in\n{help}");
+            last = at;
+        }
+        for needle in [
+            "--leader-elect-lease-duration <duration>",
+            "[default: 15s]",
+            "[default: 12h0m0s]",
+            "[default: kube-system]",
+            "[default: 10257]",
+            "[default: 0.0.0.0]",
+            "All controllers: ",
+            "Disabled-by-default controllers: ",
+            "All controllers: replicaset-controller",
+        ] {
+            assert!(help.contains(needle), "missing {needle} in\n{help}");
+        }
+        // Leader election flags sit in the generic group, before secure serving.
+        let le = help.find("--leader-elect-retry-period").expect("flag");
+        assert!(le < help.find("Secure serving flags:").expect("heading"));
+    }
+}

@@ -1,0 +1,197 @@
+//! The manifests in `deploy/`: well-formed, consistent with each other and with `kcm run`'s
+//! flags (the Deployment's arguments are run through the real binary), RBAC as documented.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use serde::de::DeserializeOwned;
+
+const KCM: &str = env!("CARGO_BIN_EXE_kcm");
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+fn read(file: &str) -> String {
+    std::fs::read_to_string(deploy_dir().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+fn one<T: DeserializeOwned>(file: &str) -> T {
+    serde_saphyr::from_str(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// `(apiGroups, resources, resourceNames, verbs)` of a rule, for comparison as a set.
+type Rule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+fn rules(rules: Option<Vec<PolicyRule>>) -> BTreeSet<Rule> {
+    rules
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| {
+            (
+                r.api_groups.unwrap_or_default(),
+                r.resources.unwrap_or_default(),
+                r.resource_names.unwrap_or_default(),
+                r.verbs,
+            )
+        })
+        .collect()
+}
+
+fn rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> Rule {
+    let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect();
+    (owned(groups), owned(resources), owned(names), owned(verbs))
+}
+
+/// The value of `--name=value` in `args`.
+fn flag<'a>(args: &'a [String], name: &str) -> &'a str {
+    let prefix = format!("--{name}=");
+    args.iter()
+        .find_map(|a| a.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("--{name} missing from {args:?}"))
+}
+
+#[test]
+fn manifests_agree_with_each_other_and_with_kcm_run() {
+    let namespace: Namespace = one("namespace.yaml");
+    let ns = namespace.metadata.name.expect("namespace name");
+    let sa: ServiceAccount = one("serviceaccount.yaml");
+    assert_eq!(sa.metadata.namespace.as_deref(), Some(&*ns));
+    let sa_name = sa.metadata.name.expect("sa name");
+
+    let deployment: Deployment = one("deployment.yaml");
+    assert_eq!(deployment.metadata.namespace.as_deref(), Some(&*ns));
+    let spec = deployment.spec.expect("spec");
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.expect("pod spec");
+    assert_eq!(pod.service_account_name.as_deref(), Some(&*sa_name));
+    let container = &pod.containers[0];
+    let args = container.args.clone().expect("args");
+    assert_eq!(args[0], "run");
+    assert_eq!(flag(&args, "leader-elect"), "true");
+    assert_eq!(flag(&args, "leader-elect-resource-namespace"), ns);
+    let lease = flag(&args, "leader-elect-resource-name");
+    assert_ne!(
+        lease, "kube-controller-manager",
+        "must not compete with kube-controller-manager for its lease"
+    );
+    let port: i32 = flag(&args, "secure-port").parse().expect("port");
+    let ports = container.ports.clone().expect("ports");
+    assert_eq!(ports[0].container_port, port);
+    let port_name = ports[0].name.clone().expect("port name");
+    for (probe, path) in [
+        (container.liveness_probe.clone(), "/healthz"),
+        (container.readiness_probe.clone(), "/readyz"),
+    ] {
+        let get = probe.and_then(|p| p.http_get).expect("httpGet probe");
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(get.scheme.as_deref(), Some("HTTPS"));
+        assert_eq!(
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(port_name.clone())
+        );
+    }
+
+    // The arguments are valid for the real binary: it gets past flag validation and fails
+    // only where a pod would not, loading the client configuration.
+    let out = Command::new(KCM)
+        .args(&args)
+        .arg("--kubeconfig=/nonexistent/kubeconfig")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("kcm");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("load client configuration from /nonexistent/kubeconfig"),
+        "{stderr}"
+    );
+
+    // Leader election: the Lease named in the flags, in the namespace, nothing else.
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&read("leader-election-role.yaml")).expect("yaml");
+    let role: Role = serde_json::from_value(docs[0].clone()).expect("role");
+    let binding: RoleBinding = serde_json::from_value(docs[1].clone()).expect("binding");
+    assert_eq!(role.metadata.namespace.as_deref(), Some(&*ns));
+    assert_eq!(
+        rules(role.rules),
+        BTreeSet::from([
+            rule(&["coordination.k8s.io"], &["leases"], &[], &["create"]),
+            rule(
+                &["coordination.k8s.io"],
+                &["leases"],
+                &[lease],
+                &["get", "update"]
+            ),
+        ])
+    );
+    assert_eq!(
+        binding.role_ref.name,
+        role.metadata.name.expect("role name")
+    );
+    let subject = &binding.subjects.expect("subjects")[0];
+    assert_eq!(
+        (subject.name.as_str(), subject.namespace.as_deref()),
+        (&*sa_name, Some(&*ns))
+    );
+
+    // The controllers' permissions: exactly what the ReplicaSet controller calls.
+    let role: ClusterRole = one("clusterrole.yaml");
+    assert_eq!(
+        rules(role.rules),
+        BTreeSet::from([
+            rule(&["apps"], &["replicasets"], &[], &["get", "list", "watch"]),
+            rule(&["apps"], &["replicasets/status"], &[], &["update"]),
+            rule(&["apps"], &["replicasets/finalizers"], &[], &["update"]),
+            rule(
+                &[""],
+                &["pods"],
+                &[],
+                &["list", "watch", "create", "delete", "patch"]
+            ),
+            rule(&[""], &["events"], &[], &["create", "patch"]),
+        ])
+    );
+    let binding: ClusterRoleBinding = one("clusterrolebinding.yaml");
+    assert_eq!(binding.role_ref.name, role.metadata.name.expect("name"));
+    let subject = &binding.subjects.expect("subjects")[0];
+    assert_eq!(
+        (subject.name.as_str(), subject.namespace.as_deref()),
+        (&*sa_name, Some(&*ns))
+    );
+}
+
+#[test]
+fn kustomize_renders_every_manifest() {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(deploy_dir())
+        .output()
+        .expect("kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = String::from_utf8(out.stdout).expect("utf-8");
+    let kinds: BTreeSet<&str> = rendered
+        .lines()
+        .filter_map(|l| l.strip_prefix("kind: "))
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from([
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Namespace",
+            "Role",
+            "RoleBinding",
+            "ServiceAccount",
+        ])
+    );
+}
