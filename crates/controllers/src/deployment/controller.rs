@@ -364,7 +364,8 @@ impl DeploymentController {
         while !cancel.is_cancelled() && self.process_next_work_item().await {}
     }
 
-    /// Takes one key, syncs it and handles the outcome ([`Self::handle_err`]), as upstream's
+    /// Takes one key, syncs it and handles the outcome (forget, requeue rate limited, or drop
+    /// after [`MAX_RETRIES`]), as upstream's
     /// `processNextWorkItem`. False once the queue has shut down.
     ///
     /// A panicking sync is caught and handled as a failure, so the key is marked done and

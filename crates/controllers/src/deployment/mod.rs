@@ -22,6 +22,17 @@
 //! Every number, name, annotation and condition comes from the pure decision layer in
 //! [`util`]; this module reads the caches, applies those decisions through the API
 //! ([`DeploymentClient`]) and records events.
+//!
+//! # Deliberate differences from upstream
+//!
+//! - The surge budget of a rolling update also counts pods an old ReplicaSet still reports
+//!   above its spec (the ReplicaSet controller has not removed them yet), so the pods that
+//!   exist, not only those asked for, stay within `replicas + maxSurge`.
+//! - Within one sync pass, each written object replaces the cached copy, so a second write to
+//!   the same object does not fail with a stale resourceVersion; and a sync first waits
+//!   (at most [`OWN_WRITE_WAIT`]) for the caches to show the previous pass's writes.
+//! - The pod-deletion handler counts a Recreate Deployment's remaining pods from the caches
+//!   (upstream lists its ReplicaSets from the API server inside the handler).
 
 mod client;
 mod controller;
