@@ -198,6 +198,7 @@ impl Registry {
                 // Only the status changes; metadata and spec stay as stored
                 // (`ResetObjectMetaForStatus` and the status strategies' PrepareForUpdate).
                 let status = new.get("status").cloned();
+                let requested_meta = new.get("metadata").cloned();
                 new = old.clone();
                 match status {
                     Some(status) => new["status"] = status,
@@ -207,6 +208,7 @@ impl Registry {
                         }
                     }
                 }
+                s.prepare_for_status_update(&mut new, requested_meta.as_ref());
             }
         }
         // The server owns these metadata fields (rest.BeforeUpdate).
