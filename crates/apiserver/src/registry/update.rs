@@ -310,6 +310,7 @@ impl Registry {
                 // except the managed fields an apply to the status computed.
                 let status = new.get("status").cloned();
                 let managed = new.pointer("/metadata/managedFields").cloned();
+                let requested_meta = new.get("metadata").cloned();
                 new = old.clone();
                 if !tracked && let Some(managed) = managed {
                     object::set_meta(&mut new, "managedFields", managed);
@@ -322,6 +323,7 @@ impl Registry {
                         }
                     }
                 }
+                s.prepare_for_status_update(&mut new, requested_meta.as_ref());
             }
         }
         // The server owns these metadata fields (rest.BeforeUpdate).
