@@ -1,7 +1,8 @@
-//! The `kcm` binary: one subcommand per component (`apiserver`, `run`; `up`, `sim` join them).
+//! The `kcm` binary: one subcommand per component (`apiserver`, `run`, `sim`; `up` joins them).
 
 mod apiserver_cmd;
 mod run_cmd;
+mod sim_cmd;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -21,6 +22,8 @@ enum Command {
     /// Run the controllers against a cluster, in place of kube-controller-manager's.
     #[command(long_about = run_cmd::LONG_ABOUT, args_override_self = true)]
     Run(run_cmd::RunArgs),
+    /// Run simulated nodes (and a scheduler) against a cluster.
+    Sim(sim_cmd::SimArgs),
 }
 
 #[tokio::main]
@@ -33,6 +36,10 @@ async fn main() -> anyhow::Result<()> {
         }
         // `kcm run` configures logging from its own flags (-v, --logging-format).
         Command::Run(args) => run_cmd::run(args).await,
+        Command::Sim(args) => {
+            init_default_logging();
+            sim_cmd::run(args).await
+        }
     }
 }
 

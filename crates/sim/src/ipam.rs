@@ -42,17 +42,28 @@ impl PodIpAllocator {
     }
 
     /// Marks an address already held by a pod (after a restart, from the pod's status).
+    /// False when the address is outside the range or held by another pod. A different
+    /// address the pod held before is returned to the pool.
     pub fn reserve(&mut self, uid: &str, ip: Ipv4Addr) -> bool {
         let [a, b, c, host] = ip.octets();
         if [a, b, c] != self.base.octets()[..3] || !(2..=254).contains(&host) {
             return false;
         }
-        if self.in_use.contains(&host) && self.by_pod.get(uid) != Some(&host) {
+        let previous = self.by_pod.get(uid).copied();
+        if self.in_use.contains(&host) && previous != Some(host) {
             return false;
+        }
+        if let Some(old) = previous {
+            self.in_use.remove(&old);
         }
         self.in_use.insert(host);
         self.by_pod.insert(uid.to_owned(), host);
         true
+    }
+
+    /// The /24 this allocator hands out from.
+    pub fn base(&self) -> Ipv4Addr {
+        self.base
     }
 
     /// Returns pod `uid`'s address to the pool.
@@ -106,5 +117,10 @@ mod tests {
             "other range"
         );
         assert_eq!(fresh.allocate("w"), Some(Ipv4Addr::new(10, 244, 0, 2)));
+        // The pod's status names another address than the one it was given: the given one
+        // goes back to the pool.
+        assert!(fresh.reserve("w", Ipv4Addr::new(10, 244, 0, 9)));
+        assert_eq!(fresh.in_use(), 2);
+        assert_eq!(fresh.allocate("v"), Some(Ipv4Addr::new(10, 244, 0, 2)));
     }
 }

@@ -4,9 +4,20 @@
 //! scoring over a snapshot); [`kubelet::decide`] is the simulated kubelet's pod lifecycle;
 //! [`node`] builds the Node and Lease objects simulated nodes register; [`ipam`] hands out
 //! pod IPs; [`quantity`] parses resource quantities exactly.
+//!
+//! The running parts: [`Scheduler`] binds pending pods (informers, an incremental cache with
+//! assumed pods, a work queue with back-off); [`Simulator`] registers simulated nodes, keeps
+//! their Leases and statuses fresh and drives the pods bound to them. Both talk to the API
+//! through [`client::ClusterClient`]; [`fake::FakeCluster`] is an in-memory cluster for tests.
 
+pub mod client;
+pub mod fake;
 pub mod ipam;
 pub mod kubelet;
 pub mod node;
 pub mod quantity;
 pub mod scheduler;
+pub mod simulator;
+
+pub use scheduler::{Scheduler, SchedulerConfig};
+pub use simulator::{Simulator, SimulatorConfig};

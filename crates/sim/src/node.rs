@@ -21,9 +21,14 @@ pub const NODE_LEASE_DURATION_SECONDS: i32 = 40;
 /// The zones simulated nodes are spread over, round-robin.
 pub const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 
+/// The default prefix of simulated node names (`kcm-node-0`, `kcm-node-1`, ...).
+pub const DEFAULT_NODE_PREFIX: &str = "kcm-node";
+
 /// The shape of the simulated nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeTemplate {
+    /// Node names are `<name_prefix>-<index>`.
+    pub name_prefix: String,
     /// CPU capacity, e.g. `8`.
     pub cpu: String,
     /// Memory capacity, e.g. `32Gi`.
@@ -37,6 +42,7 @@ pub struct NodeTemplate {
 impl Default for NodeTemplate {
     fn default() -> Self {
         Self {
+            name_prefix: DEFAULT_NODE_PREFIX.into(),
             cpu: "8".into(),
             memory: "32Gi".into(),
             pods: "110".into(),
@@ -45,9 +51,11 @@ impl Default for NodeTemplate {
     }
 }
 
-/// The name of the `index`-th simulated node.
-pub fn node_name(index: usize) -> String {
-    format!("kcm-node-{index}")
+impl NodeTemplate {
+    /// The name of the `index`-th simulated node.
+    pub fn node_name(&self, index: usize) -> String {
+        format!("{}-{index}", self.name_prefix)
+    }
 }
 
 /// The `index`-th node's pod CIDR: `10.244.<index>.0/24` (up to 65536 nodes over two octets).
@@ -104,7 +112,7 @@ pub fn healthy_conditions(now: jiff::Timestamp, since: jiff::Timestamp) -> Vec<N
 
 /// The Node object the `index`-th simulated node registers.
 pub fn build_node(index: usize, template: &NodeTemplate, now: jiff::Timestamp) -> Node {
-    let name = node_name(index);
+    let name = template.node_name(index);
     let zone = ZONES[index % ZONES.len()];
     let labels: BTreeMap<String, String> = [
         ("kubernetes.io/hostname", name.as_str()),
@@ -207,6 +215,90 @@ pub fn build_lease(node: &Node, now: jiff::Timestamp) -> Lease {
     }
 }
 
+/// The condition types a healthy simulated kubelet reports, with their healthy status.
+pub const MANAGED_CONDITIONS: [(&str, &str); 4] = [
+    ("MemoryPressure", "False"),
+    ("DiskPressure", "False"),
+    ("PIDPressure", "False"),
+    ("Ready", "True"),
+];
+
+/// Whether every condition the simulated kubelet manages has its healthy status (so a node
+/// someone marked `Ready=Unknown`, as the node lifecycle controller does, is not healthy).
+pub fn conditions_healthy(node: &Node) -> bool {
+    let conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or(&[]);
+    MANAGED_CONDITIONS.iter().all(|(type_, status)| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == *type_ && c.status == *status)
+    })
+}
+
+/// The conditions to post now: the healthy ones with heartbeat `now`, keeping each one's
+/// `lastTransitionTime` when `existing` already had that status (as the kubelet's
+/// condition setters do), followed by any other condition `existing` carries.
+pub fn refresh_conditions(existing: &[NodeCondition], now: jiff::Timestamp) -> Vec<NodeCondition> {
+    let mut conditions = healthy_conditions(now, now);
+    for c in &mut conditions {
+        if let Some(old) = existing
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+            && old.last_transition_time.is_some()
+        {
+            c.last_transition_time = old.last_transition_time.clone();
+        }
+    }
+    conditions.extend(
+        existing
+            .iter()
+            .filter(|o| !MANAGED_CONDITIONS.iter().any(|(t, _)| *t == o.type_))
+            .cloned(),
+    );
+    conditions
+}
+
+/// The base address of a `/24` pod CIDR such as `10.244.3.0/24`; `None` for anything else
+/// (the simulated kubelet allocates pod IPs from one /24).
+pub fn parse_cidr24(cidr: &str) -> Option<Ipv4Addr> {
+    let (addr, bits) = cidr.split_once('/')?;
+    if bits != "24" {
+        return None;
+    }
+    let addr: Ipv4Addr = addr.parse().ok()?;
+    let [a, b, c, _] = addr.octets();
+    Some(Ipv4Addr::new(a, b, c, 0))
+}
+
+/// `lease` renewed by its node at `now`, as the kubelet's lease controller writes it:
+/// holder, duration and renew time set, and the Node as owner when it was missing.
+pub fn renewed_lease(lease: &Lease, node: &Node, now: jiff::Timestamp) -> Lease {
+    let mut lease = lease.clone();
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.holder_identity = Some(name.clone());
+    spec.lease_duration_seconds = Some(NODE_LEASE_DURATION_SECONDS);
+    spec.renew_time = Some(MicroTime(now));
+    let owned = lease
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|refs| !refs.is_empty());
+    if !owned && let Some(uid) = node.metadata.uid.clone() {
+        lease.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            name,
+            uid,
+            ..Default::default()
+        }]);
+    }
+    lease
+}
+
 /// Whether the node's heartbeat is stopped by its annotation.
 pub fn heartbeat_stopped(node: &Node) -> bool {
     node.metadata
@@ -265,6 +357,88 @@ mod tests {
         );
         assert_eq!(
             lease
+                .metadata
+                .owner_references
+                .as_ref()
+                .map(|r| r[0].uid.as_str()),
+            Some("u1")
+        );
+    }
+
+    #[test]
+    fn refreshed_conditions_keep_transitions_and_foreign_conditions() {
+        let t0 = jiff::Timestamp::UNIX_EPOCH;
+        let t1 = t0 + jiff::SignedDuration::from_secs(100);
+        let mut existing = healthy_conditions(t0, t0);
+        // The node lifecycle controller marked the node Unknown.
+        if let Some(ready) = existing.iter_mut().find(|c| c.type_ == "Ready") {
+            ready.status = "Unknown".into();
+        }
+        existing.push(NodeCondition {
+            type_: "NetworkUnavailable".into(),
+            status: "False".into(),
+            ..Default::default()
+        });
+        let mut node = build_node(0, &NodeTemplate::default(), t0);
+        if let Some(status) = node.status.as_mut() {
+            status.conditions = Some(existing.clone());
+        }
+        assert!(!conditions_healthy(&node));
+        let refreshed = refresh_conditions(&existing, t1);
+        let get = |t: &str| {
+            refreshed
+                .iter()
+                .find(|c| c.type_ == t)
+                .cloned()
+                .expect("condition")
+        };
+        assert_eq!(get("MemoryPressure").last_transition_time, Some(Time(t0)));
+        assert_eq!(get("MemoryPressure").last_heartbeat_time, Some(Time(t1)));
+        assert_eq!(get("Ready").status, "True");
+        assert_eq!(get("Ready").last_transition_time, Some(Time(t1)));
+        assert_eq!(get("NetworkUnavailable").status, "False");
+        if let Some(status) = node.status.as_mut() {
+            status.conditions = Some(refreshed);
+        }
+        assert!(conditions_healthy(&node));
+    }
+
+    #[test]
+    fn cidr_and_names() {
+        assert_eq!(
+            parse_cidr24("10.244.3.0/24"),
+            Some(Ipv4Addr::new(10, 244, 3, 0))
+        );
+        assert_eq!(parse_cidr24("10.244.0.0/16"), None);
+        assert_eq!(parse_cidr24("nonsense"), None);
+        let template = NodeTemplate {
+            name_prefix: "sim".into(),
+            ..NodeTemplate::default()
+        };
+        assert_eq!(template.node_name(7), "sim-7");
+        assert_eq!(
+            build_node(7, &template, jiff::Timestamp::UNIX_EPOCH)
+                .metadata
+                .name
+                .as_deref(),
+            Some("sim-7")
+        );
+    }
+
+    #[test]
+    fn renewal_sets_renew_time_and_adopts_owner() {
+        let t0 = jiff::Timestamp::UNIX_EPOCH;
+        let t1 = t0 + jiff::SignedDuration::from_secs(10);
+        let mut node = build_node(0, &NodeTemplate::default(), t0);
+        let orphan = build_lease(&node, t0);
+        assert!(orphan.metadata.owner_references.is_none());
+        node.metadata.uid = Some("u1".into());
+        let renewed = renewed_lease(&orphan, &node, t1);
+        let spec = renewed.spec.as_ref().expect("spec");
+        assert_eq!(spec.renew_time, Some(MicroTime(t1)));
+        assert_eq!(spec.lease_duration_seconds, Some(40));
+        assert_eq!(
+            renewed
                 .metadata
                 .owner_references
                 .as_ref()

@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint, Toleration,
 };
 
-use super::resources::{Resources, node_allocatable, pod_requests};
+use super::NodeInfo;
+use super::resources::Resources;
 
 /// The taint the node lifecycle controller puts on unschedulable (cordoned) nodes.
 pub const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
@@ -175,27 +176,31 @@ pub fn node_affinity(pod: &Pod, node: &Node) -> Option<String> {
         .then(|| "node(s) didn't match Pod's node affinity/selector".to_string())
 }
 
-/// NodeResourcesFit: requests must fit in allocatable minus what bound pods request.
-/// `requested` is the sum of [`pod_requests`] of the pods already on the node.
-pub fn resources_fit(pod: &Pod, node: &Node, requested: Resources) -> Vec<String> {
-    let want = pod_requests(pod, false);
-    let alloc = node_allocatable(node);
+/// NodeResourcesFit: `want` (the pod's [`super::resources::pod_requests`]) must fit in `allocatable` minus
+/// `requested` (the sum of the requests of the pods already on the node). Every shortage is
+/// reported, as upstream's `fitsRequest`.
+pub fn resources_fit(want: Resources, allocatable: Resources, requested: Resources) -> Vec<String> {
     let mut reasons = Vec::new();
-    if requested.pods + 1 > alloc.pods {
+    if requested.pods + 1 > allocatable.pods {
         reasons.push("Too many pods".to_string());
     }
-    if want.milli_cpu > 0 && requested.milli_cpu + want.milli_cpu > alloc.milli_cpu {
+    if want.milli_cpu > 0 && requested.milli_cpu + want.milli_cpu > allocatable.milli_cpu {
         reasons.push("Insufficient cpu".to_string());
     }
-    if want.memory > 0 && requested.memory + want.memory > alloc.memory {
+    if want.memory > 0 && requested.memory + want.memory > allocatable.memory {
         reasons.push("Insufficient memory".to_string());
     }
     reasons
 }
 
-/// Runs every filter in kube-scheduler's order and returns the first failing filter's
-/// reasons (empty when the node fits).
-pub fn run_filters(pod: &Pod, node: &Node, requested: Resources) -> Vec<String> {
+/// Runs every filter in kube-scheduler's order against one node of the snapshot and returns
+/// the first failing filter's reasons (empty when the node fits). `want` is the pod's
+/// [`super::resources::pod_requests`] (computed once per pod, not per node). A snapshot entry without a Node
+/// object (pods seen before their node) never fits.
+pub fn run_filters(pod: &Pod, want: Resources, info: &NodeInfo) -> Vec<String> {
+    let Some(node) = info.node.as_deref() else {
+        return vec!["node(s) not found".to_string()];
+    };
     if let Some(reason) = node_unschedulable(pod, node) {
         return vec![reason];
     }
@@ -205,17 +210,19 @@ pub fn run_filters(pod: &Pod, node: &Node, requested: Resources) -> Vec<String> 
     if let Some(reason) = node_affinity(pod, node) {
         return vec![reason];
     }
-    resources_fit(pod, node, requested)
+    resources_fit(want, info.allocatable, info.requested)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::resources::{node_allocatable, pod_requests};
     use k8s_openapi::api::core::v1::{
         Affinity, NodeAffinity, NodeCondition, NodeSelector, NodeSpec, NodeStatus, PodSpec,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::sync::Arc;
 
     fn node(name: &str, labels: &[(&str, &str)]) -> Node {
         let alloc: BTreeMap<String, Quantity> = [("cpu", "2"), ("memory", "4Gi"), ("pods", "110")]
@@ -338,8 +345,9 @@ mod tests {
             unschedulable: Some(true),
             ..Default::default()
         });
+        let want = pod_requests(&pod(), false);
         assert_eq!(
-            run_filters(&pod(), &n, Resources::default()),
+            run_filters(&pod(), want, &NodeInfo::new(Arc::new(n.clone()))),
             vec!["node(s) were unschedulable"]
         );
         let mut tolerant = pod();
@@ -352,7 +360,7 @@ mod tests {
             )]),
             ..Default::default()
         });
-        assert!(run_filters(&tolerant, &n, Resources::default()).is_empty());
+        assert!(run_filters(&tolerant, want, &NodeInfo::new(Arc::new(n))).is_empty());
     }
 
     #[test]
@@ -477,14 +485,16 @@ mod tests {
             }],
             ..Default::default()
         });
-        assert!(resources_fit(&p, &n, Resources::default()).is_empty());
+        let want = pod_requests(&p, false);
+        let alloc = node_allocatable(&n);
+        assert!(resources_fit(want, alloc, Resources::default()).is_empty());
         let used = Resources {
             milli_cpu: 1000,
             memory: 2 * 1024 * 1024 * 1024,
             pods: 110,
         };
         assert_eq!(
-            resources_fit(&p, &n, used),
+            resources_fit(want, alloc, used),
             vec!["Too many pods", "Insufficient cpu", "Insufficient memory"]
         );
     }

@@ -1,12 +1,17 @@
 //! A small kube-scheduler: filters, scores and picks a node for each unscheduled pod.
 //!
 //! [`select_node`] is the pure decision (a pod and a snapshot of nodes and bound pods in, a
-//! node name or a [`FitError`] out); the running scheduler feeds it from informers and binds
-//! through `pods/binding`.
+//! node name or a [`FitError`] out); [`cache::SchedulerCache`] keeps that snapshot up to date
+//! incrementally; [`Scheduler`] (in [`service`]) feeds it from informers and binds through
+//! `pods/binding`.
 
+pub mod cache;
 pub mod filter;
 pub mod resources;
 pub mod score;
+pub mod service;
+
+pub use service::{Scheduler, SchedulerConfig};
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -51,8 +56,8 @@ impl fmt::Display for FitError {
 
 impl std::error::Error for FitError {}
 
-/// The identity used to spread a workload: its controller's uid, or for bare pods the
-/// namespace and labels.
+/// The identity used to spread a workload: its controller's uid. Bare pods have none and
+/// are not spread.
 fn workload_of(pod: &Pod) -> Option<String> {
     let controller = pod
         .metadata
@@ -63,17 +68,94 @@ fn workload_of(pod: &Pod) -> Option<String> {
     controller.map(|r| r.uid.clone())
 }
 
-/// Per-node state the scheduler keeps between decisions: bound pods and their requests.
+/// What one pod holds on its node, computed once when the pod is accounted so that removing
+/// it later subtracts exactly what was added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodResources {
+    /// The pod's actual requests (what NodeResourcesFit checks).
+    pub requested: Resources,
+    /// The pod's requests with the scoring defaults for missing cpu/memory requests.
+    pub non_zero: Resources,
+    /// The workload the pod belongs to, for spreading.
+    pub workload: Option<String>,
+}
+
+impl PodResources {
+    /// What `pod` holds once bound.
+    pub fn of(pod: &Pod) -> Self {
+        Self {
+            requested: pod_requests(pod, false),
+            non_zero: pod_requests(pod, true),
+            workload: workload_of(pod),
+        }
+    }
+}
+
+/// Per-node state the scheduler keeps between decisions: the node and the pods bound to it.
+///
+/// Invariant: `requested`, `non_zero_requested` and `workloads` are the sums over the pods
+/// accounted with [`NodeInfo::add`] and not yet removed with [`NodeInfo::remove`];
+/// `allocatable` is [`node_allocatable`] of `node` (zero without one).
 #[derive(Clone, Debug, Default)]
 pub struct NodeInfo {
-    /// The node.
+    /// The node; `None` while pods bound to it are known but the Node object is not.
     pub node: Option<Arc<Node>>,
-    /// Sum of the (actual) requests of the pods bound to the node.
+    /// The node's allocatable resources, parsed once when the node is set.
+    pub allocatable: Resources,
+    /// Sum of the (actual) requests of the pods bound to the node; `pods` counts them.
     pub requested: Resources,
     /// Sum of the non-zero requests (scoring defaults applied) of the pods bound to it.
     pub non_zero_requested: Resources,
-    /// Bound pods per workload identity.
+    /// Bound pods per workload identity (entries never hold zero).
     pub workloads: HashMap<String, usize>,
+}
+
+impl NodeInfo {
+    /// The state of `node` with no pods.
+    pub fn new(node: Arc<Node>) -> Self {
+        let mut info = Self::default();
+        info.set_node(Some(node));
+        info
+    }
+
+    /// Replaces (or clears) the Node object, keeping the accounted pods.
+    pub fn set_node(&mut self, node: Option<Arc<Node>>) {
+        self.allocatable = node.as_deref().map(node_allocatable).unwrap_or_default();
+        self.node = node;
+    }
+
+    /// Accounts a pod bound to this node.
+    pub fn add_pod(&mut self, pod: &Pod) {
+        self.add(&PodResources::of(pod));
+    }
+
+    /// Accounts what a pod holds.
+    pub fn add(&mut self, pod: &PodResources) {
+        self.requested = self.requested.plus(pod.requested);
+        self.non_zero_requested = self.non_zero_requested.plus(pod.non_zero);
+        if let Some(w) = &pod.workload {
+            *self.workloads.entry(w.clone()).or_default() += 1;
+        }
+    }
+
+    /// Stops accounting what a pod held (the exact value given to [`NodeInfo::add`]).
+    pub fn remove(&mut self, pod: &PodResources) {
+        self.requested = self.requested.minus(pod.requested);
+        self.non_zero_requested = self.non_zero_requested.minus(pod.non_zero);
+        if let Some(w) = &pod.workload
+            && let Some(n) = self.workloads.get_mut(w)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.workloads.remove(w);
+            }
+        }
+    }
+
+    /// Whether no pod is accounted on this node.
+    pub fn has_no_pods(&self) -> bool {
+        self.requested.pods <= 0
+    }
 }
 
 /// Builds the per-node snapshot from nodes and all pods (unbound and terminal pods skipped).
@@ -83,16 +165,7 @@ pub fn snapshot<'a>(
 ) -> BTreeMap<String, NodeInfo> {
     let mut infos: BTreeMap<String, NodeInfo> = nodes
         .into_iter()
-        .filter_map(|n| {
-            let name = n.metadata.name.clone()?;
-            Some((
-                name,
-                NodeInfo {
-                    node: Some(n.clone()),
-                    ..Default::default()
-                },
-            ))
-        })
+        .filter_map(|n| Some((n.metadata.name.clone()?, NodeInfo::new(n.clone()))))
         .collect();
     for pod in pods {
         let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) else {
@@ -108,41 +181,88 @@ pub fn snapshot<'a>(
     infos
 }
 
-impl NodeInfo {
-    /// Accounts a pod bound to this node.
-    pub fn add_pod(&mut self, pod: &Pod) {
-        self.requested = self.requested.plus(pod_requests(pod, false));
-        self.non_zero_requested = self.non_zero_requested.plus(pod_requests(pod, true));
-        if let Some(w) = workload_of(pod) {
-            *self.workloads.entry(w).or_default() += 1;
-        }
+/// Below this many nodes every node is checked; above, the search stops once this many (or
+/// the adaptive percentage) feasible nodes are found (upstream's `minFeasibleNodesToFind`).
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// The floor of the adaptive percentage (upstream's `minFeasibleNodesPercentageToFind`).
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
+
+/// How many feasible nodes are enough to stop filtering among `num_all_nodes`, as
+/// kube-scheduler's `numFeasibleNodesToFind` with the default (adaptive)
+/// `percentageOfNodesToScore`: 50% minus 1% per 125 nodes, at least 5%, at least 100 nodes.
+pub fn num_feasible_nodes_to_find(num_all_nodes: usize) -> usize {
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_all_nodes;
     }
+    let percentage = 50usize
+        .saturating_sub(num_all_nodes / 125)
+        .max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
+    (num_all_nodes * percentage / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
 }
 
-/// Picks the best node for `pod`, or explains why none fits. Ties go to the node whose name
-/// sorts first, so decisions are reproducible.
+/// A scheduling decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// The chosen node.
+    pub node: String,
+    /// How many snapshot entries were visited before the search stopped; the next search
+    /// starts that many entries further on (upstream's `nextStartNodeIndex`), so every node gets its turn.
+    pub processed: usize,
+}
+
+/// Picks the best node for `pod`, or explains why none fits, checking every node. Ties go to
+/// the node whose name sorts first, so decisions are reproducible.
 pub fn select_node(pod: &Pod, nodes: &BTreeMap<String, NodeInfo>) -> Result<String, FitError> {
+    select_node_from(pod, nodes, 0, usize::MAX).map(|s| s.node)
+}
+
+/// As kube-scheduler's `schedulePod`: filters nodes in name order starting at the `start`-th
+/// (wrapping around) until `enough` feasible nodes are found (see
+/// [`num_feasible_nodes_to_find`]), then scores those and picks the highest. Ties go to the
+/// first feasible node found. The [`FitError`] (only when no node fits, so every node was
+/// checked) counts each filter's reason over all nodes.
+pub fn select_node_from(
+    pod: &Pod,
+    nodes: &BTreeMap<String, NodeInfo>,
+    start: usize,
+    enough: usize,
+) -> Result<Selection, FitError> {
+    // Entries without a Node object (pods seen before their node) are not nodes yet.
+    let total = nodes.values().filter(|i| i.node.is_some()).count();
+    if total == 0 {
+        return Err(FitError {
+            num_nodes: 0,
+            reasons: BTreeMap::new(),
+        });
+    }
+    let start = start % nodes.len();
+    let want = pod_requests(pod, false);
+    let want_non_zero = pod_requests(pod, true);
+    let workload = workload_of(pod);
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut feasible: Vec<(&String, NodeLoad)> = Vec::new();
-    let workload = workload_of(pod);
-    let want = pod_requests(pod, true);
-    for (name, info) in nodes {
-        let Some(node) = info.node.as_deref() else {
+    let mut processed = 0;
+    for (name, info) in nodes.iter().skip(start).chain(nodes.iter().take(start)) {
+        processed += 1;
+        if info.node.is_none() {
             continue;
-        };
-        let failed = filter::run_filters(pod, node, info.requested);
+        }
+        let failed = filter::run_filters(pod, want, info);
         if failed.is_empty() {
             feasible.push((
                 name,
                 NodeLoad {
-                    allocatable: node_allocatable(node),
-                    requested: info.non_zero_requested.plus(want),
+                    allocatable: info.allocatable,
+                    requested: info.non_zero_requested.plus(want_non_zero),
                     same_workload_pods: workload
                         .as_ref()
                         .and_then(|w| info.workloads.get(w).copied())
                         .unwrap_or(0),
                 },
             ));
+            if feasible.len() >= enough {
+                break;
+            }
         } else {
             for reason in failed {
                 *reasons.entry(reason).or_default() += 1;
@@ -151,7 +271,7 @@ pub fn select_node(pod: &Pod, nodes: &BTreeMap<String, NodeInfo>) -> Result<Stri
     }
     if feasible.is_empty() {
         return Err(FitError {
-            num_nodes: nodes.len(),
+            num_nodes: total,
             reasons,
         });
     }
@@ -163,7 +283,10 @@ pub fn select_node(pod: &Pod, nodes: &BTreeMap<String, NodeInfo>) -> Result<Stri
             best = i;
         }
     }
-    Ok(feasible[best].0.clone())
+    Ok(Selection {
+        node: feasible[best].0.clone(),
+        processed,
+    })
 }
 
 #[cfg(test)]

@@ -28,6 +28,15 @@ impl Resources {
         }
     }
 
+    /// Component-wise difference, saturating (never below what `i128` holds).
+    pub fn minus(self, other: Resources) -> Resources {
+        Resources {
+            milli_cpu: self.milli_cpu.saturating_sub(other.milli_cpu),
+            memory: self.memory.saturating_sub(other.memory),
+            pods: self.pods.saturating_sub(other.pods),
+        }
+    }
+
     /// Component-wise maximum.
     fn max(self, other: Resources) -> Resources {
         Resources {

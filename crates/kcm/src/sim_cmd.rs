@@ -1,0 +1,209 @@
+//! `kcm sim`: simulated nodes (and, by default, a scheduler) against any cluster.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{ArgAction, Args};
+use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
+use kcm_machinery::informer::SharedInformerFactory;
+use kcm_sim::node::{DEFAULT_NODE_PREFIX, NodeTemplate};
+use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `kcm sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// The cluster to join; without it, `KUBECONFIG`, `~/.kube/config` or the in-cluster
+    /// service account, as kubectl finds them.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// How many nodes to simulate.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Node names are PREFIX-0 .. PREFIX-(N-1); a restart with the same prefix adopts them.
+    #[arg(long, default_value = DEFAULT_NODE_PREFIX)]
+    pub node_prefix: String,
+    /// CPU capacity of each node.
+    #[arg(long, default_value = "8")]
+    pub node_cpu: String,
+    /// Memory capacity of each node.
+    #[arg(long, default_value = "32Gi")]
+    pub node_memory: String,
+    /// Pod capacity of each node (at most 253: one /24 of pod IPs per node).
+    #[arg(long, default_value = "110")]
+    pub node_pods: String,
+    /// How long a bound pod stays Pending before it runs (Go duration: 500ms, 2s, 1m).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub pod_ready_delay: Duration,
+    /// How often each node renews its Lease in kube-node-lease.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub node_lease_renew_interval: Duration,
+    /// How often each node posts its status when nothing changed (the kubelet's
+    /// nodeStatusReportFrequency is 5m; changes are posted at once).
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub node_status_update_period: Duration,
+    /// Also run a scheduler for pods of `default-scheduler` (turn off with
+    /// `--scheduler=false` on a cluster that runs kube-scheduler).
+    #[arg(long, default_value_t = true, action = ArgAction::Set)]
+    pub scheduler: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    kcm_sim::kubelet::parse_duration(s)
+        .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 2s, 1m30s)"))
+}
+
+impl SimArgs {
+    /// The simulator configuration these flags describe.
+    pub fn simulator_config(&self) -> SimulatorConfig {
+        SimulatorConfig {
+            nodes: self.nodes,
+            template: NodeTemplate {
+                name_prefix: self.node_prefix.clone(),
+                cpu: self.node_cpu.clone(),
+                memory: self.node_memory.clone(),
+                pods: self.node_pods.clone(),
+                ..NodeTemplate::default()
+            },
+            pod_ready_delay: self.pod_ready_delay,
+            lease_renew_interval: self.node_lease_renew_interval,
+            node_status_update_period: self.node_status_update_period,
+            ..SimulatorConfig::default()
+        }
+    }
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding a kubeconfig (pass --kubeconfig)")?,
+    };
+    kube::Client::try_from(config).context("building the API client")
+}
+
+/// Runs the simulated nodes (and the scheduler) until SIGINT or SIGTERM.
+pub async fn run(args: SimArgs) -> anyhow::Result<()> {
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let cancel = CancellationToken::new();
+    let mut tasks = Vec::new();
+    let broadcaster = if args.scheduler {
+        let broadcaster = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
+        let recorder = broadcaster.recorder(kcm_sim::scheduler::DEFAULT_SCHEDULER_NAME, None);
+        let scheduler =
+            Scheduler::new(client.clone(), &factory, recorder).context("starting the scheduler")?;
+        let cancel = cancel.clone();
+        tasks.push(tokio::spawn(async move { scheduler.run(cancel).await }));
+        Some(broadcaster)
+    } else {
+        None
+    };
+    let simulator = Simulator::new(client, &factory, args.simulator_config())
+        .context("starting the simulator")?;
+    tasks.push(tokio::spawn({
+        let cancel = cancel.clone();
+        async move { simulator.run(cancel).await }
+    }));
+    factory.start(&cancel);
+    println!(
+        "kcm sim: {} nodes ({}-0..){}",
+        args.nodes,
+        args.node_prefix,
+        if args.scheduler { ", scheduler on" } else { "" }
+    );
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    cancel.cancel();
+    for task in tasks {
+        if let Err(err) = task.await {
+            tracing::error!(%err, "a simulator task failed");
+        }
+    }
+    factory.shutdown().await;
+    if let Some(broadcaster) = broadcaster {
+        broadcaster.shutdown().await;
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use kcm_sim::simulator::{
+        DEFAULT_LEASE_RENEW_INTERVAL, DEFAULT_NODE_STATUS_UPDATE_PERIOD, DEFAULT_POD_READY_DELAY,
+    };
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SimArgs,
+    }
+
+    #[test]
+    fn flags_and_defaults() {
+        let cli = Cli::parse_from(["kcm"]);
+        assert_eq!(cli.args.nodes, 3);
+        assert!(cli.args.scheduler);
+        let config = cli.args.simulator_config();
+        // The flag defaults are the library's.
+        assert_eq!(config.pod_ready_delay, DEFAULT_POD_READY_DELAY);
+        assert_eq!(config.lease_renew_interval, DEFAULT_LEASE_RENEW_INTERVAL);
+        assert_eq!(
+            config.node_status_update_period,
+            DEFAULT_NODE_STATUS_UPDATE_PERIOD
+        );
+        assert_eq!(config.template.node_name(2), "kcm-node-2");
+
+        let cli = Cli::parse_from([
+            "kcm",
+            "--kubeconfig",
+            "/tmp/kc",
+            "--nodes",
+            "1000",
+            "--node-prefix",
+            "sim",
+            "--pod-ready-delay",
+            "500ms",
+            "--node-cpu",
+            "16",
+            "--scheduler=false",
+        ]);
+        assert_eq!(cli.args.kubeconfig, Some(PathBuf::from("/tmp/kc")));
+        assert!(!cli.args.scheduler);
+        let config = cli.args.simulator_config();
+        assert_eq!(config.nodes, 1000);
+        assert_eq!(config.pod_ready_delay, Duration::from_millis(500));
+        assert_eq!(config.template.cpu, "16");
+        assert_eq!(config.template.node_name(0), "sim-0");
+        assert!(Cli::try_parse_from(["kcm", "--pod-ready-delay", "soon"]).is_err());
+    }
+}

@@ -1,0 +1,402 @@
+//! The scheduler and the simulated nodes against the embedded API server, over real HTTPS.
+//!
+//! Each test starts a `TestServer` on 127.0.0.1:0, then the scheduler and the simulator with
+//! their own informer factories, exactly as `kcm sim` wires them, and watches the cluster
+//! through the API. Time is real (the server is), so intervals are shortened and every wait
+//! has a deadline.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Container, Event, Node, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kcm_apiserver::testing::TestServer;
+use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
+use kcm_machinery::informer::SharedInformerFactory;
+use kcm_sim::node::{ANNOTATION_HEARTBEAT, NODE_LEASE_NAMESPACE};
+use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// How long any single wait may take before the test fails.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `f` every 50 ms until it yields a value; panics naming `what` after [`DEADLINE`].
+async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(value) = f().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Logs to the test's output when `KCM_LOG` is set (e.g. `KCM_LOG=kcm_sim=debug`).
+fn init_logging() {
+    if let Ok(filter) = std::env::var("KCM_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+/// Starts a scheduler with its own informers and a real event recorder.
+fn start_scheduler(client: kube::Client, cancel: &CancellationToken) {
+    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let broadcaster = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
+    let recorder = broadcaster.recorder("default-scheduler", None);
+    let scheduler = Scheduler::new(client, &factory, recorder).expect("scheduler");
+    factory.start(cancel);
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        scheduler.run(cancel).await;
+        broadcaster.shutdown().await;
+    });
+}
+
+/// Starts a simulator with its own informers; returns when its task ends.
+fn start_simulator(
+    client: kube::Client,
+    config: SimulatorConfig,
+    cancel: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let simulator = Simulator::new(client, &factory, config).expect("simulator");
+    factory.start(cancel);
+    let cancel = cancel.clone();
+    tokio::spawn(async move { simulator.run(cancel).await })
+}
+
+fn sim_config(nodes: usize) -> SimulatorConfig {
+    SimulatorConfig {
+        nodes,
+        pod_ready_delay: Duration::from_millis(200),
+        ..SimulatorConfig::default()
+    }
+}
+
+fn pod(name: &str, cpu: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "nginx".into(),
+                image: Some("nginx:1.27".into()),
+                resources: Some(ResourceRequirements {
+                    requests: Some([("cpu".to_string(), Quantity(cpu.into()))].into()),
+                    ..ResourceRequirements::default()
+                }),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+fn phase(p: &Pod) -> Option<&str> {
+    p.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+}
+
+fn node_of(p: &Pod) -> Option<&str> {
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+/// Waits until pod `name` is Running and Ready, and returns it.
+async fn running(pods: &Api<Pod>, name: &str) -> Pod {
+    wait_for(&format!("pod {name} running and ready"), || async {
+        let p = pods.get_opt(name).await.ok().flatten()?;
+        let ready = condition(&p, "Ready").is_some_and(|c| c.status == "True");
+        (phase(&p) == Some("Running") && ready).then_some(p)
+    })
+    .await
+}
+
+fn renew_time(lease: &Lease) -> Option<String> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| t.0.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_nodes_register_schedule_run_and_finalize_pods() {
+    init_logging();
+    let server = TestServer::start().await;
+    let client = server.client();
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    start_scheduler(client.clone(), &cancel);
+    start_simulator(client.clone(), sim_config(3), &cancel);
+
+    // N nodes register, Ready, each with a Lease it holds.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
+    let registered = wait_for("3 ready nodes with leases", || async {
+        let list = nodes.list(&ListParams::default()).await.ok()?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        (ready == 3).then_some(list.items)
+    })
+    .await;
+    for node in &registered {
+        let name = node.metadata.name.clone().expect("name");
+        let lease = wait_for(&format!("lease of {name}"), || async {
+            leases.get_opt(&name).await.ok().flatten()
+        })
+        .await;
+        assert_eq!(
+            lease.spec.and_then(|s| s.holder_identity).as_deref(),
+            Some(name.as_str())
+        );
+    }
+
+    // A pod gets scheduled, runs and becomes ready with an IP from its node's CIDR.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("web", "100m"))
+        .await
+        .expect("create web");
+    let web = running(&pods, "web").await;
+    let node_name = node_of(&web).expect("bound").to_owned();
+    let node = nodes.get(&node_name).await.expect("node");
+    let cidr = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.pod_cidr.clone())
+        .expect("pod CIDR");
+    let prefix = cidr.trim_end_matches("0/24");
+    let status = web.status.clone().expect("status");
+    let ip = status.pod_ip.clone().expect("pod IP");
+    assert!(ip.starts_with(prefix), "{ip} outside {cidr}");
+    let internal_ip = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+        .map(|a| a.address.clone());
+    assert_eq!(status.host_ip, internal_ip);
+    for c in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+        assert_eq!(
+            condition(&web, c).map(|c| c.status.as_str()),
+            Some("True"),
+            "{c}"
+        );
+    }
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let scheduled = wait_for("Scheduled event", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("Scheduled")
+                && e.involved_object.name.as_deref() == Some("web")
+        })
+    })
+    .await;
+    assert_eq!(
+        scheduled.message.as_deref(),
+        Some(format!("Successfully assigned default/web to {node_name}").as_str())
+    );
+
+    // A cordoned node gets no new pods.
+    nodes
+        .patch(
+            "kcm-node-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    // Let the scheduler's node informer see the cordon before the pods arrive.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..6 {
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("after-cordon-{i}"), "100m"),
+        )
+        .await
+        .expect("create");
+    }
+    for i in 0..6 {
+        let p = running(&pods, &format!("after-cordon-{i}")).await;
+        assert_ne!(
+            node_of(&p),
+            Some("kcm-node-0"),
+            "pod {i} on the cordoned node"
+        );
+    }
+
+    // A pod that fits nowhere is marked Unschedulable and gets a FailedScheduling event.
+    pods.create(&PostParams::default(), &pod("huge", "1000"))
+        .await
+        .expect("create huge");
+    let huge = wait_for("huge unschedulable", || async {
+        let p = pods.get_opt("huge").await.ok().flatten()?;
+        condition(&p, "PodScheduled")
+            .is_some_and(|c| c.status == "False")
+            .then_some(p)
+    })
+    .await;
+    let c = condition(&huge, "PodScheduled").expect("condition");
+    assert_eq!(c.reason.as_deref(), Some("Unschedulable"));
+    let message = c.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("0/3 nodes are available: ")
+            && message.contains("1 node(s) were unschedulable")
+            && message.contains("2 Insufficient cpu"),
+        "{message}"
+    );
+    assert_eq!(node_of(&huge), None);
+    wait_for("FailedScheduling event", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("FailedScheduling")
+                && e.type_.as_deref() == Some("Warning")
+                && e.involved_object.name.as_deref() == Some("huge")
+        })
+    })
+    .await;
+
+    // Deleting a pod with a grace period: the simulated kubelet finalizes it.
+    pods.delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("web finalized", || async {
+        match pods.get_opt("web").await {
+            Ok(None) => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeat_annotation_stops_and_resumes_lease_renewals() {
+    init_logging();
+    let server = TestServer::start().await;
+    let client = server.client();
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    let config = SimulatorConfig {
+        lease_renew_interval: Duration::from_millis(300),
+        ..sim_config(1)
+    };
+    start_simulator(client.clone(), config, &cancel);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let first = wait_for("lease", || async {
+        leases
+            .get_opt("kcm-node-0")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| renew_time(&l))
+    })
+    .await;
+    wait_for("a renewal", || async {
+        let now = renew_time(&leases.get("kcm-node-0").await.ok()?)?;
+        (now != first).then_some(())
+    })
+    .await;
+
+    nodes
+        .patch(
+            "kcm-node-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION_HEARTBEAT: "stopped"}}})),
+        )
+        .await
+        .expect("stop heartbeat");
+    // Let an in-flight renewal land, then watch for silence.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let stopped = renew_time(&leases.get("kcm-node-0").await.expect("lease"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        renew_time(&leases.get("kcm-node-0").await.expect("lease")),
+        stopped,
+        "no renewals while the heartbeat is stopped"
+    );
+
+    nodes
+        .patch(
+            "kcm-node-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION_HEARTBEAT: null}}})),
+        )
+        .await
+        .expect("resume heartbeat");
+    wait_for("renewals again", || async {
+        let now = renew_time(&leases.get("kcm-node-0").await.ok()?);
+        (now != stopped).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_simulator_adopts_its_nodes_and_keeps_pod_ips() {
+    init_logging();
+    let server = TestServer::start().await;
+    let client = server.client();
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    start_scheduler(client.clone(), &cancel);
+    let first_run = CancellationToken::new();
+    let first = start_simulator(client.clone(), sim_config(1), &first_run);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("before", "100m"))
+        .await
+        .expect("create");
+    let before = running(&pods, "before").await;
+    let before_ip = before.status.and_then(|s| s.pod_ip).expect("ip");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let uid = nodes.get("kcm-node-0").await.expect("node").metadata.uid;
+    first_run.cancel();
+    first.await.expect("first run stops");
+
+    let second_run = cancel.child_token();
+    start_simulator(client.clone(), sim_config(1), &second_run);
+    pods.create(&PostParams::default(), &pod("after", "100m"))
+        .await
+        .expect("create");
+    let after = running(&pods, "after").await;
+    let after_ip = after.status.and_then(|s| s.pod_ip).expect("ip");
+    assert_ne!(after_ip, before_ip, "the running pod keeps its IP");
+    assert_eq!(
+        nodes.get("kcm-node-0").await.expect("node").metadata.uid,
+        uid,
+        "the node was adopted, not recreated"
+    );
+    let still = running(&pods, "before").await;
+    assert_eq!(still.status.and_then(|s| s.pod_ip), Some(before_ip));
+}

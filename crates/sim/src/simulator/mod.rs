@@ -1,0 +1,518 @@
+//! The running simulator: N simulated nodes (kwok-style kubelets) and the pods bound to them.
+//!
+//! A [`Simulator`] registers its nodes (creating them, or adopting existing Nodes of the same
+//! names, so a restart resumes), then keeps each one alive as a kubelet would: it renews the
+//! node's Lease in `kube-node-lease` every [`DEFAULT_LEASE_RENEW_INTERVAL`] and posts the
+//! node's conditions (fresh `lastHeartbeatTime`) through `nodes/status` every
+//! [`SimulatorConfig::node_status_update_period`], at once when someone else changed them
+//! (e.g. the node lifecycle controller marked the node `Unknown`). A Node annotated
+//! `sim.kcm.io/heartbeat=stopped` is a kubelet gone silent: no Lease renewals, no status
+//! posts, and its pods are left as they are, until the annotation is removed.
+//!
+//! Pods bound to a simulated node are driven by [`crate::kubelet::decide`]: status through
+//! `pods/status`, a pod IP from the node's /24 ([`crate::ipam::PodIpAllocator`]; addresses
+//! found in pod statuses are reserved on start and released when a pod finishes or goes), and
+//! a final delete (grace period 0, uid precondition) for pods being deleted.
+//!
+//! Scale: one informer per resource type, shared with the rest of the process; two work
+//! queues (pods keyed `namespace/name`, nodes keyed by name) served by a fixed set of
+//! workers; timers are the queues' delayed adds, so no task lives per pod or per node.
+
+mod nodes;
+mod pods;
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use kcm_machinery::events::{SystemClock, WallClock};
+use kcm_machinery::informer::{
+    DeletedObject, Lister, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    meta_namespace_key, shared_informer, wait_for_cache_sync,
+};
+use kcm_machinery::labels::Selector;
+use kcm_machinery::workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
+
+use crate::client::{ClusterClient, KubeClusterClient};
+use crate::ipam::PodIpAllocator;
+use crate::node::{
+    NODE_LEASE_NAMESPACE, NodeTemplate, conditions_healthy, heartbeat_stopped, internal_ip,
+    pod_cidr,
+};
+
+/// How often a node renews its Lease: a quarter of its 40 s duration, as the kubelet's
+/// `renewInterval`.
+pub const DEFAULT_LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(10);
+/// How often a node posts its status when nothing changed. The kubelet reports every 5 min
+/// (`nodeStatusReportFrequency`) once Leases carry the heartbeat; a minute keeps
+/// `lastHeartbeatTime` in `kubectl describe node` recent at little cost.
+pub const DEFAULT_NODE_STATUS_UPDATE_PERIOD: Duration = Duration::from_secs(60);
+/// How long a bound pod stays `Pending` before it runs, by default.
+pub const DEFAULT_POD_READY_DELAY: Duration = Duration::from_secs(1);
+/// How many registrations are in flight at once.
+const REGISTRATION_CONCURRENCY: usize = 16;
+/// How long `run` waits for the node informer to show the registered nodes before starting
+/// anyway (the workers cope with a node the cache does not show yet).
+const REGISTRATION_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The result type of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a simulator step failed. Steps are retried by the work queues; these errors are
+/// logged.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An informer refused the simulator's event handler.
+    #[error("simulator: registering the {resource} event handler: {source}")]
+    Handler {
+        /// `pods` or `nodes`.
+        resource: &'static str,
+        /// The informer's error.
+        #[source]
+        source: shared_informer::Error,
+    },
+    /// Creating or adopting a Node failed.
+    #[error("registering node {node}: {source}")]
+    RegisterNode {
+        /// The node.
+        node: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading, creating or renewing a node's Lease failed.
+    #[error("renewing lease {NODE_LEASE_NAMESPACE}/{node}: {source}")]
+    Lease {
+        /// The node (and Lease name).
+        node: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Posting a node's status failed.
+    #[error("updating node {node} status: {source}")]
+    NodeStatus {
+        /// The node.
+        node: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Posting a pod's status failed.
+    #[error("updating pod {pod} status: {source}")]
+    PodStatus {
+        /// The pod, `namespace/name`.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The final delete of a pod failed.
+    #[error("deleting pod {pod}: {source}")]
+    DeletePod {
+        /// The pod, `namespace/name`.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The node's pod CIDR has no free address.
+    #[error("pod {pod}: no free pod IP on node {node}")]
+    NoPodIp {
+        /// The pod, `namespace/name`.
+        pod: String,
+        /// The node.
+        node: String,
+    },
+}
+
+/// How the simulator behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimulatorConfig {
+    /// How many nodes to simulate: `<prefix>-0` to `<prefix>-<nodes-1>`.
+    pub nodes: usize,
+    /// Their shape (name prefix, capacity, kubelet version).
+    pub template: NodeTemplate,
+    /// How long a bound pod stays `Pending` before it runs.
+    pub pod_ready_delay: Duration,
+    /// How often each node renews its Lease.
+    pub lease_renew_interval: Duration,
+    /// How often each node posts its status when nothing changed.
+    pub node_status_update_period: Duration,
+    /// Workers driving pods.
+    pub pod_workers: usize,
+    /// Workers registering nodes and renewing their heartbeats.
+    pub node_workers: usize,
+}
+
+impl Default for SimulatorConfig {
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            template: NodeTemplate::default(),
+            pod_ready_delay: DEFAULT_POD_READY_DELAY,
+            lease_renew_interval: DEFAULT_LEASE_RENEW_INTERVAL,
+            node_status_update_period: DEFAULT_NODE_STATUS_UPDATE_PERIOD,
+            pod_workers: 8,
+            node_workers: 4,
+        }
+    }
+}
+
+/// One simulated node's kubelet state.
+#[derive(Debug)]
+struct NodeSlot {
+    /// The node's index: its name, pod CIDR and InternalIP derive from it.
+    index: usize,
+    /// Pod IPs. Invariant: hands out addresses from the node's pod CIDR (replaced only at
+    /// registration, before any pod of the node is driven).
+    ipam: PodIpAllocator,
+    /// The node's InternalIP, reported as pods' hostIP.
+    host_ip: Ipv4Addr,
+    /// The Node exists (created or adopted by this simulator).
+    registered: bool,
+    /// The Lease as last written; `None` means read it again before the next renewal.
+    lease: Option<Lease>,
+    /// When the Lease was last renewed.
+    last_renew: Option<Instant>,
+    /// When the node's status was last posted.
+    last_status: Option<Instant>,
+}
+
+/// What the event handlers and the workers share.
+struct Shared {
+    config: SimulatorConfig,
+    clock: Arc<dyn WallClock>,
+    /// The simulated nodes by name. The map never changes after construction; each slot
+    /// has its own lock, never held across an `.await`.
+    slots: HashMap<String, Mutex<NodeSlot>>,
+    /// Pods to drive, keyed `namespace/name`.
+    pod_queue: RateLimitingQueue<String>,
+    /// Nodes to register or heartbeat, keyed by name.
+    node_queue: RateLimitingQueue<String>,
+    /// When each pod (by uid) was first seen bound, for pods whose PodScheduled condition
+    /// carries no transition time. Never held across an `.await`.
+    first_seen: Mutex<HashMap<String, jiff::Timestamp>>,
+    pods: Lister<Pod>,
+    nodes: Lister<Node>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    /// The simulated node `pod` is bound to, if any.
+    fn node_of<'a>(&self, pod: &'a Pod) -> Option<&'a str> {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| self.slots.contains_key(*n))
+    }
+
+    /// Forgets a pod that finished or went: its IP returns to the node's pool.
+    fn release(&self, node: &str, uid: &str) {
+        if let Some(slot) = self.slots.get(node) {
+            lock(slot).ipam.release(uid);
+        }
+        lock(&self.first_seen).remove(uid);
+    }
+
+    /// Queues every pod bound to `node` (a node coming back to life).
+    fn enqueue_pods_of(&self, node: &str) {
+        for pod in self.pods.list_all(&Selector::everything()) {
+            if self.node_of(&pod) == Some(node)
+                && let Ok(key) = meta_namespace_key(pod.as_ref())
+            {
+                self.pod_queue.add(key);
+            }
+        }
+    }
+}
+
+/// Queues pods bound to simulated nodes; releases what deleted pods held.
+struct PodHandler(Arc<Shared>);
+
+impl PodHandler {
+    fn enqueue(&self, pod: &Pod) {
+        if self.0.node_of(pod).is_some()
+            && let Ok(key) = meta_namespace_key(pod)
+        {
+            self.0.pod_queue.add(key);
+        }
+    }
+}
+
+impl ResourceEventHandler<Pod> for PodHandler {
+    fn on_add(&self, pod: Arc<Pod>, _is_in_initial_list: bool) {
+        self.enqueue(&pod);
+    }
+
+    fn on_update(&self, _old: Arc<Pod>, new: Arc<Pod>) {
+        self.enqueue(&new);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<Pod>) {
+        let pod = obj.object();
+        if let Some(node) = self.0.node_of(pod) {
+            self.0
+                .release(node, pod.metadata.uid.as_deref().unwrap_or_default());
+        }
+    }
+}
+
+/// Wakes a node's heartbeat when it matters: the node appeared, its heartbeat annotation
+/// changed, or someone changed the conditions it reports.
+struct NodeHandler(Arc<Shared>);
+
+impl ResourceEventHandler<Node> for NodeHandler {
+    fn on_add(&self, node: Arc<Node>, _is_in_initial_list: bool) {
+        if let Some(name) = node.metadata.name.as_deref()
+            && self.0.slots.contains_key(name)
+        {
+            self.0.node_queue.add(name.to_owned());
+        }
+    }
+
+    fn on_update(&self, old: Arc<Node>, new: Arc<Node>) {
+        let Some(name) = new.metadata.name.as_deref() else {
+            return;
+        };
+        if !self.0.slots.contains_key(name) {
+            return;
+        }
+        let resumed = heartbeat_stopped(&old) && !heartbeat_stopped(&new);
+        if heartbeat_stopped(&old) != heartbeat_stopped(&new) || !conditions_healthy(&new) {
+            self.0.node_queue.add(name.to_owned());
+        }
+        if resumed {
+            tracing::info!(node = name, "heartbeat resumed");
+            self.0.enqueue_pods_of(name);
+        }
+    }
+}
+
+/// Simulated nodes and their pods. Cheap to clone; clones are the same simulator.
+#[derive(Clone)]
+pub struct Simulator {
+    shared: Arc<Shared>,
+    client: Arc<dyn ClusterClient>,
+    pods: SharedIndexInformer<Pod>,
+    nodes: SharedIndexInformer<Node>,
+}
+
+impl std::fmt::Debug for Simulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulator")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Simulator {
+    /// A simulator over `client`, sharing `factory`'s pod and node informers (start the
+    /// factory after this, as with any controller). Must be called inside a Tokio runtime.
+    pub fn new(
+        client: Client,
+        factory: &SharedInformerFactory,
+        config: SimulatorConfig,
+    ) -> Result<Self> {
+        Self::with_client(
+            Arc::new(KubeClusterClient::new(client)),
+            factory.pods(),
+            factory.nodes(),
+            config,
+            Arc::new(SystemClock),
+        )
+    }
+
+    /// A simulator with every dependency given: the API seam, the pod and node informers
+    /// (started by the caller), the configuration and the wall clock timestamps are read
+    /// from. Must be called inside a Tokio runtime.
+    pub fn with_client(
+        client: Arc<dyn ClusterClient>,
+        pods: SharedIndexInformer<Pod>,
+        nodes: SharedIndexInformer<Node>,
+        config: SimulatorConfig,
+        clock: Arc<dyn WallClock>,
+    ) -> Result<Self> {
+        let slots = (0..config.nodes)
+            .map(|index| {
+                let slot = NodeSlot {
+                    index,
+                    ipam: PodIpAllocator::new(pod_cidr(index).0),
+                    host_ip: internal_ip(index),
+                    registered: false,
+                    lease: None,
+                    last_renew: None,
+                    last_status: None,
+                };
+                (config.template.node_name(index), Mutex::new(slot))
+            })
+            .collect();
+        // Kubelet-like retries: 200 ms doubling to 7 s (the lease controller's backoff).
+        let node_limiter = ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(200),
+            Duration::from_secs(7),
+        );
+        let pod_limiter = ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(100),
+            Duration::from_secs(10),
+        );
+        let shared = Arc::new(Shared {
+            config,
+            clock,
+            slots,
+            pod_queue: RateLimitingQueue::new(pod_limiter),
+            node_queue: RateLimitingQueue::new(node_limiter),
+            first_seen: Mutex::new(HashMap::new()),
+            pods: pods.lister(),
+            nodes: nodes.lister(),
+        });
+        pods.add_event_handler(PodHandler(shared.clone()))
+            .map_err(|source| Error::Handler {
+                resource: "pods",
+                source,
+            })?;
+        nodes
+            .add_event_handler(NodeHandler(shared.clone()))
+            .map_err(|source| Error::Handler {
+                resource: "nodes",
+                source,
+            })?;
+        Ok(Self {
+            shared,
+            client,
+            pods,
+            nodes,
+        })
+    }
+
+    /// The names of the simulated nodes, in index order.
+    pub fn node_names(&self) -> Vec<String> {
+        (0..self.shared.config.nodes)
+            .map(|i| self.shared.config.template.node_name(i))
+            .collect()
+    }
+
+    /// Registers the nodes, waits for the informers, then keeps the nodes and their pods
+    /// going until `cancel` fires; returns once the workers have stopped.
+    pub async fn run(&self, cancel: CancellationToken) {
+        let shared = &self.shared;
+        if let Err(err) = self.client.ensure_namespace(NODE_LEASE_NAMESPACE).await {
+            tracing::warn!(%err, namespace = NODE_LEASE_NAMESPACE, "ensuring the node lease namespace failed; will retry with the first lease");
+        }
+        let names = self.node_names();
+        let registered = futures::stream::iter(names.clone())
+            .map(|name| {
+                let this = self.clone();
+                async move { this.register(&name).await }
+            })
+            .buffer_unordered(REGISTRATION_CONCURRENCY)
+            .collect::<Vec<_>>();
+        let registered = tokio::select! {
+            registered = registered => registered,
+            _ = cancel.cancelled() => return self.shut_down(),
+        };
+        let mut newest: Option<u64> = None;
+        for result in registered {
+            match result {
+                Ok(node) => {
+                    let rv = node
+                        .metadata
+                        .resource_version
+                        .as_deref()
+                        .and_then(|rv| rv.parse::<u64>().ok());
+                    newest = newest.max(rv);
+                }
+                Err(err) => tracing::warn!(%err, "node registration failed; retrying"),
+            }
+        }
+        tracing::info!(nodes = names.len(), "simulated nodes registered");
+        if !wait_for_cache_sync("simulator", &cancel, &[&self.pods, &self.nodes]).await {
+            return self.shut_down();
+        }
+        if let Some(rv) = newest.map(|rv| rv.to_string()) {
+            // Let the node cache catch up with the registrations, so the first heartbeat
+            // reads the Nodes just written.
+            tokio::select! {
+                _ = self.nodes.wait_for_resource_version(&rv) => {}
+                _ = tokio::time::sleep(REGISTRATION_SYNC_TIMEOUT) => {}
+                _ = cancel.cancelled() => return self.shut_down(),
+            }
+        }
+        self.reserve_existing_pod_ips();
+        for name in &names {
+            shared.node_queue.add(name.clone());
+        }
+        let mut workers = Vec::new();
+        for _ in 0..shared.config.node_workers.max(1) {
+            let this = self.clone();
+            workers.push(tokio::spawn(async move { this.node_worker().await }));
+        }
+        for _ in 0..shared.config.pod_workers.max(1) {
+            let this = self.clone();
+            workers.push(tokio::spawn(async move { this.pod_worker().await }));
+        }
+        tracing::info!(
+            nodes = names.len(),
+            pod_workers = shared.config.pod_workers,
+            "simulator running"
+        );
+        cancel.cancelled().await;
+        self.shut_down();
+        for worker in workers {
+            if let Err(err) = worker.await {
+                tracing::error!(%err, "simulator worker failed");
+            }
+        }
+        tracing::info!("simulator stopped");
+    }
+
+    fn shut_down(&self) {
+        self.shared.pod_queue.shut_down();
+        self.shared.node_queue.shut_down();
+    }
+
+    /// Marks the IPs running pods already have as taken, so new pods never get them (after
+    /// a restart the allocators start empty).
+    fn reserve_existing_pod_ips(&self) {
+        let shared = &self.shared;
+        let mut reserved = 0usize;
+        for pod in shared.pods.list_all(&Selector::everything()) {
+            let Some(node) = shared.node_of(&pod) else {
+                continue;
+            };
+            let status = pod.status.as_ref();
+            let finished = matches!(
+                status.and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            );
+            let ip = status
+                .and_then(|s| s.pod_ip.as_deref())
+                .and_then(|ip| ip.parse::<Ipv4Addr>().ok());
+            let (Some(ip), Some(uid), false) = (ip, pod.metadata.uid.as_deref(), finished) else {
+                continue;
+            };
+            if let Some(slot) = shared.slots.get(node)
+                && lock(slot).ipam.reserve(uid, ip)
+            {
+                reserved += 1;
+            }
+        }
+        if reserved > 0 {
+            tracing::info!(reserved, "reserved the pod IPs of running pods");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,153 @@
+//! The simulated kubelets' pod side: drive each bound pod with [`crate::kubelet::decide`].
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use kcm_machinery::controller::api_status::ApiStatus;
+use kcm_machinery::informer::split_meta_namespace_key;
+
+use super::{Error, Result, Simulator, lock};
+use crate::kubelet::{Context, Decision, decide};
+use crate::node::heartbeat_stopped;
+
+/// When the pod was bound: its `PodScheduled=True` transition, as the API server records it
+/// on binding.
+fn scheduled_at(pod: &Pod) -> Option<jiff::Timestamp> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+        })
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0)
+}
+
+fn is_finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+impl Simulator {
+    /// Serves the pod queue until it shuts down.
+    pub(super) async fn pod_worker(&self) {
+        let queue = &self.shared.pod_queue;
+        while let Some(key) = queue.get().await {
+            match self.sync_pod(&key).await {
+                Ok(next) => {
+                    queue.forget(&key);
+                    if let Some(next) = next {
+                        queue.add_after(key.clone(), next);
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "driving pod failed; retrying");
+                    queue.add_rate_limited(key.clone());
+                }
+            }
+            queue.done(&key);
+        }
+    }
+
+    /// One kubelet step for the pod under `key`: post the status it should have now,
+    /// finalize it if it is being deleted, or wait. Returns when to look again.
+    pub(super) async fn sync_pod(&self, key: &str) -> Result<Option<Duration>> {
+        let shared = &self.shared;
+        let pod = match split_meta_namespace_key(key) {
+            Ok((Some(namespace), name)) => shared.pods.get(namespace, name),
+            _ => None,
+        };
+        let Some(pod) = pod else {
+            return Ok(None);
+        };
+        let Some(node_name) = shared.node_of(&pod) else {
+            return Ok(None);
+        };
+        let Some(slot) = shared.slots.get(node_name) else {
+            return Ok(None);
+        };
+        if shared
+            .nodes
+            .get_cluster(node_name)
+            .is_some_and(|n| heartbeat_stopped(&n))
+        {
+            // A silent kubelet touches nothing; the node handler requeues its pods when
+            // the annotation goes.
+            return Ok(None);
+        }
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if is_finished(&pod) && pod.metadata.deletion_timestamp.is_none() {
+            shared.release(node_name, &uid);
+            return Ok(None);
+        }
+        let (pod_ip, host_ip) = {
+            let mut slot = lock(slot);
+            let posted = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.as_deref())
+                .and_then(|ip| ip.parse::<Ipv4Addr>().ok())
+                .filter(|ip| slot.ipam.reserve(&uid, *ip));
+            (posted.or_else(|| slot.ipam.allocate(&uid)), slot.host_ip)
+        };
+        let Some(pod_ip) = pod_ip else {
+            return Err(Error::NoPodIp {
+                pod: key.to_owned(),
+                node: node_name.to_owned(),
+            });
+        };
+        let now = shared.clock.now();
+        let bound_at = scheduled_at(&pod)
+            .unwrap_or_else(|| *lock(&shared.first_seen).entry(uid.clone()).or_insert(now));
+        let cx = Context {
+            now,
+            bound_at: Some(bound_at),
+            ready_delay: shared.config.pod_ready_delay,
+            pod_ip,
+            host_ip,
+        };
+        match decide(&pod, &cx) {
+            Decision::Wait(next) => Ok(next),
+            Decision::UpdateStatus { status, recheck } => {
+                let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+                let mut update = (*pod).clone();
+                update.status = Some(*status);
+                match self.client.update_pod_status(&update).await {
+                    Ok(_) => {}
+                    Err(err) if err.is_not_found() => {
+                        shared.release(node_name, &uid);
+                        return Ok(None);
+                    }
+                    Err(source) => {
+                        return Err(Error::PodStatus {
+                            pod: key.to_owned(),
+                            source,
+                        });
+                    }
+                }
+                if finished {
+                    shared.release(node_name, &uid);
+                }
+                Ok(recheck)
+            }
+            Decision::Finalize => {
+                let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                self.client
+                    .delete_pod(namespace, name, &uid)
+                    .await
+                    .map_err(|source| Error::DeletePod {
+                        pod: key.to_owned(),
+                        source,
+                    })?;
+                shared.release(node_name, &uid);
+                Ok(None)
+            }
+        }
+    }
+}

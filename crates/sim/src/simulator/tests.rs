@@ -1,0 +1,493 @@
+//! Simulator tests against the in-memory cluster, on paused time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use tokio_util::sync::CancellationToken;
+
+use super::{Simulator, SimulatorConfig};
+use crate::client::ClusterClient;
+use crate::fake::{Action, FakeCluster, spawn_informer};
+use crate::kubelet::{ANNOTATION_DURATION, ANNOTATION_PHASE, ANNOTATION_READY};
+use crate::node::{ANNOTATION_HEARTBEAT, NODE_LEASE_NAMESPACE, NodeTemplate, build_node};
+
+struct Harness {
+    fake: FakeCluster,
+    cancel: CancellationToken,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+fn config(nodes: usize) -> SimulatorConfig {
+    SimulatorConfig {
+        nodes,
+        pod_ready_delay: Duration::from_secs(2),
+        ..SimulatorConfig::default()
+    }
+}
+
+impl Harness {
+    async fn start(fake: FakeCluster, config: SimulatorConfig) -> Self {
+        let cancel = CancellationToken::new();
+        let pods = fake.pod_informer();
+        let nodes = fake.node_informer();
+        let sim = Simulator::with_client(
+            Arc::new(fake.clone()),
+            pods.clone(),
+            nodes.clone(),
+            config,
+            fake.clock(),
+        )
+        .expect("simulator");
+        spawn_informer(pods, cancel.clone());
+        spawn_informer(nodes, cancel.clone());
+        tokio::spawn({
+            let cancel = cancel.clone();
+            async move { sim.run(cancel).await }
+        });
+        let h = Self { fake, cancel };
+        eventually("leases", || {
+            h.fake.lease(NODE_LEASE_NAMESPACE, "kcm-node-0").is_some()
+        })
+        .await;
+        h
+    }
+
+    fn count(&self, f: impl Fn(&Action) -> bool) -> usize {
+        self.fake.actions().iter().filter(|a| f(a)).count()
+    }
+
+    fn lease_updates(&self, node: &str) -> usize {
+        let lease = format!("{NODE_LEASE_NAMESPACE}/{node}");
+        self.count(|a| matches!(a, Action::UpdateLease { lease: l } if *l == lease))
+    }
+
+    fn status_posts(&self, node: &str) -> usize {
+        self.count(|a| matches!(a, Action::PatchNodeStatus { node: n } if n == node))
+    }
+
+    fn annotate_node(&self, node: &str, value: Option<&str>) {
+        self.fake.update_node(node, |n| {
+            let annotations = n.metadata.annotations.get_or_insert_with(BTreeMap::new);
+            match value {
+                Some(v) => annotations.insert(ANNOTATION_HEARTBEAT.into(), v.into()),
+                None => annotations.remove(ANNOTATION_HEARTBEAT),
+            };
+        });
+    }
+
+    /// Creates a pod and binds it to `node`, as the scheduler would.
+    async fn run_pod(&self, pod: Pod, node: &str) -> Pod {
+        let created = self.fake.create_pod(pod);
+        self.fake.bind(&created, node).await.expect("bind");
+        created
+    }
+
+    fn pod(&self, name: &str) -> Option<Pod> {
+        self.fake.pod("default", name)
+    }
+}
+
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    for _ in 0..6000 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn pod(name: &str, annotations: &[(&str, &str)]) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("nginx".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+fn phase(p: &Pod) -> Option<String> {
+    p.status.as_ref().and_then(|s| s.phase.clone())
+}
+
+fn condition(p: &Pod, type_: &str) -> Option<String> {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+        .map(|c| c.status.clone())
+}
+
+fn pod_ip(p: &Pod) -> Option<String> {
+    p.status.as_ref().and_then(|s| s.pod_ip.clone())
+}
+
+fn ready_condition(n: &Node) -> Option<String> {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_register_with_leases_and_renew_every_ten_seconds() {
+    let h = Harness::start(FakeCluster::new(), config(3)).await;
+    assert!(h.fake.has_namespace(NODE_LEASE_NAMESPACE));
+    for i in 0..3 {
+        let name = format!("kcm-node-{i}");
+        let node = h.fake.node(&name).expect("node");
+        assert_eq!(ready_condition(&node).as_deref(), Some("True"));
+        let lease = h.fake.lease(NODE_LEASE_NAMESPACE, &name).expect("lease");
+        let spec = lease.spec.expect("spec");
+        assert_eq!(spec.holder_identity.as_deref(), Some(name.as_str()));
+        assert_eq!(spec.lease_duration_seconds, Some(40));
+        let owner = lease.metadata.owner_references.expect("owned");
+        assert_eq!(owner[0].uid, node.metadata.uid.clone().expect("uid"));
+    }
+    let start = tokio::time::Instant::now();
+    let renewed_at = |h: &Harness| {
+        h.fake
+            .lease(NODE_LEASE_NAMESPACE, "kcm-node-0")
+            .and_then(|l| l.spec)
+            .and_then(|s| s.renew_time)
+            .map(|t| t.0)
+    };
+    let first = renewed_at(&h).expect("renew time");
+    assert_eq!(h.lease_updates("kcm-node-0"), 0, "created, not yet renewed");
+    assert_eq!(h.status_posts("kcm-node-0"), 1);
+    tokio::time::sleep_until(start + Duration::from_millis(35_100)).await;
+    assert_eq!(h.lease_updates("kcm-node-0"), 3);
+    assert_eq!(
+        renewed_at(&h),
+        Some(first + jiff::SignedDuration::from_secs(30))
+    );
+    // Status heartbeats: one at registration, then every 60 s.
+    assert_eq!(h.status_posts("kcm-node-0"), 1);
+    tokio::time::sleep_until(start + Duration::from_millis(60_100)).await;
+    assert_eq!(h.status_posts("kcm-node-0"), 2);
+    let node = h.fake.node("kcm-node-0").expect("node");
+    let heartbeat = node
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_heartbeat_time)
+        .map(|t| t.0);
+    assert_eq!(heartbeat, Some(first + jiff::SignedDuration::from_secs(60)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeat_annotation_stops_and_resumes_renewals_and_status() {
+    let h = Harness::start(FakeCluster::new(), config(2)).await;
+    h.annotate_node("kcm-node-0", Some("stopped"));
+    let stopped_at = tokio::time::Instant::now();
+    let (leases0, leases1) = (h.lease_updates("kcm-node-0"), h.lease_updates("kcm-node-1"));
+    let posts0 = h.status_posts("kcm-node-0");
+    // The node lifecycle controller notices and marks the node Unknown; a silent kubelet
+    // does not answer.
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    h.fake.update_node("kcm-node-0", |n| {
+        if let Some(ready) = n
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .and_then(|cs| cs.iter_mut().find(|c| c.type_ == "Ready"))
+        {
+            ready.status = "Unknown".into();
+        }
+    });
+    tokio::time::sleep_until(stopped_at + Duration::from_secs(95)).await;
+    assert_eq!(
+        h.lease_updates("kcm-node-0"),
+        leases0,
+        "no renewals while stopped"
+    );
+    assert_eq!(
+        h.status_posts("kcm-node-0"),
+        posts0,
+        "no status while stopped"
+    );
+    assert!(
+        h.lease_updates("kcm-node-1") >= leases1 + 9,
+        "other nodes go on"
+    );
+    let node = h.fake.node("kcm-node-0").expect("node");
+    assert_eq!(ready_condition(&node).as_deref(), Some("Unknown"));
+
+    // Removing the annotation brings the node back at once, not at its next tick.
+    h.annotate_node("kcm-node-0", None);
+    let resumed_at = tokio::time::Instant::now();
+    let resumed_wall = h.fake.clock().now();
+    eventually("renewal and ready status", || {
+        h.lease_updates("kcm-node-0") > leases0
+            && h.fake
+                .node("kcm-node-0")
+                .is_some_and(|n| ready_condition(&n).as_deref() == Some("True"))
+    })
+    .await;
+    assert!(resumed_at.elapsed() < Duration::from_millis(200));
+    let renewed = h
+        .fake
+        .lease(NODE_LEASE_NAMESPACE, "kcm-node-0")
+        .and_then(|l| l.spec)
+        .and_then(|s| s.renew_time)
+        .map(|t| t.0);
+    let late = renewed.map(|t| t.duration_since(resumed_wall));
+    assert!(
+        late.is_some_and(|d| d < jiff::SignedDuration::from_millis(200)),
+        "{late:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(10_100)).await;
+    assert_eq!(
+        h.lease_updates("kcm-node-0"),
+        leases0 + 2,
+        "renewing every 10 s again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_changed_by_others_is_corrected_at_once() {
+    let h = Harness::start(FakeCluster::new(), config(1)).await;
+    let posts = h.status_posts("kcm-node-0");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    h.fake.update_node("kcm-node-0", |n| {
+        if let Some(ready) = n
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .and_then(|cs| cs.iter_mut().find(|c| c.type_ == "Ready"))
+        {
+            ready.status = "Unknown".into();
+        }
+    });
+    eventually("ready again", || {
+        h.fake
+            .node("kcm-node-0")
+            .is_some_and(|n| ready_condition(&n).as_deref() == Some("True"))
+    })
+    .await;
+    assert_eq!(h.status_posts("kcm-node-0"), posts + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn bound_pod_runs_after_the_ready_delay_with_an_ip_from_the_node_cidr() {
+    let h = Harness::start(FakeCluster::new(), config(2)).await;
+    h.run_pod(pod("web", &[]), "kcm-node-1").await;
+    let bound_at = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let pending = h.pod("web").expect("pod");
+    assert_eq!(phase(&pending).as_deref(), Some("Pending"));
+    eventually("running", || {
+        h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    let waited = bound_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_millis(2_100),
+        "{waited:?}"
+    );
+    let p = h.pod("web").expect("pod");
+    assert_eq!(pod_ip(&p).as_deref(), Some("10.244.1.2"));
+    let status = p.status.clone().expect("status");
+    assert_eq!(status.host_ip.as_deref(), Some("10.0.0.11"));
+    assert!(status.start_time.is_some());
+    for c in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+        assert_eq!(condition(&p, c).as_deref(), Some("True"), "{c}");
+    }
+    let container = &status.container_statuses.expect("containers")[0];
+    assert!(container.ready);
+    assert!(
+        container
+            .state
+            .as_ref()
+            .and_then(|s| s.running.as_ref())
+            .is_some()
+    );
+    // Nothing more to post once running.
+    let updates = h.count(|a| matches!(a, Action::UpdatePodStatus { .. }));
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        h.count(|a| matches!(a, Action::UpdatePodStatus { .. })),
+        updates
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn fault_annotations_keep_pods_unready_or_end_them() {
+    let h = Harness::start(FakeCluster::new(), config(1)).await;
+    h.run_pod(pod("unready", &[(ANNOTATION_READY, "false")]), "kcm-node-0")
+        .await;
+    h.run_pod(pod("broken", &[(ANNOTATION_PHASE, "Failed")]), "kcm-node-0")
+        .await;
+    eventually("both posted", || {
+        h.pod("unready").and_then(|p| phase(&p)).as_deref() == Some("Running")
+            && h.pod("broken").and_then(|p| phase(&p)).as_deref() == Some("Failed")
+    })
+    .await;
+    let unready = h.pod("unready").expect("pod");
+    assert_eq!(condition(&unready, "Ready").as_deref(), Some("False"));
+    // Removing the annotation makes it ready.
+    h.fake.update_pod("default", "unready", |p| {
+        if let Some(a) = p.metadata.annotations.as_mut() {
+            a.remove(ANNOTATION_READY);
+        }
+    });
+    eventually("ready", || {
+        h.pod("unready")
+            .is_some_and(|p| condition(&p, "Ready").as_deref() == Some("True"))
+    })
+    .await;
+    // The failed pod's IP went back to the pool: the next pod gets it.
+    let broken_ip = h.pod("broken").and_then(|p| pod_ip(&p));
+    h.run_pod(pod("next", &[]), "kcm-node-0").await;
+    eventually("next running", || {
+        h.pod("next").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    assert_eq!(h.pod("next").and_then(|p| pod_ip(&p)), broken_ip);
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_to_completion_pods_succeed_after_their_duration() {
+    let h = Harness::start(FakeCluster::new(), config(1)).await;
+    let mut job = pod("job", &[(ANNOTATION_DURATION, "30s")]);
+    if let Some(spec) = job.spec.as_mut() {
+        spec.restart_policy = Some("Never".into());
+    }
+    h.run_pod(job, "kcm-node-0").await;
+    let start = tokio::time::Instant::now();
+    eventually("running", || {
+        h.pod("job").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    eventually("succeeded", || {
+        h.pod("job").and_then(|p| phase(&p)).as_deref() == Some("Succeeded")
+    })
+    .await;
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(32) && took < Duration::from_millis(32_100),
+        "{took:?}"
+    );
+    let p = h.pod("job").expect("pod");
+    let terminated = p
+        .status
+        .and_then(|s| s.container_statuses)
+        .expect("containers")[0]
+        .state
+        .clone()
+        .and_then(|s| s.terminated)
+        .expect("terminated");
+    assert_eq!(terminated.exit_code, 0);
+    assert_eq!(terminated.reason.as_deref(), Some("Completed"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn deleting_a_pod_with_grace_is_finalized_and_its_ip_recycled() {
+    let h = Harness::start(FakeCluster::new(), config(1)).await;
+    h.run_pod(pod("web", &[]), "kcm-node-0").await;
+    eventually("running", || {
+        h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    let ip = h.pod("web").and_then(|p| pod_ip(&p));
+    assert!(h.fake.delete_pod_gracefully("default", "web", Some(30)));
+    eventually("finalized", || h.pod("web").is_none()).await;
+    assert_eq!(
+        h.count(|a| matches!(a, Action::DeletePod { pod } if pod == "default/web")),
+        1
+    );
+    h.run_pod(pod("web2", &[]), "kcm-node-0").await;
+    eventually("web2 running", || {
+        h.pod("web2").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    assert_eq!(h.pod("web2").and_then(|p| pod_ip(&p)), ip);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_of_a_silent_node_are_left_alone_until_it_resumes() {
+    let h = Harness::start(FakeCluster::new(), config(1)).await;
+    h.annotate_node("kcm-node-0", Some("stopped"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    h.run_pod(pod("web", &[]), "kcm-node-0").await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        h.pod("web").and_then(|p| phase(&p)).as_deref(),
+        Some("Pending")
+    );
+    h.annotate_node("kcm-node-0", None);
+    eventually("running", || {
+        h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_adopts_nodes_and_keeps_pod_ips() {
+    let fake = FakeCluster::new();
+    // A previous run left a node and a running pod holding .2.
+    let node = build_node(0, &NodeTemplate::default(), fake.clock().now());
+    fake.create_node(&node).await.expect("node");
+    let mut old = pod("old", &[]);
+    old.spec.get_or_insert_with(PodSpec::default).node_name = Some("kcm-node-0".into());
+    old.status = Some(PodStatus {
+        phase: Some("Running".into()),
+        pod_ip: Some("10.244.0.2".into()),
+        ..PodStatus::default()
+    });
+    fake.create_pod(old);
+    let h = Harness::start(fake, config(1)).await;
+    assert!(h.fake.actions().contains(&Action::GetNode {
+        node: "kcm-node-0".into()
+    }));
+    assert_eq!(h.fake.nodes().len(), 1);
+    h.run_pod(pod("new", &[]), "kcm-node-0").await;
+    eventually("new running", || {
+        h.pod("new").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    assert_eq!(
+        h.pod("new").and_then(|p| pod_ip(&p)).as_deref(),
+        Some("10.244.0.3")
+    );
+    assert_eq!(
+        h.pod("old").and_then(|p| pod_ip(&p)).as_deref(),
+        Some("10.244.0.2")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_on_other_nodes_are_not_touched() {
+    let h = Harness::start(FakeCluster::new(), config(1)).await;
+    h.run_pod(pod("elsewhere", &[]), "real-node").await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        h.pod("elsewhere").and_then(|p| phase(&p)).as_deref(),
+        Some("Pending")
+    );
+    assert_eq!(h.count(|a| matches!(a, Action::UpdatePodStatus { .. })), 0);
+}
