@@ -286,19 +286,24 @@ async fn run_cluster(
 
     let manager_done = manager.wait();
     tokio::pin!(manager_done);
-    let result = tokio::select! {
+    let ended = tokio::select! {
+        biased;
         _ = cancel.cancelled() => {
             eprintln!("kcm up: stopping (Ctrl-C again exits at once)");
-            manager_done.await.context("the controller manager")
+            manager_done.await
         }
-        ended = &mut manager_done => {
-            cancel.cancel();
-            match ended {
-                Ok(()) => Err(anyhow::anyhow!("the controller manager stopped unexpectedly")),
-                Err(err) => Err(err).context("the controller manager"),
-            }
-        }
+        ended = &mut manager_done => ended,
     };
+    // The manager may have stopped on the signal before this task saw the token: only a
+    // stop nobody asked for is an error.
+    let result = match ended {
+        Ok(()) if cancel.is_cancelled() => Ok(()),
+        Ok(()) => Err(anyhow::anyhow!(
+            "the controller manager stopped unexpectedly"
+        )),
+        Err(err) => Err(err).context("the controller manager"),
+    };
+    cancel.cancel();
     nodes.stopped().await;
     result
 }
