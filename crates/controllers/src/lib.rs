@@ -2,8 +2,12 @@
 //!
 //! Where to start: [`manager`] is the controller manager (`kcm run`): flags, the controller
 //! registry, leader election, health and metrics. Each controller lives in its own module
-//! ([`replicaset`], [`deployment`]) with `new(...)` and `run(workers, cancel)`.
+//! ([`replicaset`], [`deployment`], [`garbagecollector`], [`nodelifecycle`],
+//! [`tainteviction`]) with `new(...)` and `run(workers, cancel)`.
 
 pub mod deployment;
+pub mod garbagecollector;
 pub mod manager;
+pub mod nodelifecycle;
 pub mod replicaset;
+pub mod tainteviction;

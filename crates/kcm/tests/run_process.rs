@@ -264,7 +264,7 @@ fn help_reads_like_kube_controller_managers() {
         "The Kubernetes controller manager is a daemon",
         "Generic flags:",
         "--controllers <strings>",
-        "All controllers: replicaset-controller",
+        "All controllers: garbage-collector-controller, node-lifecycle-controller, replicaset-controller, taint-eviction-controller",
         "--leader-elect-lease-duration <duration>",
         "[default: 15s]",
         "[default: 12h0m0s]",
@@ -284,7 +284,7 @@ fn help_reads_like_kube_controller_managers() {
 #[test]
 fn unknown_controllers_are_refused_listing_the_known_ones() {
     let out = Command::new(KCM)
-        .args(["run", "--secure-port=0", "--controllers=*,-nodelifecycle"])
+        .args(["run", "--secure-port=0", "--controllers=*,-frobnicator"])
         .env_remove("RUST_BACKTRACE")
         .output()
         .expect("kcm run");
@@ -292,8 +292,9 @@ fn unknown_controllers_are_refused_listing_the_known_ones() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(
-            "\"nodelifecycle\" is not in the list of known controllers; known controllers: \
-             replicaset-controller"
+            "\"frobnicator\" is not in the list of known controllers; known controllers: \
+             garbage-collector-controller, node-lifecycle-controller, replicaset-controller, \
+             taint-eviction-controller"
         ),
         "{stderr}"
     );

@@ -238,8 +238,35 @@ async fn simulated_nodes_register_schedule_run_and_finalize_pods() {
         )
         .await
         .expect("cordon");
-    // Let the scheduler's node informer see the cordon before the pods arrive.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A probe pinned to the cordoned node proves the scheduler has seen the cordon (its
+    // node and pod watches are not ordered with each other).
+    let mut probe = pod("probe", "100m");
+    if let Some(spec) = probe.spec.as_mut() {
+        spec.node_selector = Some(
+            [(
+                "kubernetes.io/hostname".to_string(),
+                "kcm-node-0".to_string(),
+            )]
+            .into(),
+        );
+    }
+    pods.create(&PostParams::default(), &probe)
+        .await
+        .expect("create probe");
+    let message = wait_for("probe refused by the cordon", || async {
+        let p = pods.get_opt("probe").await.ok().flatten()?;
+        let c = condition(&p, "PodScheduled")?;
+        let message = c.message.clone()?;
+        (c.status == "False" && message.contains("were unschedulable")).then_some(message)
+    })
+    .await;
+    assert_eq!(
+        message,
+        "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    );
+    pods.delete("probe", &DeleteParams::default())
+        .await
+        .expect("delete probe");
     for i in 0..6 {
         pods.create(
             &PostParams::default(),
@@ -338,9 +365,15 @@ async fn heartbeat_annotation_stops_and_resumes_lease_renewals() {
         )
         .await
         .expect("stop heartbeat");
-    // Let an in-flight renewal land, then watch for silence.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let stopped = renew_time(&leases.get("kcm-node-0").await.expect("lease"));
+    // Once the simulator has seen the annotation, renewals stop: two reads more than two
+    // renew intervals apart agree. Then they stay stopped.
+    let stopped = wait_for("renewals to stop", || async {
+        let before = renew_time(&leases.get("kcm-node-0").await.ok()?);
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let after = renew_time(&leases.get("kcm-node-0").await.ok()?);
+        (before == after).then_some(after)
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         renew_time(&leases.get("kcm-node-0").await.expect("lease")),

@@ -3,7 +3,8 @@
 //! server on 127.0.0.1:0 that speaks paginated list (limit/continue) and chunked watch
 //! (bookmarks, and 410 Gone on a stale watch both as an HTTP status and as an ERROR event).
 //!
-//! Replace the in-test server with the embedded API server once it lands.
+//! `informer_apiserver.rs` runs the same informer against kcm's embedded API server; this
+//! in-test server stays because it can inject failures (410s, closes) on demand.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

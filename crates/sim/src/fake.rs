@@ -408,6 +408,11 @@ impl FakeCluster {
         self.lock().pods.objects.values().cloned().collect()
     }
 
+    /// How many pods satisfy `f` (without copying them).
+    pub fn count_pods(&self, f: impl Fn(&Pod) -> bool) -> usize {
+        self.lock().pods.objects.values().filter(|p| f(p)).count()
+    }
+
     /// The node `name`.
     pub fn node(&self, name: &str) -> Option<Node> {
         self.lock().nodes.objects.get(name).cloned()

@@ -4,9 +4,15 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::registry::{ControllerDescriptor, StartedController};
+use crate::garbagecollector::{GarbageCollector, GarbageCollectorOptions};
+use crate::nodelifecycle::zone::EvictionRates;
+use crate::nodelifecycle::{
+    ApiLifecycleClient, EVENT_COMPONENT, NodeLifecycleController, NodeLifecycleOptions,
+};
 use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
 };
+use crate::tainteviction::TaintEvictionController;
 
 /// kube-controller-manager's name of the ReplicaSet controller.
 pub const REPLICASET_CONTROLLER: &str = "replicaset-controller";
@@ -34,4 +40,92 @@ pub fn replicaset_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(&["replicaset"])
+}
+
+/// kube-controller-manager's name of the garbage collector.
+pub const GARBAGE_COLLECTOR_CONTROLLER: &str = crate::garbagecollector::CONTROLLER_NAME;
+
+/// `garbage-collector-controller` (alias `garbagecollector`): typed informers from the shared
+/// factory plus metadata-only informers for every other deletable resource found by
+/// discovery; `--concurrent-gc-syncs` workers on each of its two queues.
+pub fn garbage_collector_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        GARBAGE_COLLECTOR_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let options = GarbageCollectorOptions {
+                metrics: Some(ctx.workqueue_metrics()),
+                ..Default::default()
+            };
+            ctx.metrics.register(
+                "garbagecollector_controller_resources_sync_error",
+                "Number of garbage collector resources sync errors",
+                options.resources_sync_error.clone(),
+            );
+            let collector = Arc::new(GarbageCollector::new(
+                ctx.client.clone(),
+                &ctx.factory,
+                ctx.recorder(GARBAGE_COLLECTOR_CONTROLLER),
+                options,
+            ));
+            let workers = ctx.options.garbage_collector.concurrent_gc_syncs as usize;
+            Ok(Some(StartedController::new(
+                collector.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(&[crate::garbagecollector::CONTROLLER_ALIAS])
+}
+
+/// kube-controller-manager's name of the node lifecycle controller.
+pub const NODE_LIFECYCLE_CONTROLLER: &str = crate::nodelifecycle::CONTROLLER_NAME;
+/// kube-controller-manager's name of the taint eviction controller.
+pub const TAINT_EVICTION_CONTROLLER: &str = crate::tainteviction::CONTROLLER_NAME;
+
+/// `node-lifecycle-controller` (alias `nodelifecycle`): Node, Pod, Lease and DaemonSet
+/// informers, the `--node-*` and eviction-rate flags; events from `node-controller`.
+pub fn node_lifecycle_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        NODE_LIFECYCLE_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.node_lifecycle;
+            let options = NodeLifecycleOptions {
+                node_monitor_period: flags.node_monitor_period.get(),
+                node_startup_grace_period: flags.node_startup_grace_period.get(),
+                node_monitor_grace_period: flags.node_monitor_grace_period.get(),
+                rates: EvictionRates {
+                    eviction_qps: flags.node_eviction_rate,
+                    secondary_eviction_qps: flags.secondary_node_eviction_rate,
+                    large_cluster_threshold: flags.large_cluster_size_threshold,
+                    unhealthy_zone_threshold: flags.unhealthy_zone_threshold,
+                },
+            };
+            let controller = NodeLifecycleController::new(
+                &ctx.factory,
+                Arc::new(ApiLifecycleClient::new(ctx.client.clone())),
+                ctx.recorder(EVENT_COMPONENT),
+                options,
+            );
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(&["nodelifecycle"])
+}
+
+/// `taint-eviction-controller`: deletes pods not tolerating their node's NoExecute taints.
+pub fn taint_eviction_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        TAINT_EVICTION_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = TaintEvictionController::new(
+                &ctx.factory,
+                Arc::new(ApiLifecycleClient::new(ctx.client.clone())),
+                ctx.recorder(TAINT_EVICTION_CONTROLLER),
+            );
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
 }

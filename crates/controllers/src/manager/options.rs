@@ -40,6 +40,9 @@ pub struct ManagerOptions {
     /// The ReplicaSet controller.
     #[command(flatten)]
     pub replicaset: ReplicaSetControllerFlags,
+    /// The node lifecycle controller.
+    #[command(flatten)]
+    pub node_lifecycle: NodeLifecycleControllerFlags,
     /// Where the API server is.
     #[command(flatten)]
     pub misc: MiscFlags,
@@ -276,6 +279,86 @@ pub struct ReplicaSetControllerFlags {
     pub concurrent_replicaset_syncs: u32,
 }
 
+/// The node lifecycle controller's flags (kube-controller-manager 1.33 defaults).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Nodelifecycle controller flags")]
+pub struct NodeLifecycleControllerFlags {
+    /// Period of the node health pass.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "5s",
+        help = "The period for syncing NodeStatus in cloud-node-lifecycle-controller."
+    )]
+    pub node_monitor_period: GoDuration,
+
+    /// Silence after which a node is marked Unknown.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "50s",
+        help = "Amount of time which we allow running Node to be unresponsive before marking it \
+                unhealthy. Must be N times more than kubelet's nodeStatusUpdateFrequency, where N \
+                means number of retries allowed for kubelet to post node status."
+    )]
+    pub node_monitor_grace_period: GoDuration,
+
+    /// Silence allowed to a node that never posted its status.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "1m0s",
+        help = "Amount of time which we allow starting Node to be unresponsive before marking it \
+                unhealthy."
+    )]
+    pub node_startup_grace_period: GoDuration,
+
+    /// Nodes tainted per second in a healthy zone.
+    #[arg(
+        long,
+        value_name = "float32",
+        default_value_t = 0.1,
+        help = "Number of nodes per second on which pods are deleted in case of node failure when \
+                a zone is healthy (see --unhealthy-zone-threshold for definition of \
+                healthy/unhealthy). Zone refers to entire cluster in non-multizone clusters."
+    )]
+    pub node_eviction_rate: f32,
+
+    /// Nodes tainted per second in an unhealthy zone of a large cluster.
+    #[arg(
+        long,
+        value_name = "float32",
+        default_value_t = 0.01,
+        help = "Number of nodes per second on which pods are deleted in case of node failure when \
+                a zone is unhealthy (see --unhealthy-zone-threshold for definition of \
+                healthy/unhealthy). Zone refers to entire cluster in non-multizone clusters. \
+                This value is implicitly overridden to 0 if the cluster size is smaller than \
+                --large-cluster-size-threshold."
+    )]
+    pub secondary_node_eviction_rate: f32,
+
+    /// Zones up to this size stop evicting when unhealthy.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 50,
+        help = "Number of nodes from which node-lifecycle-controller treats the cluster as large \
+                for the eviction logic purposes. --secondary-node-eviction-rate is implicitly \
+                overridden to 0 for clusters this size or smaller."
+    )]
+    pub large_cluster_size_threshold: i32,
+
+    /// Unhealthy fraction from which a zone is partially disrupted.
+    #[arg(
+        long,
+        value_name = "float32",
+        default_value_t = 0.55,
+        help = "Fraction of Nodes in a zone which needs to be not Ready (minimum 3) for zone to be \
+                treated as unhealthy."
+    )]
+    pub unhealthy_zone_threshold: f32,
+}
+
 /// Where the API server is.
 #[derive(Args, Clone, Debug, Default, PartialEq)]
 #[command(next_help_heading = "Misc flags")]
@@ -440,6 +523,22 @@ mod tests {
         assert_eq!(o.replicaset.concurrent_replicaset_syncs, 5);
         assert_eq!(o.deployment.concurrent_deployment_syncs, 5);
         assert_eq!(o.garbage_collector.concurrent_gc_syncs, 20);
+        assert_eq!(
+            o.node_lifecycle.node_monitor_grace_period.get(),
+            Duration::from_secs(50)
+        );
+        assert_eq!(
+            o.node_lifecycle.node_startup_grace_period.get(),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            o.node_lifecycle.node_monitor_period.get(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(o.node_lifecycle.node_eviction_rate, 0.1);
+        assert_eq!(o.node_lifecycle.secondary_node_eviction_rate, 0.01);
+        assert_eq!(o.node_lifecycle.large_cluster_size_threshold, 50);
+        assert_eq!(o.node_lifecycle.unhealthy_zone_threshold, 0.55);
         assert_eq!(o.misc, MiscFlags::default());
         o.validate(&registry()).expect("defaults are valid");
         o.validate(&ControllerRegistry::builtin())
@@ -686,7 +785,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: replicaset-controller",
+            "All controllers: garbage-collector-controller, node-lifecycle-controller, replicaset-controller, taint-eviction-controller",
         ] {
             assert!(help.contains(needle), "missing {needle} in\n{help}");
         }

@@ -171,7 +171,12 @@ impl ControllerRegistry {
     /// plus its flags in [`ManagerOptions`](super::ManagerOptions).
     pub fn builtin() -> Self {
         let mut registry = Self::new();
-        for descriptor in [super::builtin::replicaset_controller()] {
+        for descriptor in [
+            super::builtin::replicaset_controller(),
+            super::builtin::garbage_collector_controller(),
+            super::builtin::node_lifecycle_controller(),
+            super::builtin::taint_eviction_controller(),
+        ] {
             if let Err(err) = registry.register(descriptor) {
                 // The list above is fixed at compile time; a clash is a programming error,
                 // caught by the unit test of `builtin`.
@@ -328,7 +333,15 @@ mod tests {
     fn builtin_registers_kube_controller_manager_names() {
         let registry = ControllerRegistry::builtin();
         let names: Vec<String> = registry.known_names().into_iter().collect();
-        assert_eq!(names, vec!["replicaset-controller"]);
+        assert_eq!(
+            names,
+            vec![
+                "garbage-collector-controller",
+                "node-lifecycle-controller",
+                "replicaset-controller",
+                "taint-eviction-controller"
+            ]
+        );
         assert_eq!(
             registry.aliases().get("replicaset").map(String::as_str),
             Some("replicaset-controller")

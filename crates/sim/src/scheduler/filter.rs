@@ -64,13 +64,15 @@ pub fn node_unschedulable(pod: &Pod, node: &Node) -> Option<String> {
         .as_ref()
         .and_then(|s| s.unschedulable)
         .unwrap_or(false);
+    if !unschedulable {
+        return None;
+    }
     let taint = Taint {
         key: TAINT_NODE_UNSCHEDULABLE.into(),
         effect: "NoSchedule".into(),
         ..Default::default()
     };
-    (unschedulable && !tolerated_by(pod_tolerations(pod), &taint))
-        .then(|| "node(s) were unschedulable".to_string())
+    (!tolerated_by(pod_tolerations(pod), &taint)).then(|| "node(s) were unschedulable".to_string())
 }
 
 /// TaintToleration: every NoSchedule/NoExecute taint must be tolerated. A node that is not
@@ -145,12 +147,17 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
     if exprs.is_empty() && fields.is_empty() {
         return false;
     }
+    if !exprs.iter().all(|r| requirement_matches(r, labels)) {
+        return false;
+    }
+    if fields.is_empty() {
+        return true;
+    }
     let mut node_fields = BTreeMap::new();
     if let Some(name) = &node.metadata.name {
         node_fields.insert("metadata.name".to_string(), name.clone());
     }
-    exprs.iter().all(|r| requirement_matches(r, labels))
-        && fields.iter().all(|r| requirement_matches(r, &node_fields))
+    fields.iter().all(|r| requirement_matches(r, &node_fields))
 }
 
 /// NodeAffinity: `nodeSelector` and required node affinity (terms ORed).

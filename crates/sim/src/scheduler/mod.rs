@@ -368,6 +368,68 @@ mod tests {
     }
 
     #[test]
+    fn feasible_nodes_to_find_follows_the_adaptive_percentage() {
+        struct Case {
+            name: &'static str,
+            nodes: usize,
+            want: usize,
+        }
+        let cases = [
+            Case {
+                name: "small clusters check every node",
+                nodes: 99,
+                want: 99,
+            },
+            Case {
+                name: "never fewer than 100",
+                nodes: 150,
+                want: 100,
+            },
+            Case {
+                name: "1000 nodes: 50% - 8%",
+                nodes: 1000,
+                want: 420,
+            },
+            Case {
+                name: "5000 nodes: 50% - 40%",
+                nodes: 5000,
+                want: 500,
+            },
+            Case {
+                name: "floor of 5%",
+                nodes: 20000,
+                want: 1000,
+            },
+        ];
+        for case in cases {
+            assert_eq!(
+                num_feasible_nodes_to_find(case.nodes),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn search_stops_early_and_reports_where() {
+        let nodes: Vec<Arc<Node>> = (0..5).map(|i| node(&format!("n{i}"), false)).collect();
+        let snap = snapshot(nodes.iter(), std::iter::empty());
+        let first = select_node_from(&pod("p", None, "x"), &snap, 3, 2).expect("fits");
+        assert_eq!(
+            first,
+            Selection {
+                node: "n3".into(),
+                processed: 2
+            }
+        );
+        // Wrapping around the end of the node list.
+        let wrapped = select_node_from(&pod("p", None, "x"), &snap, 4, 2).expect("fits");
+        assert_eq!(wrapped.node, "n4");
+        assert_eq!(wrapped.processed, 2);
+    }
+
+    #[test]
     fn terminal_pods_free_their_slot() {
         let nodes = [node("a", false)];
         let mut done = (*pod("p1", Some("a"), "x")).clone();

@@ -18,7 +18,9 @@ pub const DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY: &str = "pod-template-hash";
 /// Upstream compares with `apiequality.Semantic.DeepEqual`, under which a nil and an empty
 /// slice or map are equal. Here: an exact comparison first (cheap, and the common answer for
 /// the new ReplicaSet); if that fails, both templates are compared as JSON with `null`s,
-/// empty arrays and empty `labels`/`annotations`/`nodeSelector` maps dropped. Quantities are
+/// empty arrays and empty `labels`/`annotations`/`nodeSelector` maps dropped, and an empty
+/// container `resources` dropped (a Go struct, not a pointer: `{}` and absent are the same
+/// value, and `kubectl rollout undo` writes `{}` back for a template that had none). Quantities are
 /// compared as written (`"1"` ≠ `"1000m"`), and a zero scalar differs from a missing one;
 /// neither can happen between two copies of one template that went through the API server.
 pub fn equal_ignore_hash(t1: &PodTemplateSpec, t2: &PodTemplateSpec) -> bool {
@@ -117,6 +119,15 @@ fn normalized(t: &PodTemplateSpec) -> Option<Value> {
         "/spec/nodeSelector",
     ] {
         drop_if_empty_object(&mut v, map);
+    }
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        let count = v
+            .pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        for i in 0..count {
+            drop_if_empty_object(&mut v, &format!("/spec/{list}/{i}/resources"));
+        }
     }
     drop_nulls_and_empty_arrays(&mut v);
     let empty_meta = v
@@ -441,6 +452,18 @@ mod tests {
                     container(None),
                 ),
                 latter: with(Some(ObjectMeta::default()), container(None)),
+                expected: true,
+            },
+            Case {
+                name: "empty resources equal no resources",
+                former: with(
+                    None,
+                    Container {
+                        resources: Some(Default::default()),
+                        ..container(None)
+                    },
+                ),
+                latter: with(None, container(None)),
                 expected: true,
             },
             Case {
