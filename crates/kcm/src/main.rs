@@ -1,8 +1,9 @@
-//! The `kcm` binary: one subcommand per component (`apiserver`, `run`, `sim`; `up` joins them).
+//! The `kcm` binary: `up` (the whole embedded cluster) and one subcommand per component.
 
 mod apiserver_cmd;
 mod run_cmd;
 mod sim_cmd;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -17,6 +18,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a whole cluster in one process: API server, controllers, scheduler, simulated nodes.
+    Up(up_cmd::UpArgs),
     /// Run the embedded Kubernetes API server alone.
     Apiserver(apiserver_cmd::Args),
     /// Run the controllers against a cluster, in place of kube-controller-manager's.
@@ -30,6 +33,8 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        // `kcm up` logs warnings only, unless KCM_LOG says otherwise.
+        Command::Up(args) => up_cmd::run(args).await,
         Command::Apiserver(args) => {
             init_default_logging();
             apiserver_cmd::run(args).await

@@ -1,0 +1,472 @@
+//! `kcm up`: the embedded cluster in one process — API server, controllers, scheduler, nodes.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser};
+use kcm_apiserver::{RunningServer, Server, ServerConfig, StorageBackend};
+use kcm_controllers::manager::{
+    ControllerManager, ControllerRegistry, ManagerOptions, install_signal_handler,
+};
+use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
+use kcm_machinery::informer::SharedInformerFactory;
+use kcm_sim::scheduler::DEFAULT_SCHEDULER_NAME;
+use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+/// The data directory's name under the per-user data directory.
+const APP_DIR: &str = "kcm";
+/// Held (locked) while a `kcm up` uses the data directory, so a second one refuses it.
+const LOCK_FILE: &str = "kcm-up.lock";
+
+/// Flags of `kcm up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Where the cluster's state (SQLite store), CA, token and kubeconfig live; restarting on
+    /// the same directory resumes the cluster. Default: `$XDG_DATA_HOME/kcm`, else
+    /// `~/.local/share/kcm`.
+    #[arg(long, env = "KCM_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address of the API server; port 0 picks a free port (the kubeconfig holds the real one).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// How many simulated nodes (`kcm-node-0` ..) to run.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// How long a scheduled pod stays Pending before it runs (Go duration: 500ms, 2s, 1m).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub pod_ready_delay: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    kcm_sim::kubelet::parse_duration(s)
+        .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 2s, 1m30s)"))
+}
+
+impl UpArgs {
+    /// The simulated nodes these flags describe (everything else is `kcm sim`'s default).
+    fn simulator_config(&self) -> SimulatorConfig {
+        SimulatorConfig {
+            nodes: self.nodes,
+            pod_ready_delay: self.pod_ready_delay,
+            ..SimulatorConfig::default()
+        }
+    }
+}
+
+/// The per-user data directory for kcm, from the environment variables `get` returns:
+/// `$XDG_DATA_HOME/kcm` (when absolute, as the XDG spec requires), else
+/// `$HOME/.local/share/kcm` (`$HOME/Library/Application Support/kcm` on macOS,
+/// `%LOCALAPPDATA%\kcm` on Windows). `None` when none of them is set.
+fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let set = |name: &str| get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if cfg!(windows) {
+        return set("LOCALAPPDATA").map(|d| d.join(APP_DIR));
+    }
+    if !cfg!(target_os = "macos")
+        && let Some(xdg) = set("XDG_DATA_HOME").filter(|p| p.is_absolute())
+    {
+        return Some(xdg.join(APP_DIR));
+    }
+    let home = set("HOME")?;
+    Some(if cfg!(target_os = "macos") {
+        home.join("Library/Application Support").join(APP_DIR)
+    } else {
+        home.join(".local/share").join(APP_DIR)
+    })
+}
+
+/// The controller manager's options inside `kcm up`: kube-controller-manager's defaults for
+/// everything, but no leader election (one process owns the cluster) and no HTTPS endpoint
+/// (nothing probes it; `kcm run` serves one).
+fn manager_options() -> anyhow::Result<ManagerOptions> {
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        options: ManagerOptions,
+    }
+    let flags = Flags::try_parse_from(["kcm-up", "--leader-elect=false", "--secure-port=0"])
+        .context("the controller manager's options")?;
+    Ok(flags.options)
+}
+
+/// Quotes `s` for a POSIX shell when it has anything but plainly safe characters.
+fn shell_quote(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The block `kcm up` prints once the API server serves.
+fn ready_banner(url: &str, kubeconfig: &Path, nodes: usize) -> String {
+    let kubeconfig = kubeconfig.display().to_string();
+    format!(
+        "kcm up: cluster running with {nodes} simulated node{s} (Ctrl-C stops it)\n  \
+         API server: {url}\n  kubeconfig: {kubeconfig}\n\n  export KUBECONFIG={quoted}\n",
+        s = if nodes == 1 { "" } else { "s" },
+        quoted = shell_quote(&kubeconfig),
+    )
+}
+
+/// Logs to stderr: warnings and errors only, so the banner stays readable; `KCM_LOG` (a
+/// tracing filter such as `info` or `info,kcm_sim=debug`) shows more.
+fn init_logging() -> anyhow::Result<()> {
+    let filter = match std::env::var("KCM_LOG") {
+        Ok(spec) if !spec.is_empty() => {
+            EnvFilter::try_new(&spec).with_context(|| format!("KCM_LOG={spec:?}"))?
+        }
+        _ => EnvFilter::new("warn"),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("install the logger: {e}"))
+}
+
+/// Takes the data directory's lock file, so that two `kcm up` never share one store. The
+/// lock lives as long as the returned file.
+fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another kcm up is using {} (stop it, or pass a different --data-dir)",
+            data_dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
+/// The scheduler and the simulated nodes, sharing one informer factory, as `kcm sim` runs them.
+struct SimulatedNodes {
+    factory: SharedInformerFactory,
+    /// Writes the scheduler's events; flushed on stop.
+    events: EventBroadcaster,
+    /// The scheduler's and the simulator's run loops; they end when the token is cancelled.
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl SimulatedNodes {
+    fn start(
+        client: kube::Client,
+        config: SimulatorConfig,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+        let events = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
+        let recorder = events.recorder(DEFAULT_SCHEDULER_NAME, None);
+        let scheduler =
+            Scheduler::new(client.clone(), &factory, recorder).context("starting the scheduler")?;
+        let simulator =
+            Simulator::new(client, &factory, config).context("starting the simulated nodes")?;
+        let tasks = vec![
+            tokio::spawn({
+                let cancel = cancel.clone();
+                async move { scheduler.run(cancel).await }
+            }),
+            tokio::spawn({
+                let cancel = cancel.clone();
+                async move { simulator.run(cancel).await }
+            }),
+        ];
+        factory.start(cancel);
+        Ok(Self {
+            factory,
+            events,
+            tasks,
+        })
+    }
+
+    /// Waits for the run loops (cancel their token first), then stops the informers and
+    /// flushes the events.
+    async fn stopped(self) {
+        for task in self.tasks {
+            if let Err(err) = task.await {
+                tracing::error!(%err, "a scheduler or simulator task failed");
+            }
+        }
+        self.factory.shutdown().await;
+        self.events.shutdown().await;
+    }
+}
+
+/// Runs the cluster until SIGINT/SIGTERM (exit 0 after a graceful stop; a second signal exits
+/// 1 at once). Fails when the data directory, the port or a controller cannot be set up.
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let started = tokio::time::Instant::now();
+    init_logging()?;
+    let data_dir = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => default_data_dir(|name| std::env::var_os(name))
+            .context("no per-user data directory (HOME is not set): pass --data-dir")?,
+    };
+    // Absolute, so that the printed `export KUBECONFIG=...` works from any directory.
+    let data_dir = std::path::absolute(&data_dir)
+        .with_context(|| format!("resolving {}", data_dir.display()))?;
+    let _lock = lock_data_dir(&data_dir)?;
+
+    let cancel = CancellationToken::new();
+    install_signal_handler(cancel.clone()).context("installing the signal handler")?;
+
+    let mut config = ServerConfig::new(&data_dir);
+    config.listen = args.listen;
+    config.storage = StorageBackend::Sqlite;
+    let server = Server::start(config).await.with_context(|| {
+        format!(
+            "starting the API server on {} with data in {} (is another cluster listening? \
+             --listen 127.0.0.1:0 picks a free port)",
+            args.listen,
+            data_dir.display()
+        )
+    })?;
+    tracing::info!(elapsed = ?started.elapsed(), url = server.url(), "API server ready");
+
+    let result = run_cluster(&server, &args, &cancel).await;
+    cancel.cancel();
+    // Last, so that the controllers' and nodes' final writes (events, statuses) land.
+    server.shutdown().await;
+    if result.is_ok() {
+        eprintln!("kcm up: stopped");
+    }
+    result
+}
+
+/// Starts the controllers and the simulated nodes against `server`, prints the banner, and
+/// runs until `cancel` fires or the controller manager fails; stops both before returning.
+async fn run_cluster(
+    server: &RunningServer,
+    args: &UpArgs,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let manager = ControllerManager::new(manager_options()?, ControllerRegistry::builtin())
+        .context("configuring the controller manager")?
+        .with_kube_config(server.kube_config());
+    tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
+    let manager = manager
+        .start(cancel.child_token())
+        .await
+        .context("starting the controller manager")?;
+    let client = server
+        .client()
+        .context("a client for the scheduler and nodes")?;
+    let nodes = match SimulatedNodes::start(client, args.simulator_config(), cancel) {
+        Ok(nodes) => nodes,
+        Err(err) => {
+            cancel.cancel();
+            let _ = manager.wait().await;
+            return Err(err);
+        }
+    };
+
+    print!(
+        "{}",
+        ready_banner(server.url(), server.kubeconfig_path(), args.nodes)
+    );
+
+    let manager_done = manager.wait();
+    tokio::pin!(manager_done);
+    let ended = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => {
+            eprintln!("kcm up: stopping (Ctrl-C again exits at once)");
+            manager_done.await
+        }
+        ended = &mut manager_done => ended,
+    };
+    // The manager may have stopped on the signal before this task saw the token: only a
+    // stop nobody asked for is an error.
+    let result = match ended {
+        Ok(()) if cancel.is_cancelled() => Ok(()),
+        Ok(()) => Err(anyhow::anyhow!(
+            "the controller manager stopped unexpectedly"
+        )),
+        Err(err) => Err(err).context("the controller manager"),
+    };
+    cancel.cancel();
+    nodes.stopped().await;
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use kcm_sim::simulator::DEFAULT_POD_READY_DELAY;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: UpArgs,
+    }
+
+    #[test]
+    fn flags_and_defaults() {
+        let cli = Cli::try_parse_from(["kcm"]).expect("defaults");
+        assert_eq!(cli.args.listen, "127.0.0.1:6443".parse().expect("addr"));
+        assert_eq!(cli.args.nodes, 3);
+        assert_eq!(cli.args.pod_ready_delay, DEFAULT_POD_READY_DELAY);
+
+        let cli = Cli::try_parse_from([
+            "kcm",
+            "--data-dir",
+            "/tmp/x",
+            "--listen",
+            "127.0.0.1:0",
+            "--nodes",
+            "5",
+            "--pod-ready-delay",
+            "2s",
+        ])
+        .expect("all flags");
+        assert_eq!(cli.args.data_dir, Some(PathBuf::from("/tmp/x")));
+        assert_eq!(cli.args.listen.port(), 0);
+        let config = cli.args.simulator_config();
+        assert_eq!(config.nodes, 5);
+        assert_eq!(config.pod_ready_delay, Duration::from_secs(2));
+        assert_eq!(config.template.node_name(0), "kcm-node-0");
+
+        for (name, args) in [
+            ("bad duration", ["kcm", "--pod-ready-delay", "soon"]),
+            ("listen without port", ["kcm", "--listen", "127.0.0.1"]),
+            ("negative nodes", ["kcm", "--nodes", "-1"]),
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn manager_runs_every_controller_without_election_or_endpoint() {
+        let options = manager_options().expect("options");
+        assert!(!options.leader_election.leader_elect);
+        assert_eq!(options.secure_serving.secure_port, 0);
+        assert_eq!(options.generic.controllers, ["*"]);
+        // Everything else is kube-controller-manager's default.
+        assert_eq!(options.replicaset.concurrent_replicaset_syncs, 5);
+        let manager =
+            ControllerManager::new(options, ControllerRegistry::builtin()).expect("valid options");
+        assert!(
+            manager
+                .enabled_controllers()
+                .contains(&"replicaset-controller".to_owned()),
+            "{:?}",
+            manager.enabled_controllers()
+        );
+    }
+
+    #[cfg(all(unix, not(target_os = "macos")))]
+    #[test]
+    fn default_data_dir_follows_xdg() {
+        struct Case {
+            name: &'static str,
+            env: &'static [(&'static str, &'static str)],
+            want: Option<&'static str>,
+        }
+        let cases = [
+            Case {
+                name: "XDG_DATA_HOME wins",
+                env: &[("XDG_DATA_HOME", "/data"), ("HOME", "/home/u")],
+                want: Some("/data/kcm"),
+            },
+            Case {
+                name: "HOME fallback",
+                env: &[("HOME", "/home/u")],
+                want: Some("/home/u/.local/share/kcm"),
+            },
+            Case {
+                name: "relative XDG_DATA_HOME is ignored",
+                env: &[("XDG_DATA_HOME", "data"), ("HOME", "/home/u")],
+                want: Some("/home/u/.local/share/kcm"),
+            },
+            Case {
+                name: "empty values are unset",
+                env: &[("XDG_DATA_HOME", ""), ("HOME", "")],
+                want: None,
+            },
+            Case {
+                name: "nothing set",
+                env: &[],
+                want: None,
+            },
+        ];
+        for case in cases {
+            let got = default_data_dir(|name| {
+                case.env
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            });
+            assert_eq!(got, case.want.map(PathBuf::from), "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn shell_quoting() {
+        let cases = [
+            (
+                "plain path",
+                "/home/u/.local/share/kcm/kubeconfig",
+                "/home/u/.local/share/kcm/kubeconfig",
+            ),
+            (
+                "space",
+                "/tmp/my dir/kubeconfig",
+                "'/tmp/my dir/kubeconfig'",
+            ),
+            ("single quote", "/tmp/it's", r"'/tmp/it'\''s'"),
+            ("dollar", "/tmp/$x", "'/tmp/$x'"),
+            ("empty", "", "''"),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(shell_quote(input), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn banner_names_address_and_kubeconfig() {
+        let banner = ready_banner(
+            "https://127.0.0.1:6443",
+            Path::new("/home/u/.local/share/kcm/kubeconfig"),
+            3,
+        );
+        assert_eq!(
+            banner,
+            "kcm up: cluster running with 3 simulated nodes (Ctrl-C stops it)\n  \
+             API server: https://127.0.0.1:6443\n  \
+             kubeconfig: /home/u/.local/share/kcm/kubeconfig\n\n  \
+             export KUBECONFIG=/home/u/.local/share/kcm/kubeconfig\n"
+        );
+        assert!(ready_banner("u", Path::new("/k"), 1).contains("1 simulated node ("));
+    }
+
+    #[test]
+    fn a_second_lock_on_the_data_dir_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("nested/kcm");
+        let held = lock_data_dir(&data).expect("first lock creates the directory");
+        let err = lock_data_dir(&data).expect_err("second lock");
+        assert!(err.to_string().contains("another kcm up is using"), "{err}");
+        drop(held);
+        lock_data_dir(&data).expect("free again once the first is released");
+    }
+}
