@@ -1,6 +1,7 @@
 //! `kcm up` as a process, driven by the installed `kubectl`: apply the nginx example, wait for
 //! it, replace a deleted pod, scale to 0 and back, cordon a node, stop with SIGTERM (exit 0),
-//! and restart on the same data directory with the cluster's state intact.
+//! restart on the same data directory with the cluster's state intact, and delete the
+//! workload (its pods go through the garbage collector, when the build has it).
 //!
 //! Skipped (with a note) when `kubectl` is not installed. The Deployment steps (rollout,
 //! image update) run when the build registers the Deployment controller; otherwise the same
@@ -243,8 +244,8 @@ struct Workload {
     selector: &'static str,
 }
 
-/// Whether this build registers the Deployment controller (as `kcm run --help` lists it).
-fn has_deployment_controller() -> bool {
+/// Whether this build registers the controller `name` (as `kcm run --help` lists them).
+fn has_controller(name: &str) -> bool {
     let out = Command::new(KCM)
         .args(["run", "--help"])
         .output()
@@ -252,7 +253,7 @@ fn has_deployment_controller() -> bool {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.trim().strip_prefix("All controllers: "))
-        .is_some_and(|names| names.split(", ").any(|n| n == "deployment-controller"))
+        .is_some_and(|names| names.split(", ").any(|n| n == name))
 }
 
 fn kubectl_installed() -> bool {
@@ -273,7 +274,7 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
     let up = Up::start(&data, dir.path().join("up-1.log"));
     up.wait_nodes_ready();
 
-    let workload = if has_deployment_controller() {
+    let workload = if has_controller("deployment-controller") {
         Workload {
             resource: "deployment/nginx",
             file: "nginx-deployment.yaml",
@@ -362,6 +363,31 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
     // Cordon a node: new pods avoid it.
     let cordoned = NODES[0];
     up.kubectl_ok(&["cordon", cordoned]);
+    // A probe pinned to the cordoned node proves the scheduler has seen the cordon before
+    // the workload grows (the node and pod watches are separate streams).
+    let probe = dir.path().join("probe.yaml");
+    std::fs::write(
+        &probe,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: cordon-probe\nspec:\n  \
+             nodeSelector:\n    kubernetes.io/hostname: {cordoned}\n  containers:\n  \
+             - name: c\n    image: nginx:1.27\n"
+        ),
+    )
+    .expect("write probe");
+    let probe = probe.to_str().expect("utf-8 path");
+    up.kubectl_ok(&["apply", "--validate=false", "-f", probe]);
+    up.wait_for("the probe to be refused by the cordon", || {
+        let reason = up.kubectl_ok(&[
+            "get",
+            "pod",
+            "cordon-probe",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].reason}",
+        ]);
+        (reason == "Unschedulable").then_some(())
+    });
+    up.kubectl_ok(&["delete", "pod", "cordon-probe", "--timeout=60s"]);
     let on_cordoned = |pods: &[PodRow]| -> BTreeSet<String> {
         pods.iter()
             .filter(|p| p.node == cordoned)
@@ -414,6 +440,14 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
     let pods = up.wait_running(workload.selector, 8);
     let ips: BTreeSet<&str> = pods.iter().map(|p| p.ip.as_str()).collect();
     assert_eq!(ips.len(), 8, "distinct IPs after the restart: {pods:?}");
+
+    // Deleting the workload takes its pods with it, through the garbage collector.
+    if has_controller("garbage-collector-controller") {
+        up.kubectl_ok(&["delete", workload.resource, "--timeout=60s"]);
+        up.wait_for("the garbage collector to delete the pods", || {
+            up.pods(workload.selector).is_empty().then_some(())
+        });
+    }
 
     let status = up.terminate();
     assert_eq!(
