@@ -17,9 +17,11 @@
 //! `GET`s as [`table`]s when asked (see [`http::negotiate`]).
 
 pub mod error;
+pub mod fieldmanager;
 pub mod http;
 pub mod kubeconfig;
 pub mod object;
+pub mod openapi;
 pub mod pki;
 pub mod protobuf;
 pub mod registry;

@@ -641,11 +641,10 @@ async fn kubectl_rollout_undo_restores_the_previous_template() {
     .await;
 }
 
-/// Upstream the controller writes `deployment.kubernetes.io/revision` onto the Deployment
-/// through `/status` (the Deployment status strategy keeps annotation changes). The embedded
-/// API server keeps all metadata on status writes, so the annotation never lands.
+/// The controller writes `deployment.kubernetes.io/revision` onto the Deployment through
+/// `/status` (upstream's Deployment status strategy keeps annotation changes), and the
+/// embedded API server lets it through as upstream does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the embedded API server drops annotation changes on Deployment /status writes"]
 async fn deployment_carries_its_revision_annotation() {
     within_timeout(async {
         let cluster = Cluster::start().await;

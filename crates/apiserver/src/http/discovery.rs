@@ -102,19 +102,7 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
         }
         list.push(entry);
         for sub in info.subresources {
-            let (kind, group, version, verbs): (&str, Option<&str>, Option<&str>, &[&str]) =
-                match sub {
-                    Subresource::Status => (info.kind, None, None, &["get", "patch", "update"]),
-                    Subresource::Scale => (
-                        "Scale",
-                        Some("autoscaling"),
-                        Some("v1"),
-                        &["get", "patch", "update"],
-                    ),
-                    Subresource::Binding => ("Binding", None, None, &["create"]),
-                    Subresource::Eviction => ("Eviction", Some("policy"), Some("v1"), &["create"]),
-                    Subresource::Finalize => (info.kind, None, None, &["update"]),
-                };
+            let ((group, version, kind), verbs) = subresource_kind_and_verbs(info, *sub);
             let mut entry = json!({
                 "name": format!("{}/{}", info.plural, sub.name()),
                 "singularName": "",
@@ -122,11 +110,10 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
                 "kind": kind,
                 "verbs": verbs,
             });
-            if let Some(g) = group {
-                entry["group"] = json!(g);
-            }
-            if let Some(v) = version {
-                entry["version"] = json!(v);
+            // Only a subresource of another group/version names it (upstream omits its own).
+            if (group, version) != (info.group, info.version) {
+                entry["group"] = json!(group);
+                entry["version"] = json!(version);
             }
             list.push(entry);
         }
@@ -144,12 +131,137 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
     }))
 }
 
-/// `/version`: a v1.32-style version (kubectl warns about larger skews).
+/// The `gitVersion` the server reports: a v1.32 API (kubectl warns about larger skews).
+pub const GIT_VERSION: &str = concat!("v1.32.0+kcm-", env!("CARGO_PKG_VERSION"));
+
+/// The `apidiscovery.k8s.io` version an `Accept` header asks for (`v2` or `v2beta1`), if it
+/// asks for aggregated discovery (`as=APIGroupDiscoveryList`), as kubectl does first.
+pub fn aggregated_version(accept: &str) -> Option<&'static str> {
+    for range in accept.split(',') {
+        let mut params = range.split(';').map(str::trim);
+        let media = params.next().unwrap_or("");
+        if media != "application/json" {
+            continue;
+        }
+        let (mut group, mut version, mut as_kind) = ("", "", "");
+        for p in params {
+            match p.split_once('=') {
+                Some(("g", v)) => group = v,
+                Some(("v", v)) => version = v,
+                Some(("as", v)) => as_kind = v,
+                _ => {}
+            }
+        }
+        if group == "apidiscovery.k8s.io" && as_kind == "APIGroupDiscoveryList" {
+            match version {
+                "v2" => return Some("v2"),
+                "v2beta1" => return Some("v2beta1"),
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// The `Content-Type` of an aggregated discovery answer.
+pub fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io` `APIGroupDiscoveryList`): `/api` (`core`) or
+/// `/apis`, every group's versions with their resources and subresources in one answer.
+pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
+    let mut groups: Vec<(&'static str, Vec<&'static str>)> = if core {
+        vec![("", vec!["v1"])]
+    } else {
+        group_versions(registry)
+    };
+    groups.retain(|(g, _)| g.is_empty() == core);
+    let items: Vec<Value> = groups
+        .iter()
+        .map(|(group, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = registry
+                        .resources()
+                        .iter()
+                        .map(|s| s.info())
+                        .filter(|i| i.group == *group && i.version == *v)
+                        .map(aggregated_resource)
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": group}, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}
+
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
+    json!({"group": group, "version": version, "kind": kind})
+}
+
+fn aggregated_resource(info: &ResourceInfo) -> Value {
+    let subresources: Vec<Value> = info
+        .subresources
+        .iter()
+        .map(|sub| {
+            let (kind, verbs) = subresource_kind_and_verbs(info, *sub);
+            json!({"subresource": sub.name(), "responseKind": gvk(kind.0, kind.1, kind.2), "verbs": verbs})
+        })
+        .collect();
+    let mut entry = json!({
+        "resource": info.plural,
+        "responseKind": gvk(info.group, info.version, info.kind),
+        "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": info.singular,
+        "verbs": RESOURCE_VERBS,
+    });
+    if !info.short_names.is_empty() {
+        entry["shortNames"] = json!(info.short_names);
+    }
+    if !info.categories.is_empty() {
+        entry["categories"] = json!(info.categories);
+    }
+    if !subresources.is_empty() {
+        entry["subresources"] = json!(subresources);
+    }
+    entry
+}
+
+/// The group/version/kind and verbs of a subresource, as discovery lists them.
+fn subresource_kind_and_verbs(
+    info: &ResourceInfo,
+    sub: Subresource,
+) -> (
+    (&'static str, &'static str, &'static str),
+    &'static [&'static str],
+) {
+    match sub {
+        Subresource::Status => (
+            (info.group, info.version, info.kind),
+            &["get", "patch", "update"],
+        ),
+        Subresource::Scale => (("autoscaling", "v1", "Scale"), &["get", "patch", "update"]),
+        Subresource::Binding => (("", "v1", "Binding"), &["create"]),
+        Subresource::Eviction => (("policy", "v1", "Eviction"), &["create"]),
+        Subresource::Finalize => ((info.group, info.version, info.kind), &["update"]),
+    }
+}
+
+/// `/version`: a v1.32-style version.
 pub fn version() -> Value {
     json!({
         "major": "1",
         "minor": "32",
-        "gitVersion": concat!("v1.32.0+kcm-", env!("CARGO_PKG_VERSION")),
+        "gitVersion": GIT_VERSION,
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "1970-01-01T00:00:00Z",

@@ -6,21 +6,23 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderValue, WARNING};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::error::GroupKind;
 use crate::error::{ApiError, Result};
 use crate::http::body::{self, decode_object};
 use crate::http::negotiate::Representation;
 use crate::http::query::Query;
 use crate::http::request_info::ResourceRequest;
 use crate::http::{AppState, json_response};
-use crate::registry::create::CreateOptions;
 use crate::registry::delete::{DeleteOutcome, success_status};
+use crate::registry::options::{WriteOptions, WriteOutcome};
 use crate::registry::patch::PatchType;
 use crate::registry::strategy::{Strategy, Subresource};
 use crate::registry::update::Target;
+use crate::validation::FieldError;
 
 /// Handles one resource request.
 pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> Result<Response> {
@@ -85,13 +87,11 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             Ok(repr.render(s.as_ref(), StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
-            let dry_run = query.dry_run()?;
+            let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
-            let created = registry
-                .create(s.as_ref(), &ns, obj, CreateOptions { dry_run })
-                .await?;
-            Ok(json_response(StatusCode::CREATED, &created))
+            let outcome = registry.create(s.as_ref(), &ns, obj, &opts).await?;
+            Ok(written(StatusCode::CREATED, &outcome))
         }
         (&Method::DELETE, None, None) => {
             let list_opts = query.list_options(info, false)?;
@@ -116,18 +116,18 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             } else {
                 Target::Main
             };
-            let dry_run = query.dry_run()?;
+            let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
             let outcome = registry
-                .update(s.as_ref(), &ns, name, obj, target, dry_run)
+                .update(s.as_ref(), &ns, name, obj, target, &opts)
                 .await?;
             let code = if outcome.created {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK
             };
-            Ok(json_response(code, &outcome.object))
+            Ok(written(code, &outcome))
         }
         (&Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() {
@@ -135,13 +135,18 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             } else {
                 Target::Main
             };
-            let dry_run = query.dry_run()?;
             let patch_type = patch_type(&headers)?;
+            let opts = write_options(&query, &headers, Some(patch_type))?;
             let bytes = read_body(req).await?;
-            let obj = registry
-                .patch(s.as_ref(), &ns, name, patch_type, &bytes, target, dry_run)
+            let outcome = registry
+                .patch(s.as_ref(), &ns, name, patch_type, &bytes, target, &opts)
                 .await?;
-            Ok(json_response(StatusCode::OK, &obj))
+            let code = if outcome.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(written(code, &outcome))
         }
         (&Method::DELETE, Some(name), None) => {
             let mut opts = query.delete_options()?;
@@ -177,20 +182,20 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PUT, Some(name), Some(Subresource::Scale)) => {
-            let dry_run = query.dry_run()?;
+            let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let scale = decode_object(&bytes, &media)?;
             let scale = registry
-                .update_scale(s.as_ref(), &ns, name, scale, dry_run)
+                .update_scale(s.as_ref(), &ns, name, scale, &opts)
                 .await?;
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PATCH, Some(name), Some(Subresource::Scale)) => {
-            let dry_run = query.dry_run()?;
             let patch_type = patch_type(&headers)?;
+            let opts = write_options(&query, &headers, Some(patch_type))?;
             let bytes = read_body(req).await?;
             let scale = registry
-                .patch_scale(s.as_ref(), &ns, name, patch_type, &bytes, dry_run)
+                .patch_scale(s.as_ref(), &ns, name, patch_type, &bytes, &opts)
                 .await?;
             Ok(json_response(StatusCode::OK, &scale))
         }
@@ -223,6 +228,65 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         }
         _ => Err(method_not_allowed(s.as_ref(), &method)),
     }
+}
+
+/// The write options of a request: the query's, with the field manager defaulted from the
+/// `User-Agent` (its part before the first `/`, as upstream) except for apply, which must
+/// name one; `force` is only for apply.
+fn write_options(
+    query: &Query,
+    headers: &http::HeaderMap,
+    patch: Option<PatchType>,
+) -> Result<WriteOptions> {
+    let mut opts = query.write_options()?;
+    let patch_options = GroupKind {
+        group: "meta.k8s.io",
+        kind: "PatchOptions",
+    };
+    if patch == Some(PatchType::Apply) {
+        if opts.field_manager.is_none() {
+            return Err(ApiError::invalid(
+                patch_options,
+                "",
+                &[FieldError::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            ));
+        }
+        return Ok(opts);
+    }
+    if query.get("force").is_some() && patch.is_some() {
+        return Err(ApiError::invalid(
+            patch_options,
+            "",
+            &[FieldError::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            )],
+        ));
+    }
+    if opts.field_manager.is_none() {
+        opts.field_manager = headers
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|ua| ua.split('/').next())
+            .map(|m| m.chars().take(128).collect::<String>())
+            .filter(|m| !m.is_empty());
+    }
+    Ok(opts)
+}
+
+/// A written object, with a `Warning` header per warning (`299 - "text"`, as upstream).
+fn written(code: StatusCode, outcome: &WriteOutcome) -> Response {
+    let mut response = json_response(code, &outcome.object);
+    for warning in &outcome.warnings {
+        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(WARNING, v);
+        }
+    }
+    response
 }
 
 /// The `Status` a successful binding or eviction answers with.

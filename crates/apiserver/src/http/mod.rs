@@ -8,6 +8,7 @@ pub mod body;
 pub mod discovery;
 pub mod handlers;
 pub mod negotiate;
+pub mod openapi;
 pub mod query;
 pub mod request_info;
 
@@ -56,12 +57,31 @@ async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response 
     let route = request_info::parse(req.uri().path());
     let response = match route {
         Route::Resource(r) => handlers::handle(&state, r, req).await,
-        other => discovery_route(&state, other, req.method()),
+        Route::OpenApiV3Index => openapi::serve(
+            state.registry.openapi(),
+            None,
+            req.method(),
+            req.headers(),
+            req.uri().query(),
+        ),
+        Route::OpenApiV3(path) => openapi::serve(
+            state.registry.openapi(),
+            Some(&path),
+            req.method(),
+            req.headers(),
+            req.uri().query(),
+        ),
+        other => discovery_route(&state, other, req.method(), req.headers()),
     };
     response.unwrap_or_else(IntoResponse::into_response)
 }
 
-fn discovery_route(state: &AppState, route: Route, method: &Method) -> Result<Response, ApiError> {
+fn discovery_route(
+    state: &AppState,
+    route: Route,
+    method: &Method,
+    headers: &http::HeaderMap,
+) -> Result<Response, ApiError> {
     if method != Method::GET && method != Method::HEAD {
         return Err(ApiError {
             code: 405,
@@ -81,8 +101,30 @@ fn discovery_route(state: &AppState, route: Route, method: &Method) -> Result<Re
             return Ok(response);
         }
         Route::Version => discovery::version(),
-        Route::CoreVersions => discovery::core_versions(&state.server_address),
-        Route::Groups => discovery::groups(&state.registry),
+        Route::CoreVersions | Route::Groups => {
+            let core = route == Route::CoreVersions;
+            let accept = headers
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if let Some(version) = discovery::aggregated_version(accept) {
+                let doc = discovery::aggregated(&state.registry, core, version);
+                let mut response = json_response(StatusCode::OK, &doc);
+                if let Ok(ct) = HeaderValue::from_str(&discovery::aggregated_content_type(version))
+                {
+                    response.headers_mut().insert(CONTENT_TYPE, ct);
+                }
+                response
+                    .headers_mut()
+                    .insert(http::header::VARY, HeaderValue::from_static("Accept"));
+                return Ok(response);
+            }
+            if core {
+                discovery::core_versions(&state.server_address)
+            } else {
+                discovery::groups(&state.registry)
+            }
+        }
         Route::Group(g) => {
             discovery::group(&state.registry, &g).ok_or_else(ApiError::path_not_found)?
         }
@@ -90,7 +132,9 @@ fn discovery_route(state: &AppState, route: Route, method: &Method) -> Result<Re
             discovery::resources(&state.registry, &group, &version)
                 .ok_or_else(ApiError::path_not_found)?
         }
-        Route::Resource(_) | Route::Unknown => return Err(ApiError::path_not_found()),
+        Route::Resource(_) | Route::OpenApiV3Index | Route::OpenApiV3(_) | Route::Unknown => {
+            return Err(ApiError::path_not_found());
+        }
     };
     Ok(json_response(StatusCode::OK, &doc))
 }

@@ -3,9 +3,11 @@
 use kcm_machinery::labels::Selector;
 
 use crate::error::{ApiError, Result};
+use crate::openapi::field_validation::FieldValidation;
 use crate::registry::delete::DeleteOptions;
 use crate::registry::field_selector::FieldSelector;
 use crate::registry::list::ListOptions;
+use crate::registry::options::WriteOptions;
 use crate::registry::strategy::ResourceInfo;
 
 /// Query parameters as `(name, value)` pairs, percent-decoded.
@@ -80,6 +82,27 @@ impl Query {
             }
         }
         Ok(dry)
+    }
+
+    /// The options of a create, update or patch: `dryRun`, `fieldValidation`,
+    /// `fieldManager` (at most 128 characters, as upstream) and `force`.
+    pub fn write_options(&self) -> Result<WriteOptions> {
+        let field_manager = self.get("fieldManager").filter(|m| !m.is_empty());
+        if let Some(m) = field_manager
+            && m.chars().count() > 128
+        {
+            return Err(ApiError::bad_request(format!(
+                "fieldManager: Too long: may not be longer than 128 (got {})",
+                m.chars().count()
+            )));
+        }
+        Ok(WriteOptions {
+            dry_run: self.dry_run()?,
+            field_validation: FieldValidation::parse(self.get("fieldValidation"))?,
+            field_manager: field_manager.map(str::to_owned),
+            force: self.bool("force")?.unwrap_or(false),
+            subresource: "",
+        })
     }
 
     /// The list and watch options, with selectors parsed against `info`.

@@ -20,6 +20,10 @@ pub enum Route {
         /// API version.
         version: String,
     },
+    /// `/openapi/v3`: the index of OpenAPI v3 documents.
+    OpenApiV3Index,
+    /// `/openapi/v3/{path}`: one group-version's document, e.g. `apis/apps/v1`.
+    OpenApiV3(String),
     /// A resource request.
     Resource(ResourceRequest),
     /// Anything else (404).
@@ -58,6 +62,8 @@ pub fn parse(path: &str) -> Route {
     match parts.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["version"] => Route::Version,
+        ["openapi", "v3"] => Route::OpenApiV3Index,
+        ["openapi", "v3", rest @ ..] => Route::OpenApiV3(rest.join("/")),
         ["api"] => Route::CoreVersions,
         ["apis"] => Route::Groups,
         ["apis", group] => Route::Group((*group).to_owned()),
@@ -193,6 +199,13 @@ mod tests {
                 Route::Unknown,
             ),
             ("root", "/", Route::Unknown),
+            ("openapi index", "/openapi/v3", Route::OpenApiV3Index),
+            (
+                "openapi document",
+                "/openapi/v3/apis/apps/v1",
+                Route::OpenApiV3("apis/apps/v1".to_owned()),
+            ),
+            ("openapi v2", "/openapi/v2", Route::Unknown),
         ];
         for (name, path, want) in cases {
             assert_eq!(parse(path), want, "case {name}");

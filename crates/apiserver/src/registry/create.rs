@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, Result};
 use crate::object;
+use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::strategy::{ResourceInfo, Strategy, check};
 use crate::registry::{Registry, encode_for_storage};
 use crate::storage;
@@ -20,13 +21,6 @@ const MAX_GENERATED_PREFIX: usize = 58;
 /// How many names are tried on collision (upstream retries a generated name 7 more times).
 const GENERATE_NAME_ATTEMPTS: usize = 8;
 
-/// Options of a create.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CreateOptions {
-    /// `dryRun=All`: run everything but the write.
-    pub dry_run: bool,
-}
-
 impl Registry {
     /// Creates an object in `namespace` (ignored for cluster-scoped resources) and returns it
     /// as stored, with `resourceVersion`.
@@ -35,11 +29,29 @@ impl Registry {
         s: &dyn Strategy,
         namespace: &str,
         body: Value,
-        opts: CreateOptions,
-    ) -> Result<Value> {
+        opts: &WriteOptions,
+    ) -> Result<WriteOutcome> {
         let info = s.info();
         let mut obj = check_kind(info, body)?;
         bind_namespace(info, &mut obj, namespace)?;
+        let warnings = self.check_fields(info, &obj, opts.field_validation, Decoded::Body)?;
+        self.create_checked(s, obj, opts.dry_run)
+            .await
+            .map(|object| WriteOutcome {
+                object,
+                created: true,
+                warnings,
+            })
+    }
+
+    /// Creates an object whose kind, namespace and fields were checked.
+    pub(crate) async fn create_checked(
+        &self,
+        s: &dyn Strategy,
+        obj: Value,
+        dry_run: bool,
+    ) -> Result<Value> {
+        let info = s.info();
         let mut obj = s.decode(obj).map_err(ApiError::bad_request)?;
         // FillObjectMetaSystemFields and BeforeCreate: the server owns these fields.
         object::set_meta(&mut obj, "uid", uuid::Uuid::new_v4().to_string());
@@ -66,7 +78,7 @@ impl Registry {
         errs.extend(s.validate(&obj));
         check(info, object::name(&obj), errs)?;
 
-        if opts.dry_run {
+        if dry_run {
             return Ok(obj);
         }
         let mut attempts = 0;

@@ -15,19 +15,21 @@ pub mod eviction;
 pub mod field_selector;
 pub mod list;
 pub mod namespace;
+pub mod options;
 pub mod patch;
 pub mod scale;
 pub mod strategy;
 pub mod update;
 pub mod watch;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
 use crate::object;
+use crate::openapi::OpenApi;
 use crate::resources;
 use crate::storage::{KeyValue, Storage};
 pub use strategy::{ResourceInfo, Strategy, Subresource};
@@ -45,6 +47,8 @@ pub struct Registry {
     resources: Vec<Arc<dyn Strategy>>,
     /// Recent watch events decoded and encoded once for all watchers.
     pub(crate) events: event_cache::EventCache,
+    /// The OpenAPI documents of `resources`, built on first use.
+    openapi: OnceLock<OpenApi>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -62,7 +66,13 @@ impl Registry {
             storage,
             resources: resources::all(),
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
+            openapi: OnceLock::new(),
         }
+    }
+
+    /// The OpenAPI v3 documents and schemas of every served resource (built on first use).
+    pub fn openapi(&self) -> &OpenApi {
+        self.openapi.get_or_init(|| OpenApi::build(&self.resources))
     }
 
     /// The store under the registry.

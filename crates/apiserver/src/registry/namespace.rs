@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
 use crate::object;
-use crate::registry::create::CreateOptions;
+use crate::registry::options::WriteOptions;
 use crate::registry::strategy::{ResourceInfo, Strategy};
 use crate::registry::{Registry, decode_stored, encode_for_storage};
 use crate::resources::namespace as ns_resource;
@@ -26,7 +26,7 @@ impl Registry {
         for name in DEFAULT_NAMESPACES {
             let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             match self
-                .create(s.as_ref(), "", body, CreateOptions::default())
+                .create(s.as_ref(), "", body, &WriteOptions::default())
                 .await
             {
                 Ok(_) => {}

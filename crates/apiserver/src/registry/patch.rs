@@ -16,14 +16,17 @@ pub enum PatchType {
     Merge,
     /// `application/strategic-merge-patch+json`.
     StrategicMerge,
+    /// `application/apply-patch+yaml`: server-side apply (see [`crate::fieldmanager`]).
+    Apply,
 }
 
 impl PatchType {
     /// Every media type a patch may be sent as.
-    pub const MEDIA_TYPES: [&'static str; 3] = [
+    pub const MEDIA_TYPES: [&'static str; 4] = [
         "application/json-patch+json",
         "application/merge-patch+json",
         "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
     ];
 
     /// The patch type of a `Content-Type` (parameters ignored).
@@ -33,6 +36,7 @@ impl PatchType {
             "application/json-patch+json" => Some(PatchType::Json),
             "application/merge-patch+json" => Some(PatchType::Merge),
             "application/strategic-merge-patch+json" => Some(PatchType::StrategicMerge),
+            "application/apply-patch+yaml" => Some(PatchType::Apply),
             _ => None,
         }
     }
@@ -72,6 +76,12 @@ pub fn apply_patch(
                 ));
             }
             json_patch::merge(&mut doc, &p);
+        }
+        PatchType::Apply => {
+            return Err(ApiError::unsupported_media_type(
+                "application/apply-patch+yaml",
+                &PatchType::MEDIA_TYPES[..3],
+            ));
         }
         PatchType::StrategicMerge => {
             let p: Value = serde_json::from_slice(patch)
@@ -172,7 +182,8 @@ mod tests {
         );
         assert_eq!(
             PatchType::from_content_type("application/apply-patch+yaml"),
-            None
+            Some(PatchType::Apply)
         );
+        assert_eq!(PatchType::from_content_type("application/cbor"), None);
     }
 }

@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
+use crate::openapi::field_validation::FieldValidation;
+use crate::registry::options::WriteOptions;
 use crate::registry::patch::{PatchType, apply_patch};
 use crate::registry::strategy::{Strategy, typed};
 use crate::registry::update::Target;
@@ -63,7 +65,7 @@ impl Registry {
         namespace: &str,
         name: &str,
         scale: Value,
-        dry_run: bool,
+        opts: &WriteOptions,
     ) -> Result<Value> {
         let kind = scale.get("kind").and_then(Value::as_str).unwrap_or("Scale");
         if kind != "Scale" {
@@ -108,10 +110,14 @@ impl Registry {
                 PatchType::Merge,
                 &bytes,
                 Target::Main,
-                dry_run,
+                &WriteOptions {
+                    subresource: "scale",
+                    field_validation: FieldValidation::Ignore,
+                    ..opts.clone()
+                },
             )
             .await?;
-        Ok(scale_of(&updated))
+        Ok(scale_of(&updated.object))
     }
 
     /// `PATCH .../{name}/scale`: the patch applies to the current `Scale`.
@@ -122,7 +128,7 @@ impl Registry {
         name: &str,
         patch_type: PatchType,
         patch: &[u8],
-        dry_run: bool,
+        opts: &WriteOptions,
     ) -> Result<Value> {
         let current = self.get_scale(s, namespace, name).await?;
         let patched = apply_patch(s.info(), &current, patch_type, patch)?;
@@ -131,8 +137,7 @@ impl Registry {
         if object::resource_version(&patched) == object::resource_version(&current) {
             object::remove_meta(&mut patched, "resourceVersion");
         }
-        self.update_scale(s, namespace, name, patched, dry_run)
-            .await
+        self.update_scale(s, namespace, name, patched, opts).await
     }
 }
 

@@ -217,6 +217,12 @@ pub trait Strategy: Send + Sync + 'static {
         self.validate(new)
     }
 
+    /// Status-update changes beyond the generic reset (the status strategies'
+    /// `PrepareForUpdate`): `new` is the stored object with the requested status, and
+    /// `requested_meta` the request's `metadata`. Most resources keep all stored metadata;
+    /// Deployments let annotations through (the revision annotation is written this way).
+    fn prepare_for_status_update(&self, _new: &mut Value, _requested_meta: Option<&Value>) {}
+
     /// Validation of a `/status` update.
     fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
         Vec::new()

@@ -8,10 +8,14 @@
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
+use crate::fieldmanager::apply;
+use crate::fieldmanager::managed::{self, Writer};
+use crate::fieldmanager::walk::Scope;
 use crate::object;
-use crate::registry::create::{CreateOptions, bind_namespace, check_kind};
+use crate::registry::create::{bind_namespace, check_kind};
+use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
-use crate::registry::strategy::{Strategy, check};
+use crate::registry::strategy::{ResourceInfo, Strategy, check};
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage, parse_resource_version};
 use crate::storage::{self, KeyValue};
 use crate::validation::{validate_object_meta, validate_object_meta_update};
@@ -25,21 +29,15 @@ pub enum Target {
     Status,
 }
 
-/// The result of an update.
-#[derive(Debug)]
-pub struct UpdateOutcome {
-    /// The object as stored (or as it was when deleted on its last finalizer).
-    pub object: Value,
-    /// Whether the update created the object (`AllowCreateOnUpdate`; answered 201).
-    pub created: bool,
-}
-
 /// Where the new object comes from.
 enum Source<'a> {
     /// `PUT`: the client's object; its uid, if set, is a precondition (409).
     Replace(&'a Value),
     /// `PATCH`: applied to the current object on every attempt.
     Patch(PatchType, &'a [u8]),
+    /// Server-side apply of a checked configuration, merged into the current object on
+    /// every attempt.
+    Apply(&'a Value),
 }
 
 impl Registry {
@@ -51,15 +49,20 @@ impl Registry {
         name: &str,
         body: Value,
         target: Target,
-        dry_run: bool,
-    ) -> Result<UpdateOutcome> {
+        opts: &WriteOptions,
+    ) -> Result<WriteOutcome> {
         let info = s.info();
         let body = check_kind(info, body)?;
-        self.write(s, namespace, name, Source::Replace(&body), target, dry_run)
-            .await
+        let warnings = self.check_fields(info, &body, opts.field_validation, Decoded::Body)?;
+        let mut outcome = self
+            .write(s, namespace, name, Source::Replace(&body), target, opts)
+            .await?;
+        outcome.warnings.extend(warnings);
+        Ok(outcome)
     }
 
     /// `PATCH`: applies a merge, JSON or strategic-merge patch to an object (or its status).
+    #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
         s: &dyn Strategy,
@@ -68,18 +71,55 @@ impl Registry {
         patch_type: PatchType,
         patch: &[u8],
         target: Target,
-        dry_run: bool,
-    ) -> Result<Value> {
+        opts: &WriteOptions,
+    ) -> Result<WriteOutcome> {
+        if patch_type == PatchType::Apply {
+            let info = s.info();
+            let config = apply_config(info, name, patch)?;
+            // Upstream converts the configuration to its typed form first, which fails on
+            // any field the schema does not declare, whatever `fieldValidation` says.
+            let unknown =
+                self.openapi()
+                    .unknown_fields(info.group, info.version, info.kind, &config);
+            if !unknown.is_empty() {
+                let object = if info.namespaced {
+                    format!("{namespace}/{name}")
+                } else {
+                    name.to_owned()
+                };
+                let fields: Vec<String> = unknown
+                    .iter()
+                    .map(|f| format!(".{f}: field not declared in schema"))
+                    .collect();
+                let why = match fields.as_slice() {
+                    [one] => one.clone(),
+                    many => format!("errors:\n  {}", many.join("\n  ")),
+                };
+                return Err(ApiError {
+                    code: 500,
+                    reason: "",
+                    message: format!(
+                        "failed to create typed patch object ({object}; {}, Kind={}): {why}",
+                        info.api_version(),
+                        info.kind
+                    ),
+                    details: None,
+                    continue_token: None,
+                });
+            }
+            return self
+                .write(s, namespace, name, Source::Apply(&config), target, opts)
+                .await;
+        }
         self.write(
             s,
             namespace,
             name,
             Source::Patch(patch_type, patch),
             target,
-            dry_run,
+            opts,
         )
         .await
-        .map(|o| o.object)
     }
 
     async fn write(
@@ -89,11 +129,12 @@ impl Registry {
         name: &str,
         source: Source<'_>,
         target: Target,
-        dry_run: bool,
-    ) -> Result<UpdateOutcome> {
+        opts: &WriteOptions,
+    ) -> Result<WriteOutcome> {
         let info = s.info();
         let gr = info.group_resource();
         let namespace = if info.namespaced { namespace } else { "" };
+        let dry_run = opts.dry_run;
         for _ in 0..MAX_WRITE_RETRIES {
             let Some((current, kv)) = self.get_kv(s, namespace, name).await? else {
                 return match source {
@@ -105,12 +146,23 @@ impl Registry {
                             object::set_meta(&mut obj, "name", name);
                         }
                         check_name(&obj, name)?;
-                        let created = self
-                            .create(s, namespace, obj, CreateOptions { dry_run })
-                            .await?;
-                        Ok(UpdateOutcome {
-                            object: created,
+                        bind_namespace(info, &mut obj, namespace)?;
+                        let object = self.create_checked(s, obj, dry_run).await?;
+                        Ok(WriteOutcome {
+                            object,
                             created: true,
+                            warnings: Vec::new(),
+                        })
+                    }
+                    Source::Apply(config) if target == Target::Main => {
+                        let mut obj =
+                            self.apply_to(s, namespace, name, None, config, target, opts)?;
+                        bind_namespace(info, &mut obj, namespace)?;
+                        let object = self.create_checked(s, obj, dry_run).await?;
+                        Ok(WriteOutcome {
+                            object,
+                            created: true,
+                            warnings: Vec::new(),
                         })
                     }
                     _ => Err(ApiError::not_found(gr, name)),
@@ -119,9 +171,19 @@ impl Registry {
             // A patch is re-applied to the fresh object on every attempt, so a race is retried
             // unless the patch itself pinned `metadata.resourceVersion` (then the pinned
             // version no longer matches and the next attempt answers 409).
+            let mut warnings = Vec::new();
             let (new, is_replace) = match source {
                 Source::Replace(body) => (body.clone(), true),
-                Source::Patch(kind, patch) => (apply_patch(info, &current, kind, patch)?, false),
+                Source::Patch(kind, patch) => {
+                    let patched = apply_patch(info, &current, kind, patch)?;
+                    warnings =
+                        self.check_fields(info, &patched, opts.field_validation, Decoded::Patch)?;
+                    (patched, false)
+                }
+                Source::Apply(config) => (
+                    self.apply_to(s, namespace, name, Some(&current), config, target, opts)?,
+                    false,
+                ),
             };
             let requested_rv = parse_resource_version(object::resource_version(&new))?;
             if let Some(rv) = requested_rv
@@ -142,15 +204,18 @@ impl Registry {
                     ));
                 }
             }
-            let new = self.prepare_update(s, namespace, name, new, &current, target)?;
+            let tracked = !matches!(source, Source::Apply(_));
+            let new =
+                self.prepare_update(s, namespace, name, new, &current, target, opts, tracked)?;
             match self
                 .commit_update(s, name, new, current, &kv, dry_run)
                 .await
             {
                 Ok(object) => {
-                    return Ok(UpdateOutcome {
+                    return Ok(WriteOutcome {
                         object,
                         created: false,
+                        warnings,
                     });
                 }
                 Err(Retry::Again) if requested_rv.is_none() || !is_replace => continue,
@@ -161,8 +226,51 @@ impl Registry {
         Err(ApiError::stale(gr, name))
     }
 
+    /// Server-side apply of `config` to `live` (`None`: the object does not exist yet), by
+    /// the request's field manager.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_to(
+        &self,
+        s: &dyn Strategy,
+        namespace: &str,
+        name: &str,
+        live: Option<&Value>,
+        config: &Value,
+        target: Target,
+        opts: &WriteOptions,
+    ) -> Result<Value> {
+        let info = s.info();
+        let manager = opts.field_manager.as_deref().unwrap_or("");
+        let api_version = info.api_version();
+        let now = object::now_rfc3339();
+        let writer = Writer {
+            manager,
+            api_version: &api_version,
+            subresource: subresource_name(target, opts),
+            now: &now,
+        };
+        let schema = crate::strategic_merge::Schema::for_kind(info.group, info.version, info.kind);
+        let object = if namespace.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{namespace}/{name}")
+        };
+        let gvk = format!("{api_version}, Kind={}", info.kind);
+        apply::apply(
+            live,
+            config,
+            schema.root(),
+            scope(s, target),
+            writer,
+            opts.force,
+        )
+        .map_err(|e| e.into_api_error(&object, &gvk))
+    }
+
     /// Builds the object to store from the client's `new` and the stored `old`
-    /// (`rest.BeforeUpdate` plus the strategy's `PrepareForUpdate` and validation).
+    /// (`rest.BeforeUpdate` plus the strategy's `PrepareForUpdate` and validation); with
+    /// `tracked`, the write is recorded in `managedFields` as an `Update`.
+    #[allow(clippy::too_many_arguments)]
     fn prepare_update(
         &self,
         s: &dyn Strategy,
@@ -171,6 +279,8 @@ impl Registry {
         new: Value,
         old: &Value,
         target: Target,
+        opts: &WriteOptions,
+        tracked: bool,
     ) -> Result<Value> {
         let info = s.info();
         let mut new = check_kind(info, new)?;
@@ -196,9 +306,15 @@ impl Registry {
             }
             Target::Status => {
                 // Only the status changes; metadata and spec stay as stored
-                // (`ResetObjectMetaForStatus` and the status strategies' PrepareForUpdate).
+                // (`ResetObjectMetaForStatus` and the status strategies' PrepareForUpdate),
+                // except the managed fields an apply to the status computed.
                 let status = new.get("status").cloned();
+                let managed = new.pointer("/metadata/managedFields").cloned();
+                let requested_meta = new.get("metadata").cloned();
                 new = old.clone();
+                if !tracked && let Some(managed) = managed {
+                    object::set_meta(&mut new, "managedFields", managed);
+                }
                 match status {
                     Some(status) => new["status"] = status,
                     None => {
@@ -207,6 +323,7 @@ impl Registry {
                         }
                     }
                 }
+                s.prepare_for_status_update(&mut new, requested_meta.as_ref());
             }
         }
         // The server owns these metadata fields (rest.BeforeUpdate).
@@ -227,6 +344,19 @@ impl Registry {
                 .is_none()
         {
             object::set_meta(&mut new, "deletionGracePeriodSeconds", grace);
+        }
+        if tracked {
+            let api_version = info.api_version();
+            let now = object::now_rfc3339();
+            let schema =
+                crate::strategic_merge::Schema::for_kind(info.group, info.version, info.kind);
+            let writer = Writer {
+                manager: opts.field_manager.as_deref().unwrap_or(UNKNOWN_MANAGER),
+                api_version: &api_version,
+                subresource: subresource_name(target, opts),
+                now: &now,
+            };
+            managed::record_update(old, &mut new, schema.root(), scope(s, target), writer);
         }
         let mut errs = validate_object_meta(&new, info.namespaced, s.name_rule());
         errs.extend(validate_object_meta_update(&new, old));
@@ -288,6 +418,63 @@ pub(crate) enum Retry {
     Again,
     /// A final error.
     Fail(ApiError),
+}
+
+/// The manager recorded for writes that name none.
+const UNKNOWN_MANAGER: &str = "unknown";
+
+/// Which part of the object a write's managed fields cover.
+fn scope(s: &dyn Strategy, target: Target) -> Scope {
+    match target {
+        Target::Main => Scope::Main {
+            status_subresource: s.has_status(),
+        },
+        Target::Status => Scope::Status,
+    }
+}
+
+/// The `subresource` of a write's `managedFields` entry.
+fn subresource_name(target: Target, opts: &WriteOptions) -> &'static str {
+    match target {
+        Target::Status => "status",
+        Target::Main => opts.subresource,
+    }
+}
+
+/// Parses and checks an apply configuration (`application/apply-patch+yaml`): a YAML or JSON
+/// object of the resource's kind and version, named as the URL, without `managedFields`.
+fn apply_config(info: &ResourceInfo, name: &str, patch: &[u8]) -> Result<Value> {
+    let config: Value = serde_saphyr::from_slice(patch)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let config = check_kind(info, config)?;
+    let api_version = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if api_version != info.api_version() {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {api_version}, expected: {}",
+            info.api_version()
+        )));
+    }
+    if config
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid object type: {api_version}, Kind="
+        )));
+    }
+    if config
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    check_name(&config, name)?;
+    Ok(config)
 }
 
 /// The object's name must match the URL's (`checkName`).

@@ -97,6 +97,26 @@ pub enum Workload {
 pub struct WorkloadStrategy(pub Workload);
 
 impl Strategy for WorkloadStrategy {
+    /// Upstream's `deploymentStatusStrategy.PrepareForUpdate` resets only spec and labels, so
+    /// a Deployment's annotations (`deployment.kubernetes.io/revision`) change through
+    /// `/status`; the other workloads keep their stored metadata.
+    fn prepare_for_status_update(&self, new: &mut Value, requested_meta: Option<&Value>) {
+        if self.0 != Workload::Deployment {
+            return;
+        }
+        let annotations = requested_meta.and_then(|m| m.get("annotations")).cloned();
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            match annotations {
+                Some(a) => {
+                    meta.insert("annotations".to_owned(), a);
+                }
+                None => {
+                    meta.remove("annotations");
+                }
+            }
+        }
+    }
+
     fn info(&self) -> &'static ResourceInfo {
         match self.0 {
             Workload::Deployment => &DEPLOYMENTS,

@@ -96,3 +96,83 @@ async fn kube_discovery_runs_against_the_server() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn aggregated_discovery_answers_kubectls_first_request() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        let get = |path: &'static str| {
+            let client = client.clone();
+            async move {
+                let request = http::Request::get(path)
+                    .header("accept", accept)
+                    .body(kube::client::Body::empty())
+                    .expect("request");
+                let response = client.send(request).await.expect("response");
+                let content_type = response.headers()["content-type"]
+                    .to_str()
+                    .expect("ascii")
+                    .to_owned();
+                let bytes = response.into_body().collect_bytes().await.expect("body");
+                let doc: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+                (content_type, doc)
+            }
+        };
+        let (content_type, apis) = get("/apis").await;
+        assert_eq!(
+            content_type,
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        );
+        assert_eq!(apis["kind"], "APIGroupDiscoveryList");
+        assert_eq!(apis["apiVersion"], "apidiscovery.k8s.io/v2");
+        let apps = apis["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .find(|g| g["metadata"]["name"] == "apps")
+            .expect("apps");
+        let deployments = apps["versions"][0]["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .expect("deployments");
+        assert_eq!(deployments["scope"], "Namespaced");
+        assert_eq!(deployments["shortNames"][0], "deploy");
+        assert_eq!(deployments["categories"][0], "all");
+        assert_eq!(
+            deployments["responseKind"],
+            serde_json::json!({"group": "apps", "version": "v1", "kind": "Deployment"})
+        );
+        let scale = deployments["subresources"]
+            .as_array()
+            .expect("subresources")
+            .iter()
+            .find(|s| s["subresource"] == "scale")
+            .expect("scale");
+        assert_eq!(scale["responseKind"]["group"], "autoscaling");
+
+        let (_, core) = get("/api").await;
+        assert_eq!(core["items"][0]["metadata"]["name"], "");
+        let pods = core["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .expect("pods");
+        let eviction = pods["subresources"]
+            .as_array()
+            .expect("subresources")
+            .iter()
+            .find(|s| s["subresource"] == "eviction")
+            .expect("eviction");
+        assert_eq!(
+            eviction["responseKind"],
+            serde_json::json!({"group": "policy", "version": "v1", "kind": "Eviction"})
+        );
+        assert_eq!(eviction["verbs"], serde_json::json!(["create"]));
+    })
+    .await;
+}

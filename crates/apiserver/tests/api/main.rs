@@ -1,5 +1,6 @@
 //! Integration tests of the API server over real HTTPS with `kube` clients: one binary, one module per area.
 
+mod apply;
 mod common;
 mod crud;
 mod deletion;
@@ -7,6 +8,7 @@ mod discovery;
 mod eviction;
 mod list;
 mod namespaces;
+mod openapi;
 mod pods;
 mod robustness;
 mod security;

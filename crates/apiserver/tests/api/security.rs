@@ -155,9 +155,11 @@ async fn oversized_malformed_and_unsupported_bodies() {
             b"{}".to_vec(),
         )
         .await;
+        // Server-side apply is served, and must name its field manager.
+        assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")));
         assert_eq!(
-            (code, status["reason"].as_str()),
-            (415, Some("UnsupportedMediaType"))
+            status["message"],
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
         );
         let (code, _) = raw(
             &client,

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::registry::{ControllerDescriptor, StartedController};
+use crate::deployment::{DeploymentController, DeploymentControllerOptions};
 use crate::garbagecollector::{GarbageCollector, GarbageCollectorOptions};
 use crate::nodelifecycle::zone::EvictionRates;
 use crate::nodelifecycle::{
@@ -40,6 +41,29 @@ pub fn replicaset_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(&["replicaset"])
+}
+
+/// kube-controller-manager's name of the Deployment controller.
+pub const DEPLOYMENT_CONTROLLER: &str = crate::deployment::CONTROLLER_NAME;
+
+/// `deployment-controller` (alias `deployment`): Deployments, ReplicaSets and Pods informers,
+/// `--concurrent-deployment-syncs` workers, queue `deployment`.
+pub fn deployment_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(DEPLOYMENT_CONTROLLER, |ctx: ControllerContext| async move {
+        let controller = Arc::new(DeploymentController::new_with_options(
+            &ctx.factory,
+            ctx.client.clone(),
+            ctx.recorder(DEPLOYMENT_CONTROLLER),
+            DeploymentControllerOptions {
+                metrics: Some(ctx.workqueue_metrics()),
+            },
+        ));
+        let workers = ctx.options.deployment.concurrent_deployment_syncs as usize;
+        Ok(Some(StartedController::new(
+            controller.run(workers, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(&["deployment"])
 }
 
 /// kube-controller-manager's name of the garbage collector.

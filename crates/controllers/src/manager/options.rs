@@ -785,7 +785,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: garbage-collector-controller, node-lifecycle-controller, replicaset-controller, taint-eviction-controller",
+            "All controllers: deployment-controller, garbage-collector-controller, node-lifecycle-controller, replicaset-controller, taint-eviction-controller",
         ] {
             assert!(help.contains(needle), "missing {needle} in\n{help}");
         }

@@ -173,6 +173,7 @@ impl ControllerRegistry {
         let mut registry = Self::new();
         for descriptor in [
             super::builtin::replicaset_controller(),
+            super::builtin::deployment_controller(),
             super::builtin::garbage_collector_controller(),
             super::builtin::node_lifecycle_controller(),
             super::builtin::taint_eviction_controller(),
@@ -336,6 +337,7 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "deployment-controller",
                 "garbage-collector-controller",
                 "node-lifecycle-controller",
                 "replicaset-controller",

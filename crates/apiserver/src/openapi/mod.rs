@@ -1,0 +1,281 @@
+//! OpenAPI v3: the `/openapi/v3` index and one document per served group-version, generated from the k8s-openapi types; strict field validation against the same schemas.
+//!
+//! kubectl needs these documents for `apply`/`create`/`replace` with the default
+//! `--validate=strict` (it looks for the `fieldValidation` parameter of the kind's `patch`
+//! operation and then leaves validation to the server) and for `kubectl explain`. The
+//! documents are built once per [`Registry`](crate::registry::Registry), on first use, and
+//! served as encoded bytes with a content hash in the index URL, as upstream does so that
+//! clients may cache them.
+
+pub mod field_validation;
+pub mod patch_extensions;
+pub mod paths;
+pub mod schemas;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::registry::strategy::{Strategy, Subresource};
+use paths::ResourceNames;
+use schemas::Components;
+
+/// One group-version's document.
+#[derive(Debug)]
+pub struct Document {
+    /// The index key and URL path under `/openapi/v3/`, e.g. `apis/apps/v1` or `api/v1`.
+    pub path: String,
+    /// Upper-case hex content hash, as in the index's `serverRelativeURL`.
+    pub hash: String,
+    /// The encoded JSON document.
+    pub body: Bytes,
+}
+
+/// Every OpenAPI v3 document of a server, plus the union of their component schemas.
+#[derive(Debug)]
+pub struct OpenApi {
+    /// The encoded `/openapi/v3` index.
+    index: Bytes,
+    /// One document per group-version, in discovery order.
+    documents: Vec<Document>,
+    /// Every component schema of every document, by name (equal names are equal schemas).
+    components: Map<String, Value>,
+}
+
+impl OpenApi {
+    /// Builds the documents of `resources` (served resources whose kind has no known Rust
+    /// type are left out of the documents).
+    pub fn build(resources: &[Arc<dyn Strategy>]) -> Self {
+        let mut group_versions: Vec<(&'static str, &'static str)> = Vec::new();
+        for s in resources {
+            let gv = (s.info().group, s.info().version);
+            if !group_versions.contains(&gv) {
+                group_versions.push(gv);
+            }
+        }
+        // The core group first, as upstream's index lists `api/v1` before `apis/...`.
+        group_versions.sort_by_key(|(g, _)| !g.is_empty());
+        let mut documents = Vec::new();
+        let mut components = Map::new();
+        let mut index = Map::new();
+        for (group, version) in group_versions {
+            let path = if group.is_empty() {
+                format!("api/{version}")
+            } else {
+                format!("apis/{group}/{version}")
+            };
+            let doc = group_version_document(resources, group, version);
+            if let Some(Value::Object(schemas)) = doc.pointer("/components/schemas") {
+                for (name, schema) in schemas {
+                    components
+                        .entry(name.clone())
+                        .or_insert_with(|| schema.clone());
+                }
+            }
+            let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+            let hash = content_hash(&body);
+            index.insert(
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={hash}")}),
+            );
+            documents.push(Document { path, hash, body });
+        }
+        let index = Bytes::from(serde_json::to_vec(&json!({"paths": index})).unwrap_or_default());
+        Self {
+            index,
+            documents,
+            components,
+        }
+    }
+
+    /// The encoded `/openapi/v3` index: `{"paths": {"apis/apps/v1": {"serverRelativeURL": ...}}}`.
+    pub fn index(&self) -> &Bytes {
+        &self.index
+    }
+
+    /// The document at `/openapi/v3/{path}`.
+    pub fn document(&self, path: &str) -> Option<&Document> {
+        self.documents.iter().find(|d| d.path == path)
+    }
+
+    /// Every document, in index order.
+    pub fn documents(&self) -> &[Document] {
+        &self.documents
+    }
+
+    /// Every component schema, by name.
+    pub fn components(&self) -> &Map<String, Value> {
+        &self.components
+    }
+
+    /// The paths of the fields of `obj` that the schema of `group/version/kind` does not
+    /// declare (`spec.foo`, `spec.containers[0].bar`), sorted by key within each object; empty for kinds
+    /// without a known schema.
+    pub fn unknown_fields(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+        obj: &Value,
+    ) -> Vec<String> {
+        match schemas::kind(group, version, kind) {
+            Some(k) => field_validation::unknown_fields(&self.components, &(k.name)(), obj),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The document of one group-version: every resource's paths and the schemas they reach.
+fn group_version_document(resources: &[Arc<dyn Strategy>], group: &str, version: &str) -> Value {
+    let mut components = Components::new();
+    let common = components.add_common();
+    let mut paths = Map::new();
+    // The kinds whose schemas get the patch table's extensions.
+    let mut patched: Vec<(String, &'static schemas::TypedKind)> = Vec::new();
+    for s in resources {
+        let info = s.info();
+        if info.group != group || info.version != version {
+            continue;
+        }
+        let Some(kind) = schemas::kind(group, version, info.kind) else {
+            continue;
+        };
+        let kind_name = components.add_kind(kind);
+        let list_name = components.add_list(kind);
+        patched.push((kind_name.clone(), kind));
+        let mut sub_name = |sub: Subresource, g: &str, v: &str, k: &str| {
+            if !info.has_subresource(sub) {
+                return None;
+            }
+            schemas::kind(g, v, k).map(|t| components.add_kind(t))
+        };
+        let scale = sub_name(Subresource::Scale, "autoscaling", "v1", "Scale");
+        let binding = sub_name(Subresource::Binding, "", "v1", "Binding");
+        let eviction = sub_name(Subresource::Eviction, "policy", "v1", "Eviction");
+        let names = ResourceNames {
+            kind: &kind_name,
+            list: &list_name,
+            scale: scale.as_deref(),
+            binding: binding.as_deref(),
+            eviction: eviction.as_deref(),
+            common: &common,
+        };
+        paths::add_resource(&mut paths, info, &names);
+    }
+    let mut schemas = components.finish();
+    for (name, kind) in patched {
+        let table = crate::strategic_merge::Schema::for_kind(kind.group, kind.version, kind.kind);
+        patch_extensions::annotate(&mut schemas, &name, table.root());
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": crate::http::discovery::GIT_VERSION},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    })
+}
+
+/// A 128-bit FNV-1a content hash in upper-case hex: stable for equal documents, which is all
+/// clients need of the `hash` they cache by (upstream uses SHA-512 for the same purpose).
+pub fn content_hash(bytes: &[u8]) -> String {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut hash = OFFSET;
+    for b in bytes {
+        hash ^= u128::from(*b);
+        hash = hash.wrapping_mul(PRIME);
+    }
+    format!("{hash:032X}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_lists_every_group_version_with_a_hash() {
+        let api = OpenApi::build(&crate::resources::all());
+        let index: Value = serde_json::from_slice(api.index()).expect("json");
+        let paths = index["paths"].as_object().expect("paths");
+        for gv in [
+            "api/v1",
+            "apis/apps/v1",
+            "apis/coordination.k8s.io/v1",
+            "apis/events.k8s.io/v1",
+            "apis/policy/v1",
+        ] {
+            let url = paths[gv]["serverRelativeURL"].as_str().expect(gv);
+            let doc = api.document(gv).expect(gv);
+            assert_eq!(url, format!("/openapi/v3/{gv}?hash={}", doc.hash));
+        }
+        assert_eq!(paths.keys().next().map(String::as_str), Some("api/v1"));
+    }
+
+    #[test]
+    fn every_served_kind_has_a_schema_with_its_gvk() {
+        let resources = crate::resources::all();
+        let api = OpenApi::build(&resources);
+        for s in &resources {
+            let info = s.info();
+            let kind = schemas::kind(info.group, info.version, info.kind)
+                .unwrap_or_else(|| panic!("no schema for {}", info.plural));
+            let doc: Value =
+                serde_json::from_slice(&api.document(&gv_path(info)).expect("doc").body)
+                    .expect("json");
+            let schema = &doc["components"]["schemas"][&*(kind.name)()];
+            let gvks = schema["x-kubernetes-group-version-kind"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no gvk on {}", info.kind));
+            assert!(
+                gvks.contains(&schemas::gvk_json(info.group, info.version, info.kind)),
+                "{}: {gvks:?}",
+                info.kind
+            );
+        }
+    }
+
+    fn gv_path(info: &crate::registry::strategy::ResourceInfo) -> String {
+        if info.group.is_empty() {
+            format!("api/{}", info.version)
+        } else {
+            format!("apis/{}/{}", info.group, info.version)
+        }
+    }
+
+    #[test]
+    fn every_ref_resolves_within_its_document() {
+        let api = OpenApi::build(&crate::resources::all());
+        for doc in api.documents() {
+            let value: Value = serde_json::from_slice(&doc.body).expect("json");
+            let schemas = value["components"]["schemas"].as_object().expect("schemas");
+            let mut refs = Vec::new();
+            collect_refs(&value, &mut refs);
+            assert!(!refs.is_empty());
+            for r in refs {
+                let name = r.strip_prefix(schemas::REF_PREFIX).expect("component ref");
+                assert!(schemas.contains_key(name), "{}: dangling {r}", doc.path);
+            }
+        }
+    }
+
+    fn collect_refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|v| collect_refs(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| collect_refs(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn hash_is_stable_and_content_sensitive() {
+        assert_eq!(content_hash(b"abc"), content_hash(b"abc"));
+        assert_ne!(content_hash(b"abc"), content_hash(b"abd"));
+        assert_eq!(content_hash(b"").len(), 32);
+    }
+}

@@ -1,0 +1,911 @@
+//! End to end: the installed `kubectl` against an in-process API server, verb by verb, checking the output text and the resulting objects.
+//!
+//! Each test starts its own server on `127.0.0.1:0` and runs `kubectl --kubeconfig` with the
+//! kubeconfig the server wrote and a private discovery cache. kubectl runs with its defaults
+//! (notably `--validate=strict`, which needs the OpenAPI v3 documents). No controllers run:
+//! where a verb waits for one (`rollout status`, `wait`), the test plays the controller by
+//! writing the status the controller would. Skipped, with a message, when `kubectl` is not
+//! installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use kcm_apiserver::testing::TestServer;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Every test body runs under this timeout.
+const TEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Whether `kubectl` can be run; prints why a test is skipped when not.
+fn kubectl_installed() -> bool {
+    let ok = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("kubectl is not installed; skipping the kubectl end-to-end test");
+    }
+    ok
+}
+
+/// A server and a kubectl configured for it.
+struct Env {
+    server: TestServer,
+    /// Manifests, the editor script and kubectl's cache live here.
+    dir: tempfile::TempDir,
+}
+
+/// What one kubectl run printed.
+struct Run {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Env {
+    async fn start() -> Self {
+        Self {
+            server: TestServer::start().await,
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn kubeconfig(&self) -> &Path {
+        self.server.kubeconfig_path()
+    }
+
+    fn client(&self) -> kube::Client {
+        self.server.client()
+    }
+
+    /// Writes a file into the test's directory and returns its path.
+    fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents).expect("write file");
+        path
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .args(["--request-timeout", "30s"])
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs kubectl with `envs` and `stdin`.
+    async fn run_with(&self, args: &[&str], envs: &[(&str, &Path)], stdin: Option<&str>) -> Run {
+        let mut cmd = self.command(args);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn kubectl");
+        if let Some(input) = stdin {
+            use tokio::io::AsyncWriteExt;
+            let mut pipe = child.stdin.take().expect("stdin");
+            pipe.write_all(input.as_bytes()).await.expect("write stdin");
+            drop(pipe);
+        }
+        let out = child.wait_with_output().await.expect("kubectl output");
+        Run {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, &[], None).await
+    }
+
+    /// Runs kubectl, which must succeed; returns its stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let run = self.run(args).await;
+        assert!(
+            run.ok,
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            run.stdout, run.stderr
+        );
+        run.stdout
+    }
+
+    /// Runs kubectl, which must fail; returns its stderr.
+    async fn fails(&self, args: &[&str]) -> String {
+        let run = self.run(args).await;
+        assert!(!run.ok, "kubectl {args:?} succeeded:\n{}", run.stdout);
+        run.stderr
+    }
+
+    /// Runs kubectl with a manifest on stdin (`-f -`), which must succeed.
+    async fn ok_stdin(&self, args: &[&str], manifest: &str) -> String {
+        let run = self.run_with(args, &[], Some(manifest)).await;
+        assert!(
+            run.ok,
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            run.stdout, run.stderr
+        );
+        run.stdout
+    }
+
+    /// `kubectl get ... -o json` parsed.
+    async fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&all).await).expect("kubectl printed JSON")
+    }
+
+    /// Creates a node and binds `pods` (in `default`) to it through pods/binding.
+    async fn bind(&self, node: &str, pods: &[&str]) {
+        let nodes: Api<Node> = Api::all(self.client());
+        nodes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": node}})).expect("node"),
+            )
+            .await
+            .expect("create node");
+        for pod in pods {
+            let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+            let (code, status) = send(
+                &self.client(),
+                "POST",
+                &format!("/api/v1/namespaces/default/pods/{pod}/binding"),
+                body,
+            )
+            .await;
+            assert_eq!(code, 201, "binding {pod}: {status}");
+        }
+    }
+}
+
+/// Sends a JSON request; returns the status code and body.
+async fn send(client: &kube::Client, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(&body).expect("json"),
+        ))
+        .expect("request");
+    let response = client.send(request).await.expect("response");
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect_bytes().await.expect("body");
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// The whitespace-separated words of the first line of a table.
+fn header(table: &str) -> Vec<&str> {
+    table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect()
+}
+
+/// The first cells of every row after the header.
+fn names(table: &str) -> Vec<&str> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
+async fn timed<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(TEST_TIMEOUT, f)
+        .await
+        .expect("test timed out")
+}
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  containers:
+  - name: nginx
+    image: nginx:1.27
+";
+
+fn deployment(replicas: u32, image: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  replicas: {replicas}
+{extra}  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: nginx
+        image: {image}
+      - name: sidecar
+        image: busybox:1.36
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_prints_tables_formats_and_follows_selectors() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let (_, stderr) = {
+            let run = env.run(&["get", "pods"]).await;
+            assert!(run.ok, "{}", run.stderr);
+            (run.stdout, run.stderr)
+        };
+        assert!(stderr.contains("No resources found in default namespace."), "{stderr}");
+
+        env.ok_stdin(&["create", "-f", "-"], POD).await;
+        env.ok(&["create", "namespace", "other"]).await;
+        env.ok(&["run", "db", "-n", "other", "--image=postgres:16", "--labels=app=db"])
+            .await;
+        env.bind("node-1", &["web"]).await;
+
+        let table = env.ok(&["get", "pods"]).await;
+        assert_eq!(header(&table), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{table}");
+        assert_eq!(names(&table), ["web"]);
+        assert!(table.lines().nth(1).unwrap_or("").contains("0/1"), "{table}");
+        let wide = env.ok(&["get", "pods", "-o", "wide"]).await;
+        assert_eq!(
+            header(&wide),
+            ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"],
+            "{wide}"
+        );
+        assert!(wide.contains("node-1"), "{wide}");
+        let all = env.ok(&["get", "pods", "-A"]).await;
+        assert_eq!(header(&all)[..2], ["NAMESPACE", "NAME"], "{all}");
+        assert_eq!(names(&all), ["default", "other"], "{all}");
+
+        let yaml = env.ok(&["get", "pod", "web", "-o", "yaml"]).await;
+        let parsed: Value = serde_saphyr::from_str(&yaml).expect("yaml");
+        assert_eq!(parsed["spec"]["nodeName"], "node-1");
+        assert_eq!(parsed["kind"], "Pod");
+        let list = env.json(&["get", "pods", "-A"]).await;
+        assert_eq!(list["kind"], "List");
+        assert_eq!(list["items"].as_array().map(Vec::len), Some(2));
+        let jsonpath = env
+            .ok(&["get", "pods", "-A", "-o", "jsonpath={.items[*].metadata.name}"])
+            .await;
+        assert_eq!(jsonpath, "web db");
+        let by_label = env.ok(&["get", "pods", "-A", "-l", "app=db", "-o", "name"]).await;
+        assert_eq!(by_label.trim(), "pod/db");
+        let by_field = env
+            .ok(&["get", "pods", "-A", "--field-selector", "spec.nodeName=node-1", "-o", "name"])
+            .await;
+        assert_eq!(by_field.trim(), "pod/web");
+        let by_both = env
+            .ok(&["get", "pods", "-A", "-l", "app", "--field-selector", "metadata.namespace!=default", "-o", "name"])
+            .await;
+        assert_eq!(by_both.trim(), "pod/db");
+
+        // Other kinds print upstream's columns.
+        env.ok(&["create", "deployment", "api", "--image=nginx:1.27", "--replicas=2"])
+            .await;
+        let cases: [(&[&str], &[&str]); 6] = [
+            (&["get", "deployments"], &["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]),
+            (&["get", "rs"], &["NAME", "DESIRED", "CURRENT", "READY", "AGE"]),
+            (&["get", "nodes"], &["NAME", "STATUS", "ROLES", "AGE", "VERSION"]),
+            (&["get", "namespaces"], &["NAME", "STATUS", "AGE"]),
+            (&["get", "configmaps", "-A"], &["NAMESPACE", "NAME", "DATA", "AGE"]),
+            (&["get", "deploy", "-o", "wide"], &["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]),
+        ];
+        let rs: Api<ReplicaSet> = Api::namespaced(env.client(), "default");
+        rs.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "api-1"}, "spec": {"replicas": 2,
+                "selector": {"matchLabels": {"app": "api"}},
+                "template": {"metadata": {"labels": {"app": "api"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+            .expect("rs"),
+        )
+        .await
+        .expect("create rs");
+        for (args, want) in cases {
+            let out = env.ok(args).await;
+            // An empty table prints only "No resources found" on stderr.
+            if !out.is_empty() {
+                assert_eq!(header(&out), want, "kubectl {args:?}:\n{out}");
+            }
+        }
+        let rs_table = env.ok(&["get", "rs"]).await;
+        assert!(
+            rs_table.lines().nth(1).unwrap_or("").split_whitespace().collect::<Vec<_>>()[..4]
+                == ["api-1", "2", "0", "0"],
+            "{rs_table}"
+        );
+        let nodes = env.ok(&["get", "nodes"]).await;
+        assert!(nodes.contains("node-1"), "{nodes}");
+
+        // A watch prints the current rows, then one row per event, until its timeout.
+        let mut watch = env
+            .command(&["get", "pods", "-w", "--output-watch-events", "--request-timeout=20s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn watch");
+        let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await.expect("watch output") {
+            let done = line.contains("web");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+        assert_eq!(header(&seen[0]), ["EVENT", "NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{seen:?}");
+        assert!(seen[1].starts_with("ADDED"), "{seen:?}");
+        env.ok(&["label", "pod", "web", "tier=frontend"]).await;
+        let modified = lines.next_line().await.expect("watch output").unwrap_or_default();
+        assert!(modified.starts_with("MODIFIED") && modified.contains("web"), "{modified}");
+        watch.kill().await.expect("stop watch");
+        let short = env.run(&["get", "pods", "-w", "--request-timeout=1s"]).await;
+        assert!(short.ok, "a watch ends at its request timeout: {}", short.stderr);
+        assert_eq!(names(&short.stdout), ["web"]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_create_replace_edit_and_patch_with_strict_validation() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let deployments: Api<Deployment> = Api::namespaced(env.client(), "default");
+        let manifest = env.file("web.yaml", &deployment(1, "nginx:1.27", ""));
+        let manifest = manifest.to_str().expect("utf-8");
+
+        // Client-side apply: create, then a strategic-merge update.
+        assert_eq!(env.ok(&["apply", "-f", manifest]).await.trim(), "deployment.apps/web created");
+        assert_eq!(env.ok(&["apply", "-f", manifest]).await.trim(), "deployment.apps/web unchanged");
+        // A container someone else added survives the next apply: kubectl's three-way patch
+        // merges containers by name (from the OpenAPI document's patch extensions).
+        env.ok(&["patch", "deployment", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"injected","image":"envoy:1"}]}}}}"#])
+            .await;
+        env.file("web.yaml", &deployment(3, "nginx:1.28", ""));
+        let run = env.run(&["apply", "-f", manifest, "-v=8"]).await;
+        assert!(run.ok, "{}", run.stderr);
+        assert_eq!(run.stdout.trim(), "deployment.apps/web configured");
+        let patch_line = run
+            .stderr
+            .lines()
+            .find(|l| l.contains("Request Body") && l.contains("$setElementOrder/containers"))
+            .unwrap_or_else(|| panic!("no strategic merge patch in:\n{}", run.stderr));
+        assert!(patch_line.contains("nginx:1.28"), "{patch_line}");
+        assert!(run.stderr.contains("Content-Type: application/strategic-merge-patch+json"));
+        let web = deployments.get("web").await.expect("get");
+        let spec = web.spec.expect("spec");
+        assert_eq!(spec.replicas, Some(3));
+        let images: Vec<_> = spec.template.spec.expect("pod spec").containers.into_iter().map(|c| c.image.unwrap_or_default()).collect();
+        // Upstream's order: the patch's new item first, then the applied order.
+        assert_eq!(images, ["envoy:1", "nginx:1.28", "busybox:1.36"]);
+        assert_eq!(web.metadata.generation, Some(3));
+
+        // Unknown fields: refused under the default --validate=strict, warned under warn.
+        let bad = env.file("bad.yaml", &deployment(3, "nginx:1.28", "  replicaz: 2\n"));
+        let bad = bad.to_str().expect("utf-8");
+        let err = env.fails(&["apply", "-f", bad]).await;
+        assert!(err.contains(r#"strict decoding error: unknown field "spec.replicaz""#), "{err}");
+        let err = env.fails(&["create", "-f", bad]).await;
+        assert!(
+            err.contains(r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.replicaz""#),
+            "{err}"
+        );
+        let run = env.run(&["replace", "-f", bad, "--validate=warn"]).await;
+        assert!(run.ok, "{}", run.stderr);
+        assert!(run.stderr.contains(r#"Warning: unknown field "spec.replicaz""#), "{}", run.stderr);
+        assert_eq!(run.stdout.trim(), "deployment.apps/web replaced");
+
+        // create -f, then replace -f with a change.
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: blue\n";
+        assert_eq!(env.ok_stdin(&["create", "-f", "-"], cm).await.trim(), "configmap/settings created");
+        let err = env.run_with(&["create", "-f", "-"], &[], Some(cm)).await;
+        assert!(!err.ok && err.stderr.contains(r#"configmaps "settings" already exists"#), "{}", err.stderr);
+        let replaced = env
+            .ok_stdin(&["replace", "-f", "-"], &cm.replace("blue", "green"))
+            .await;
+        assert_eq!(replaced.trim(), "configmap/settings replaced");
+        let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+        let settings = cms.get("settings").await.expect("get");
+        assert_eq!(settings.data.and_then(|d| d.get("mode").cloned()).as_deref(), Some("green"));
+
+        // edit with a non-interactive editor.
+        let editor = env.file("editor.sh", "#!/bin/sh\nsed -i 's/mode: green/mode: red/' \"$1\"\n");
+        let mut perms = std::fs::metadata(&editor).expect("meta").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&editor, perms).expect("chmod");
+        let run = env.run_with(&["edit", "configmap", "settings"], &[("KUBE_EDITOR", &editor)], None).await;
+        assert!(run.ok, "{}", run.stderr);
+        assert_eq!(run.stdout.trim(), "configmap/settings edited");
+        let settings = cms.get("settings").await.expect("get");
+        assert_eq!(settings.data.and_then(|d| d.get("mode").cloned()).as_deref(), Some("red"));
+
+        // patch: strategic (the default), merge, json.
+        let out = env
+            .ok(&["patch", "deployment", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"busybox:1.37"}]}}}}"#])
+            .await;
+        assert_eq!(out.trim(), "deployment.apps/web patched");
+        env.ok(&["patch", "deployment", "web", "--type=merge", "-p", r#"{"metadata":{"labels":{"patched":"merge"}}}"#]).await;
+        env.ok(&["patch", "deployment", "web", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/replicas","value":4}]"#]).await;
+        let web = deployments.get("web").await.expect("get");
+        let spec = web.spec.expect("spec");
+        assert_eq!(spec.replicas, Some(4));
+        let containers = spec.template.spec.expect("pod spec").containers;
+        // (`replace` above put the manifest's two containers back.)
+        assert_eq!(containers.len(), 2, "strategic merge kept the other container");
+        assert_eq!(containers[1].image.as_deref(), Some("busybox:1.37"));
+        assert_eq!(web.metadata.labels.and_then(|l| l.get("patched").cloned()).as_deref(), Some("merge"));
+        let err = env.fails(&["patch", "deployment", "web", "--type=json", "-p", r#"[{"op":"test","path":"/spec/replicas","value":9}]"#]).await;
+        assert!(err.contains("is invalid"), "{err}");
+
+        // Server-side apply: create-or-merge with managedFields, conflicts, force.
+        let ssa = env.file("ssa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"1\"\n  b: \"2\"\n");
+        let ssa = ssa.to_str().expect("utf-8");
+        assert_eq!(env.ok(&["apply", "--server-side", "-f", ssa]).await.trim(), "configmap/ssa serverside-applied");
+        let managed = env.json(&["get", "configmap", "ssa", "--show-managed-fields"]).await;
+        assert_eq!(managed["metadata"]["managedFields"][0]["manager"], "kubectl");
+        assert_eq!(managed["metadata"]["managedFields"][0]["operation"], "Apply");
+        assert_eq!(
+            managed["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:data": {"f:a": {}, "f:b": {}}})
+        );
+        env.ok(&["patch", "configmap", "ssa", "--type=merge", "-p", r#"{"data":{"a":"9"}}"#]).await;
+        env.file("ssa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"1\"\n");
+        let err = env.fails(&["apply", "--server-side", "-f", ssa]).await;
+        assert!(
+            err.contains(r#"Apply failed with 1 conflict: conflict with "kubectl-patch" using v1: .data.a"#),
+            "{err}"
+        );
+        env.ok(&["apply", "--server-side", "--force-conflicts", "-f", ssa]).await;
+        let ssa_cm = cms.get("ssa").await.expect("get");
+        let data = ssa_cm.data.expect("data");
+        assert_eq!(data.get("a").map(String::as_str), Some("1"));
+        assert!(!data.contains_key("b"), "b was dropped from the configuration: {data:?}");
+
+        // Moving from client-side to server-side apply takes the fields over without conflicts.
+        let csa = env.file("csa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: csa\ndata:\n  a: \"1\"\n");
+        let csa = csa.to_str().expect("utf-8");
+        env.ok(&["apply", "-f", csa]).await;
+        env.file("csa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: csa\ndata:\n  a: \"2\"\n");
+        assert_eq!(env.ok(&["apply", "--server-side", "-f", csa]).await.trim(), "configmap/csa serverside-applied");
+        let upgraded = cms.get("csa").await.expect("get");
+        assert_eq!(upgraded.data.and_then(|d| d.get("a").cloned()).as_deref(), Some("2"));
+        let last = upgraded.metadata.annotations.unwrap_or_default();
+        assert!(
+            last.get("kubectl.kubernetes.io/last-applied-configuration").is_some_and(|l| l.contains(r#""a":"2""#)),
+            "{last:?}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_label_annotate_scale_set_image_and_rollout() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let deployments: Api<Deployment> = Api::namespaced(env.client(), "default");
+        // Typed create subcommands send protobuf bodies.
+        assert_eq!(env.ok(&["create", "namespace", "team"]).await.trim(), "namespace/team created");
+        assert_eq!(
+            env.ok(&["create", "configmap", "cfg", "-n", "team", "--from-literal=k=v"]).await.trim(),
+            "configmap/cfg created"
+        );
+        assert_eq!(
+            env.ok(&["create", "deployment", "web", "--image=nginx:1.26", "--replicas=2"]).await.trim(),
+            "deployment.apps/web created"
+        );
+        let cfg: Api<ConfigMap> = Api::namespaced(env.client(), "team");
+        assert_eq!(cfg.get("cfg").await.expect("cfg").data.and_then(|d| d.get("k").cloned()).as_deref(), Some("v"));
+
+        assert_eq!(env.ok(&["label", "deploy", "web", "tier=frontend"]).await.trim(), "deployment.apps/web labeled");
+        assert_eq!(env.ok(&["annotate", "deploy", "web", "owner=team-a"]).await.trim(), "deployment.apps/web annotated");
+        let err = env.fails(&["label", "deploy", "web", "tier=backend"]).await;
+        assert!(err.contains("already has a value (frontend)"), "{err}");
+        env.ok(&["label", "deploy", "web", "tier=backend", "--overwrite"]).await;
+        assert_eq!(env.ok(&["scale", "deploy/web", "--replicas=5"]).await.trim(), "deployment.apps/web scaled");
+        assert_eq!(
+            env.ok(&["set", "image", "deploy/web", "nginx=nginx:1.27"]).await.trim(),
+            "deployment.apps/web image updated"
+        );
+        let web = deployments.get("web").await.expect("get");
+        let labels = web.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("tier").map(String::as_str), Some("backend"));
+        assert_eq!(web.metadata.annotations.clone().unwrap_or_default().get("owner").map(String::as_str), Some("team-a"));
+        let spec = web.spec.clone().expect("spec");
+        assert_eq!(spec.replicas, Some(5));
+        assert_eq!(spec.template.spec.clone().expect("pod").containers[0].image.as_deref(), Some("nginx:1.27"));
+
+        // pause / resume / restart.
+        assert_eq!(env.ok(&["rollout", "pause", "deploy/web"]).await.trim(), "deployment.apps/web paused");
+        assert_eq!(deployments.get("web").await.expect("get").spec.and_then(|s| s.paused), Some(true));
+        let err = env.fails(&["rollout", "pause", "deploy/web"]).await;
+        assert!(err.contains("already paused"), "{err}");
+        assert_eq!(env.ok(&["rollout", "resume", "deploy/web"]).await.trim(), "deployment.apps/web resumed");
+        assert_ne!(deployments.get("web").await.expect("get").spec.and_then(|s| s.paused), Some(true));
+        assert_eq!(env.ok(&["rollout", "restart", "deploy/web"]).await.trim(), "deployment.apps/web restarted");
+        let template_annotations = deployments
+            .get("web")
+            .await
+            .expect("get")
+            .spec
+            .and_then(|s| s.template.metadata)
+            .and_then(|m| m.annotations)
+            .unwrap_or_default();
+        assert!(template_annotations.contains_key("kubectl.kubernetes.io/restartedAt"), "{template_annotations:?}");
+
+        // history / undo, with the ReplicaSets the Deployment controller would have made.
+        let web = deployments.get("web").await.expect("get");
+        let uid = web.metadata.uid.clone().expect("uid");
+        let rs: Api<ReplicaSet> = Api::namespaced(env.client(), "default");
+        for (revision, image) in [("1", "nginx:1.25"), ("2", "nginx:1.26")] {
+            let hash = format!("h{revision}");
+            rs.create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "metadata": {"name": format!("web-{hash}"), "labels": {"app": "web", "pod-template-hash": hash},
+                        "annotations": {"deployment.kubernetes.io/revision": revision},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": uid, "controller": true}]},
+                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web", "pod-template-hash": hash}},
+                        "template": {"metadata": {"labels": {"app": "web", "pod-template-hash": hash}},
+                            "spec": {"containers": [{"name": "nginx", "image": image}]}}}
+                }))
+                .expect("rs"),
+            )
+            .await
+            .expect("create rs");
+        }
+        let history = env.ok(&["rollout", "history", "deploy/web"]).await;
+        let rows: Vec<Vec<&str>> = history.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(rows[0], ["deployment.apps/web"], "{history}");
+        assert_eq!(rows[1], ["REVISION", "CHANGE-CAUSE"], "{history}");
+        assert_eq!(rows[2], ["1", "<none>"], "{history}");
+        assert_eq!(rows[3], ["2", "<none>"], "{history}");
+        let one = env.ok(&["rollout", "history", "deploy/web", "--revision=1"]).await;
+        assert!(one.contains("nginx:1.25"), "{one}");
+        assert_eq!(
+            env.ok(&["rollout", "undo", "deploy/web", "--to-revision=1"]).await.trim(),
+            "deployment.apps/web rolled back"
+        );
+        let image = deployments.get("web").await.expect("get").spec.and_then(|s| s.template.spec).map(|s| s.containers[0].image.clone());
+        assert_eq!(image, Some(Some("nginx:1.25".to_owned())));
+
+        // status: waits for the controller; done once the status says so.
+        let err = env.fails(&["rollout", "status", "deploy/web", "--timeout=1s"]).await;
+        assert!(err.contains("timed out waiting for the condition"), "{err}");
+        let web = deployments.get("web").await.expect("get");
+        let generation = web.metadata.generation.expect("generation");
+        deployments
+            .patch_status(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"observedGeneration": generation, "replicas": 5,
+                    "updatedReplicas": 5, "readyReplicas": 5, "availableReplicas": 5}})),
+            )
+            .await
+            .expect("status");
+        let status = env.ok(&["rollout", "status", "deploy/web", "--timeout=10s"]).await;
+        assert_eq!(status.trim(), r#"deployment "web" successfully rolled out"#);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_lists_events_and_wait_sees_conditions() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        env.ok_stdin(&["create", "-f", "-"], POD).await;
+        let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+        let uid = pods.get("web").await.expect("get").metadata.uid.expect("uid");
+        let (code, event) = send(
+            &env.client(),
+            "POST",
+            "/api/v1/namespaces/default/events",
+            json!({"metadata": {"name": "web.1"}, "type": "Warning", "reason": "BackOff",
+                "message": "Back-off pulling image \"nginx:1.27\"", "count": 3,
+                "source": {"component": "kubelet"},
+                "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T00:00:00Z",
+                "involvedObject": {"kind": "Pod", "name": "web", "namespace": "default", "uid": uid, "apiVersion": "v1"}}),
+        )
+        .await;
+        assert_eq!(code, 201, "{event}");
+        let described = env.ok(&["describe", "pod", "web"]).await;
+        assert!(described.starts_with("Name:"), "{described}");
+        let events = described.split("Events:").nth(1).expect("an Events section");
+        let row: Vec<&str> = events.lines().find(|l| l.contains("BackOff")).expect("the event").split_whitespace().collect();
+        assert_eq!(row[..2], ["Warning", "BackOff"], "{events}");
+        assert!(events.contains("(x3 over"), "{events}");
+        assert!(events.contains("kubelet"), "{events}");
+        let listed = env.ok(&["get", "events"]).await;
+        assert_eq!(header(&listed), ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], "{listed}");
+        assert!(listed.contains("pod/web"), "{listed}");
+
+        // wait --for=condition: times out, then sees the condition the kubelet would set.
+        let err = env.fails(&["wait", "--for=condition=Ready", "pod/web", "--timeout=1s"]).await;
+        assert!(err.contains("timed out waiting for the condition"), "{err}");
+        let waiter = env.run(&["wait", "--for=condition=Ready", "pod/web", "--timeout=20s"]);
+        let setter = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            pods.patch_status(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+            )
+            .await
+            .expect("status");
+        };
+        let (run, ()) = tokio::join!(waiter, setter);
+        assert!(run.ok, "{}", run.stderr);
+        assert_eq!(run.stdout.trim(), "pod/web condition met");
+        let jp = env.ok(&["wait", "--for=jsonpath={.status.phase}=Running", "pod/web", "--timeout=5s"]).await;
+        assert_eq!(jp.trim(), "pod/web condition met");
+        let deleting = env.run(&["wait", "--for=delete", "pod/web", "--timeout=20s"]);
+        let deleter = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            pods.delete("web", &Default::default()).await.expect("delete");
+        };
+        let (run, ()) = tokio::join!(deleting, deleter);
+        assert!(run.ok, "{}", run.stderr);
+        assert_eq!(run.stdout.trim(), "pod/web condition met");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_cascades_force_cordon_and_drain() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let deployments: Api<Deployment> = Api::namespaced(env.client(), "default");
+        for name in ["bg", "fg", "orphan"] {
+            env.ok(&["create", "deployment", name, "--image=nginx:1.27"])
+                .await;
+        }
+        assert_eq!(
+            env.ok(&["delete", "deploy", "bg", "--cascade=background"])
+                .await
+                .trim(),
+            r#"deployment.apps "bg" deleted"#
+        );
+        assert!(deployments.get_opt("bg").await.expect("get").is_none());
+        // Foreground and orphan deletions wait for the garbage collector (not running here):
+        // the objects stay, marked with its finalizers.
+        for (name, cascade, finalizer) in [
+            ("fg", "foreground", "foregroundDeletion"),
+            ("orphan", "orphan", "orphan"),
+        ] {
+            let out = env
+                .ok(&[
+                    "delete",
+                    "deploy",
+                    name,
+                    &format!("--cascade={cascade}"),
+                    "--wait=false",
+                ])
+                .await;
+            assert_eq!(out.trim(), format!(r#"deployment.apps "{name}" deleted"#));
+            let d = deployments.get(name).await.expect("still there");
+            assert!(d.metadata.deletion_timestamp.is_some());
+            assert_eq!(d.metadata.finalizers, Some(vec![finalizer.to_owned()]));
+        }
+
+        // Pods on a node: cordon, then drain evicts them.
+        let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+        for name in ["a", "b", "c"] {
+            env.ok_stdin(
+                &["create", "-f", "-"],
+                &POD.replace("name: web", &format!("name: {name}")),
+            )
+            .await;
+        }
+        env.bind("node-1", &["a", "b", "c"]).await;
+        assert_eq!(
+            env.ok(&["cordon", "node-1"]).await.trim(),
+            "node/node-1 cordoned"
+        );
+        let nodes: Api<Node> = Api::all(env.client());
+        assert_eq!(
+            nodes
+                .get("node-1")
+                .await
+                .expect("node")
+                .spec
+                .and_then(|s| s.unschedulable),
+            Some(true)
+        );
+        let table = env.ok(&["get", "nodes"]).await;
+        assert!(table.contains("SchedulingDisabled"), "{table}");
+
+        // A bound pod is deleted gracefully (its kubelet would confirm); --force skips that.
+        let forced = env
+            .run(&["delete", "pod", "c", "--grace-period=0", "--force"])
+            .await;
+        assert!(forced.ok, "{}", forced.stderr);
+        assert_eq!(forced.stdout.trim(), r#"pod "c" force deleted"#);
+        assert!(
+            forced
+                .stderr
+                .contains("Immediate deletion does not wait for confirmation"),
+            "{}",
+            forced.stderr
+        );
+        assert!(pods.get_opt("c").await.expect("get").is_none());
+
+        let drain = env
+            .run(&[
+                "drain",
+                "node-1",
+                "--force",
+                "--grace-period=0",
+                "--timeout=30s",
+            ])
+            .await;
+        assert!(drain.ok, "{}\n{}", drain.stdout, drain.stderr);
+        assert!(
+            drain.stdout.contains("node/node-1 already cordoned"),
+            "{}",
+            drain.stdout
+        );
+        assert!(
+            drain.stdout.contains("pod/a evicted") && drain.stdout.contains("pod/b evicted"),
+            "{}",
+            drain.stdout
+        );
+        assert!(
+            drain.stdout.trim_end().ends_with("node/node-1 drained"),
+            "{}",
+            drain.stdout
+        );
+        assert!(
+            drain
+                .stderr
+                .contains("deleting Pods that declare no controller: default/a, default/b"),
+            "{}",
+            drain.stderr
+        );
+        assert!(pods.get_opt("a").await.expect("get").is_none());
+        assert!(pods.get_opt("b").await.expect("get").is_none());
+        assert_eq!(
+            env.ok(&["uncordon", "node-1"]).await.trim(),
+            "node/node-1 uncordoned"
+        );
+
+        // A namespace's deletion starts; finishing it (emptying it, then dropping the
+        // `kubernetes` finalizer) is the namespace controller's job.
+        env.ok(&["create", "namespace", "gone"]).await;
+        assert_eq!(
+            env.ok(&["delete", "namespace", "gone", "--wait=false"])
+                .await
+                .trim(),
+            r#"namespace "gone" deleted"#
+        );
+        let namespaces: Api<Namespace> = Api::all(env.client());
+        let ns = namespaces.get("gone").await.expect("terminating");
+        assert_eq!(
+            ns.status.and_then(|s| s.phase).as_deref(),
+            Some("Terminating")
+        );
+        let err = env.fails(&["create", "configmap", "x", "-n", "gone"]).await;
+        assert!(err.contains("because it is being terminated"), "{err}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_resources_explain_and_top() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let resources = env.ok(&["api-resources"]).await;
+        assert_eq!(
+            header(&resources),
+            ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"],
+            "{resources}"
+        );
+        for row in [
+            ["pods", "po", "v1", "true", "Pod"],
+            ["deployments", "deploy", "apps/v1", "true", "Deployment"],
+            ["replicasets", "rs", "apps/v1", "true", "ReplicaSet"],
+            ["nodes", "no", "v1", "false", "Node"],
+            ["namespaces", "ns", "v1", "false", "Namespace"],
+            [
+                "poddisruptionbudgets",
+                "pdb",
+                "policy/v1",
+                "true",
+                "PodDisruptionBudget",
+            ],
+        ] {
+            assert!(
+                resources
+                    .lines()
+                    .any(|l| l.split_whitespace().collect::<Vec<_>>() == row),
+                "{row:?} in\n{resources}"
+            );
+        }
+        let all = env
+            .ok(&["api-resources", "--categories=all", "-o", "name"])
+            .await;
+        for name in ["pods", "deployments.apps", "replicasets.apps", "services"] {
+            assert!(
+                all.lines().any(|l| l == name),
+                "{name} in category all:\n{all}"
+            );
+        }
+
+        let explained = env.ok(&["explain", "deployment.spec.replicas"]).await;
+        let lines: Vec<&str> = explained.lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "GROUP:      apps",
+                "KIND:       Deployment",
+                "VERSION:    v1"
+            ],
+            "{explained}"
+        );
+        assert!(
+            explained.contains("FIELD: replicas <integer>"),
+            "{explained}"
+        );
+        assert!(explained.contains("Number of desired pods."), "{explained}");
+        let pod = env.ok(&["explain", "pods.spec.containers"]).await;
+        assert!(pod.contains("FIELD: containers <[]Container>"), "{pod}");
+        assert!(pod.contains("image\t<string>"), "{pod}");
+        let err = env.fails(&["explain", "deployment.spec.nope"]).await;
+        assert!(err.contains(r#"field "nope" does not exist"#), "{err}");
+
+        let err = env.fails(&["top", "pod"]).await;
+        assert!(err.contains("Metrics API not available"), "{err}");
+        let err = env.fails(&["top", "node"]).await;
+        assert!(err.contains("Metrics API not available"), "{err}");
+    })
+    .await;
+}
