@@ -1,11 +1,8 @@
-//! `kcm up` as a process, driven by the installed `kubectl`: apply the nginx example, wait for
-//! it, replace a deleted pod, scale to 0 and back, cordon a node, stop with SIGTERM (exit 0),
-//! and restart on the same data directory with the cluster's state intact.
-//!
-//! Skipped (with a note) when `kubectl` is not installed. The Deployment steps (rollout,
-//! image update) run when the build registers the Deployment controller; otherwise the same
-//! steps run on the ReplicaSet example. `--validate=false` because kubectl's validation needs
-//! the OpenAPI documents, which the API server does not serve yet.
+//! `kcm up` as a process, driven by the installed `kubectl` exactly as the README's quick start
+//! does: apply the nginx Deployment, wait for the rollout, update the image, replace a deleted
+//! pod, scale to 0 and back, cordon a node, stop with SIGTERM (exit 0), restart on the same data
+//! directory with the cluster's state intact, then the ReplicaSet example and deletions through
+//! the garbage collector. Skipped (with a note) when `kubectl` is not installed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -18,6 +15,9 @@ const KCM: &str = env!("CARGO_BIN_EXE_kcm");
 /// How long any single wait may take: generous, the machine is shared and the build is debug.
 const DEADLINE: Duration = Duration::from_secs(90);
 const NODES: [&str; 3] = ["kcm-node-0", "kcm-node-1", "kcm-node-2"];
+/// The README's example Deployment and its pods' labels.
+const DEPLOYMENT: &str = "deployment/nginx";
+const SELECTOR: &str = "app=nginx";
 
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
@@ -234,27 +234,6 @@ struct PodRow {
     image: String,
 }
 
-/// What the test drives: the Deployment when the build runs its controller, else the
-/// ReplicaSet example.
-struct Workload {
-    /// `deployment/nginx` or `replicaset/frontend`.
-    resource: &'static str,
-    file: &'static str,
-    selector: &'static str,
-}
-
-/// Whether this build registers the Deployment controller (as `kcm run --help` lists it).
-fn has_deployment_controller() -> bool {
-    let out = Command::new(KCM)
-        .args(["run", "--help"])
-        .output()
-        .expect("kcm run --help");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("All controllers: "))
-        .is_some_and(|names| names.split(", ").any(|n| n == "deployment-controller"))
-}
-
 fn kubectl_installed() -> bool {
     Command::new("kubectl")
         .args(["version", "--client"])
@@ -273,43 +252,26 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
     let up = Up::start(&data, dir.path().join("up-1.log"));
     up.wait_nodes_ready();
 
-    let workload = if has_deployment_controller() {
-        Workload {
-            resource: "deployment/nginx",
-            file: "nginx-deployment.yaml",
-            selector: "app=nginx",
-        }
-    } else {
-        eprintln!("the Deployment controller is not in this build: driving the ReplicaSet example");
-        Workload {
-            resource: "replicaset/frontend",
-            file: "nginx-replicaset.yaml",
-            selector: "app=frontend",
-        }
-    };
-    let deployment = workload.resource.starts_with("deployment/");
-    let manifest = examples_dir().join(workload.file);
+    let manifest = examples_dir().join("nginx-deployment.yaml");
     let manifest = manifest.to_str().expect("utf-8 path");
-    up.kubectl_ok(&["apply", "--validate=false", "-f", manifest]);
+    up.kubectl_ok(&["apply", "-f", manifest]);
 
     // Rolled out: three Running, Ready pods, one per node, each with an IP from its node's
     // /24 (10.244.<node index>.0/24).
-    if deployment {
-        up.kubectl_ok(&["rollout", "status", workload.resource, "--timeout=90s"]);
-    }
+    up.kubectl_ok(&["rollout", "status", DEPLOYMENT, "--timeout=90s"]);
     up.wait_for("the pods to exist", || {
-        (up.pods(workload.selector).len() == 3).then_some(())
+        (up.pods(SELECTOR).len() == 3).then_some(())
     });
     up.kubectl_ok(&[
         "wait",
         "--for=condition=Ready",
         "pod",
         "-l",
-        workload.selector,
+        SELECTOR,
         "--timeout=90s",
     ]);
-    let pods = up.wait_running(workload.selector, 3);
-    let wide = up.kubectl_ok(&["get", "pods", "-l", workload.selector, "-o", "wide"]);
+    let pods = up.wait_running(SELECTOR, 3);
+    let wide = up.kubectl_ok(&["get", "pods", "-l", SELECTOR, "-o", "wide"]);
     let rows: Vec<Vec<&str>> = wide
         .lines()
         .skip(1)
@@ -332,45 +294,70 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
     let ips: BTreeSet<&str> = pods.iter().map(|p| p.ip.as_str()).collect();
     assert_eq!(ips.len(), 3, "distinct IPs: {pods:?}");
 
-    if deployment {
-        // Image update: a new ReplicaSet rolls out and replaces every pod.
-        up.kubectl_ok(&["set", "image", workload.resource, "nginx=nginx:1.28"]);
-        up.kubectl_ok(&["rollout", "status", workload.resource, "--timeout=90s"]);
-        let pods = up.wait_for("the new image on every pod", || {
-            let pods = up.wait_running(workload.selector, 3);
-            pods.iter().all(|p| p.image == "nginx:1.28").then_some(pods)
-        });
-        let old: BTreeSet<&str> = rows.iter().map(|r| r[0]).collect();
-        assert!(pods.iter().all(|p| !old.contains(p.name.as_str())));
-    }
+    // Image update: a new ReplicaSet rolls out and replaces every pod.
+    up.kubectl_ok(&["set", "image", DEPLOYMENT, "nginx=nginx:1.28"]);
+    up.kubectl_ok(&["rollout", "status", DEPLOYMENT, "--timeout=90s"]);
+    let pods = up.wait_for("the new image on every pod", || {
+        let pods = up.wait_running(SELECTOR, 3);
+        pods.iter().all(|p| p.image == "nginx:1.28").then_some(pods)
+    });
+    let old: BTreeSet<&str> = rows.iter().map(|r| r[0]).collect();
+    assert!(pods.iter().all(|p| !old.contains(p.name.as_str())));
+    let replica_sets = up.kubectl_ok(&["get", "rs", "-l", SELECTOR, "-o", "name"]);
+    assert_eq!(replica_sets.lines().count(), 2, "{replica_sets}");
 
     // A deleted pod is finalized by its node and replaced.
-    let victim = up.pods(workload.selector)[0].name.clone();
+    let victim = up.pods(SELECTOR)[0].name.clone();
     up.kubectl_ok(&["delete", "pod", &victim, "--timeout=60s"]);
     let pods = up.wait_for("the deleted pod's replacement", || {
-        let pods = up.wait_running(workload.selector, 3);
+        let pods = up.wait_running(SELECTOR, 3);
         pods.iter().all(|p| p.name != victim).then_some(pods)
     });
     assert_eq!(pods.len(), 3);
 
     // Scale to zero and back.
-    up.kubectl_ok(&["scale", workload.resource, "--replicas=0"]);
-    up.wait_running(workload.selector, 0);
-    up.kubectl_ok(&["scale", workload.resource, "--replicas=3"]);
-    up.wait_running(workload.selector, 3);
+    up.kubectl_ok(&["scale", DEPLOYMENT, "--replicas=0"]);
+    up.wait_running(SELECTOR, 0);
+    up.kubectl_ok(&["scale", DEPLOYMENT, "--replicas=3"]);
+    up.wait_running(SELECTOR, 3);
 
     // Cordon a node: new pods avoid it.
     let cordoned = NODES[0];
     up.kubectl_ok(&["cordon", cordoned]);
+    // A probe pinned to the cordoned node proves the scheduler has seen the cordon before
+    // the Deployment grows (the node and pod watches are separate streams).
+    let probe = dir.path().join("probe.yaml");
+    std::fs::write(
+        &probe,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: cordon-probe\nspec:\n  \
+             nodeSelector:\n    kubernetes.io/hostname: {cordoned}\n  containers:\n  \
+             - name: c\n    image: nginx:1.27\n"
+        ),
+    )
+    .expect("write probe");
+    let probe = probe.to_str().expect("utf-8 path");
+    up.kubectl_ok(&["apply", "-f", probe]);
+    up.wait_for("the probe to be refused by the cordon", || {
+        let reason = up.kubectl_ok(&[
+            "get",
+            "pod",
+            "cordon-probe",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].reason}",
+        ]);
+        (reason == "Unschedulable").then_some(())
+    });
+    up.kubectl_ok(&["delete", "pod", "cordon-probe", "--timeout=60s"]);
     let on_cordoned = |pods: &[PodRow]| -> BTreeSet<String> {
         pods.iter()
             .filter(|p| p.node == cordoned)
             .map(|p| p.name.clone())
             .collect()
     };
-    let before = on_cordoned(&up.pods(workload.selector));
-    up.kubectl_ok(&["scale", workload.resource, "--replicas=7"]);
-    let pods = up.wait_running(workload.selector, 7);
+    let before = on_cordoned(&up.pods(SELECTOR));
+    up.kubectl_ok(&["scale", DEPLOYMENT, "--replicas=7"]);
+    let pods = up.wait_running(SELECTOR, 7);
     let after = on_cordoned(&pods);
     assert!(
         after.is_subset(&before),
@@ -399,10 +386,10 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
         "jsonpath={.spec.unschedulable}",
     ]);
     assert_eq!(unschedulable, "true", "the cordon survives the restart");
-    let replicas = up.kubectl_ok(&["get", workload.resource, "-o", "jsonpath={.spec.replicas}"]);
+    let replicas = up.kubectl_ok(&["get", DEPLOYMENT, "-o", "jsonpath={.spec.replicas}"]);
     assert_eq!(replicas, "7");
     let resumed: BTreeMap<String, PodRow> = up
-        .wait_running(workload.selector, 7)
+        .wait_running(SELECTOR, 7)
         .into_iter()
         .map(|p| (p.name.clone(), p))
         .collect();
@@ -410,10 +397,42 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
 
     // The resumed cluster keeps working, and a new pod does not reuse a kept IP.
     up.kubectl_ok(&["uncordon", cordoned]);
-    up.kubectl_ok(&["scale", workload.resource, "--replicas=8"]);
-    let pods = up.wait_running(workload.selector, 8);
+    up.kubectl_ok(&["scale", DEPLOYMENT, "--replicas=8"]);
+    let pods = up.wait_running(SELECTOR, 8);
     let ips: BTreeSet<&str> = pods.iter().map(|p| p.ip.as_str()).collect();
     assert_eq!(ips.len(), 8, "distinct IPs after the restart: {pods:?}");
+
+    // The ReplicaSet example.
+    let replica_set = examples_dir().join("nginx-replicaset.yaml");
+    let replica_set = replica_set.to_str().expect("utf-8 path");
+    up.kubectl_ok(&["apply", "-f", replica_set]);
+    up.wait_for("the ReplicaSet's pods to exist", || {
+        (up.pods("app=frontend").len() == 3).then_some(())
+    });
+    up.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod",
+        "-l",
+        "app=frontend",
+        "--timeout=90s",
+    ]);
+    up.wait_running("app=frontend", 3);
+
+    // Deleting an owner takes its pods with it, through the garbage collector.
+    up.kubectl_ok(&["delete", "-f", replica_set, "--timeout=60s"]);
+    up.kubectl_ok(&["delete", "-f", manifest, "--timeout=60s"]);
+    for selector in ["app=frontend", SELECTOR] {
+        up.wait_for(
+            &format!("the garbage collector to delete {selector}"),
+            || up.pods(selector).is_empty().then_some(()),
+        );
+    }
+    let replica_sets = up.kubectl_ok(&["get", "rs", "-o", "name"]);
+    assert_eq!(
+        replica_sets, "",
+        "the Deployment's ReplicaSets are collected too"
+    );
 
     let status = up.terminate();
     assert_eq!(
