@@ -248,6 +248,7 @@ async fn silent_node_is_tainted_and_its_pods_evicted_and_all_down_evicts_nothing
             large_cluster_threshold: 50,
             unhealthy_zone_threshold: 0.55,
         },
+        queue_metrics: None,
     };
     let recorder = FakeRecorder::new();
     let lifecycle = NodeLifecycleController::new(
@@ -261,6 +262,7 @@ async fn silent_node_is_tainted_and_its_pods_evicted_and_all_down_evicts_nothing
         &factory,
         lifecycle_client,
         Arc::new(eviction_recorder.clone()),
+        None,
     );
     factory.start(&cancel);
     let runs = [

@@ -122,6 +122,7 @@ pub fn node_lifecycle_controller() -> ControllerDescriptor {
                     large_cluster_threshold: flags.large_cluster_size_threshold,
                     unhealthy_zone_threshold: flags.unhealthy_zone_threshold,
                 },
+                queue_metrics: Some(ctx.workqueue_metrics()),
             };
             let controller = NodeLifecycleController::new(
                 &ctx.factory,
@@ -129,6 +130,8 @@ pub fn node_lifecycle_controller() -> ControllerDescriptor {
                 ctx.recorder(EVENT_COMPONENT),
                 options,
             );
+            ctx.metrics
+                .with_registry(|registry| controller.metrics().register(registry));
             Ok(Some(StartedController::new(
                 controller.run(ctx.cancel.clone()),
             )))
@@ -146,7 +149,10 @@ pub fn taint_eviction_controller() -> ControllerDescriptor {
                 &ctx.factory,
                 Arc::new(ApiLifecycleClient::new(ctx.client.clone())),
                 ctx.recorder(TAINT_EVICTION_CONTROLLER),
+                Some(ctx.workqueue_metrics()),
             );
+            ctx.metrics
+                .with_registry(|registry| controller.metrics().register(registry));
             Ok(Some(StartedController::new(
                 controller.run(ctx.cancel.clone()),
             )))

@@ -4,14 +4,14 @@
 //! the API server. [`ApiLifecycleClient`] talks to it; [`FakeLifecycleClient`] keeps objects
 //! in memory, checks resourceVersions like the server and records every write.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kcm_machinery::controller::api_status;
 use kcm_machinery::informer::keys::object_key;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 
 /// The writes (and uncached reads) the controllers make.
 #[async_trait]
@@ -22,6 +22,13 @@ pub trait LifecycleClient: Send + Sync {
     async fn update_node(&self, node: &Node) -> Result<Node, kube::Error>;
     /// PUT a Node's status through `nodes/status`, with its resourceVersion as precondition.
     async fn update_node_status(&self, node: &Node) -> Result<Node, kube::Error>;
+    /// Sets these labels on a Node with a strategic merge patch (other labels untouched), as
+    /// upstream's `AddOrUpdateLabelsOnNode`.
+    async fn patch_node_labels(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Node, kube::Error>;
     /// GET a Pod from the server.
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, kube::Error>;
     /// PUT a Pod's status through `pods/status`, with its resourceVersion as precondition.
@@ -78,6 +85,17 @@ impl LifecycleClient for ApiLifecycleClient {
             .await
     }
 
+    async fn patch_node_labels(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Node, kube::Error> {
+        let patch = serde_json::json!({ "metadata": { "labels": labels } });
+        self.nodes()
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+    }
+
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, kube::Error> {
         self.pods(namespace).get(name).await
     }
@@ -105,6 +123,8 @@ pub enum LifecycleAction {
     UpdateNode(Node),
     /// `update_node_status` with this object.
     UpdateNodeStatus(Node),
+    /// `patch_node_labels` of this node with these labels.
+    PatchNodeLabels(String, BTreeMap<String, String>),
     /// `update_pod_status` with this object.
     UpdatePodStatus(Pod),
     /// `delete_pod` of `namespace/name`.
@@ -247,6 +267,27 @@ impl LifecycleClient for FakeLifecycleClient {
             .actions
             .push(LifecycleAction::UpdateNodeStatus(node.clone()));
         Self::store_node(&mut state, node, true)
+    }
+
+    async fn patch_node_labels(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<Node, kube::Error> {
+        let mut state = self.state();
+        state.actions.push(LifecycleAction::PatchNodeLabels(
+            name.to_owned(),
+            labels.clone(),
+        ));
+        state.revision += 1;
+        let revision = state.revision.to_string();
+        let Some(node) = state.nodes.get_mut(name) else {
+            return Err(not_found("nodes", name));
+        };
+        let current = node.metadata.labels.get_or_insert_with(BTreeMap::new);
+        current.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        node.metadata.resource_version = Some(revision);
+        Ok(node.clone())
     }
 
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, kube::Error> {

@@ -15,13 +15,17 @@ use kcm_machinery::informer::{
     wait_for_cache_sync,
 };
 use kcm_machinery::labels::Selector;
-use kcm_machinery::workqueue::{Queue, RateLimitingQueue, default_controller_rate_limiter};
+use kcm_machinery::workqueue::{
+    Queue, QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
+};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::client::LifecycleClient;
 use super::health::{GracePeriods, NodeHealth, after_status_written, observe_node_health};
+use super::labels::labels_to_reconcile;
+use super::metrics::NodeLifecycleMetrics;
 use super::node_ops::{
     mark_pods_not_ready, record_node_event, record_node_status_change, swap_node_taints,
 };
@@ -42,6 +46,10 @@ pub const CONTROLLER_NAME: &str = "node-lifecycle-controller";
 pub const EVENT_COMPONENT: &str = "node-controller";
 /// The namespace of node heartbeat Leases.
 pub const NAMESPACE_NODE_LEASE: &str = "kube-node-lease";
+/// The node work queue's name (its metrics' `name` label), as upstream.
+pub const NODE_QUEUE: &str = "node_lifecycle_controller";
+/// The pod work queue's name, as upstream.
+pub const POD_QUEUE: &str = "node_lifecycle_controller_pods";
 /// Workers of the NoSchedule tainting pass and of a monitor pass (`nodeUpdateWorkerSize`).
 pub const NODE_UPDATE_WORKER_SIZE: usize = 8;
 /// Workers marking late-bound pods not ready (`podUpdateWorkerSize`).
@@ -52,7 +60,7 @@ pub const NODE_HEALTH_UPDATE_RETRY: usize = 5;
 pub const RETRY_SLEEP_TIME: Duration = Duration::from_millis(20);
 
 /// The controller's settings, with kube-controller-manager 1.33's defaults.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone)]
 pub struct NodeLifecycleOptions {
     /// `--node-monitor-period` (5s).
     pub node_monitor_period: Duration,
@@ -62,6 +70,21 @@ pub struct NodeLifecycleOptions {
     pub node_monitor_grace_period: Duration,
     /// Eviction rates and thresholds.
     pub rates: EvictionRates,
+    /// Where the work queues (`node_lifecycle_controller`, `node_lifecycle_controller_pods`)
+    /// record their metrics; `None` records nothing.
+    pub queue_metrics: Option<Arc<WorkqueueMetrics>>,
+}
+
+impl std::fmt::Debug for NodeLifecycleOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeLifecycleOptions")
+            .field("node_monitor_period", &self.node_monitor_period)
+            .field("node_startup_grace_period", &self.node_startup_grace_period)
+            .field("node_monitor_grace_period", &self.node_monitor_grace_period)
+            .field("rates", &self.rates)
+            .field("queue_metrics", &self.queue_metrics.is_some())
+            .finish()
+    }
 }
 
 impl Default for NodeLifecycleOptions {
@@ -76,6 +99,7 @@ impl Default for NodeLifecycleOptions {
                 large_cluster_threshold: 50,
                 unhealthy_zone_threshold: 0.55,
             },
+            queue_metrics: None,
         }
     }
 }
@@ -123,6 +147,8 @@ pub struct NodeLifecycleController {
     node_queue: Queue<String>,
     /// Pods bound after their node was judged.
     pod_queue: RateLimitingQueue<PodKey>,
+    /// `node_collector_*`.
+    metrics: NodeLifecycleMetrics,
 }
 
 impl std::fmt::Debug for NodeLifecycleController {
@@ -167,6 +193,15 @@ impl NodeLifecycleController {
         options: NodeLifecycleOptions,
     ) -> Arc<Self> {
         add_pod_node_name_index(&pods);
+        let queue_config = |name: &str| QueueConfig {
+            name: name.to_owned(),
+            metrics: options.queue_metrics.clone(),
+        };
+        let node_queue = Queue::with_config(queue_config(NODE_QUEUE));
+        let pod_queue = RateLimitingQueue::with_config(
+            default_controller_rate_limiter(),
+            queue_config(POD_QUEUE),
+        );
         let controller = Arc::new(Self {
             options,
             client,
@@ -182,8 +217,9 @@ impl NodeLifecycleController {
                 Arc::new(daemon_sets),
             ],
             state: Mutex::new(State::default()),
-            node_queue: Queue::new(),
-            pod_queue: RateLimitingQueue::new(default_controller_rate_limiter()),
+            node_queue,
+            pod_queue,
+            metrics: NodeLifecycleMetrics::new(),
         });
 
         let weak = Arc::downgrade(&controller);
@@ -266,6 +302,10 @@ impl NodeLifecycleController {
         if let Err(err) = self.do_no_schedule_tainting_pass(&name).await {
             tracing::error!(node = %name, %err, "Failed to taint NoSchedule on node");
         }
+        if let Err(err) = self.reconcile_node_labels(&name).await {
+            // Upstream does not requeue either: the next node update brings it back.
+            tracing::error!(node = %name, %err, "Failed to reconcile labels for node");
+        }
         self.node_queue.done(&name);
         true
     }
@@ -306,6 +346,22 @@ impl NodeLifecycleController {
         .await
     }
 
+    /// Sets the beta OS/arch labels from the stable ones where they differ or are missing, as
+    /// upstream's `reconcileNodeLabels`.
+    pub async fn reconcile_node_labels(&self, name: &str) -> Result<(), kube::Error> {
+        let Some(node) = self.nodes.get_cluster(name) else {
+            return Ok(());
+        };
+        let labels = labels_to_reconcile(&node);
+        if labels.is_empty() {
+            return Ok(());
+        }
+        self.client
+            .patch_node_labels(name, &labels)
+            .await
+            .map(|_| ())
+    }
+
     // -----------------------------------------------------------------------------------------
     // NoExecute taints
     // -----------------------------------------------------------------------------------------
@@ -339,7 +395,10 @@ impl NodeLifecycleController {
                     )
                     .await
                     {
-                        Ok(()) => (true, Duration::ZERO),
+                        Ok(()) => {
+                            self.metrics.eviction(&zone_key(&node));
+                            (true, Duration::ZERO)
+                        }
                         Err(err) => {
                             tracing::warn!(%err, "NoExecute tainting failed");
                             (false, Duration::ZERO)
@@ -358,6 +417,13 @@ impl NodeLifecycleController {
     /// nodes and zones, sets silent nodes' conditions Unknown, queues not-ready nodes for
     /// NoExecute tainting, marks their pods not ready, then updates zone states and rates.
     pub async fn monitor_node_health(&self) {
+        let started = Instant::now();
+        self.monitor_node_health_pass().await;
+        self.metrics
+            .observe_update_all_nodes_health(started.elapsed().as_secs_f64());
+    }
+
+    async fn monitor_node_health_pass(&self) {
         let nodes = self.nodes.list_all(&Selector::everything());
         let (added, deleted, new_zone_nodes) = self.classify_nodes(&nodes);
         for node in &new_zone_nodes {
@@ -396,7 +462,13 @@ impl NodeLifecycleController {
 
         let results: Vec<Option<(String, Option<bool>)>> =
             futures::stream::iter(nodes.iter().cloned())
-                .map(|node| async move { self.update_node(&node).await })
+                .map(|node| async move {
+                    let started = Instant::now();
+                    let result = self.update_node(&node).await;
+                    self.metrics
+                        .observe_update_node_health(started.elapsed().as_secs_f64());
+                    result
+                })
                 .buffer_unordered(NODE_UPDATE_WORKER_SIZE)
                 .collect()
                 .await;
@@ -600,6 +672,7 @@ impl NodeLifecycleController {
         if is_new {
             tracing::info!(zone = %zone, "Initializing eviction metric for zone");
             self.tainter_for(node);
+            self.metrics.init_zone_evictions(&zone);
         }
     }
 
@@ -637,12 +710,19 @@ impl NodeLifecycleController {
         zones: &BTreeMap<String, Vec<Option<bool>>>,
         nodes: &[Arc<Node>],
     ) {
+        for (zone, ready) in zones {
+            let (unhealthy, _) = self.options.rates.compute_zone_state(ready);
+            self.metrics.set_zone(zone, ready.len(), unhealthy);
+        }
         let plan = {
             let state = self.state();
             self.options
                 .rates
                 .plan_disruption(&state.zone_states, zones)
         };
+        for zone in &plan.removed_zones {
+            self.metrics.clear_zone(zone);
+        }
         match plan.transition {
             MasterDisruption::Entering => {
                 tracing::info!(
@@ -683,6 +763,11 @@ impl NodeLifecycleController {
             }
         }
         state.zone_states = plan.states;
+    }
+
+    /// The controller's `node_collector_*` metrics, to register in the process registry.
+    pub fn metrics(&self) -> &NodeLifecycleMetrics {
+        &self.metrics
     }
 
     /// The state of a zone, for tests and diagnostics.

@@ -119,6 +119,13 @@ async fn silent_node_goes_unknown_pods_not_ready_and_unreachable_taints() {
     );
     assert_eq!(f.controller.zone_state("\0"), None);
     assert_eq!(f.controller.zone_state(":\0:z"), Some(ZoneState::Normal));
+    let metrics = f.controller.metrics();
+    assert_eq!(metrics.zone(":\0:z"), Some((2, 100.0, 0)));
+    assert_eq!(
+        metrics.evictions(":\0:z"),
+        Some(0),
+        "counter created with the zone"
+    );
 
     // n2 keeps heartbeating; n1 goes silent for longer than the grace period.
     tokio::time::advance(Duration::from_secs(51)).await;
@@ -139,6 +146,7 @@ async fn silent_node_goes_unknown_pods_not_ready_and_unreachable_taints() {
     assert_eq!(ready[0].status, "False", "pod marked not ready");
     let reasons = f.recorder.reasons();
     assert!(reasons.contains(&"NodeNotReady".to_owned()), "{reasons:?}");
+    assert_eq!(metrics.zone(":\0:z"), Some((2, 50.0, 1)));
 
     // The watch delivers the Unknown node; the NoSchedule pass and the next monitor pass
     // taint it; the NoExecute taint goes through the zone's rate-limited queue.
@@ -163,6 +171,11 @@ async fn silent_node_goes_unknown_pods_not_ready_and_unreachable_taints() {
         ]
     );
     assert!(f.taint_keys("n2").is_empty());
+    assert_eq!(
+        metrics.evictions(":\0:z"),
+        Some(1),
+        "one NoExecute taint placed"
+    );
 
     // Heartbeats resume: Ready again, both taints removed.
     let mut back = node("n1", "z", "True", 70, vec![]);
@@ -300,4 +313,44 @@ async fn conditions_drive_no_schedule_taints() {
         added.iter().all(|t| t.time_added.is_none()),
         "NoSchedule taints carry no time"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn beta_os_and_arch_labels_follow_the_stable_ones() {
+    let mut n = node("n1", "z", "True", 0, vec![]);
+    let labels = n.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert("kubernetes.io/os".into(), "linux".into());
+    labels.insert("kubernetes.io/arch".into(), "arm64".into());
+    labels.insert("beta.kubernetes.io/arch".into(), "amd64".into());
+    let f = Fixture::new(vec![n], vec![]);
+    f.controller
+        .reconcile_node_labels("n1")
+        .await
+        .expect("reconcile");
+    let stored = f
+        .client
+        .node("n1")
+        .and_then(|n| n.metadata.labels)
+        .expect("labels");
+    assert_eq!(
+        stored["beta.kubernetes.io/os"], "linux",
+        "missing one added"
+    );
+    assert_eq!(
+        stored["beta.kubernetes.io/arch"], "arm64",
+        "stale one overwritten"
+    );
+    assert_eq!(
+        stored["topology.kubernetes.io/zone"], "z",
+        "others untouched"
+    );
+
+    // Consistent now: the next pass writes nothing.
+    f.sync_caches();
+    f.client.clear_actions();
+    f.controller
+        .reconcile_node_labels("n1")
+        .await
+        .expect("reconcile");
+    assert!(f.client.actions().is_empty(), "{:?}", f.client.actions());
 }

@@ -4,7 +4,8 @@
 //! `--node-monitor-period` from heartbeats ([`health`]), sets silent nodes' conditions
 //! Unknown, keeps condition taints ([`taints`]) in line, and taints not-ready nodes NoExecute
 //! through per-zone rate-limited queues ([`timed_queue`]) whose rates follow zone health
-//! ([`zone`]). Evicting pods from NoExecute-tainted nodes is [`crate::tainteviction`]'s job.
+//! ([`zone`]), keeps the beta OS/arch labels in line ([`labels`]) and reports
+//! `node_collector_*` ([`metrics`]). Evicting pods from NoExecute-tainted nodes is [`crate::tainteviction`]'s job.
 
 use std::sync::Arc;
 
@@ -14,6 +15,8 @@ use kcm_machinery::informer::{Lister, SharedIndexInformer};
 pub mod client;
 pub mod controller;
 pub mod health;
+pub mod labels;
+pub mod metrics;
 pub mod node_ops;
 pub mod taints;
 pub mod timed_queue;
@@ -28,6 +31,7 @@ pub use client::{ApiLifecycleClient, FakeLifecycleClient, LifecycleAction, Lifec
 pub use controller::{
     CONTROLLER_NAME, EVENT_COMPONENT, NodeLifecycleController, NodeLifecycleOptions,
 };
+pub use metrics::NodeLifecycleMetrics;
 pub use zone::{EvictionRates, ZoneState};
 
 /// The pod index by `spec.nodeName` both controllers use (upstream's `nodeNameKeyIndex`).

@@ -12,11 +12,12 @@ use kcm_machinery::informer::{
     HasSynced, Lister, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
     wait_for_cache_sync,
 };
-use kcm_machinery::workqueue::Queue;
+use kcm_machinery::workqueue::{Queue, QueueConfig, WorkqueueMetrics};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::metrics::TaintEvictionMetrics;
 use super::timed_workers::{TimedWorkerQueue, WorkArgs};
 use super::tolerations::{matching_tolerations, min_toleration_time};
 use crate::nodelifecycle::client::{LifecycleClient, is_not_found};
@@ -36,6 +37,10 @@ pub const REASON_DELETION_BY_TAINT_MANAGER: &str = "DeletionByTaintManager";
 /// Its message.
 pub const MESSAGE_DELETION_BY_TAINT_MANAGER: &str =
     "Taint manager: deleting due to NoExecute taint";
+/// The node work queue's name (its metrics' `name` label), as upstream.
+pub const NODE_QUEUE: &str = "noexec_taint_node";
+/// The pod work queue's name, as upstream.
+pub const POD_QUEUE: &str = "noexec_taint_pod";
 /// The event reason for scheduling and cancelling deletions.
 pub const REASON_TAINT_MANAGER_EVICTION: &str = "TaintManagerEviction";
 
@@ -71,6 +76,8 @@ pub struct TaintEvictionController {
     node_queue: Queue<String>,
     /// Pods whose node or tolerations changed.
     pod_queue: Queue<PodUpdate>,
+    /// `taint_eviction_controller_*`.
+    metrics: TaintEvictionMetrics,
 }
 
 impl std::fmt::Debug for TaintEvictionController {
@@ -99,11 +106,13 @@ fn pod_event_ref(args: &WorkArgs) -> ObjectReference {
 }
 
 impl TaintEvictionController {
-    /// A controller on the factory's Pod and Node informers.
+    /// A controller on the factory's Pod and Node informers; its work queues record into
+    /// `queue_metrics` when given.
     pub fn new(
         factory: &SharedInformerFactory,
         client: Arc<dyn LifecycleClient>,
         recorder: Arc<dyn EventRecorder>,
+        queue_metrics: Option<Arc<WorkqueueMetrics>>,
     ) -> Arc<Self> {
         Self::with_informers(
             factory.nodes(),
@@ -111,6 +120,7 @@ impl TaintEvictionController {
             client,
             recorder,
             Arc::new(SystemClock),
+            queue_metrics,
         )
     }
 
@@ -121,13 +131,26 @@ impl TaintEvictionController {
         client: Arc<dyn LifecycleClient>,
         recorder: Arc<dyn EventRecorder>,
         clock: Arc<dyn WallClock>,
+        queue_metrics: Option<Arc<WorkqueueMetrics>>,
     ) -> Arc<Self> {
         add_pod_node_name_index(&pods);
-        let (c, r) = (client.clone(), recorder.clone());
-        let evictions = TimedWorkerQueue::new(Arc::new(move |args: WorkArgs| {
+        let metrics = TaintEvictionMetrics::new();
+        let (c, r, m) = (client.clone(), recorder.clone(), metrics.clone());
+        let evictions = TimedWorkerQueue::new(Arc::new(move |args: WorkArgs, due: Instant| {
             let (client, recorder, clock) = (c.clone(), r.clone(), clock.clone());
-            Box::pin(async move { delete_pod(client, recorder, clock, args).await })
+            let metrics = m.clone();
+            Box::pin(async move {
+                let deleted = delete_pod(client, recorder, clock, args).await?;
+                if deleted {
+                    metrics.pod_deleted(due.elapsed().as_secs_f64());
+                }
+                Ok(())
+            })
         }));
+        let queue_config = |name: &str| QueueConfig {
+            name: name.to_owned(),
+            metrics: queue_metrics.clone(),
+        };
         let controller = Arc::new(Self {
             client,
             recorder,
@@ -136,8 +159,9 @@ impl TaintEvictionController {
             synced: vec![Arc::new(pods.clone()), Arc::new(nodes.clone())],
             tainted_nodes: Mutex::new(HashMap::new()),
             evictions,
-            node_queue: Queue::new(),
-            pod_queue: Queue::new(),
+            node_queue: Queue::with_config(queue_config(NODE_QUEUE)),
+            pod_queue: Queue::with_config(queue_config(POD_QUEUE)),
+            metrics,
         });
         let (q1, q2, q3) = (
             controller.pod_queue.clone(),
@@ -324,16 +348,22 @@ impl TaintEvictionController {
     pub fn client(&self) -> &Arc<dyn LifecycleClient> {
         &self.client
     }
+
+    /// The controller's `taint_eviction_controller_*` metrics, to register.
+    pub fn metrics(&self) -> &TaintEvictionMetrics {
+        &self.metrics
+    }
 }
 
 /// Emits `TaintManagerEviction`, sets `DisruptionTarget` and deletes the pod, retrying, as
-/// upstream's `deletePodHandler` + `addConditionAndDeletePod`.
+/// upstream's `deletePodHandler` + `addConditionAndDeletePod`. `Ok(true)` when this call
+/// deleted the pod, `Ok(false)` when it was gone already.
 async fn delete_pod(
     client: Arc<dyn LifecycleClient>,
     recorder: Arc<dyn EventRecorder>,
     clock: Arc<dyn WallClock>,
     args: WorkArgs,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     tracing::info!(controller = CONTROLLER_NAME, pod = %args.key(), "Deleting pod");
     recorder.event(
         &pod_event_ref(&args),
@@ -347,8 +377,8 @@ async fn delete_pod(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         match add_condition_and_delete(client.as_ref(), clock.as_ref(), &args).await {
-            Ok(()) => return Ok(()),
-            Err(e) if is_not_found(&e) => return Ok(()),
+            Ok(()) => return Ok(true),
+            Err(e) if is_not_found(&e) => return Ok(false),
             Err(e) => last = e.to_string(),
         }
     }

@@ -30,6 +30,7 @@ fn fixture(tainted: bool, pods_in: Vec<Pod>) -> Fixture {
         client.clone(),
         Arc::new(recorder.clone()),
         Arc::new(TokioClock::starting_at(ts(0))),
+        None,
     );
     let taints = if tainted {
         vec![unreachable_taint()]
@@ -62,6 +63,7 @@ async fn intolerant_pod_is_deleted_at_once_with_disruption_target() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     settle().await;
     assert_eq!(f.client.deleted_pods(), ["default/p"]);
+    assert_eq!(f.controller.metrics().pod_deletions(), 1);
     let status_update = f
         .client
         .actions()

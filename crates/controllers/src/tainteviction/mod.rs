@@ -6,6 +6,7 @@
 //! shortest `tolerationSeconds` otherwise, cancelled when the taint goes first.
 
 pub mod controller;
+pub mod metrics;
 pub mod timed_workers;
 pub mod tolerations;
 
@@ -13,3 +14,4 @@ pub mod tolerations;
 mod controller_tests;
 
 pub use controller::{CONTROLLER_NAME, TaintEvictionController};
+pub use metrics::TaintEvictionMetrics;

@@ -23,8 +23,10 @@ impl WorkArgs {
     }
 }
 
-/// The work to run when a worker fires; an error forgets the key so it can be added again.
-pub type WorkFn = Arc<dyn Fn(WorkArgs) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+/// The work to run when a worker fires, given its arguments and the time it was due to fire;
+/// an error forgets the key so it can be added again.
+pub type WorkFn =
+    Arc<dyn Fn(WorkArgs, Instant) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
 /// A scheduled worker.
 #[derive(Clone, Debug)]
@@ -98,7 +100,7 @@ impl TimedWorkerQueue {
                 _ = worker.cancel.cancelled() => return,
                 _ = tokio::time::sleep_until(worker.fire_at) => {}
             }
-            let result = (this.work)(args).await;
+            let result = (this.work)(args, worker.fire_at).await;
             let mut workers = this.workers();
             let current = workers
                 .by_key
@@ -141,7 +143,7 @@ mod tests {
     fn counting() -> (Arc<TimedWorkerQueue>, Arc<AtomicUsize>) {
         let count = Arc::new(AtomicUsize::new(0));
         let c = count.clone();
-        let q = TimedWorkerQueue::new(Arc::new(move |_| {
+        let q = TimedWorkerQueue::new(Arc::new(move |_, _| {
             let c = c.clone();
             Box::pin(async move {
                 c.fetch_add(1, Ordering::SeqCst);
