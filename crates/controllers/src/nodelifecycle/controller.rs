@@ -483,7 +483,8 @@ impl NodeLifecycleController {
     /// disruption checks or its health could not be written.
     async fn update_node(&self, cached: &Arc<Node>) -> Option<(String, Option<bool>)> {
         let name = cached.metadata.name.clone().unwrap_or_default();
-        let mut node: Node = (**cached).clone();
+        // The cached object, shared; copied only to write a new status.
+        let mut node: Arc<Node> = Arc::clone(cached);
         let grace = GracePeriods {
             startup: self.options.node_startup_grace_period,
             monitor: self.options.node_monitor_grace_period,
@@ -512,21 +513,21 @@ impl NodeLifecycleController {
                 outcome = Some(obs);
                 break;
             };
-            let mut updated = node.clone();
+            let mut updated = (*node).clone();
             updated.status = Some(status);
             match self.client.update_node_status(&updated).await {
                 Ok(_) => {
                     self.state()
                         .health
                         .insert(name.clone(), after_status_written(&obs, Instant::now()));
-                    node = updated;
+                    node = Arc::new(updated);
                     outcome = Some(obs);
                     break;
                 }
                 Err(err) => {
                     tracing::error!(node = %name, %err, "Error updating node");
                     match self.client.get_node(&name).await {
-                        Ok(fresh) => node = fresh,
+                        Ok(fresh) => node = Arc::new(fresh),
                         Err(err) => {
                             tracing::error!(node = %name, %err,
                                 "Failed while getting a Node to retry updating node health");

@@ -1,0 +1,168 @@
+//! One steady-state monitor pass of the node lifecycle controller (`monitorNodeHealth`, run
+//! every `--node-monitor-period`): every node healthy, its Lease renewed, nothing to write —
+//! the cost kcm pays every 5 s per cluster size.
+//!
+//! Run with `cargo bench -p kcm-controllers --bench nodelifecycle`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kcm_controllers::nodelifecycle::{
+    FakeLifecycleClient, NodeLifecycleController, NodeLifecycleOptions,
+};
+use kcm_machinery::events::{FakeRecorder, SystemClock};
+use kcm_machinery::informer::{ListerWatcher, SharedIndexInformer, WatchStream};
+
+/// Lists nothing, watches forever: the caches are seeded by hand.
+struct NeverLw;
+
+#[async_trait::async_trait]
+impl<K> ListerWatcher<K> for NeverLw
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    async fn list(
+        &self,
+        _params: &kube::api::ListParams,
+    ) -> Result<kube::core::ObjectList<K>, kube::Error> {
+        Ok(kube::core::ObjectList {
+            types: kube::core::TypeMeta::list::<K>(),
+            metadata: kube::core::ListMeta::default(),
+            items: Vec::new(),
+        })
+    }
+
+    async fn watch(
+        &self,
+        _params: &kube::api::WatchParams,
+        _resource_version: &str,
+    ) -> Result<WatchStream<K>, kube::Error> {
+        use futures::StreamExt;
+        Ok(futures::stream::pending().boxed())
+    }
+}
+
+fn informer<K>() -> SharedIndexInformer<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + Send
+        + Sync
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + 'static,
+{
+    SharedIndexInformer::new(NeverLw, Duration::ZERO)
+}
+
+fn node(i: usize, now: jiff::Timestamp) -> Node {
+    let condition = |type_: &str, status: &str| NodeCondition {
+        type_: type_.into(),
+        status: status.into(),
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: Some(Time(now)),
+        ..NodeCondition::default()
+    };
+    Node {
+        metadata: ObjectMeta {
+            name: Some(format!("node-{i}")),
+            uid: Some(format!("uid-{i}")),
+            resource_version: Some("1".into()),
+            creation_timestamp: Some(Time(now)),
+            labels: Some(BTreeMap::from([
+                ("topology.kubernetes.io/region".into(), "r".into()),
+                ("topology.kubernetes.io/zone".into(), format!("z{}", i % 3)),
+                ("kubernetes.io/os".into(), "linux".into()),
+                ("beta.kubernetes.io/os".into(), "linux".into()),
+            ])),
+            ..ObjectMeta::default()
+        },
+        status: Some(NodeStatus {
+            conditions: Some(vec![
+                condition("Ready", "True"),
+                condition("MemoryPressure", "False"),
+                condition("DiskPressure", "False"),
+                condition("PIDPressure", "False"),
+            ]),
+            ..NodeStatus::default()
+        }),
+        ..Node::default()
+    }
+}
+
+fn lease(i: usize, now: jiff::Timestamp) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(format!("node-{i}")),
+            namespace: Some("kube-node-lease".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(format!("node-{i}")),
+            renew_time: Some(MicroTime(now)),
+            lease_duration_seconds: Some(40),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+fn controller(rt: &tokio::runtime::Runtime, nodes: usize) -> Arc<NodeLifecycleController> {
+    rt.block_on(async {
+        let now = jiff::Timestamp::now();
+        let node_informer = informer::<Node>();
+        let lease_informer = informer::<Lease>();
+        for i in 0..nodes {
+            node_informer
+                .indexer()
+                .add(Arc::new(node(i, now)))
+                .expect("seed node");
+            lease_informer
+                .indexer()
+                .add(Arc::new(lease(i, now)))
+                .expect("seed lease");
+        }
+        let controller = NodeLifecycleController::with_informers(
+            node_informer,
+            informer::<Pod>(),
+            lease_informer,
+            informer::<DaemonSet>(),
+            Arc::new(FakeLifecycleClient::new()),
+            Arc::new(FakeRecorder::new()),
+            Arc::new(SystemClock),
+            NodeLifecycleOptions {
+                // Nothing changes during the run: keep every node healthy however long it is.
+                node_monitor_grace_period: Duration::from_secs(3600),
+                ..NodeLifecycleOptions::default()
+            },
+        );
+        // The first pass registers every node and zone; the measured ones are steady.
+        controller.monitor_node_health().await;
+        controller
+    })
+}
+
+fn monitor_pass(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut group = c.benchmark_group("nodelifecycle");
+    for nodes in [100, 1000, 5000] {
+        let controller = controller(&rt, nodes);
+        group.bench_with_input(
+            BenchmarkId::new("monitor_pass_healthy", nodes),
+            &controller,
+            |b, controller| b.to_async(&rt).iter(|| controller.monitor_node_health()),
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, monitor_pass);
+criterion_main!(benches);
