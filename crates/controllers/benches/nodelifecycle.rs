@@ -17,36 +17,7 @@ use kcm_controllers::nodelifecycle::{
     FakeLifecycleClient, NodeLifecycleController, NodeLifecycleOptions,
 };
 use kcm_machinery::events::{FakeRecorder, SystemClock};
-use kcm_machinery::informer::{ListerWatcher, SharedIndexInformer, WatchStream};
-
-/// Lists nothing, watches forever: the caches are seeded by hand.
-struct NeverLw;
-
-#[async_trait::async_trait]
-impl<K> ListerWatcher<K> for NeverLw
-where
-    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-{
-    async fn list(
-        &self,
-        _params: &kube::api::ListParams,
-    ) -> Result<kube::core::ObjectList<K>, kube::Error> {
-        Ok(kube::core::ObjectList {
-            types: kube::core::TypeMeta::list::<K>(),
-            metadata: kube::core::ListMeta::default(),
-            items: Vec::new(),
-        })
-    }
-
-    async fn watch(
-        &self,
-        _params: &kube::api::WatchParams,
-        _resource_version: &str,
-    ) -> Result<WatchStream<K>, kube::Error> {
-        use futures::StreamExt;
-        Ok(futures::stream::pending().boxed())
-    }
-}
+use kcm_machinery::informer::{NeverListerWatcher, SharedIndexInformer};
 
 fn informer<K>() -> SharedIndexInformer<K>
 where
@@ -58,7 +29,7 @@ where
         + std::fmt::Debug
         + 'static,
 {
-    SharedIndexInformer::new(NeverLw, Duration::ZERO)
+    SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO)
 }
 
 fn node(i: usize, now: jiff::Timestamp) -> Node {

@@ -7,9 +7,10 @@
 //! Node carries `sim.kcm.io/heartbeat=stopped`, as a kubelet that died. Time is real (the
 //! server is), so every wait is a bounded poll of API state.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -21,10 +22,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kcm_apiserver::testing::TestServer;
 use kcm_controllers::manager::{ControllerManager, ControllerRegistry, ManagerOptions};
-use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
-use kcm_machinery::informer::SharedInformerFactory;
+use kcm_sim::SimulatorConfig;
 use kcm_sim::node::{ANNOTATION_HEARTBEAT, NODE_LEASE_NAMESPACE};
-use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -39,32 +38,12 @@ const TOLERATION_SECONDS: i64 = 5;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Polls `f` every 100 ms until it yields a value; panics naming `what` after [`DEADLINE`].
-async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
+async fn wait_for<T, F, Fut>(what: &str, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = f().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Logs to the test's output when `KCM_LOG` is set (e.g. `KCM_LOG=kcm_controllers=debug`).
-fn init_logging() {
-    if let Ok(filter) = std::env::var("KCM_LOG") {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_test_writer()
-            .try_init();
-    }
+    support::poll(what, DEADLINE, Duration::from_millis(100), f).await
 }
 
 #[derive(Parser)]
@@ -82,7 +61,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start(nodes: usize) -> Self {
-        init_logging();
+        support::init_logging();
         let server = TestServer::start().await;
         let cancel = CancellationToken::new();
         let grace = format!("--node-monitor-grace-period={}s", GRACE.as_secs());
@@ -109,17 +88,9 @@ impl Cluster {
         });
 
         let client = server.client();
-        let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
-        let broadcaster = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
-        let scheduler = Scheduler::new(
-            client.clone(),
-            &factory,
-            broadcaster.recorder("default-scheduler", None),
-        )
-        .expect("scheduler");
-        let simulator = Simulator::new(
-            client.clone(),
-            &factory,
+        support::start_scheduler(client.clone(), &cancel);
+        support::start_simulator(
+            client,
             SimulatorConfig {
                 nodes,
                 pod_ready_delay: Duration::from_millis(200),
@@ -127,16 +98,8 @@ impl Cluster {
                 node_status_update_period: Duration::from_secs(2),
                 ..SimulatorConfig::default()
             },
-        )
-        .expect("simulator");
-        factory.start(&cancel);
-        let c = cancel.clone();
-        tokio::spawn(async move {
-            scheduler.run(c).await;
-            broadcaster.shutdown().await;
-        });
-        let c = cancel.clone();
-        tokio::spawn(async move { simulator.run(c).await });
+            &cancel,
+        );
         Self {
             server,
             manager_metrics,

@@ -5,8 +5,9 @@
 //! through the API. Time is real (the server is), so intervals are shortened and every wait
 //! has a deadline.
 
+mod support;
+
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -14,71 +15,23 @@ use k8s_openapi::api::core::v1::{Container, Event, Node, Pod, PodSpec, ResourceR
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcm_apiserver::testing::TestServer;
-use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
-use kcm_machinery::informer::SharedInformerFactory;
+use kcm_sim::SimulatorConfig;
 use kcm_sim::node::{ANNOTATION_HEARTBEAT, NODE_LEASE_NAMESPACE};
-use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::{init_logging, start_scheduler, start_simulator};
 use tokio_util::sync::CancellationToken;
 
 /// How long any single wait may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Polls `f` every 50 ms until it yields a value; panics naming `what` after [`DEADLINE`].
-async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
+async fn wait_for<T, F, Fut>(what: &str, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = f().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Logs to the test's output when `KCM_LOG` is set (e.g. `KCM_LOG=kcm_sim=debug`).
-fn init_logging() {
-    if let Ok(filter) = std::env::var("KCM_LOG") {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_test_writer()
-            .try_init();
-    }
-}
-
-/// Starts a scheduler with its own informers and a real event recorder.
-fn start_scheduler(client: kube::Client, cancel: &CancellationToken) {
-    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
-    let broadcaster = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
-    let recorder = broadcaster.recorder("default-scheduler", None);
-    let scheduler = Scheduler::new(client, &factory, recorder).expect("scheduler");
-    factory.start(cancel);
-    let cancel = cancel.clone();
-    tokio::spawn(async move {
-        scheduler.run(cancel).await;
-        broadcaster.shutdown().await;
-    });
-}
-
-/// Starts a simulator with its own informers; returns when its task ends.
-fn start_simulator(
-    client: kube::Client,
-    config: SimulatorConfig,
-    cancel: &CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
-    let simulator = Simulator::new(client, &factory, config).expect("simulator");
-    factory.start(cancel);
-    let cancel = cancel.clone();
-    tokio::spawn(async move { simulator.run(cancel).await })
+    support::poll(what, DEADLINE, Duration::from_millis(50), f).await
 }
 
 fn sim_config(nodes: usize) -> SimulatorConfig {

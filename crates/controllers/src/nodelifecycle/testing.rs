@@ -8,36 +8,7 @@ use k8s_openapi::api::core::v1::{
     Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kcm_machinery::informer::{ListerWatcher, SharedIndexInformer, WatchStream};
-
-/// A ListerWatcher with nothing to list and a watch that never ends.
-pub struct NeverLw;
-
-#[async_trait::async_trait]
-impl<K> ListerWatcher<K> for NeverLw
-where
-    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-{
-    async fn list(
-        &self,
-        _params: &kube::api::ListParams,
-    ) -> Result<kube::core::ObjectList<K>, kube::Error> {
-        Ok(kube::core::ObjectList {
-            types: kube::core::TypeMeta::list::<K>(),
-            metadata: kube::core::ListMeta::default(),
-            items: Vec::new(),
-        })
-    }
-
-    async fn watch(
-        &self,
-        _params: &kube::api::WatchParams,
-        _resource_version: &str,
-    ) -> Result<WatchStream<K>, kube::Error> {
-        use futures::StreamExt;
-        Ok(futures::stream::pending().boxed())
-    }
-}
+use kcm_machinery::informer::{NeverListerWatcher, SharedIndexInformer};
 
 /// An informer that is never started; seed it through `indexer()`.
 pub fn informer<K>() -> SharedIndexInformer<K>
@@ -50,7 +21,7 @@ where
         + std::fmt::Debug
         + 'static,
 {
-    SharedIndexInformer::new(NeverLw, std::time::Duration::ZERO)
+    SharedIndexInformer::new(NeverListerWatcher, std::time::Duration::ZERO)
 }
 
 /// Stores `obj` in the informer's cache (add or replace).

@@ -29,6 +29,34 @@ pub trait ListerWatcher<K: Clone>: Send + Sync {
     ) -> Result<WatchStream<K>, kube::Error>;
 }
 
+/// Lists nothing and watches forever: the source of an informer whose cache is filled by hand
+/// (`informer.indexer().add(..)`), as tests and benchmarks do with client-go's informers
+/// that are never started.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NeverListerWatcher;
+
+#[async_trait]
+impl<K> ListerWatcher<K> for NeverListerWatcher
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    async fn list(&self, _params: &ListParams) -> Result<ObjectList<K>, kube::Error> {
+        Ok(ObjectList {
+            types: kube::core::TypeMeta::list::<K>(),
+            metadata: kube::core::ListMeta::default(),
+            items: Vec::new(),
+        })
+    }
+
+    async fn watch(
+        &self,
+        _params: &WatchParams,
+        _resource_version: &str,
+    ) -> Result<WatchStream<K>, kube::Error> {
+        Ok(futures::stream::pending().boxed())
+    }
+}
+
 /// A [`ListerWatcher`] over a `kube::Api` (typed, or `Api<DynamicObject>` for custom
 /// resources), with optional label and field selectors applied to every request (client-go's
 /// `TweakListOptions`).

@@ -46,7 +46,7 @@ pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceE
 pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX};
 pub use keys::{deletion_handling_key, meta_namespace_key, object_key, split_meta_namespace_key};
 pub use lister::Lister;
-pub use lister_watcher::{ApiListerWatcher, ListerWatcher, WatchStream};
+pub use lister_watcher::{ApiListerWatcher, ListerWatcher, NeverListerWatcher, WatchStream};
 pub use reflector::{Reflector, ReflectorOptions, ReflectorStore};
 pub use shared_informer::{
     HasSynced, ResourceEventHandlerRegistration, SharedIndexInformer, SharedInformerOptions,
