@@ -116,6 +116,15 @@ fn benches(c: &mut Criterion) {
     c.bench_function("compute_hash", |b| {
         b.iter(|| hash::compute_hash(black_box(d_template), Some(0)))
     });
+    // What kcm hashed before it matched upstream: FNV-32a over the canonical JSON. Kept as a
+    // yardstick for the cost of rendering go-spew's text.
+    c.bench_function("compute_hash/json_fnv_baseline", |b| {
+        b.iter(|| {
+            let mut hasher = hash::Fnv32a::new();
+            serde_json::to_writer(&mut hasher, black_box(d_template)).expect("serialize");
+            black_box(hasher.sum32())
+        })
+    });
     c.bench_function("equal_ignore_hash/equal", |b| {
         b.iter(|| template::equal_ignore_hash(black_box(d_template), black_box(same)))
     });

@@ -1,37 +1,46 @@
 //! The pod-template hash that names a Deployment's ReplicaSets, as upstream `controller.ComputeHash`.
 //!
-//! Upstream hashes the template with FNV-32a, feeds in the collision count, prints the 32-bit
-//! sum in decimal and maps every digit through `rand.SafeEncodeString`'s alphabet
-//! (`bcdfghjklmnpqrstvwxz2456789`), so a hash is 1–10 characters out of
-//! `4 5 6 7 8 9 b c d f` (e.g. `nginx-66b6c48dd5`). Everything here is the same except the bytes
-//! fed for the template itself.
+//! kube-controller-manager v1.33 computes it as:
 //!
-//! # Why the template bytes differ from upstream
+//! 1. `hashutil.DeepHashObject(fnv.New32a(), *template)`: FNV-32a over go-spew's `%#v`
+//!    rendering of the Go `v1.PodTemplateSpec` value, with apimachinery's `dump.ForHash`
+//!    configuration (`SortKeys`, `SpewKeys`, `DisableMethods`, `DisablePointerAddresses`,
+//!    `DisableCapacities`);
+//! 2. if the Deployment has a collision count, an 8-byte buffer holding it as a little-endian
+//!    `uint32` in the first four bytes;
+//! 3. the decimal `Sum32`, mapped through `rand.SafeEncodeString`'s alphabet
+//!    (`bcdfghjklmnpqrstvwxz2456789`), e.g. `nginx-66b6c48dd5`.
 //!
-//! Upstream feeds `DeepHashObject`'s output: go-spew's `%#v` rendering of the Go
-//! `v1.PodTemplateSpec` value (`SortKeys`, `DisableMethods`, `SpewKeys`,
-//! `DisablePointerAddresses`). That text names Go types and Go field names, lists every field
-//! of every Go struct in declaration order including zero values and nil pointers, and prints
-//! `resource.Quantity` by its internal representation. Reproducing it from Rust would mean
-//! carrying a copy of the Go struct layout of `PodTemplateSpec` (hundreds of fields) for one
-//! specific Kubernetes release — and upstream's own hash changes whenever a release adds a
-//! field, which is why upstream never relies on it for identity.
+//! kcm does the same, byte for byte. The spew text names every Go type and field of the
+//! template in Go declaration order, zero values and nil pointers included, and prints
+//! `resource.Quantity` by its private parsed state, so it is produced from data rather than from
+//! the Rust types:
 //!
-//! kcm hashes the template's canonical JSON instead (`serde_json` over the `k8s-openapi`
-//! type: fixed field order, map keys sorted, `None`s omitted). The properties that matter hold:
-//! the same template always gives the same hash, different templates give different hashes,
-//! the collision count changes it, and names look exactly like upstream's.
+//! - [`layout`] is a generated table of the Go layout of every struct reachable from
+//!   `v1.PodTemplateSpec` in Kubernetes v1.33 (`gen_layout.py` beside it says how);
+//! - [`spew`] walks the template's JSON (`serde_json::to_value` of the k8s-openapi type) along
+//!   that table and streams spew's text straight into the hasher, reading a missing member as
+//!   the Go zero value and an empty list or map as nil, as kube-controller-manager sees objects
+//!   decoded from protobuf;
+//! - [`quantity`] ports `ParseQuantity`, so quantities print the state Go builds from them.
 //!
-//! Consequence: for the same template kcm picks a different ReplicaSet name than
-//! kube-controller-manager would. That only matters when switching controllers in the middle
-//! of a rollout; the new controller then finds the existing new ReplicaSet through its
-//! controller reference and [`equal_ignore_hash`](super::template::equal_ignore_hash), exactly
-//! as upstream does after an upgrade changes its own hash, and adopts it instead of creating
-//! another.
+//! Known differences, all outside what an API server hands a controller for a pod template:
+//! a non-zero `metav1.Time` inside a template prints with the `Local` zone of a container
+//! without time zone data (Go prints whatever `time.Local` is on the controller's host), and
+//! `managedFields[].fieldsV1` prints serde_json's compact encoding where Go keeps the raw bytes
+//! it received. Both need an identical layout table: a Kubernetes release that adds a field to
+//! a pod template type changes every hash, upstream as here, and needs a regenerated table.
 
 use std::io;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+
+mod layout;
+mod quantity;
+mod spew;
+
+#[cfg(test)]
+mod vectors;
 
 /// The characters `rand.SafeEncodeString` maps bytes onto (no vowels, no look-alikes).
 const SAFE_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -102,11 +111,7 @@ pub fn safe_encode_string(s: &str) -> String {
 /// The raw 32-bit hash behind [`compute_hash`].
 pub fn compute_hash_u32(template: &PodTemplateSpec, collision_count: Option<i32>) -> u32 {
     let mut hasher = Fnv32a::new();
-    // Cannot fail: the writer never errors and the k8s-openapi `Serialize` impls only emit
-    // strings, numbers, maps with string keys and sequences.
-    if let Err(err) = serde_json::to_writer(&mut hasher, template) {
-        tracing::error!(%err, "serializing a pod template for hashing failed");
-    }
+    write_spew(&mut hasher, template);
     if let Some(count) = collision_count {
         // Upstream writes an 8-byte buffer holding the little-endian u32 in its first half.
         let mut bytes = [0u8; 8];
@@ -116,9 +121,30 @@ pub fn compute_hash_u32(template: &PodTemplateSpec, collision_count: Option<i32>
     hasher.sum32()
 }
 
-/// The `pod-template-hash` of a template: FNV-32a of the template and the collision count,
-/// printed in decimal and safe-encoded, as upstream `controller.ComputeHash` (see the module
-/// docs for how the template bytes differ).
+/// Streams go-spew's `%#v` text of `template` (as upstream `dump.ForHash`) into `out`.
+fn write_spew(out: &mut impl spew::Sink, template: &PodTemplateSpec) {
+    match serde_json::to_value(template) {
+        Ok(value) => spew::write_value(out, &layout::T_V1_POD_TEMPLATE_SPEC, Some(&value), true),
+        // Cannot happen: the k8s-openapi `Serialize` impls only emit strings, numbers, maps
+        // with string keys and sequences. Hash the zero template rather than panic.
+        Err(err) => {
+            tracing::error!(%err, "serializing a pod template for hashing failed");
+            spew::write_value(out, &layout::T_V1_POD_TEMPLATE_SPEC, None, true);
+        }
+    }
+}
+
+/// go-spew's `%#v` text of `template`, exactly what upstream feeds the hasher (for debugging
+/// and tests; hashing streams it without building the string).
+pub fn spew_text(template: &PodTemplateSpec) -> String {
+    let mut out = Vec::new();
+    write_spew(&mut out, template);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The `pod-template-hash` of a template: FNV-32a of go-spew's rendering of the template and
+/// of the collision count, printed in decimal and safe-encoded, as upstream
+/// `controller.ComputeHash`.
 pub fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
     safe_encode_string(&compute_hash_u32(template, collision_count).to_string())
 }
@@ -150,6 +176,7 @@ mod tests {
 
     use k8s_openapi::api::core::v1::PodTemplateSpec;
 
+    use super::vectors;
     use super::*;
 
     /// Upstream `hash_test.go`'s template, with `@@VERSION@@` in the image tag.
@@ -246,19 +273,107 @@ mod tests {
         assert_eq!(first, compute_hash(&template(7), None));
     }
 
-    #[test]
-    fn hash_is_pinned() {
-        // Pins the canonical serialization: a change here renames every ReplicaSet kcm creates,
-        // so it must be deliberate.
-        let t = template(0);
-        assert_eq!(
-            compute_hash_u32(&t, None).to_string().len(),
-            compute_hash(&t, None).len()
-        );
-        assert_eq!(compute_hash(&t, None), PINNED_HASH);
+    fn parse(json: &str) -> PodTemplateSpec {
+        serde_json::from_str(json).expect("valid template")
     }
 
-    const PINNED_HASH: &str = "b4f79bd9";
+    #[test]
+    fn hashes_match_kube_controller_manager() {
+        let mut failures = Vec::new();
+        for v in vectors::VECTORS {
+            let got = compute_hash(&parse(v.template), v.collision_count);
+            if got != v.hash {
+                failures.push(format!("{}: got {got}, want {}", v.name, v.hash));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{} of {} differ:\n{}",
+            failures.len(),
+            vectors::VECTORS.len(),
+            failures.join("\n")
+        );
+    }
+
+    fn vector(name: &str) -> &'static vectors::Vector {
+        vectors::VECTORS
+            .iter()
+            .find(|v| v.name == name)
+            .expect("vector exists")
+    }
+
+    #[test]
+    fn spew_text_matches_go_spew_exactly() {
+        struct Case {
+            name: &'static str,
+            want: &'static str,
+        }
+        let cases = [
+            Case {
+                name: "nginx defaulted",
+                want: vectors::NGINX_SPEW,
+            },
+            Case {
+                name: "quantity 1.5Gi",
+                want: vectors::QUANTITY_1_5GI_SPEW,
+            },
+        ];
+        for c in cases {
+            assert_eq!(
+                spew_text(&parse(vector(c.name).template)),
+                c.want,
+                "{}",
+                c.name
+            );
+        }
+    }
+
+    #[test]
+    fn zero_template_prints_every_field_as_a_go_zero_value() {
+        let text = spew_text(&PodTemplateSpec::default());
+        assert!(text.starts_with(
+            "(v1.PodTemplateSpec){ObjectMeta:(v1.ObjectMeta){Name:(string) GenerateName:(string) "
+        ));
+        assert!(text.contains(
+            "CreationTimestamp:(v1.Time){Time:(time.Time){wall:(uint64)0 ext:(int64)0 loc:(*time.Location)<nil>}}"
+        ));
+        assert!(text.contains("Containers:([]v1.Container)<nil>"));
+        assert!(text.ends_with("ResourceClaims:([]v1.PodResourceClaim)<nil> Resources:(*v1.ResourceRequirements)<nil>}}"));
+        assert_eq!(
+            compute_hash(&PodTemplateSpec::default(), None),
+            vector("empty template").hash
+        );
+    }
+
+    #[test]
+    fn empty_lists_and_maps_hash_like_absent_ones() {
+        let absent = parse(r#"{"spec":{"containers":[{"name":"c"}]}}"#);
+        let empty = parse(
+            r#"{"metadata":{"labels":{},"annotations":{}},"spec":{"containers":[{"name":"c","env":[],"command":[],"resources":{"limits":{}}}],"tolerations":[],"nodeSelector":{}}}"#,
+        );
+        assert_eq!(spew_text(&absent), spew_text(&empty));
+        assert_eq!(
+            compute_hash(&absent, None),
+            vector("minimal container").hash
+        );
+    }
+
+    #[test]
+    fn empty_struct_pointers_stay_non_nil() {
+        let absent = parse(r#"{"spec":{"containers":[{"name":"c"}]}}"#);
+        let empty = parse(
+            r#"{"spec":{"containers":[{"name":"c","securityContext":{}}],"securityContext":{}}}"#,
+        );
+        let text = spew_text(&empty);
+        assert!(text.contains(
+            "SecurityContext:(*v1.SecurityContext){Capabilities:(*v1.Capabilities)<nil> "
+        ));
+        assert!(text.contains(
+            "SecurityContext:(*v1.PodSecurityContext){SELinuxOptions:(*v1.SELinuxOptions)<nil> "
+        ));
+        assert!(spew_text(&absent).contains("SecurityContext:(*v1.SecurityContext)<nil>"));
+        assert_ne!(compute_hash(&absent, None), compute_hash(&empty, None));
+    }
 
     #[test]
     fn hash_looks_like_upstream() {
@@ -295,6 +410,15 @@ mod tests {
         assert_ne!(zero, one);
         assert_ne!(one, two);
         assert_eq!(one, compute_hash(&t, Some(1)));
+        for (count, name) in [
+            (None, "nginx defaulted"),
+            (Some(0), "nginx defaulted collision 0"),
+            (Some(1), "nginx defaulted collision 1"),
+            (Some(7), "nginx defaulted collision 7"),
+        ] {
+            let v = vector(name);
+            assert_eq!(compute_hash(&parse(v.template), count), v.hash, "{name}");
+        }
     }
 
     #[test]

@@ -23,8 +23,8 @@
 //! | `syncDeploymentStatus` / `calculateStatus` | [`status::calculate_status`], compared with [`status::deployment_status_equal`] |
 //! | `syncRolloutStatus` / `requeueStuckDeployment` | [`progress::sync_rollout_status`], [`progress::requeue_stuck_deployment`] |
 //!
-//! The pod-template hash ([`hash`]) is computed differently from upstream's go-spew dump;
-//! see that module for why and what it means when switching controllers mid-rollout.
+//! The pod-template hash ([`hash`]) is upstream's, byte for byte: FNV-32a over go-spew's
+//! rendering of the Go `v1.PodTemplateSpec`, so ReplicaSet names match kube-controller-manager's.
 
 pub mod accessors;
 pub mod annotations;
