@@ -9,7 +9,8 @@
 //! 2. if the Deployment has a collision count, an 8-byte buffer holding it as a little-endian
 //!    `uint32` in the first four bytes;
 //! 3. the decimal `Sum32`, mapped through `rand.SafeEncodeString`'s alphabet
-//!    (`bcdfghjklmnpqrstvwxz2456789`), e.g. `nginx-66b6c48dd5`.
+//!    (`bcdfghjklmnpqrstvwxz2456789`), e.g. `nginx-deployment-647677fc66` for the
+//!    Kubernetes documentation's `nginx-deployment` example (`nginx:1.14.2`, three replicas).
 //!
 //! kcm does the same, byte for byte. The spew text names every Go type and field of the
 //! template in Go declaration order, zero values and nil pointers included, and prints
