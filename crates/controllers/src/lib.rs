@@ -8,6 +8,7 @@
 pub mod deployment;
 pub mod garbagecollector;
 pub mod manager;
+pub mod namespace;
 pub mod nodelifecycle;
 pub mod replicaset;
 pub mod tainteviction;

@@ -124,7 +124,11 @@ impl Registry {
         Err(ApiError::stale(gr, name))
     }
 
-    /// `PUT namespaces/{name}/finalize`: replaces `spec.finalizers` only.
+    /// `PUT namespaces/{name}/finalize`: replaces `spec.finalizers` only. When that leaves a
+    /// namespace being deleted with no `spec.finalizers` and no `metadata.finalizers`, the
+    /// namespace is removed from storage instead (upstream's `ShouldDeleteNamespaceDuringUpdate`
+    /// on the finalize store): this is how a namespace disappears once the namespace controller
+    /// has emptied it. The last state is returned either way.
     pub async fn finalize_namespace(
         &self,
         s: &dyn Strategy,
@@ -158,6 +162,13 @@ impl Registry {
             if dry_run {
                 return Ok(ns);
             }
+            if should_delete_namespace_during_update(&ns) {
+                match self.storage().delete(&key, kv.mod_revision).await {
+                    Ok(_) => return Ok(ns),
+                    Err(storage::Error::Conflict { .. }) if requested_rv.is_none() => continue,
+                    Err(e) => return Err(ApiError::from_storage(e, gr, name)),
+                }
+            }
             let bytes = encode_for_storage(s, &ns)?;
             match self.storage().update(&key, kv.mod_revision, bytes).await {
                 Ok(rev) => {
@@ -169,5 +180,72 @@ impl Registry {
             }
         }
         Err(ApiError::stale(gr, name))
+    }
+}
+
+/// Whether an update leaving the namespace as `ns` deletes it, as upstream's
+/// `ShouldDeleteNamespaceDuringUpdate`: no `spec.finalizers` left, and the generic rule (being
+/// deleted with no grace period left and no `metadata.finalizers`).
+fn should_delete_namespace_during_update(ns: &Value) -> bool {
+    let spec_finalizers_left = ns
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    !spec_finalizers_left
+        && object::finalizers(ns).is_empty()
+        && object::deletion_timestamp(ns).is_some()
+        && object::deletion_grace_period(ns).unwrap_or(0) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_is_deleted_during_update_once_every_finalizer_is_gone() {
+        struct Case {
+            name: &'static str,
+            ns: Value,
+            want: bool,
+        }
+        let deleting = |spec: Value, meta: Value| {
+            json!({"metadata": {"name": "a", "deletionTimestamp": "2025-01-01T00:00:00Z",
+                "deletionGracePeriodSeconds": 0, "finalizers": meta}, "spec": {"finalizers": spec}})
+        };
+        let cases = [
+            Case {
+                name: "all finalizers gone",
+                ns: deleting(json!([]), json!([])),
+                want: true,
+            },
+            Case {
+                name: "no finalizer fields at all",
+                ns: json!({"metadata": {"name": "a", "deletionTimestamp": "2025-01-01T00:00:00Z"}}),
+                want: true,
+            },
+            Case {
+                name: "spec finalizer left",
+                ns: deleting(json!(["kubernetes"]), json!([])),
+                want: false,
+            },
+            Case {
+                name: "metadata finalizer left",
+                ns: deleting(json!([]), json!(["example.com/hold"])),
+                want: false,
+            },
+            Case {
+                name: "not being deleted",
+                ns: json!({"metadata": {"name": "a"}, "spec": {"finalizers": []}}),
+                want: false,
+            },
+        ];
+        for case in cases {
+            assert_eq!(
+                should_delete_namespace_during_update(&case.ns),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
     }
 }

@@ -94,12 +94,45 @@ async fn creating_in_a_missing_or_terminating_namespace_is_refused() {
         // Existing content can still change and be deleted.
         cms.delete("before", &DeleteParams::default()).await.expect("delete content");
 
-        // The namespace controller's last steps: clear spec.finalizers via /finalize, delete.
+        // The namespace controller's last step: clear spec.finalizers via /finalize. With no
+        // finalizer left the server removes the namespace (ShouldDeleteNamespaceDuringUpdate).
         let finalize = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}, "spec": {"finalizers": []}});
         let (code, ns) = raw(&client, "PUT", "/api/v1/namespaces/team/finalize", "application/json", serde_json::to_vec(&finalize).expect("json")).await;
         assert_eq!(code, 200, "{ns}");
-        namespaces.delete("team", &DeleteParams::default()).await.expect("final delete");
+        assert_eq!(ns["spec"]["finalizers"], json!([]), "{ns}");
         assert_eq!(status_of(namespaces.get("team").await.expect_err("gone")).0, 404);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn finalize_keeps_a_namespace_that_is_live_or_still_has_metadata_finalizers() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let finalize = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}, "spec": {"finalizers": []}})
+        };
+
+        // Not being deleted: finalize only clears spec.finalizers.
+        namespaces.create(&PostParams::default(), &namespace("live")).await.expect("create");
+        let body = serde_json::to_vec(&finalize("live")).expect("json");
+        let (code, ns) = raw(&client, "PUT", "/api/v1/namespaces/live/finalize", "application/json", body).await;
+        assert_eq!(code, 200, "{ns}");
+        let live = namespaces.get("live").await.expect("still there");
+        assert_eq!(live.spec.and_then(|s| s.finalizers), Some(vec![]));
+
+        // Being deleted but holding a metadata finalizer: stays until that one goes too.
+        let mut held = namespace("held");
+        held.metadata.finalizers = Some(vec!["example.com/hold".to_owned()]);
+        namespaces.create(&PostParams::default(), &held).await.expect("create");
+        namespaces.delete("held", &DeleteParams::default()).await.expect("delete");
+        let body = serde_json::to_vec(&finalize("held")).expect("json");
+        let (code, ns) = raw(&client, "PUT", "/api/v1/namespaces/held/finalize", "application/json", body).await;
+        assert_eq!(code, 200, "{ns}");
+        let held = namespaces.get("held").await.expect("held by its metadata finalizer");
+        assert!(held.metadata.deletion_timestamp.is_some());
     })
     .await;
 }

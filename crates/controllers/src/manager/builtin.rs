@@ -6,6 +6,7 @@ use super::context::ControllerContext;
 use super::registry::{ControllerDescriptor, StartedController};
 use crate::deployment::{DeploymentController, DeploymentControllerOptions};
 use crate::garbagecollector::{GarbageCollector, GarbageCollectorOptions};
+use crate::namespace::{NamespaceController, NamespaceControllerOptions};
 use crate::nodelifecycle::zone::EvictionRates;
 use crate::nodelifecycle::{
     ApiLifecycleClient, EVENT_COMPONENT, NodeLifecycleController, NodeLifecycleOptions,
@@ -158,4 +159,29 @@ pub fn taint_eviction_controller() -> ControllerDescriptor {
             )))
         },
     )
+}
+
+/// kube-controller-manager's name of the namespace controller.
+pub const NAMESPACE_CONTROLLER: &str = crate::namespace::CONTROLLER_NAME;
+
+/// `namespace-controller` (alias `namespace`): the Namespaces informer (handler resync
+/// `--namespace-sync-period`), `--concurrent-namespace-syncs` workers, queue `namespace`;
+/// discovery, list and delete of every namespaced resource.
+pub fn namespace_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(NAMESPACE_CONTROLLER, |ctx: ControllerContext| async move {
+        let flags = &ctx.options.namespace;
+        let controller = Arc::new(NamespaceController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            NamespaceControllerOptions {
+                resync_period: flags.namespace_sync_period.get(),
+                metrics: Some(ctx.workqueue_metrics()),
+            },
+        ));
+        let workers = flags.concurrent_namespace_syncs as usize;
+        Ok(Some(StartedController::new(
+            controller.run(workers, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(&[crate::namespace::CONTROLLER_ALIAS])
 }

@@ -37,6 +37,9 @@ pub struct ManagerOptions {
     /// The garbage collector.
     #[command(flatten)]
     pub garbage_collector: GarbageCollectorControllerFlags,
+    /// The namespace controller.
+    #[command(flatten)]
+    pub namespace: NamespaceControllerFlags,
     /// The ReplicaSet controller.
     #[command(flatten)]
     pub replicaset: ReplicaSetControllerFlags,
@@ -262,6 +265,30 @@ pub struct GarbageCollectorControllerFlags {
         help = "The number of garbage collector workers that are allowed to sync concurrently."
     )]
     pub concurrent_gc_syncs: u32,
+}
+
+/// The namespace controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Namespace controller flags")]
+pub struct NamespaceControllerFlags {
+    /// Namespace workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::namespace::DEFAULT_CONCURRENT_NAMESPACE_SYNCS,
+        help = "The number of namespace objects that are allowed to sync concurrently. Larger \
+                number = more responsive namespace termination, but more CPU (and network) load"
+    )]
+    pub concurrent_namespace_syncs: u32,
+
+    /// Resync period of the namespace handler.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "5m0s",
+        help = "The period for syncing namespace life-cycle updates"
+    )]
+    pub namespace_sync_period: GoDuration,
 }
 
 /// The ReplicaSet controller's flags.
@@ -523,6 +550,11 @@ mod tests {
         assert_eq!(o.replicaset.concurrent_replicaset_syncs, 5);
         assert_eq!(o.deployment.concurrent_deployment_syncs, 5);
         assert_eq!(o.garbage_collector.concurrent_gc_syncs, 20);
+        assert_eq!(o.namespace.concurrent_namespace_syncs, 10);
+        assert_eq!(
+            o.namespace.namespace_sync_period.get(),
+            crate::namespace::DEFAULT_NAMESPACE_SYNC_PERIOD
+        );
         assert_eq!(
             o.node_lifecycle.node_monitor_grace_period.get(),
             Duration::from_secs(50)
@@ -639,6 +671,17 @@ mod tests {
                     o.replicaset.concurrent_replicaset_syncs == 2
                         && o.deployment.concurrent_deployment_syncs == 3
                         && o.garbage_collector.concurrent_gc_syncs == 4
+                },
+            },
+            Case {
+                name: "namespace controller",
+                args: &[
+                    "--concurrent-namespace-syncs=3",
+                    "--namespace-sync-period=1m30s",
+                ],
+                check: |o| {
+                    o.namespace.concurrent_namespace_syncs == 3
+                        && o.namespace.namespace_sync_period.get() == Duration::from_secs(90)
                 },
             },
             Case {
@@ -765,6 +808,7 @@ mod tests {
             "Secure serving flags:",
             "Deployment controller flags:",
             "Garbage collector controller flags:",
+            "Namespace controller flags:",
             "ReplicaSet controller flags:",
             "Misc flags:",
         ];
@@ -785,7 +829,9 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: deployment-controller, garbage-collector-controller, node-lifecycle-controller, replicaset-controller, taint-eviction-controller",
+            "All controllers: deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, taint-eviction-controller",
+            "--namespace-sync-period <duration>",
+            "[default: 5m0s]",
         ] {
             assert!(help.contains(needle), "missing {needle} in\n{help}");
         }

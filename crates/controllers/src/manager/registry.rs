@@ -175,6 +175,7 @@ impl ControllerRegistry {
             super::builtin::replicaset_controller(),
             super::builtin::deployment_controller(),
             super::builtin::garbage_collector_controller(),
+            super::builtin::namespace_controller(),
             super::builtin::node_lifecycle_controller(),
             super::builtin::taint_eviction_controller(),
         ] {
@@ -339,10 +340,15 @@ mod tests {
             vec![
                 "deployment-controller",
                 "garbage-collector-controller",
+                "namespace-controller",
                 "node-lifecycle-controller",
                 "replicaset-controller",
                 "taint-eviction-controller"
             ]
+        );
+        assert_eq!(
+            registry.aliases().get("namespace").map(String::as_str),
+            Some("namespace-controller")
         );
         assert_eq!(
             registry.aliases().get("replicaset").map(String::as_str),
