@@ -2,7 +2,7 @@
 //!
 //! Where to start: [`manager`] is the controller manager (`kcm run`): flags, the controller
 //! registry, leader election, health and metrics. Each controller lives in its own module
-//! ([`replicaset`], [`deployment`], [`garbagecollector`], [`nodelifecycle`],
+//! ([`replicaset`], [`deployment`], [`garbagecollector`], [`namespace`], [`nodelifecycle`],
 //! [`tainteviction`]) with `new(...)` and `run(workers, cancel)`.
 
 pub mod deployment;
