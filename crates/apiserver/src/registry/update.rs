@@ -393,7 +393,11 @@ impl Registry {
         if dry_run {
             return Ok(new);
         }
-        if should_delete_during_update(&new, &old) {
+        // A namespace also waits for its `spec.finalizers` (the namespace controller's), as
+        // upstream's `ShouldDeleteNamespaceDuringUpdate`.
+        let spec_finalizers_block =
+            gr.group.is_empty() && gr.resource == "namespaces" && has_spec_finalizers(&new);
+        if should_delete_during_update(&new, &old) && !spec_finalizers_block {
             return match self.storage().delete(&kv.key, kv.mod_revision).await {
                 Ok(_) => Ok(new),
                 Err(storage::Error::Conflict { .. }) => Err(Retry::Again),
@@ -486,6 +490,13 @@ fn check_name(obj: &Value, name: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Whether a namespace still lists `spec.finalizers`.
+fn has_spec_finalizers(ns: &Value) -> bool {
+    ns.pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
 }
 
 /// Upstream's `ShouldDeleteDuringUpdate`: an update that removes the last finalizer of an

@@ -133,6 +133,24 @@ async fn finalize_keeps_a_namespace_that_is_live_or_still_has_metadata_finalizer
         assert_eq!(code, 200, "{ns}");
         let held = namespaces.get("held").await.expect("held by its metadata finalizer");
         assert!(held.metadata.deletion_timestamp.is_some());
+
+        // The other order: the metadata finalizer goes first, while `kubernetes` is still in
+        // spec.finalizers: the namespace stays Terminating until /finalize.
+        let mut early = namespace("early");
+        early.metadata.finalizers = Some(vec!["example.com/hold".to_owned()]);
+        namespaces.create(&PostParams::default(), &early).await.expect("create");
+        namespaces.delete("early", &DeleteParams::default()).await.expect("delete");
+        let patch = json!({"metadata": {"finalizers": null}});
+        namespaces
+            .patch("early", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .await
+            .expect("drop the metadata finalizer");
+        let early = namespaces.get("early").await.expect("still waiting for the namespace controller");
+        assert_eq!(early.spec.and_then(|s| s.finalizers), Some(vec!["kubernetes".to_owned()]));
+        let body = serde_json::to_vec(&finalize("early")).expect("json");
+        let (code, ns) = raw(&client, "PUT", "/api/v1/namespaces/early/finalize", "application/json", body).await;
+        assert_eq!(code, 200, "{ns}");
+        assert_eq!(status_of(namespaces.get("early").await.expect_err("gone")).0, 404);
     })
     .await;
 }
