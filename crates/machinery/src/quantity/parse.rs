@@ -183,7 +183,7 @@ fn int64_multiply(a: i64, b: i64) -> Option<i64> {
 ///
 /// The result keeps the representation Go builds (int64 amount or `inf.Dec`, scale, format,
 /// whether the input is kept as the cached canonical string). One deliberate difference: a
-/// slow-path value whose exponent would need more than [`nat::MAX_POW10`](super::nat) decimal
+/// slow-path value whose exponent would need more than 4096 decimal
 /// digits is refused with [`Error::TooLarge`] instead of exhausting memory.
 pub fn parse(s: &str) -> Result<Quantity> {
     if s.is_empty() {
