@@ -19,4 +19,5 @@ pub mod events;
 pub mod informer;
 pub mod labels;
 pub mod leaderelection;
+pub mod quantity;
 pub mod workqueue;

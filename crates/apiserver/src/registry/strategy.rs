@@ -266,9 +266,27 @@ pub fn typed_roundtrip<K>(
 where
     K: DeserializeOwned + Serialize,
 {
-    let mut typed: K = serde_json::from_value(obj)
-        .map_err(|e| format!("{kind} in version \"v1\" cannot be handled as a {kind}: {e}"))?;
-    default(&mut typed);
+    typed_roundtrip_checked(obj, kind, |typed: &mut K| {
+        default(typed);
+        Ok::<(), std::convert::Infallible>(())
+    })
+}
+
+/// [`typed_roundtrip`] whose `decode` step can fail like Go's decoding does (an unparsable
+/// `resource.Quantity`): its error reads as the decode error kube-apiserver returns.
+pub fn typed_roundtrip_checked<K, E: std::fmt::Display>(
+    obj: Value,
+    kind: &str,
+    decode: impl FnOnce(&mut K) -> Result<(), E>,
+) -> Result<Value, String>
+where
+    K: DeserializeOwned + Serialize,
+{
+    let cannot = |e: &dyn std::fmt::Display| {
+        format!("{kind} in version \"v1\" cannot be handled as a {kind}: {e}")
+    };
+    let mut typed: K = serde_json::from_value(obj).map_err(|e| cannot(&e))?;
+    decode(&mut typed).map_err(|e| cannot(&e))?;
     serde_json::to_value(&typed).map_err(|e| format!("encoding {kind}: {e}"))
 }
 

@@ -9,10 +9,11 @@ use serde_json::Value;
 
 use crate::object;
 use crate::registry::strategy::{
-    ResourceInfo, SelectableField, Strategy, Subresource, typed, typed_roundtrip,
+    ResourceInfo, SelectableField, Strategy, Subresource, typed, typed_roundtrip_checked,
 };
 use crate::resources::pod::validate_pod_spec;
 use crate::resources::pod_defaults::default_template;
+use crate::resources::quantities::{self, canonicalize_template};
 use crate::validation::FieldError;
 
 /// The deployments resource.
@@ -128,72 +129,88 @@ impl Strategy for WorkloadStrategy {
 
     fn decode(&self, obj: Value) -> Result<Value, String> {
         match self.0 {
-            Workload::Deployment => typed_roundtrip::<Deployment>(obj, "Deployment", |d| {
-                if let Some(spec) = d.spec.as_mut() {
-                    spec.replicas.get_or_insert(1);
-                    spec.revision_history_limit.get_or_insert(10);
-                    spec.progress_deadline_seconds.get_or_insert(600);
-                    let strategy = spec.strategy.get_or_insert_with(Default::default);
-                    let kind = strategy
-                        .type_
-                        .get_or_insert_with(|| "RollingUpdate".to_owned());
-                    if kind == "RollingUpdate" {
-                        let ru = strategy.rolling_update.get_or_insert_with(Default::default);
-                        ru.max_unavailable
-                            .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
-                        ru.max_surge
-                            .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
+            Workload::Deployment => {
+                typed_roundtrip_checked::<Deployment, quantities::Error>(obj, "Deployment", |d| {
+                    if let Some(spec) = d.spec.as_mut() {
+                        spec.replicas.get_or_insert(1);
+                        spec.revision_history_limit.get_or_insert(10);
+                        spec.progress_deadline_seconds.get_or_insert(600);
+                        let strategy = spec.strategy.get_or_insert_with(Default::default);
+                        let kind = strategy
+                            .type_
+                            .get_or_insert_with(|| "RollingUpdate".to_owned());
+                        if kind == "RollingUpdate" {
+                            let ru = strategy.rolling_update.get_or_insert_with(Default::default);
+                            ru.max_unavailable
+                                .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
+                            ru.max_surge
+                                .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
+                        }
+                        canonicalize_template(&mut spec.template)?;
+                        default_template(&mut spec.template);
                     }
-                    default_template(&mut spec.template);
-                }
-            }),
-            Workload::ReplicaSet => typed_roundtrip::<ReplicaSet>(obj, "ReplicaSet", |rs| {
-                if let Some(spec) = rs.spec.as_mut() {
-                    spec.replicas.get_or_insert(1);
-                    if let Some(t) = spec.template.as_mut() {
-                        default_template(t);
+                    Ok(())
+                })
+            }
+            Workload::ReplicaSet => {
+                typed_roundtrip_checked::<ReplicaSet, quantities::Error>(obj, "ReplicaSet", |rs| {
+                    if let Some(spec) = rs.spec.as_mut() {
+                        spec.replicas.get_or_insert(1);
+                        if let Some(t) = spec.template.as_mut() {
+                            canonicalize_template(t)?;
+                            default_template(t);
+                        }
                     }
-                }
-            }),
-            Workload::StatefulSet => typed_roundtrip::<StatefulSet>(obj, "StatefulSet", |s| {
-                if let Some(spec) = s.spec.as_mut() {
-                    spec.replicas.get_or_insert(1);
-                    spec.revision_history_limit.get_or_insert(10);
-                    spec.pod_management_policy
-                        .get_or_insert_with(|| "OrderedReady".to_owned());
-                    let us = spec.update_strategy.get_or_insert_with(Default::default);
-                    let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
-                    if kind == "RollingUpdate" {
-                        us.rolling_update
-                            .get_or_insert_with(Default::default)
-                            .partition
-                            .get_or_insert(0);
+                    Ok(())
+                })
+            }
+            Workload::StatefulSet => {
+                typed_roundtrip_checked::<StatefulSet, quantities::Error>(obj, "StatefulSet", |s| {
+                    if let Some(spec) = s.spec.as_mut() {
+                        spec.replicas.get_or_insert(1);
+                        spec.revision_history_limit.get_or_insert(10);
+                        spec.pod_management_policy
+                            .get_or_insert_with(|| "OrderedReady".to_owned());
+                        let us = spec.update_strategy.get_or_insert_with(Default::default);
+                        let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
+                        if kind == "RollingUpdate" {
+                            us.rolling_update
+                                .get_or_insert_with(Default::default)
+                                .partition
+                                .get_or_insert(0);
+                        }
+                        let retention = spec
+                            .persistent_volume_claim_retention_policy
+                            .get_or_insert_with(Default::default);
+                        retention
+                            .when_deleted
+                            .get_or_insert_with(|| "Retain".to_owned());
+                        retention
+                            .when_scaled
+                            .get_or_insert_with(|| "Retain".to_owned());
+                        canonicalize_template(&mut spec.template)?;
+                        default_template(&mut spec.template);
                     }
-                    let retention = spec
-                        .persistent_volume_claim_retention_policy
-                        .get_or_insert_with(Default::default);
-                    retention
-                        .when_deleted
-                        .get_or_insert_with(|| "Retain".to_owned());
-                    retention
-                        .when_scaled
-                        .get_or_insert_with(|| "Retain".to_owned());
-                    default_template(&mut spec.template);
-                }
-            }),
-            Workload::DaemonSet => typed_roundtrip::<DaemonSet>(obj, "DaemonSet", |ds| {
-                if let Some(spec) = ds.spec.as_mut() {
-                    spec.revision_history_limit.get_or_insert(10);
-                    let us = spec.update_strategy.get_or_insert_with(Default::default);
-                    let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
-                    if kind == "RollingUpdate" {
-                        let ru = us.rolling_update.get_or_insert_with(Default::default);
-                        ru.max_unavailable.get_or_insert(IntOrString::Int(1));
-                        ru.max_surge.get_or_insert(IntOrString::Int(0));
+                    Ok(())
+                })
+            }
+            Workload::DaemonSet => {
+                typed_roundtrip_checked::<DaemonSet, quantities::Error>(obj, "DaemonSet", |ds| {
+                    if let Some(spec) = ds.spec.as_mut() {
+                        spec.revision_history_limit.get_or_insert(10);
+                        let us = spec.update_strategy.get_or_insert_with(Default::default);
+                        let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
+                        if kind == "RollingUpdate" {
+                            let ru = us.rolling_update.get_or_insert_with(Default::default);
+                            ru.max_unavailable.get_or_insert(IntOrString::Int(1));
+                            ru.max_surge.get_or_insert(IntOrString::Int(0));
+                        }
+                        canonicalize_template(&mut spec.template)?;
+                        default_template(&mut spec.template);
                     }
-                    default_template(&mut spec.template);
-                }
-            }),
+                    Ok(())
+                })
+            }
         }
     }
 

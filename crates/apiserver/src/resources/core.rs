@@ -5,8 +5,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Secret, ServiceAcco
 use serde_json::Value;
 
 use crate::registry::strategy::{
-    ResourceInfo, SelectableField, Strategy, Subresource, typed_roundtrip,
+    ResourceInfo, SelectableField, Strategy, Subresource, typed_roundtrip, typed_roundtrip_checked,
 };
+use crate::resources::quantities::{self, canonicalize_node};
 use crate::resources::simple::{SimpleStrategy, validate_data_keys, validate_immutable_data};
 use crate::validation::FieldError;
 
@@ -174,7 +175,7 @@ impl Strategy for NodeStrategy {
     }
 
     fn decode(&self, obj: Value) -> Result<Value, String> {
-        typed_roundtrip::<Node>(obj, "Node", |_| {})
+        typed_roundtrip_checked::<Node, quantities::Error>(obj, "Node", canonicalize_node)
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {

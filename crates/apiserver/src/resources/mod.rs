@@ -7,6 +7,7 @@ pub mod namespace;
 pub mod pod;
 pub mod pod_defaults;
 pub mod policy;
+pub mod quantities;
 pub mod service;
 pub mod simple;
 

@@ -4,9 +4,10 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, Toleration};
 use serde_json::{Value, json};
 
 use crate::registry::strategy::{
-    ResourceInfo, SelectableField, Strategy, Subresource, typed, typed_roundtrip,
+    ResourceInfo, SelectableField, Strategy, Subresource, typed, typed_roundtrip_checked,
 };
 use crate::resources::pod_defaults::default_pod_spec;
+use crate::resources::quantities;
 use crate::validation::FieldError;
 
 /// The pods resource.
@@ -56,10 +57,12 @@ impl Strategy for PodStrategy {
     }
 
     fn decode(&self, obj: Value) -> Result<Value, String> {
-        typed_roundtrip::<Pod>(obj, "Pod", |pod| {
+        typed_roundtrip_checked::<Pod, quantities::Error>(obj, "Pod", |pod| {
             if let Some(spec) = pod.spec.as_mut() {
+                quantities::canonicalize_pod_spec(spec, "spec")?;
                 default_pod_spec(spec);
             }
+            Ok(())
         })
     }
 

@@ -143,3 +143,54 @@ async fn workload_validation_errors_name_the_field() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn quantities_are_stored_canonically() {
+    timed(async {
+        let server = TestServer::start().await;
+        let api: Api<Deployment> = Api::namespaced(server.client(), "default");
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "sized"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "sized"}},
+                "template": {"metadata": {"labels": {"app": "sized"}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.27", "resources": {
+                        "limits": {"cpu": "0.5", "memory": "1.5Gi"},
+                        "requests": {"cpu": "0.0001", "memory": "1024Mi"}
+                    }}]}}
+            }
+        }))
+        .expect("deployment");
+        let created = api
+            .create(&PostParams::default(), &d)
+            .await
+            .expect("create");
+        let got = api.get("sized").await.expect("get");
+        for obj in [&created, &got] {
+            let v = serde_json::to_value(obj).expect("json");
+            let res = &v["spec"]["template"]["spec"]["containers"][0]["resources"];
+            assert_eq!(res["limits"], json!({"cpu": "500m", "memory": "1536Mi"}));
+            assert_eq!(res["requests"], json!({"cpu": "1m", "memory": "1Gi"}));
+        }
+
+        // An unparsable quantity fails the decode, as in kube-apiserver: 400 with its message.
+        let mut bad = d.clone();
+        bad.metadata.name = Some("bad".to_owned());
+        let mut v = serde_json::to_value(&bad).expect("json");
+        v["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] =
+            json!("lots");
+        let bad: Deployment = serde_json::from_value(v).expect("deployment");
+        let err = api
+            .create(&PostParams::default(), &bad)
+            .await
+            .expect_err("invalid quantity");
+        let (code, reason, message) = status_of(err);
+        assert_eq!((code, reason.as_str()), (400, "BadRequest"));
+        assert_eq!(
+            message,
+            "Deployment in version \"v1\" cannot be handled as a Deployment: quantities must match \
+             the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
+    })
+    .await;
+}
