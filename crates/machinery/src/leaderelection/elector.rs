@@ -262,7 +262,7 @@ impl LeaderElector {
         self
     }
 
-    /// Records `LeaderElection` events ("<identity> became leader" / "stopped leading") on the Lease.
+    /// Records `LeaderElection` events (`"<identity> became leader"` / `"stopped leading"`) on the Lease.
     pub fn with_event_recorder(mut self, recorder: Arc<dyn EventRecorder>) -> Self {
         self.recorder = Some(recorder);
         self

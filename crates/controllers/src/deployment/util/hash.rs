@@ -17,13 +17,14 @@
 //! `resource.Quantity` by its private parsed state, so it is produced from data rather than from
 //! the Rust types:
 //!
-//! - [`layout`] is a generated table of the Go layout of every struct reachable from
+//! - `layout` is a generated table of the Go layout of every struct reachable from
 //!   `v1.PodTemplateSpec` in Kubernetes v1.33 (`gen_layout.py` beside it says how);
-//! - [`spew`] walks the template's JSON (`serde_json::to_value` of the k8s-openapi type) along
+//! - `spew` walks the template's JSON (`serde_json::to_value` of the k8s-openapi type) along
 //!   that table and streams spew's text straight into the hasher, reading a missing member as
 //!   the Go zero value and an empty list or map as nil, as kube-controller-manager sees objects
 //!   decoded from protobuf;
-//! - [`quantity`] ports `ParseQuantity`, so quantities print the state Go builds from them.
+//! - `quantity` prints a quantity's state as Go parses it ([`kcm_machinery::quantity`] is the
+//!   port of `ParseQuantity`).
 //!
 //! Known differences, all outside what an API server hands a controller for a pod template:
 //! a non-zero `metav1.Time` inside a template prints with the `Local` zone of a container
