@@ -173,49 +173,40 @@ fn default_env(env: Option<&mut Vec<EnvVar>>) {
     }
 }
 
-fn default_container(c: &mut Container) {
-    let pull_policy = default_pull_policy(c.image.as_deref().unwrap_or(""));
-    default_str(&mut c.image_pull_policy, pull_policy);
-    default_str(&mut c.termination_message_path, "/dev/termination-log");
-    default_str(&mut c.termination_message_policy, "File");
-    for p in c.ports.iter_mut().flatten() {
-        default_str(&mut p.protocol, "TCP");
-    }
-    default_env(c.env.as_mut());
-    for probe in [
-        c.liveness_probe.as_mut(),
-        c.readiness_probe.as_mut(),
-        c.startup_probe.as_mut(),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        default_probe(probe);
-    }
-    default_lifecycle(c.lifecycle.as_mut());
+/// `SetDefaults_Container` and the defaults inside a container. A macro because
+/// `EphemeralContainer` repeats `Container`'s fields in another type (upstream converts one
+/// into the other).
+macro_rules! default_container_fields {
+    ($c:expr) => {{
+        let c = $c;
+        let pull_policy = default_pull_policy(c.image.as_deref().unwrap_or(""));
+        default_str(&mut c.image_pull_policy, pull_policy);
+        default_str(&mut c.termination_message_path, "/dev/termination-log");
+        default_str(&mut c.termination_message_policy, "File");
+        for p in c.ports.iter_mut().flatten() {
+            default_str(&mut p.protocol, "TCP");
+        }
+        default_env(c.env.as_mut());
+        for probe in [
+            c.liveness_probe.as_mut(),
+            c.readiness_probe.as_mut(),
+            c.startup_probe.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            default_probe(probe);
+        }
+        default_lifecycle(c.lifecycle.as_mut());
+    }};
 }
 
-/// The same defaults for an ephemeral container (upstream converts it to a `Container`).
+fn default_container(c: &mut Container) {
+    default_container_fields!(c);
+}
+
 fn default_ephemeral_container(c: &mut EphemeralContainer) {
-    let pull_policy = default_pull_policy(c.image.as_deref().unwrap_or(""));
-    default_str(&mut c.image_pull_policy, pull_policy);
-    default_str(&mut c.termination_message_path, "/dev/termination-log");
-    default_str(&mut c.termination_message_policy, "File");
-    for p in c.ports.iter_mut().flatten() {
-        default_str(&mut p.protocol, "TCP");
-    }
-    default_env(c.env.as_mut());
-    for probe in [
-        c.liveness_probe.as_mut(),
-        c.readiness_probe.as_mut(),
-        c.startup_probe.as_mut(),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        default_probe(probe);
-    }
-    default_lifecycle(c.lifecycle.as_mut());
+    default_container_fields!(c);
 }
 
 fn default_probe(p: &mut Probe) {

@@ -120,6 +120,27 @@ pub struct DiscoveryResult {
 }
 
 impl DiscoveryResult {
+    /// Each group resource once: from its group's preferred version, or, for a resource absent
+    /// from it, the first version serving it (upstream's `ServerPreferredResources`).
+    pub fn preferred(&self) -> BTreeMap<GroupResource, &DiscoveredResource> {
+        let mut chosen: BTreeMap<GroupResource, (usize, &DiscoveredResource)> = BTreeMap::new();
+        for r in &self.resources {
+            let rank = self
+                .versions
+                .get(&r.api_resource.group)
+                .and_then(|vs| vs.iter().position(|v| v == &r.api_resource.version))
+                .unwrap_or(usize::MAX);
+            let gr = GroupResource::new(&r.api_resource.group, &r.api_resource.plural);
+            match chosen.get(&gr) {
+                Some((best, _)) if *best <= rank => {}
+                _ => {
+                    chosen.insert(gr, (rank, r));
+                }
+            }
+        }
+        chosen.into_iter().map(|(gr, (_, r))| (gr, r)).collect()
+    }
+
     /// Adds the resources of one `APIResourceList` (`groupVersion` and its resources).
     pub fn add_resource_list(&mut self, list: &APIResourceList) {
         let (group, version) = match list.group_version.split_once('/') {
@@ -230,26 +251,12 @@ pub fn deletable_resources(
     discovery: &DiscoveryResult,
     ignored: &[GroupResource],
 ) -> BTreeMap<GroupVersionResource, DiscoveredResource> {
-    let mut chosen: BTreeMap<GroupResource, (usize, &DiscoveredResource)> = BTreeMap::new();
-    for r in &discovery.resources {
-        let rank = discovery
-            .versions
-            .get(&r.api_resource.group)
-            .and_then(|vs| vs.iter().position(|v| v == &r.api_resource.version))
-            .unwrap_or(usize::MAX);
-        let gr = GroupResource::new(&r.api_resource.group, &r.api_resource.plural);
-        match chosen.get(&gr) {
-            Some((best, _)) if *best <= rank => {}
-            _ => {
-                chosen.insert(gr, (rank, r));
-            }
-        }
-    }
-    chosen
+    discovery
+        .preferred()
         .into_iter()
         .filter(|(gr, _)| !ignored.contains(gr))
-        .filter(|(_, (_, r))| r.supports_all(&["delete", "list", "watch"]))
-        .map(|(_, (_, r))| (r.gvr(), r.clone()))
+        .filter(|(_, r)| r.supports_all(&["delete", "list", "watch"]))
+        .map(|(_, r)| (r.gvr(), r.clone()))
         .collect()
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_for_cache_sync,
+};
 use kcm_machinery::workqueue::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, QueueConfig,
     RateLimitingQueue, WorkqueueMetrics,
@@ -43,10 +45,6 @@ pub const DEFAULT_NAMESPACE_SYNC_PERIOD: Duration = Duration::from_secs(5 * 60);
 /// deletion and refuse new content, and for last-moment creations to become visible, so the
 /// cleanup does not miss them.
 pub const NAMESPACE_DELETION_GRACE_PERIOD: Duration = Duration::from_secs(5);
-
-/// How often [`NamespaceController::run`] checks whether the cache has synced, as client-go's
-/// `syncedPollPeriod`.
-const CACHE_SYNC_POLL_PERIOD: Duration = Duration::from_millis(100);
 
 /// The queue's rate limiter, as upstream's `nsControllerRateLimiter`: the larger of a per-item
 /// exponential back-off from 5 ms capped at 60 s (a failing namespace is retried at least every
@@ -241,20 +239,7 @@ impl NamespaceController {
         let Some(informer) = &self.cache_synced else {
             return true;
         };
-        tracing::info!(controller = CONTROLLER_NAME, "Waiting for caches to sync");
-        loop {
-            if informer.has_synced() {
-                tracing::info!(controller = CONTROLLER_NAME, "Caches are synced");
-                return true;
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => {
-                    tracing::info!(controller = CONTROLLER_NAME, "Unable to sync caches");
-                    return false;
-                }
-                _ = tokio::time::sleep(CACHE_SYNC_POLL_PERIOD) => {}
-            }
-        }
+        wait_for_cache_sync(CONTROLLER_NAME, cancel, &[informer]).await
     }
 
     // -----------------------------------------------------------------------------------------

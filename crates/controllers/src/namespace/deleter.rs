@@ -569,24 +569,10 @@ fn partial_discovery_error(discovery: &DiscoveryResult) -> Option<(usize, String
 /// group/resource order: upstream's `ServerPreferredNamespacedResources` filtered by
 /// `SupportsAllVerbs{delete}`.
 pub fn deletable_namespaced_resources(discovery: &DiscoveryResult) -> Vec<DiscoveredResource> {
-    let mut chosen: BTreeMap<GroupResource, (usize, &DiscoveredResource)> = BTreeMap::new();
-    for r in discovery.resources.iter().filter(|r| r.namespaced) {
-        let rank = discovery
-            .versions
-            .get(&r.api_resource.group)
-            .and_then(|vs| vs.iter().position(|v| v == &r.api_resource.version))
-            .unwrap_or(usize::MAX);
-        let gr = GroupResource::new(&r.api_resource.group, &r.api_resource.plural);
-        match chosen.get(&gr) {
-            Some((best, _)) if *best <= rank => {}
-            _ => {
-                chosen.insert(gr, (rank, r));
-            }
-        }
-    }
-    chosen
+    discovery
+        .preferred()
         .into_values()
-        .map(|(_, r)| r)
+        .filter(|r| r.namespaced)
         .filter(|r| r.supports_all(&["delete"]))
         .cloned()
         .collect()
