@@ -3,7 +3,7 @@
 //! Where to start: [`manager`] is the controller manager (`kcm run`): flags, the controller
 //! registry, leader election, health and metrics. Each controller lives in its own module
 //! ([`replicaset`], [`deployment`], [`garbagecollector`], [`namespace`], [`nodelifecycle`],
-//! [`tainteviction`]) with `new(...)` and `run(workers, cancel)`.
+//! [`serviceaccount`], [`tainteviction`]) with `new(...)` and `run(workers, cancel)`.
 
 pub mod deployment;
 pub mod garbagecollector;
@@ -11,4 +11,5 @@ pub mod manager;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod replicaset;
+pub mod serviceaccount;
 pub mod tainteviction;

@@ -264,7 +264,7 @@ fn help_reads_like_kube_controller_managers() {
         "The Kubernetes controller manager is a daemon",
         "Generic flags:",
         "--controllers <strings>",
-        "All controllers: deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, taint-eviction-controller",
+        "All controllers: deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller",
         "--leader-elect-lease-duration <duration>",
         "[default: 15s]",
         "[default: 12h0m0s]",
@@ -294,7 +294,8 @@ fn unknown_controllers_are_refused_listing_the_known_ones() {
         stderr.contains(
             "\"frobnicator\" is not in the list of known controllers; known controllers: \
              deployment-controller, garbage-collector-controller, namespace-controller, \
-             node-lifecycle-controller, replicaset-controller, taint-eviction-controller"
+             node-lifecycle-controller, replicaset-controller, serviceaccount-controller, \
+             taint-eviction-controller"
         ),
         "{stderr}"
     );

@@ -14,6 +14,9 @@ use crate::nodelifecycle::{
 use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
 };
+use crate::serviceaccount::{
+    SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
+};
 use crate::tainteviction::TaintEvictionController;
 
 /// kube-controller-manager's name of the ReplicaSet controller.
@@ -184,4 +187,30 @@ pub fn namespace_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(&[crate::namespace::CONTROLLER_ALIAS])
+}
+
+/// kube-controller-manager's name of the service account controller.
+pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NAME;
+
+/// `serviceaccount-controller` (alias `serviceaccount`): the ServiceAccounts and Namespaces
+/// informers, one worker (upstream has no flag), queue `serviceaccount`; creates the `default`
+/// ServiceAccount in every active namespace.
+pub fn serviceaccount_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        SERVICEACCOUNT_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(ServiceAccountsController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ServiceAccountsControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                    ..ServiceAccountsControllerOptions::default()
+                },
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(SERVICE_ACCOUNT_WORKERS, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(&[crate::serviceaccount::CONTROLLER_ALIAS])
 }

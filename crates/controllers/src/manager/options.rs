@@ -829,7 +829,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, taint-eviction-controller",
+            "All controllers: deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller",
             "--namespace-sync-period <duration>",
             "[default: 5m0s]",
         ] {

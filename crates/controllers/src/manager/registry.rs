@@ -177,6 +177,7 @@ impl ControllerRegistry {
             super::builtin::garbage_collector_controller(),
             super::builtin::namespace_controller(),
             super::builtin::node_lifecycle_controller(),
+            super::builtin::serviceaccount_controller(),
             super::builtin::taint_eviction_controller(),
         ] {
             if let Err(err) = registry.register(descriptor) {
@@ -343,6 +344,7 @@ mod tests {
                 "namespace-controller",
                 "node-lifecycle-controller",
                 "replicaset-controller",
+                "serviceaccount-controller",
                 "taint-eviction-controller"
             ]
         );
@@ -353,6 +355,10 @@ mod tests {
         assert_eq!(
             registry.aliases().get("replicaset").map(String::as_str),
             Some("replicaset-controller")
+        );
+        assert_eq!(
+            registry.aliases().get("serviceaccount").map(String::as_str),
+            Some("serviceaccount-controller")
         );
         assert!(registry.disabled_by_default().is_empty());
     }
