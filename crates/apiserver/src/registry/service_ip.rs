@@ -87,6 +87,21 @@ pub fn allocate_next(used: &HashSet<Ipv4Addr>, rng: &mut impl Rng) -> Result<Ipv
     range.into_iter().find_map(free).ok_or(AllocError::Full)
 }
 
+/// Whether an update from `old` to `new` needs a cluster IP allocated: the Service had none
+/// (it was `ExternalName`) and now has a type that carries one.
+pub fn needs_allocation(new: &Value, old: &Value) -> bool {
+    let has_ip = |svc: &Value| {
+        svc.pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .is_some_and(|ip| !ip.is_empty())
+    };
+    let kind = new
+        .pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP");
+    kind != "ExternalName" && !has_ip(old)
+}
+
 impl Registry {
     /// Every cluster IP held by a stored Service, read from the store.
     async fn used_cluster_ips(&self) -> Result<HashSet<Ipv4Addr>> {
@@ -247,6 +262,44 @@ mod tests {
         for case in cases {
             assert_eq!(
                 check_requested(case.ip, &used, case.kubernetes),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_service_gaining_a_cluster_ip_needs_allocation() {
+        struct Case {
+            name: &'static str,
+            new: Value,
+            old: Value,
+            want: bool,
+        }
+        let cases = [
+            Case {
+                name: "ExternalName to ClusterIP",
+                new: json!({"spec": {"type": "ClusterIP"}}),
+                old: json!({"spec": {"type": "ExternalName"}}),
+                want: true,
+            },
+            Case {
+                name: "ClusterIP kept",
+                new: json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.9"}}),
+                old: json!({"spec": {"type": "ClusterIP", "clusterIP": "10.96.0.9"}}),
+                want: false,
+            },
+            Case {
+                name: "to ExternalName",
+                new: json!({"spec": {"type": "ExternalName"}}),
+                old: json!({"spec": {"type": "ClusterIP", "clusterIP": "10.96.0.9"}}),
+                want: false,
+            },
+        ];
+        for case in cases {
+            assert_eq!(
+                needs_allocation(&case.new, &case.old),
                 case.want,
                 "{}",
                 case.name

@@ -96,6 +96,16 @@ impl Strategy for ServiceStrategy {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        // A Service turning ExternalName drops its cluster IPs (releasing them), as upstream's
+        // `dropTypeDependentFields`.
+        if new.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
+            if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+                for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+                    spec.remove(field);
+                }
+            }
+            return;
+        }
         // An update that omits the allocated IPs keeps them, as upstream's service REST does.
         for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
             let missing = new

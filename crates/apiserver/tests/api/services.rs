@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use kcm_apiserver::testing::TestServer;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::common::{status_of, timed};
@@ -200,6 +200,53 @@ async fn requested_cluster_ips_must_be_free_and_in_range() {
         let spec = headless.spec.expect("spec");
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.cluster_ips, Some(vec!["None".to_owned()]));
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_service_leaving_external_name_gets_a_cluster_ip_and_one_joining_drops_it() {
+    timed(async {
+        let server = TestServer::start().await;
+        let api: Api<Service> = Api::namespaced(server.client(), "default");
+        let external: Service = serde_json::from_value(json!({
+            "metadata": {"name": "ext"},
+            "spec": {"type": "ExternalName", "externalName": "example.com"}
+        }))
+        .expect("service");
+        let created = api
+            .create(&PostParams::default(), &external)
+            .await
+            .expect("create");
+        assert_eq!(created.spec.expect("spec").cluster_ip, None);
+
+        let to_cluster_ip = json!({"spec": {"type": "ClusterIP", "externalName": null,
+            "ports": [{"port": 80}]}});
+        let patched = api
+            .patch(
+                "ext",
+                &PatchParams::default(),
+                &Patch::Merge(&to_cluster_ip),
+            )
+            .await
+            .expect("to ClusterIP");
+        let ip: Ipv4Addr = cluster_ip(&patched).parse().expect("allocated");
+        let [a, b, _, _] = ip.octets();
+        assert!(a == 10 && (96..112).contains(&b), "{ip} in 10.96.0.0/12");
+        assert_ne!(ip, Ipv4Addr::new(10, 96, 0, 1), "reserved for kubernetes");
+        assert_eq!(
+            patched.spec.as_ref().and_then(|s| s.cluster_ips.clone()),
+            Some(vec![ip.to_string()])
+        );
+
+        let to_external = json!({"spec": {"type": "ExternalName", "externalName": "example.com"}});
+        let back = api
+            .patch("ext", &PatchParams::default(), &Patch::Merge(&to_external))
+            .await
+            .expect("to ExternalName");
+        let spec = back.spec.expect("spec");
+        assert_eq!((spec.cluster_ip, spec.cluster_ips), (None, None));
         server.shutdown().await;
     })
     .await;
