@@ -62,9 +62,6 @@ pub enum Error {
     /// Creating the default namespaces failed.
     #[error("creating the default namespaces: {0}")]
     Bootstrap(#[source] crate::error::ApiError),
-    /// Creating the `default/kubernetes` Service or Endpoints failed.
-    #[error("creating the default/kubernetes service: {0}")]
-    KubernetesService(#[source] crate::error::ApiError),
     /// Binding the listen address failed.
     #[error("listening on {addr}: {source}")]
     Listen {
@@ -201,11 +198,14 @@ impl Server {
         let client_addr = SocketAddr::new(client_host, addr.port());
         // The advertise address: the listen IP; for a wildcard listener the loopback address
         // (kube-apiserver would pick the default route's interface address, which a
-        // single-machine kcm cluster does not need).
-        registry
+        // single-machine kcm cluster does not need). A failure is logged and retried by the
+        // periodic repair, as upstream's bootstrap controller: it never stops the server.
+        if let Err(e) = registry
             .ensure_kubernetes_service(client_host, addr.port())
             .await
-            .map_err(Error::KubernetesService)?;
+        {
+            tracing::warn!(error = %e, "unable to sync the default/kubernetes service");
+        }
         let scheme = if pki.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{client_addr}");
 
