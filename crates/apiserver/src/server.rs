@@ -196,6 +196,16 @@ impl Server {
             ip => ip,
         };
         let client_addr = SocketAddr::new(client_host, addr.port());
+        // The advertise address: the listen IP; for a wildcard listener the loopback address
+        // (kube-apiserver would pick the default route's interface address, which a
+        // single-machine kcm cluster does not need). A failure is logged and retried by the
+        // periodic repair, as upstream's bootstrap controller: it never stops the server.
+        if let Err(e) = registry
+            .ensure_kubernetes_service(client_host, addr.port())
+            .await
+        {
+            tracing::warn!(error = %e, "unable to sync the default/kubernetes service");
+        }
         let scheme = if pki.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{client_addr}");
 
@@ -226,6 +236,12 @@ impl Server {
             router(state),
             shutdown.clone(),
             tracker.clone(),
+        ));
+        tracker.spawn(repair_kubernetes_service(
+            Arc::clone(&registry),
+            client_host,
+            addr.port(),
+            shutdown.clone(),
         ));
         if let (StorageBackend::Memory, Some(every)) =
             (&config.storage, config.memory_compaction_interval)
@@ -259,6 +275,29 @@ impl Server {
             shutdown,
             tracker,
         })
+    }
+}
+
+/// Re-creates the `default/kubernetes` Service and repairs its Endpoints every 10 s, as
+/// kube-apiserver's bootstrap controller, until shutdown.
+async fn repair_kubernetes_service(
+    registry: Arc<Registry>,
+    advertise: IpAddr,
+    port: u16,
+    shutdown: CancellationToken,
+) {
+    let mut tick =
+        tokio::time::interval(crate::registry::kubernetes_service::KUBERNETES_SERVICE_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = registry.ensure_kubernetes_service(advertise, port).await {
+            tracing::warn!(error = %e, "unable to sync the default/kubernetes service");
+        }
     }
 }
 

@@ -909,3 +909,43 @@ async fn api_resources_explain_and_top() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_svc_shows_the_kubernetes_service_and_allocation_errors() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let port = env.server.server().addr().port();
+        let table = env.ok(&["get", "svc"]).await;
+        assert_eq!(
+            header(&table),
+            ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
+            "{table}"
+        );
+        let row: Vec<&str> = table.lines().nth(1).unwrap_or("").split_whitespace().collect();
+        assert_eq!(row[..5], ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"], "{table}");
+        let eps = env.ok(&["get", "endpoints", "kubernetes"]).await;
+        assert!(eps.contains(&format!("127.0.0.1:{port}")), "{eps}");
+
+        env.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080", "--clusterip=10.96.0.20"])
+            .await;
+        let err = env
+            .fails(&["create", "service", "clusterip", "db", "--tcp=80:80", "--clusterip=10.96.0.20"])
+            .await;
+        assert!(
+            err.contains("spec.clusterIPs: Invalid value: []string{\"10.96.0.20\"}: failed to allocate IP 10.96.0.20: provided IP is already allocated"),
+            "{err}"
+        );
+        let err = env
+            .fails(&["create", "service", "clusterip", "db", "--tcp=80:80", "--clusterip=1.1.1.1"])
+            .await;
+        assert!(
+            err.contains("the provided IP (1.1.1.1) is not in the valid range. The range of valid IPs is 10.96.0.0/12"),
+            "{err}"
+        );
+        env.server.shutdown().await;
+    })
+    .await;
+}

@@ -77,6 +77,14 @@ impl Registry {
         let mut errs = validate_object_meta(&obj, info.namespaced, s.name_rule());
         errs.extend(s.validate(&obj));
         check(info, object::name(&obj), errs)?;
+        // The allocation lock stays held until the Service is stored (dropped on return).
+        let _service_ips = if std::ptr::eq(info, &crate::resources::service::INFO) {
+            let guard = self.service_ips.lock().await;
+            self.allocate_cluster_ip_locked(&mut obj).await?;
+            Some(guard)
+        } else {
+            None
+        };
 
         if dry_run {
             return Ok(obj);

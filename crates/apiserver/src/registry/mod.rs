@@ -13,11 +13,13 @@ pub mod delete;
 pub mod event_cache;
 pub mod eviction;
 pub mod field_selector;
+pub mod kubernetes_service;
 pub mod list;
 pub mod namespace;
 pub mod options;
 pub mod patch;
 pub mod scale;
+pub mod service_ip;
 pub mod strategy;
 pub mod update;
 pub mod watch;
@@ -49,6 +51,9 @@ pub struct Registry {
     pub(crate) events: event_cache::EventCache,
     /// The OpenAPI documents of `resources`, built on first use.
     openapi: OnceLock<OpenApi>,
+    /// Held from reading the used Service cluster IPs until the new Service is stored, so
+    /// two creates never pick the same address.
+    service_ips: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -67,6 +72,7 @@ impl Registry {
             resources: resources::all(),
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
             openapi: OnceLock::new(),
+            service_ips: tokio::sync::Mutex::new(()),
         }
     }
 

@@ -205,8 +205,20 @@ impl Registry {
                 }
             }
             let tracked = !matches!(source, Source::Apply(_));
-            let new =
+            let mut new =
                 self.prepare_update(s, namespace, name, new, &current, target, opts, tracked)?;
+            // A Service that gains a cluster IP (from ExternalName) gets one allocated; the
+            // allocation lock stays held until the write is done.
+            let _service_ips = if target == Target::Main
+                && std::ptr::eq(info, &crate::resources::service::INFO)
+                && crate::registry::service_ip::needs_allocation(&new, &current)
+            {
+                let guard = self.service_ips.lock().await;
+                self.allocate_cluster_ip_locked(&mut new).await?;
+                Some(guard)
+            } else {
+                None
+            };
             match self
                 .commit_update(s, name, new, current, &kv, dry_run)
                 .await

@@ -23,8 +23,8 @@ pub static INFO: ResourceInfo = ResourceInfo {
     storage_resource: ("core", "services"),
 };
 
-/// The service strategy. Cluster IPs are drawn at random from 10.96.0.0/12 (upstream's default
-/// service CIDR); unlike upstream's bitmap allocator, uniqueness is probabilistic.
+/// The service strategy. Cluster IPs are allocated by the registry when the Service is created
+/// (see `registry::service_ip`): unique, from 10.96.0.0/12.
 #[derive(Debug, Default)]
 pub struct ServiceStrategy;
 
@@ -78,22 +78,12 @@ impl Strategy for ServiceStrategy {
         if kind == "ExternalName" {
             return;
         }
-        let mut rng = rand::rng();
-        let ip = match spec.get("clusterIP").and_then(Value::as_str) {
-            Some(ip) if !ip.is_empty() => ip.to_owned(),
-            _ => {
-                // 10.96.0.0/12 without the network address and the `kubernetes` service's .1.
-                let offset: u32 = rng.random_range(2..(1 << 20) - 1);
-                let addr = u32::from(std::net::Ipv4Addr::new(10, 96, 0, 0)) + offset;
-                std::net::Ipv4Addr::from(addr).to_string()
-            }
-        };
-        spec["clusterIP"] = Value::String(ip.clone());
-        spec["clusterIPs"] = json!([ip]);
-        if ip != "None" {
-            spec["ipFamilies"] = json!(["IPv4"]);
-            spec["ipFamilyPolicy"] = json!("SingleStack");
+        // The cluster IP itself is allocated by the registry against the stored Services
+        // (`registry::service_ip`); a headless Service only mirrors `None` into `clusterIPs`.
+        if spec.get("clusterIP").and_then(Value::as_str) == Some("None") {
+            spec["clusterIPs"] = json!(["None"]);
         }
+        let mut rng = rand::rng();
         if (kind == "NodePort" || kind == "LoadBalancer")
             && let Some(Value::Array(ports)) = spec.get_mut("ports")
         {
@@ -106,6 +96,16 @@ impl Strategy for ServiceStrategy {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        // A Service turning ExternalName drops its cluster IPs (releasing them), as upstream's
+        // `dropTypeDependentFields`.
+        if new.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
+            if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+                for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+                    spec.remove(field);
+                }
+            }
+            return;
+        }
         // An update that omits the allocated IPs keeps them, as upstream's service REST does.
         for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
             let missing = new
@@ -189,21 +189,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn create_allocates_cluster_ip_in_range() {
+    fn create_defaults_ports_and_leaves_the_ip_to_the_registry() {
         let s = ServiceStrategy;
         let mut svc = s
             .decode(json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}))
             .expect("decodes");
         s.prepare_for_create(&mut svc);
-        let ip: std::net::Ipv4Addr = svc["spec"]["clusterIP"]
-            .as_str()
-            .expect("ip")
-            .parse()
-            .expect("parses");
-        assert_eq!(ip.octets()[0], 10);
-        assert!((96..112).contains(&ip.octets()[1]));
+        assert!(svc["spec"].get("clusterIP").is_none());
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
         assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
+        let mut headless = s
+            .decode(json!({"metadata": {"name": "h"}, "spec": {"clusterIP": "None"}}))
+            .expect("decodes");
+        s.prepare_for_create(&mut headless);
+        assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod openapi;
 mod pods;
 mod robustness;
 mod security;
+mod services;
 mod sqlite;
 mod watch;
 mod workloads;
