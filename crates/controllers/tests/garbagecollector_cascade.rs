@@ -5,7 +5,8 @@
 //! Waiting for the collector is polling with a deadline (the collector works in real time
 //! against a real HTTP server); the deadline only bounds a failure.
 
-use std::future::Future;
+mod manager_support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,37 +22,13 @@ use kcm_machinery::events::FakeRecorder;
 use kcm_machinery::informer::SharedInformerFactory;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use manager_support::{timed, wait_until};
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Bounds every test, so a stuck cascade fails instead of hanging CI.
 const TEST_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// How long a `wait_until` polls before failing.
-const WAIT: Duration = Duration::from_secs(60);
-
-async fn timed<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(TEST_TIMEOUT, f)
-        .await
-        .expect("test timed out")
-}
-
-/// Polls `check` every 50 ms until it holds; panics with `what` after [`WAIT`].
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 // ----- the collector --------------------------------------------------------------------------
 
@@ -260,7 +237,7 @@ fn owner_uids(refs: Option<Vec<OwnerReference>>) -> Vec<String> {
 
 #[tokio::test]
 async fn background_deletion_of_a_deployment_removes_its_replica_sets_and_pods() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let gc = RunningGc::start(client.clone()).await;
@@ -308,7 +285,7 @@ async fn background_deletion_of_a_deployment_removes_its_replica_sets_and_pods()
 
 #[tokio::test]
 async fn foreground_deletion_keeps_the_owner_until_its_blocking_dependents_are_gone() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let gc = RunningGc::start(client.clone()).await;
@@ -360,7 +337,7 @@ async fn foreground_deletion_keeps_the_owner_until_its_blocking_dependents_are_g
 
 #[tokio::test]
 async fn orphan_deletion_leaves_the_dependents_without_the_owner_reference() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let gc = RunningGc::start(client.clone()).await;
@@ -398,7 +375,7 @@ async fn orphan_deletion_leaves_the_dependents_without_the_owner_reference() {
 
 #[tokio::test]
 async fn a_pod_with_two_owners_survives_the_deletion_of_one() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let gc = RunningGc::start(client.clone()).await;
@@ -451,7 +428,7 @@ async fn a_pod_with_two_owners_survives_the_deletion_of_one() {
 
 #[tokio::test]
 async fn a_restarted_collector_finishes_a_cascade_started_before() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
@@ -494,7 +471,7 @@ async fn a_restarted_collector_finishes_a_cascade_started_before() {
 
 #[tokio::test]
 async fn owner_references_across_namespaces_or_to_unknown_kinds() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         create_namespace(&client, "ns1").await;
@@ -578,7 +555,7 @@ async fn owner_references_across_namespaces_or_to_unknown_kinds() {
 
 #[tokio::test]
 async fn deleting_a_hundred_replica_sets_of_twenty_pods_at_once_leaves_no_pod() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let gc = RunningGc::start(client.clone()).await;
@@ -642,7 +619,7 @@ async fn deleting_a_hundred_replica_sets_of_twenty_pods_at_once_leaves_no_pod() 
 
 #[tokio::test]
 async fn owners_of_kinds_no_controller_watches_are_followed_through_metadata_informers() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let gc = RunningGc::start(client.clone()).await;

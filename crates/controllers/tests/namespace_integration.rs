@@ -5,7 +5,8 @@
 //! grace period before starting), so waiting is polling with a deadline that only bounds a
 //! failure.
 
-use std::future::Future;
+mod manager_support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,37 +16,13 @@ use kcm_apiserver::testing::TestServer;
 use kcm_controllers::namespace::{NamespaceController, NamespaceControllerOptions};
 use kcm_machinery::informer::SharedInformerFactory;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use manager_support::{timed, wait_until};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 /// Bounds the test, so a stuck deletion fails instead of hanging CI.
 const TEST_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How long a `wait_until` polls before failing.
-const WAIT: Duration = Duration::from_secs(60);
-
-async fn timed<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(TEST_TIMEOUT, f)
-        .await
-        .expect("test timed out")
-}
-
-/// Polls `check` every 100 ms until it holds; panics with `what` after [`WAIT`].
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn object<K: DeserializeOwned>(value: serde_json::Value) -> K {
     serde_json::from_value(value).expect("valid object")
@@ -63,7 +40,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_namespace_is_emptied_then_removed() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
 
@@ -163,7 +140,7 @@ async fn a_deleted_namespace_is_emptied_then_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_held_by_another_finalizer_stays_terminating_with_its_conditions() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);

@@ -3,7 +3,8 @@
 //! Only the service account controller runs. Time is real, so waiting is polling with a
 //! deadline that only bounds a failure.
 
-use std::future::Future;
+mod manager_support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,36 +15,12 @@ use kcm_controllers::serviceaccount::{
 };
 use kcm_machinery::informer::SharedInformerFactory;
 use kube::api::{Api, DeleteParams, PostParams};
+use manager_support::{timed, wait_until};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 /// Bounds the test, so a stuck controller fails instead of hanging CI.
 const TEST_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How long a `wait_until` polls before failing.
-const WAIT: Duration = Duration::from_secs(60);
-
-async fn timed<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(TEST_TIMEOUT, f)
-        .await
-        .expect("test timed out")
-}
-
-/// Polls `check` every 100 ms until it holds; panics with `what` after [`WAIT`].
-async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Waits until `namespace` holds a `default` ServiceAccount and returns its uid.
 async fn default_account(client: &kube::Client, namespace: &str) -> String {
@@ -64,7 +41,7 @@ async fn default_account(client: &kube::Client, namespace: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_namespace_gets_a_default_account_that_comes_back_when_deleted() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
 
@@ -139,7 +116,7 @@ async fn every_namespace_gets_a_default_account_that_comes_back_when_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminating_namespace_gets_no_account() {
-    timed(async {
+    timed(TEST_TIMEOUT, async {
         let server = TestServer::start().await;
         let client = server.client();
         let namespaces: Api<Namespace> = Api::all(client.clone());

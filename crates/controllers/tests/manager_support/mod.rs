@@ -211,3 +211,29 @@ pub fn total_requests(metrics_text: &str) -> u64 {
         .map(|v| v as u64)
         .sum()
 }
+
+/// Runs a test body under `limit`, so a stuck controller fails the test instead of hanging CI.
+pub async fn timed<F: std::future::Future>(limit: Duration, f: F) -> F::Output {
+    tokio::time::timeout(limit, f)
+        .await
+        .expect("test timed out")
+}
+
+/// How long [`wait_until`] polls before failing.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Polls `check` every 100 ms until it holds; panics with `what` after [`WAIT`].
+pub async fn wait_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
