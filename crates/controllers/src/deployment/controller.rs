@@ -11,11 +11,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kcm_machinery::controller::ref_manager::{ControllerRefManager, recheck_owner};
+use kcm_machinery::controller::run_workers;
 use kcm_machinery::controller::{ApiStatus, get_controller_of};
 use kcm_machinery::events::{EventRecorder, EventType};
 use kcm_machinery::informer::keys::split_meta_namespace_key;
 use kcm_machinery::informer::lister::Lister;
 use kcm_machinery::informer::store::Indexer;
+use kcm_machinery::informer::wait_until_synced;
 use kcm_machinery::informer::{SharedIndexInformer, SharedInformerFactory};
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
@@ -23,7 +25,6 @@ use kcm_machinery::workqueue::{
 };
 use kube::Resource;
 use kube::core::GroupVersionKind;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiDeploymentClient, ClientPatcher, DeploymentClient};
@@ -57,10 +58,6 @@ pub const CONTROLLER_NAME: &str = "deployment-controller";
 /// The longest a sync waits for the informer caches to show this controller's own last writes
 /// for that Deployment before going ahead with stale copies (see `own_writes`).
 pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
-
-/// How often [`DeploymentController::run`] checks whether the caches have synced, as
-/// client-go's `syncedPollPeriod`.
-const CACHE_SYNC_POLL_PERIOD: Duration = Duration::from_millis(100);
 
 /// Tells whether an informer's cache has synced its initial list, as client-go's
 /// `InformerSynced`.
@@ -320,39 +317,24 @@ impl DeploymentController {
             tracing::info!(controller = QUEUE_NAME, "Shutting down controller");
             return;
         }
-        let mut tasks = JoinSet::new();
-        for _ in 0..workers {
-            let this = Arc::clone(&self);
-            let cancel = cancel.clone();
-            tasks.spawn(async move { this.worker(cancel).await });
-        }
-        cancel.cancelled().await;
-        self.queue.shut_down();
-        while let Some(joined) = tasks.join_next().await {
-            if let Err(err) = joined {
-                tracing::error!(controller = QUEUE_NAME, %err, "worker ended abnormally");
-            }
-        }
+        let worker = || {
+            let (this, cancel) = (Arc::clone(&self), cancel.clone());
+            async move { this.worker(cancel).await }
+        };
+        run_workers(QUEUE_NAME, workers, &cancel, worker, || {
+            self.queue.shut_down()
+        })
+        .await;
         tracing::info!(controller = QUEUE_NAME, "Shutting down controller");
     }
 
     /// Polls the informers' sync state until all have synced (true) or `cancel` fires
     /// (false), as client-go's `WaitForNamedCacheSync`.
     async fn wait_for_caches_synced(&self, cancel: &CancellationToken) -> bool {
-        tracing::info!(controller = QUEUE_NAME, "Waiting for caches to sync");
-        loop {
-            if self.caches_synced.iter().all(|synced| synced()) {
-                tracing::info!(controller = QUEUE_NAME, "Caches are synced");
-                return true;
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => {
-                    tracing::info!(controller = QUEUE_NAME, "Unable to sync caches");
-                    return false;
-                }
-                _ = tokio::time::sleep(CACHE_SYNC_POLL_PERIOD) => {}
-            }
-        }
+        wait_until_synced(QUEUE_NAME, cancel, || {
+            self.caches_synced.iter().all(|synced| synced())
+        })
+        .await
     }
 
     // -----------------------------------------------------------------------------------------

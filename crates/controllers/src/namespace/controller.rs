@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Namespace;
+use kcm_machinery::controller::run_workers;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
     ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_for_cache_sync,
@@ -14,7 +15,6 @@ use kcm_machinery::workqueue::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, QueueConfig,
     RateLimitingQueue, WorkqueueMetrics,
 };
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::client::ApiNamespaceClient;
@@ -217,19 +217,14 @@ impl NamespaceController {
             return;
         }
         tracing::debug!("Starting workers of namespace controller");
-        let mut tasks = JoinSet::new();
-        for _ in 0..workers {
-            let this = Arc::clone(&self);
-            let cancel = cancel.clone();
-            tasks.spawn(async move { this.worker(cancel).await });
-        }
-        cancel.cancelled().await;
-        self.queue.shut_down();
-        while let Some(joined) = tasks.join_next().await {
-            if let Err(err) = joined {
-                tracing::error!(controller = CONTROLLER_NAME, %err, "worker ended abnormally");
-            }
-        }
+        let worker = || {
+            let (this, cancel) = (Arc::clone(&self), cancel.clone());
+            async move { this.worker(cancel).await }
+        };
+        run_workers(CONTROLLER_NAME, workers, &cancel, worker, || {
+            self.queue.shut_down()
+        })
+        .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
 

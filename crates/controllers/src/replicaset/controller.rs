@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::controller::expectations::pod_keys;
 use kcm_machinery::controller::ref_manager::recheck_owner;
+use kcm_machinery::controller::run_workers;
 use kcm_machinery::controller::{
     ApiStatus, ControllerExpectations, PodControl, PodControllerRefManager, RealPodControl,
     SLOW_START_INITIAL_BATCH_SIZE, UidTrackingControllerExpectations, filter_active_pods,
@@ -25,6 +26,7 @@ use kcm_machinery::informer::freshness::{Freshness, parse_resource_version};
 use kcm_machinery::informer::index::{IndexFunc, Indexers, NAMESPACE_INDEX};
 use kcm_machinery::informer::keys::{meta_namespace_key, split_meta_namespace_key};
 use kcm_machinery::informer::store::Indexer;
+use kcm_machinery::informer::wait_until_synced;
 use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
@@ -32,7 +34,6 @@ use kcm_machinery::workqueue::{
 };
 use kube::Resource;
 use kube::core::GroupVersionKind;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiReplicaSetClient, ReplicaSetClient};
@@ -68,10 +69,6 @@ const CONTROLLER_NAME: &str = "replicaset-controller";
 /// The kind this controller owns pods for; controller references of any other kind are not
 /// ours.
 const KIND: &str = "ReplicaSet";
-
-/// How often [`ReplicaSetController::run`] checks whether the caches have synced, as
-/// client-go's `syncedPollPeriod`.
-const CACHE_SYNC_POLL_PERIOD: Duration = Duration::from_millis(100);
 
 /// The longest a sync waits for the ReplicaSet cache to catch up with this controller's own
 /// last status write to that ReplicaSet before going ahead with the stale copy.
@@ -373,39 +370,24 @@ impl ReplicaSetController {
             tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
             return;
         }
-        let mut tasks = JoinSet::new();
-        for _ in 0..workers {
-            let this = Arc::clone(&self);
-            let cancel = cancel.clone();
-            tasks.spawn(async move { this.worker(cancel).await });
-        }
-        cancel.cancelled().await;
-        self.queue.shut_down();
-        while let Some(joined) = tasks.join_next().await {
-            if let Err(err) = joined {
-                tracing::error!(controller = CONTROLLER_NAME, %err, "worker ended abnormally");
-            }
-        }
+        let worker = || {
+            let (this, cancel) = (Arc::clone(&self), cancel.clone());
+            async move { this.worker(cancel).await }
+        };
+        run_workers(CONTROLLER_NAME, workers, &cancel, worker, || {
+            self.queue.shut_down()
+        })
+        .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
 
     /// Polls the informers' sync state until all have synced (true) or `cancel` fires
     /// (false), as client-go's `WaitForNamedCacheSync`.
     async fn wait_for_caches_synced(&self, cancel: &CancellationToken) -> bool {
-        tracing::info!(controller = CONTROLLER_NAME, "Waiting for caches to sync");
-        loop {
-            if self.caches_synced.iter().all(|synced| synced()) {
-                tracing::info!(controller = CONTROLLER_NAME, "Caches are synced");
-                return true;
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => {
-                    tracing::info!(controller = CONTROLLER_NAME, "Unable to sync caches");
-                    return false;
-                }
-                _ = tokio::time::sleep(CACHE_SYNC_POLL_PERIOD) => {}
-            }
-        }
+        wait_until_synced(CONTROLLER_NAME, cancel, || {
+            self.caches_synced.iter().all(|synced| synced())
+        })
+        .await
     }
 
     // -----------------------------------------------------------------------------------------

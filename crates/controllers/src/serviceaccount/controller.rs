@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kcm_machinery::controller::ApiStatus;
+use kcm_machinery::controller::run_workers;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
     DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
@@ -14,7 +15,6 @@ use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
 };
 use kube::api::ObjectMeta;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiServiceAccountClient, ServiceAccountClient};
@@ -239,19 +239,14 @@ impl ServiceAccountsController {
             tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
             return;
         }
-        let mut tasks = JoinSet::new();
-        for _ in 0..workers {
-            let this = Arc::clone(&self);
-            let cancel = cancel.clone();
-            tasks.spawn(async move { this.worker(cancel).await });
-        }
-        cancel.cancelled().await;
-        self.queue.shut_down();
-        while let Some(joined) = tasks.join_next().await {
-            if let Err(err) = joined {
-                tracing::error!(controller = CONTROLLER_NAME, %err, "worker ended abnormally");
-            }
-        }
+        let worker = || {
+            let (this, cancel) = (Arc::clone(&self), cancel.clone());
+            async move { this.worker(cancel).await }
+        };
+        run_workers(CONTROLLER_NAME, workers, &cancel, worker, || {
+            self.queue.shut_down()
+        })
+        .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
 

@@ -20,6 +20,7 @@ pub mod pod_control;
 pub mod ranking;
 pub mod ref_manager;
 pub mod slow_start;
+pub mod workers;
 
 pub use api_status::ApiStatus;
 pub use controller_ref::{get_controller_of, new_controller_ref};
@@ -33,3 +34,4 @@ pub use ranking::{
 };
 pub use ref_manager::{ControllerRefManager, PodControllerRefManager};
 pub use slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
+pub use workers::run_workers;

@@ -50,7 +50,7 @@ pub use lister_watcher::{ApiListerWatcher, ListerWatcher, NeverListerWatcher, Wa
 pub use reflector::{Reflector, ReflectorOptions, ReflectorStore};
 pub use shared_informer::{
     HasSynced, ResourceEventHandlerRegistration, SharedIndexInformer, SharedInformerOptions,
-    wait_for_cache_sync,
+    wait_for_cache_sync, wait_until_synced,
 };
 pub use store::Indexer;
 pub use transform::{TransformFunc, default_transform, drop_managed_fields};

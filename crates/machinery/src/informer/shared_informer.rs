@@ -85,9 +85,19 @@ pub async fn wait_for_cache_sync(
     cancel: &CancellationToken,
     synced: &[&dyn HasSynced],
 ) -> bool {
+    wait_until_synced(controller, cancel, || synced.iter().all(|s| s.has_synced())).await
+}
+
+/// As [`wait_for_cache_sync`], for a caller that knows its sync state as one check (e.g. a
+/// list of `InformerSynced` closures that tests replace).
+pub async fn wait_until_synced(
+    controller: &str,
+    cancel: &CancellationToken,
+    synced: impl Fn() -> bool,
+) -> bool {
     tracing::info!(controller, "waiting for caches to sync");
     loop {
-        if synced.iter().all(|s| s.has_synced()) {
+        if synced() {
             tracing::info!(controller, "caches are synced");
             return true;
         }
