@@ -29,13 +29,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiDeploymentClient, ClientPatcher, DeploymentClient};
 use super::handlers::DeploymentEventHandlers;
-use super::own_writes::OwnWrites;
 use super::util::accessors::{
     RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, generation, is_paused, object_key, strategy_type,
 };
 use super::util::new_replica_set::{DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND};
 use super::util::rollback::rollback_to;
 use super::{Error, Operation, Result};
+use kcm_machinery::informer::OwnWrites;
 
 // ---------------------------------------------------------------------------------------------
 // Constants

@@ -37,7 +37,6 @@
 mod client;
 mod controller;
 mod handlers;
-mod own_writes;
 mod progress;
 mod recreate;
 mod rollback;

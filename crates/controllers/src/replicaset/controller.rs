@@ -1,8 +1,8 @@
 //! The ReplicaSet controller: event handlers, workers and the sync pass (upstream `replica_set.go`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -21,8 +21,8 @@ use kcm_machinery::controller::{
     slow_start_batch,
 };
 use kcm_machinery::events::EventRecorder;
+use kcm_machinery::informer::OwnWrites;
 use kcm_machinery::informer::delta::DeletedObject;
-use kcm_machinery::informer::freshness::{Freshness, parse_resource_version};
 use kcm_machinery::informer::index::{IndexFunc, Indexers, NAMESPACE_INDEX};
 use kcm_machinery::informer::keys::{meta_namespace_key, split_meta_namespace_key};
 use kcm_machinery::informer::store::Indexer;
@@ -160,12 +160,9 @@ pub struct ReplicaSetController {
     clock: Clock,
     /// The `replicaset_controller_*` metrics, if recorded.
     metrics: Option<Arc<ReplicaSetMetrics>>,
-    /// How far the ReplicaSet informer's cache has got; `None` without an informer (unit
-    /// tests over bare caches).
-    rs_freshness: Option<Freshness>,
-    /// Per ReplicaSet key, the resourceVersion of this controller's last status write not yet
-    /// known to be in the cache. Locked only for map operations, never across an await.
-    own_writes: Mutex<HashMap<String, u64>>,
+    /// This controller's status writes (per ReplicaSet key) not yet seen in the ReplicaSet
+    /// cache; `None` without an informer (unit tests over bare caches).
+    own_writes: Option<OwnWrites>,
 }
 
 impl std::fmt::Debug for ReplicaSetController {
@@ -256,7 +253,7 @@ impl ReplicaSetController {
             Arc::new(move || pod_synced.has_synced()),
             Arc::new(move || rs_synced.has_synced()),
         ];
-        controller.rs_freshness = Some(rs_informer.freshness());
+        controller.own_writes = Some(OwnWrites::new(rs_informer.freshness()));
         controller
     }
 
@@ -318,8 +315,7 @@ impl ReplicaSetController {
             sync_handler: None,
             clock: Arc::new(Timestamp::now),
             metrics: options.controller_metrics,
-            rs_freshness: None,
-            own_writes: Mutex::new(HashMap::new()),
+            own_writes: None,
         }
     }
 
@@ -518,47 +514,17 @@ impl ReplicaSetController {
     /// stale numbers and rewrite it with a stale resourceVersion (a conflict, a re-read and a
     /// second write). Past the bound the pass goes ahead, as upstream always does.
     async fn wait_for_own_write(&self, key: &str) {
-        let Some(freshness) = &self.rs_freshness else {
-            return;
-        };
-        let Some(target) = self.own_writes().remove(key) else {
-            return;
-        };
-        if freshness.resource_version().is_some_and(|rv| rv >= target) {
-            return;
-        }
-        match tokio::time::timeout(OWN_WRITE_WAIT, freshness.wait_for(target)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::debug!(key, %err, "not waiting for own status write"),
-            Err(_) => tracing::debug!(
-                key,
-                resource_version = target,
-                "the ReplicaSet cache has not caught up with our status write; going ahead"
-            ),
+        if let Some(writes) = &self.own_writes {
+            writes.wait(key, OWN_WRITE_WAIT).await;
         }
     }
 
-    /// Remembers the resourceVersion of a status write to `key` (when there is a cache
-    /// freshness to compare it with).
+    /// Remembers the resourceVersion of a status write to `key` (when there is a cache to
+    /// compare it with).
     fn record_own_write(&self, key: &str, written: &ReplicaSet) {
-        if self.rs_freshness.is_none() {
-            return;
+        if let Some(writes) = &self.own_writes {
+            writes.record(key, written.metadata.resource_version.as_deref());
         }
-        let Some(rv) = written
-            .metadata
-            .resource_version
-            .as_deref()
-            .and_then(|rv| parse_resource_version(rv).ok())
-        else {
-            return;
-        };
-        self.own_writes().insert(key.to_owned(), rv);
-    }
-
-    fn own_writes(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
-        self.own_writes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Adopts the orphans `rs` selects and releases the pods it owns but no longer selects,

@@ -28,6 +28,7 @@ pub mod index;
 pub mod keys;
 pub mod lister;
 pub mod lister_watcher;
+pub mod own_writes;
 pub mod processor;
 pub mod reflector;
 pub mod shared_informer;
@@ -47,6 +48,7 @@ pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX};
 pub use keys::{deletion_handling_key, meta_namespace_key, object_key, split_meta_namespace_key};
 pub use lister::Lister;
 pub use lister_watcher::{ApiListerWatcher, ListerWatcher, NeverListerWatcher, WatchStream};
+pub use own_writes::OwnWrites;
 pub use reflector::{Reflector, ReflectorOptions, ReflectorStore};
 pub use shared_informer::{
     HasSynced, ResourceEventHandlerRegistration, SharedIndexInformer, SharedInformerOptions,

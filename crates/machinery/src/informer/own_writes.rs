@@ -1,4 +1,4 @@
-//! Remembering the controller's own writes per Deployment so a sync can wait, briefly, for the informer caches to show them.
+//! Remembering a controller's own writes per work-queue key so a sync can wait, briefly, for the informer cache to show them.
 //!
 //! Upstream lets a sync run over caches that have not yet seen the previous sync's writes; the
 //! stale resourceVersions then fail the writes with 409 Conflict and the key is retried. Waiting
@@ -9,12 +9,12 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use kcm_machinery::informer::freshness::{Freshness, parse_resource_version};
+use super::freshness::{Freshness, parse_resource_version};
 
 /// The highest resourceVersion written per key into one informer's resource, and that
 /// informer's progress.
 #[derive(Debug)]
-pub(crate) struct OwnWrites {
+pub struct OwnWrites {
     /// How far the informer's cache has got.
     freshness: Freshness,
     /// Per work-queue key, the highest resourceVersion this controller wrote and has not yet
@@ -24,7 +24,7 @@ pub(crate) struct OwnWrites {
 
 impl OwnWrites {
     /// Tracks writes against the cache behind `freshness`.
-    pub(crate) fn new(freshness: Freshness) -> Self {
+    pub fn new(freshness: Freshness) -> Self {
         Self {
             freshness,
             pending: Mutex::new(HashMap::new()),
@@ -37,7 +37,7 @@ impl OwnWrites {
 
     /// Records that a write on behalf of `key` produced `resource_version` (ignored when it
     /// does not parse).
-    pub(crate) fn record(&self, key: &str, resource_version: Option<&str>) {
+    pub fn record(&self, key: &str, resource_version: Option<&str>) {
         let Some(rv) = resource_version.and_then(|rv| parse_resource_version(rv).ok()) else {
             return;
         };
@@ -48,7 +48,7 @@ impl OwnWrites {
 
     /// Waits, at most `bound`, until the cache has reached the last write recorded for `key`,
     /// and forgets it.
-    pub(crate) async fn wait(&self, key: &str, bound: Duration) {
+    pub async fn wait(&self, key: &str, bound: Duration) {
         let Some(target) = self.pending().remove(key) else {
             return;
         };
