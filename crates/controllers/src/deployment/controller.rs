@@ -1,18 +1,16 @@
 //! The Deployment controller: construction, workers and `syncDeployment` (upstream `deployment_controller.go`).
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kcm_machinery::controller::ref_manager::{ControllerRefManager, recheck_owner};
-use kcm_machinery::controller::run_workers;
 use kcm_machinery::controller::{ApiStatus, get_controller_of};
+use kcm_machinery::controller::{ErrorPolicy, Retry, process_next_work_item, run_workers};
 use kcm_machinery::events::{EventRecorder, EventType};
 use kcm_machinery::informer::keys::split_meta_namespace_key;
 use kcm_machinery::informer::lister::Lister;
@@ -44,6 +42,21 @@ use kcm_machinery::informer::OwnWrites;
 /// How many times a failing Deployment is requeued (rate limited) before it is dropped from
 /// the queue until its next event, as upstream's `maxRetries` (5 ms doubling up to about 82 s).
 pub const MAX_RETRIES: usize = 15;
+
+/// How the workers treat a failed sync, as upstream's `handleErr`: an error saying the
+/// namespace is being deleted is forgotten (retrying cannot help); any other error (or a panic)
+/// requeues the key rate limited, at most [`MAX_RETRIES`] times in a row, then drops it until
+/// its next event.
+pub const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("Error syncing deployment")
+    .with_requeue_level(tracing::Level::INFO)
+    .with_max_retries(MAX_RETRIES, "Dropping deployment out of the queue")
+    .with_classifier(|_key, err| {
+        if err.is_namespace_terminating() {
+            Retry::Forget
+        } else {
+            Retry::RateLimited
+        }
+    });
 
 /// How many Deployments are synced at once unless configured otherwise
 /// (kube-controller-manager's `--concurrent-deployment-syncs` default).
@@ -317,13 +330,19 @@ impl DeploymentController {
             tracing::info!(controller = QUEUE_NAME, "Shutting down controller");
             return;
         }
-        let worker = || {
-            let (this, cancel) = (Arc::clone(&self), cancel.clone());
-            async move { this.worker(cancel).await }
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync_key(key).await }
         };
-        run_workers(QUEUE_NAME, workers, &cancel, worker, || {
-            self.queue.shut_down()
-        })
+        run_workers(
+            QUEUE_NAME,
+            &self.queue,
+            ERROR_POLICY,
+            workers,
+            &cancel,
+            sync,
+        )
         .await;
         tracing::info!(controller = QUEUE_NAME, "Shutting down controller");
     }
@@ -341,59 +360,22 @@ impl DeploymentController {
     // Worker loop
     // -----------------------------------------------------------------------------------------
 
-    /// Processes keys until the queue shuts down or `cancel` fires, as upstream's `worker`.
-    async fn worker(&self, cancel: CancellationToken) {
-        while !cancel.is_cancelled() && self.process_next_work_item().await {}
-    }
-
-    /// Takes one key, syncs it and handles the outcome (forget, requeue rate limited, or drop
-    /// after [`MAX_RETRIES`]), as upstream's
-    /// `processNextWorkItem`. False once the queue has shut down.
-    ///
-    /// A panicking sync is caught and handled as a failure, so the key is marked done and
-    /// retried instead of being stuck "processing" with a dead worker.
+    /// Takes one key and syncs it through the shared worker with [`ERROR_POLICY`] (forget,
+    /// requeue rate limited, or drop after [`MAX_RETRIES`]), as upstream's
+    /// `processNextWorkItem` + `handleErr`. False once the queue has shut down.
     pub async fn process_next_work_item(&self) -> bool {
-        let Some(key) = self.queue.get().await else {
-            return false;
-        };
-        let sync = match &self.sync_handler {
-            Some(handler) => handler(key.clone()),
-            None => Box::pin(self.sync(&key)),
-        };
-        let result = match AssertUnwindSafe(sync).catch_unwind().await {
-            Ok(result) => result,
-            Err(panic) => Err(Error::Panicked {
-                key: key.clone(),
-                message: panic_message(panic.as_ref()),
-            }),
-        };
-        self.handle_err(result, &key);
-        self.queue.done(&key);
-        true
+        process_next_work_item(QUEUE_NAME, &self.queue, &ERROR_POLICY, |key| {
+            self.sync_key(key)
+        })
+        .await
     }
 
-    /// Forgets the key on success or when its namespace is being deleted; otherwise requeues
-    /// it rate limited, at most [`MAX_RETRIES`] times in a row, then drops it, as upstream's
-    /// `handleErr`.
-    fn handle_err(&self, result: Result<()>, key: &String) {
-        let err = match result {
-            Ok(()) => {
-                self.queue.forget(key);
-                return;
-            }
-            Err(err) if err.is_namespace_terminating() => {
-                self.queue.forget(key);
-                return;
-            }
-            Err(err) => err,
-        };
-        if self.queue.num_requeues(key) < MAX_RETRIES {
-            tracing::info!(deployment = %key, error = %err, "Error syncing deployment");
-            self.queue.add_rate_limited(key.clone());
-            return;
+    /// What the workers run for a key: the injected sync handler if any, else [`Self::sync`].
+    async fn sync_key(&self, key: String) -> Result<()> {
+        match &self.sync_handler {
+            Some(handler) => handler(key).await,
+            None => self.sync(&key).await,
         }
-        tracing::error!(deployment = %key, error = %err, "Dropping deployment out of the queue");
-        self.queue.forget(key);
     }
 
     // -----------------------------------------------------------------------------------------
@@ -683,17 +665,6 @@ pub(super) fn pod_map(
     map
 }
 
-/// The text of a panic payload.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -911,5 +882,44 @@ mod tests {
         cancel.cancel();
         task.await.expect("run returns");
         assert!(controller.queue().shutting_down());
+    }
+
+    /// A panic injected in the sync is recovered by the shared worker, counted in
+    /// `kcm_workqueue_sync_panics_total{name="deployment"}`, and the key retried, within the
+    /// same [`MAX_RETRIES`] budget as errors.
+    #[tokio::test(start_paused = true)]
+    async fn panicking_sync_is_recovered_counted_and_retried_then_dropped() {
+        let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+        let controller = DeploymentController::with_caches(
+            Indexer::new(),
+            Indexer::new(),
+            Indexer::new(),
+            Arc::new(super::super::FakeDeploymentClient::new()),
+            Arc::new(kcm_machinery::events::FakeRecorder::new()),
+            DeploymentControllerOptions {
+                metrics: Some(metrics.clone()),
+            },
+        )
+        .with_sync_handler(Arc::new(|_key: String| {
+            Box::pin(async { panic!("injected panic") })
+        }));
+        let key = "default/web".to_owned();
+        controller.queue().add(key.clone());
+        assert!(controller.process_next_work_item().await, "recovered");
+        assert_eq!(metrics.sync_panics_total(QUEUE_NAME), 1, "counted");
+        assert_eq!(controller.queue().num_requeues(&key), 1, "retried");
+        for _ in 0..MAX_RETRIES {
+            assert!(controller.process_next_work_item().await);
+        }
+        assert_eq!(
+            metrics.sync_panics_total(QUEUE_NAME),
+            1 + MAX_RETRIES as u64
+        );
+        assert!(
+            controller.queue().is_empty(),
+            "dropped after {MAX_RETRIES} retries"
+        );
+        assert_eq!(controller.queue().waiting_len(), 0);
+        assert_eq!(controller.queue().num_requeues(&key), 0, "and forgotten");
     }
 }

@@ -53,8 +53,8 @@ pub use client::{
 };
 pub use controller::{
     CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_DEPLOYMENT_SYNCS, DeploymentController,
-    DeploymentControllerOptions, InformerSynced, MAX_RETRIES, OWN_WRITE_WAIT, QUEUE_NAME,
-    SyncHandler,
+    DeploymentControllerOptions, ERROR_POLICY, InformerSynced, MAX_RETRIES, OWN_WRITE_WAIT,
+    QUEUE_NAME, SyncHandler,
 };
 pub use handlers::DeploymentEventHandlers;
 
@@ -95,8 +95,8 @@ impl std::fmt::Display for Operation {
 }
 
 /// Why syncing a Deployment failed. The worker requeues the key rate-limited (at most
-/// [`MAX_RETRIES`] times), except for [`Error::InvalidKey`] failures of a namespace being
-/// deleted, which are forgotten as upstream's `handleErr` does.
+/// [`MAX_RETRIES`] times), except for API failures of a namespace being deleted, which are
+/// forgotten as upstream's `handleErr` does ([`ERROR_POLICY`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The work-queue key is not `namespace/name`.
@@ -173,14 +173,6 @@ pub enum Error {
     UnexpectedStrategy {
         /// The strategy type found.
         strategy: String,
-    },
-    /// The sync panicked; the worker caught it and requeues the key.
-    #[error("syncing Deployment {key} panicked: {message}")]
-    Panicked {
-        /// The work-queue key.
-        key: String,
-        /// The panic payload, when it was a string.
-        message: String,
     },
 }
 

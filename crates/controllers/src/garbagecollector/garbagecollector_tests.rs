@@ -1032,8 +1032,7 @@ async fn workers_make_no_request_once_cancelled() {
     cancel.cancel();
     c.gc.attempt_to_delete.shut_down();
     c.gc.attempt_to_orphan.shut_down();
-    c.gc.run_attempt_to_delete_worker(cancel.clone()).await;
-    c.gc.run_attempt_to_orphan_worker(cancel).await;
+    c.gc.run_workers(1, &cancel).await;
     assert!(c.actions().is_empty(), "{:?}", c.actions());
     assert!(c.get(&POD, "ns", "p").is_some());
 }
@@ -1080,4 +1079,40 @@ async fn a_resource_without_strategic_merge_gets_a_json_merge_patch() {
         .map(|r| r.uid)
         .collect();
     assert_eq!(owners, vec![uid("a")]);
+}
+
+/// A panic injected in an `attemptToDelete` item (the fake client panics once) is recovered by
+/// the shared worker, counted in `kcm_workqueue_sync_panics_total{name="garbage_collector_attempt_to_delete"}`,
+/// and the item retried: the dependent of a gone owner is collected on the retry.
+#[tokio::test(start_paused = true)]
+async fn panicking_attempt_to_delete_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let mut c = Cluster::with_options(GarbageCollectorOptions {
+        metrics: Some(metrics.clone()),
+        ..GarbageCollectorOptions::default()
+    });
+    c.create(&POD, object("ns", "p", vec![RS.owner_ref("gone")]));
+    c.process_graph_changes().await;
+    // Whatever the graph builder queued is set aside: the panic must hit `p`.
+    while !c.gc.attempt_to_delete.is_empty() {
+        if let Some(queued) = c.gc.attempt_to_delete.get().await {
+            c.gc.attempt_to_delete.done(&queued);
+        }
+    }
+    let key = NodeKey {
+        uid: uid("p"),
+        is_virtual: false,
+    };
+    c.api.panic_on_next_call();
+    c.gc.attempt_to_delete.add(key.clone());
+    assert!(c.gc.process_attempt_to_delete_worker().await, "recovered");
+    assert_eq!(
+        metrics.sync_panics_total(super::ATTEMPT_TO_DELETE_QUEUE),
+        1,
+        "counted"
+    );
+    assert_eq!(c.gc.attempt_to_delete.num_requeues(&key), 1, "retried");
+    assert!(c.get(&POD, "ns", "p").is_some());
+    assert!(c.gc.process_attempt_to_delete_worker().await);
+    assert!(c.get(&POD, "ns", "p").is_none(), "collected on the retry");
 }

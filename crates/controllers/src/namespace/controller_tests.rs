@@ -188,3 +188,38 @@ async fn the_rate_limiter_backs_off_exponentially_up_to_a_minute() {
     limiter.forget(&key);
     assert_eq!(limiter.when(&key), Duration::from_millis(5));
 }
+
+/// A panic injected in the sync (the fake client panics once) is recovered by the shared
+/// worker, counted in `kcm_workqueue_sync_panics_total{name="namespace"}`, and the namespace
+/// retried.
+#[tokio::test(start_paused = true)]
+async fn panicking_sync_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let fake = Arc::new(FakeNamespaceClient::new());
+    let cache = Indexer::new();
+    let controller = NamespaceController::with_cache(
+        cache.clone(),
+        NamespacedResourcesDeleter::new(fake.clone(), FINALIZER_KUBERNETES),
+        NamespaceControllerOptions {
+            metrics: Some(metrics.clone()),
+            ..NamespaceControllerOptions::default()
+        },
+    );
+    let team = namespace("team", true);
+    cache.add(Arc::new(team.clone())).expect("cache");
+    fake.insert_namespace(team);
+    fake.panic_on_next_call();
+    let key = "team".to_owned();
+    controller.queue().add(key.clone());
+    assert!(controller.process_next_work_item().await, "recovered");
+    assert_eq!(metrics.sync_panics_total(QUEUE_NAME), 1, "counted");
+    assert_eq!(controller.queue().num_requeues(&key), 1, "retried");
+    assert!(fake.namespace("team").is_some());
+    assert!(controller.process_next_work_item().await);
+    assert_eq!(
+        controller.queue().num_requeues(&key),
+        0,
+        "the retry succeeded"
+    );
+    assert!(fake.namespace("team").is_none(), "finalized on the retry");
+}

@@ -1,11 +1,9 @@
 //! The ReplicaSet controller: event handlers, workers and the sync pass (upstream `replica_set.go`).
 
 use std::collections::{BTreeMap, HashSet};
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::{BoxFuture, join_all};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -13,13 +11,13 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::controller::expectations::pod_keys;
 use kcm_machinery::controller::ref_manager::recheck_owner;
-use kcm_machinery::controller::run_workers;
 use kcm_machinery::controller::{
     ApiStatus, ControllerExpectations, PodControl, PodControllerRefManager, RealPodControl,
     SLOW_START_INITIAL_BATCH_SIZE, UidTrackingControllerExpectations, filter_active_pods,
     get_controller_of, get_pods_to_delete, is_pod_ready, new_controller_ref, pod_key,
     slow_start_batch,
 };
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
 use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::OwnWrites;
 use kcm_machinery::informer::delta::DeletedObject;
@@ -65,6 +63,10 @@ pub const QUEUE_NAME: &str = "replicaset";
 
 /// The controller's name in logs (kube-controller-manager's `replicaset-controller`).
 const CONTROLLER_NAME: &str = "replicaset-controller";
+
+/// How the workers treat a failed sync, as upstream's `processNextWorkItem`: every error
+/// (and every panic) requeues the key rate-limited, forever.
+const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("sync failed");
 
 /// The kind this controller owns pods for; controller references of any other kind are not
 /// ours.
@@ -366,13 +368,19 @@ impl ReplicaSetController {
             tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
             return;
         }
-        let worker = || {
-            let (this, cancel) = (Arc::clone(&self), cancel.clone());
-            async move { this.worker(cancel).await }
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync_key(key).await }
         };
-        run_workers(CONTROLLER_NAME, workers, &cancel, worker, || {
-            self.queue.shut_down()
-        })
+        run_workers(
+            CONTROLLER_NAME,
+            &self.queue,
+            ERROR_POLICY,
+            workers,
+            &cancel,
+            sync,
+        )
         .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
@@ -390,40 +398,22 @@ impl ReplicaSetController {
     // Worker loop
     // -----------------------------------------------------------------------------------------
 
-    /// Processes keys until the queue shuts down or `cancel` fires, as upstream's `worker`.
-    async fn worker(&self, cancel: CancellationToken) {
-        while !cancel.is_cancelled() && self.process_next_work_item().await {}
+    /// Takes one key and syncs it through the shared worker (forgotten on success, requeued
+    /// rate-limited on failure or panic), as upstream's `processNextWorkItem`. False once the
+    /// queue has shut down.
+    pub async fn process_next_work_item(&self) -> bool {
+        process_next_work_item(CONTROLLER_NAME, &self.queue, &ERROR_POLICY, |key| {
+            self.sync_key(key)
+        })
+        .await
     }
 
-    /// Takes one key, syncs it, and forgets it on success or requeues it rate-limited on
-    /// failure, as upstream's `processNextWorkItem`. False once the queue has shut down.
-    ///
-    /// A panicking sync is caught and handled as a failure, so the key is marked done and
-    /// retried instead of being stuck "processing" with a dead worker.
-    pub async fn process_next_work_item(&self) -> bool {
-        let Some(key) = self.queue.get().await else {
-            return false;
-        };
-        let sync = match &self.sync_handler {
-            Some(handler) => handler(key.clone()),
-            None => Box::pin(self.sync(&key)),
-        };
-        let result = match AssertUnwindSafe(sync).catch_unwind().await {
-            Ok(result) => result,
-            Err(panic) => Err(Error::Panicked {
-                key: key.clone(),
-                message: panic_message(panic.as_ref()),
-            }),
-        };
-        match result {
-            Ok(()) => self.queue.forget(&key),
-            Err(err) => {
-                tracing::error!(key = %key, error = %err, "sync failed");
-                self.queue.add_rate_limited(key.clone());
-            }
+    /// What the workers run for a key: the injected sync handler if any, else [`Self::sync`].
+    async fn sync_key(&self, key: String) -> Result<()> {
+        match &self.sync_handler {
+            Some(handler) => handler(key).await,
+            None => self.sync(&key).await,
         }
-        self.queue.done(&key);
-        true
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1079,17 +1069,6 @@ fn seconds(n: i64) -> Duration {
 
 fn as_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// The text of a panic payload.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
 }
 
 #[cfg(test)]

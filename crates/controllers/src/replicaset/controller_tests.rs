@@ -1621,9 +1621,9 @@ async fn workers_never_sync_one_key_concurrently_and_stop_on_cancel() {
                 in_flight.lock().expect("lock").remove(&key);
                 synced.lock().expect("lock").push(key.clone());
                 if key == "ns/fails" {
-                    return Err(Error::Panicked {
-                        key,
-                        message: "test".into(),
+                    return Err(Error::UpdateStatus {
+                        replica_set: key,
+                        source: kube::Error::Api(api_status::internal_error("test").boxed()),
                     });
                 }
                 if key == "ns/panics" {
@@ -1936,5 +1936,48 @@ async fn scale_down_reports_the_deletion_age_ratio() {
     assert!(
         text.contains("replicaset_controller_sorting_deletion_age_ratio_sum 1.0"),
         "{text}"
+    );
+}
+
+/// A panic injected in the sync is recovered by the shared worker, counted in
+/// `kcm_workqueue_sync_panics_total{name="replicaset"}`, and the key retried.
+#[tokio::test(start_paused = true)]
+async fn panicking_sync_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let attempts = Arc::new(AtomicU64::new(0));
+    let handler: SyncHandler = {
+        let attempts = attempts.clone();
+        Arc::new(move |_key: String| {
+            let attempts = attempts.clone();
+            Box::pin(async move {
+                if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("injected panic");
+                }
+                Ok(())
+            })
+        })
+    };
+    let controller = ReplicaSetController::with_caches(
+        Indexer::new(),
+        Indexer::new(),
+        Arc::new(FakeReplicaSetClient::new()),
+        Arc::new(FakePodControl::new()),
+        ReplicaSetControllerOptions {
+            metrics: Some(metrics.clone()),
+            ..ReplicaSetControllerOptions::default()
+        },
+    )
+    .with_sync_handler(handler);
+    let key = "ns/rs".to_owned();
+    controller.queue().add(key.clone());
+    assert!(controller.process_next_work_item().await, "recovered");
+    assert_eq!(metrics.sync_panics_total(QUEUE_NAME), 1, "counted");
+    assert_eq!(controller.queue().num_requeues(&key), 1, "retried");
+    assert!(controller.process_next_work_item().await);
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        controller.queue().num_requeues(&key),
+        0,
+        "the retry succeeded"
     );
 }

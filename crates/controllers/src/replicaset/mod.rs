@@ -96,14 +96,6 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The sync panicked; the worker caught it and requeues the key.
-    #[error("syncing ReplicaSet {key} panicked: {message}")]
-    Panicked {
-        /// The work-queue key.
-        key: String,
-        /// The panic payload, when it was a string.
-        message: String,
-    },
 }
 
 impl Error {
@@ -135,7 +127,7 @@ impl ApiStatus for Error {
             Error::UpdateStatus { source, .. } | Error::GetForStatusUpdate { source, .. } => {
                 source.api_status()
             }
-            Error::InvalidKey { .. } | Error::Panicked { .. } => None,
+            Error::InvalidKey { .. } => None,
         }
     }
 }

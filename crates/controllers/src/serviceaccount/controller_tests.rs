@@ -252,3 +252,31 @@ async fn a_deleted_default_account_is_recreated() {
     assert_eq!(fx.fake.creates(), ["ns/default"]);
     assert!(fx.fake.contains("ns", "default"));
 }
+
+/// A panic injected in the sync (the fake client panics once) is recovered by the shared
+/// worker, counted in `kcm_workqueue_sync_panics_total{name="serviceaccount"}`, and the
+/// namespace retried.
+#[tokio::test(start_paused = true)]
+async fn panicking_sync_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let fx = fixture_with(ServiceAccountsControllerOptions {
+        metrics: Some(metrics.clone()),
+        ..ServiceAccountsControllerOptions::default()
+    });
+    fx.namespaces
+        .add(Arc::new(namespace("ns", Some("Active"))))
+        .expect("cache");
+    fx.fake.panic_on_next_call();
+    let key = "ns".to_owned();
+    fx.controller.queue().add(key.clone());
+    assert!(fx.controller.process_next_work_item().await, "recovered");
+    assert_eq!(metrics.sync_panics_total(QUEUE_NAME), 1, "counted");
+    assert_eq!(fx.controller.queue().num_requeues(&key), 1, "retried");
+    assert!(fx.controller.process_next_work_item().await);
+    assert_eq!(
+        fx.controller.queue().num_requeues(&key),
+        0,
+        "the retry succeeded"
+    );
+    assert!(fx.fake.contains("ns", "default"));
+}

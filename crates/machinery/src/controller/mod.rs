@@ -1,4 +1,4 @@
-//! Controller utilities from kubernetes `pkg/controller`: expectations, ref manager, pod control, ranking, slow start.
+//! Controller utilities from kubernetes `pkg/controller`: expectations, ref manager, pod control, ranking, slow start, the shared worker.
 //!
 //! Where to start:
 //! - [`expectations`]: [`ControllerExpectations`] and [`UidTrackingControllerExpectations`], which
@@ -12,6 +12,8 @@
 //! - [`slow_start`]: [`slow_start_batch`], batches of 1, 2, 4, … that stop at the first failure.
 //! - [`controller_ref`]: owner-reference helpers ([`get_controller_of`], [`new_controller_ref`]).
 //! - [`api_status`]: classifying API errors (NotFound, Invalid, NamespaceTerminating, …).
+//! - [`workers`]: the worker loop every queue-driven controller shares ([`run_workers`]): sync
+//!   each key under `catch_unwind`, then forget, requeue or drop it by an [`ErrorPolicy`].
 
 pub mod api_status;
 pub mod controller_ref;
@@ -34,4 +36,4 @@ pub use ranking::{
 };
 pub use ref_manager::{ControllerRefManager, PodControllerRefManager};
 pub use slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
-pub use workers::run_workers;
+pub use workers::{ErrorPolicy, Retry, process_next_work_item, run_workers};
