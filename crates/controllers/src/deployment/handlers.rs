@@ -74,15 +74,12 @@ impl DeploymentEventHandlers {
     /// A Deployment was deleted (possibly seen only as a tombstone): sync the key, which finds
     /// nothing and stops.
     pub fn delete_deployment(&self, obj: &DeletedObject<Deployment>) {
-        match obj {
-            DeletedObject::Object(d) => {
-                tracing::trace!(deployment = %object_key(&d.metadata), "Deleting deployment");
-                self.enqueue(d);
+        match obj.key() {
+            Ok(key) => {
+                tracing::trace!(deployment = %key, "Deleting deployment");
+                self.queue.add(key);
             }
-            DeletedObject::Tombstone(tombstone) => {
-                tracing::trace!(deployment = %tombstone.key, "Deleting deployment (tombstone)");
-                self.queue.add(tombstone.key.clone());
-            }
+            Err(err) => tracing::error!(%err, "couldn't get key for Deployment"),
         }
     }
 

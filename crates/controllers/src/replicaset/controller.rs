@@ -795,20 +795,19 @@ impl ReplicaSetEventHandlers {
     /// A ReplicaSet was deleted (possibly seen only as a tombstone): drop its expectations so
     /// a namesake starts clean, and sync the key (which finds nothing and stops).
     pub fn delete_rs(&self, obj: &DeletedObject<ReplicaSet>) {
-        match obj {
-            DeletedObject::Object(rs) => self.delete_rs_object(rs),
-            DeletedObject::Tombstone(tombstone) => {
-                tracing::trace!(key = %tombstone.key, "Deleting (tombstone)");
-                self.expectations.delete_expectations(&tombstone.key);
-                self.queue.add(tombstone.key.clone());
-            }
+        match obj.key() {
+            Ok(key) => self.delete_rs_key(key),
+            Err(err) => tracing::error!(%err, "couldn't get key for ReplicaSet"),
         }
     }
 
     fn delete_rs_object(&self, rs: &ReplicaSet) {
-        let Some(key) = key_of(rs) else {
-            return;
-        };
+        if let Some(key) = key_of(rs) {
+            self.delete_rs_key(key);
+        }
+    }
+
+    fn delete_rs_key(&self, key: String) {
         tracing::trace!(key = %key, "Deleting");
         self.expectations.delete_expectations(&key);
         self.queue.add(key);
