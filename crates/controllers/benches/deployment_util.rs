@@ -15,7 +15,8 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kcm_controllers::deployment::util::{find, hash, scale, status, template};
+use kcm_controllers::deployment::util::{find, scale, status, template};
+use kcm_machinery::controller::hash;
 
 const TEMPLATE: &str = r#"{
   "metadata": {"labels": {"app": "web"}},

@@ -11,6 +11,10 @@
 //!   readiness and availability.
 //! - [`slow_start`]: [`slow_start_batch`], batches of 1, 2, 4, … that stop at the first failure.
 //! - [`controller_ref`]: owner-reference helpers ([`get_controller_of`], [`new_controller_ref`]).
+//! - [`hash`]: the pod-template hash ([`compute_hash`], upstream's `controller.ComputeHash`,
+//!   go-spew compatible) that names ReplicaSets and labels DaemonSet pods.
+//! - [`history`]: ControllerRevision naming and hashing ([`hash_controller_revision`]), as
+//!   upstream's `pkg/controller/history`.
 //! - [`api_status`]: classifying API errors (NotFound, Invalid, NamespaceTerminating, …).
 //! - [`workers`]: the worker loop every queue-driven controller shares ([`run_workers`]): sync
 //!   each key under `catch_unwind`, then forget, requeue or drop it by an [`ErrorPolicy`].
@@ -18,6 +22,8 @@
 pub mod api_status;
 pub mod controller_ref;
 pub mod expectations;
+pub mod hash;
+pub mod history;
 pub mod pod_control;
 pub mod ranking;
 pub mod ref_manager;
@@ -28,6 +34,11 @@ pub use api_status::ApiStatus;
 pub use controller_ref::{get_controller_of, new_controller_ref};
 pub use expectations::{
     ControllerExpectations, EXPECTATIONS_TIMEOUT, UidTrackingControllerExpectations, pod_key,
+};
+pub use hash::compute_hash;
+pub use history::{
+    CONTROLLER_REVISION_HASH_LABEL, controller_revision_name, hash_controller_revision,
+    hash_controller_revision_raw,
 };
 pub use pod_control::{FakePodControl, PodControl, RealPodControl};
 pub use ranking::{

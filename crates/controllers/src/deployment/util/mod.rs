@@ -23,7 +23,8 @@
 //! | `syncDeploymentStatus` / `calculateStatus` | [`status::calculate_status`], compared with [`status::deployment_status_equal`] |
 //! | `syncRolloutStatus` / `requeueStuckDeployment` | [`progress::sync_rollout_status`], [`progress::requeue_stuck_deployment`] |
 //!
-//! The pod-template hash ([`hash`]) is upstream's, byte for byte: FNV-32a over go-spew's
+//! The pod-template hash ([`kcm_machinery::controller::hash`], shared with the DaemonSet
+//! controller) is upstream's, byte for byte: FNV-32a over go-spew's
 //! rendering of the Go `v1.PodTemplateSpec`, so ReplicaSet names match kube-controller-manager's.
 
 pub mod accessors;
@@ -32,7 +33,6 @@ pub mod cleanup;
 pub mod conditions;
 pub mod counts;
 pub mod find;
-pub mod hash;
 pub mod new_replica_set;
 pub mod progress;
 pub mod recreate;
