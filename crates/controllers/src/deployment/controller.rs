@@ -31,7 +31,7 @@ use super::util::accessors::{
     RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, generation, is_paused, object_key, strategy_type,
 };
 use super::util::new_replica_set::{DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND};
-use super::util::rollback::rollback_to;
+use super::util::rollback_plan::rollback_to;
 use super::{Error, Operation, Result};
 use kcm_machinery::informer::OwnWrites;
 

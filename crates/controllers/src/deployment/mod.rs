@@ -14,10 +14,11 @@
 //! |---|---|
 //! | `deployment_controller.go` | [`controller`](DeploymentController): handlers, queue, workers, `syncDeployment` |
 //! | `sync.go` | `sync`: the new ReplicaSet, scaling, cleanup, status |
-//! | `rolling.go` | `rolling`: one step of a rolling update |
-//! | `recreate.go` | `recreate`: one step of a recreate rollout |
-//! | `rollback.go` | `rollback`: the deprecated rollback annotation |
-//! | `progress.go` | `progress`: progress conditions and the deadline requeue |
+//! | `rolling.go` | `rolling`: one step of a rolling update (its arithmetic: [`util::rolling_plan`]) |
+//! | `recreate.go` | `recreate`: one step of a recreate rollout ([`util::recreate_plan`]) |
+//! | `rollback.go` | `rollback`: the deprecated rollback annotation ([`util::rollback_plan`]) |
+//! | `progress.go` | `progress`: progress conditions and the deadline requeue ([`util::progress_plan`]) |
+//! | `util/deployment_util.go` | [`util`]: the pure decision layer |
 //!
 //! Every number, name, annotation and condition comes from the pure decision layer in
 //! [`util`]; this module reads the caches, applies those decisions through the API
@@ -166,7 +167,7 @@ pub enum Error {
         deployment: String,
         /// The planning error.
         #[source]
-        source: util::rolling::Error,
+        source: util::rolling_plan::Error,
     },
     /// `spec.strategy.type` is neither `RollingUpdate` nor `Recreate`.
     #[error("unexpected deployment strategy type: {strategy}")]
