@@ -61,8 +61,9 @@ pub const CONTROLLER_UID_INDEX: &str = "controllerUID";
 /// The work queue's name: the `name` label of its `workqueue_*` metrics.
 pub const QUEUE_NAME: &str = "replicaset";
 
-/// The controller's name in logs (kube-controller-manager's `replicaset-controller`).
-const CONTROLLER_NAME: &str = "replicaset-controller";
+/// The controller's name in logs and `--controllers` (kube-controller-manager's
+/// `replicaset-controller`).
+pub const CONTROLLER_NAME: &str = "replicaset-controller";
 
 /// How the workers treat a failed sync, as upstream's `processNextWorkItem`: every error
 /// (and every panic) requeues the key rate-limited, forever.

@@ -23,8 +23,8 @@ pub mod status;
 
 pub use client::{ApiReplicaSetClient, FakeReplicaSetClient, ReplicaSetAction, ReplicaSetClient};
 pub use controller::{
-    BURST_REPLICAS, CONTROLLER_UID_INDEX, Clock, InformerSynced, OWN_WRITE_WAIT, QUEUE_NAME,
-    ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetEventHandlers,
+    BURST_REPLICAS, CONTROLLER_NAME, CONTROLLER_UID_INDEX, Clock, InformerSynced, OWN_WRITE_WAIT,
+    QUEUE_NAME, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetEventHandlers,
     STATUS_UPDATE_RETRIES, SyncHandler,
 };
 pub use metrics::ReplicaSetMetrics;
