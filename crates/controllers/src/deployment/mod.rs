@@ -12,7 +12,7 @@
 //!
 //! | upstream | here |
 //! |---|---|
-//! | `deployment_controller.go` | [`controller`](DeploymentController): handlers, queue, workers, `syncDeployment` |
+//! | `deployment_controller.go` | `controller` ([`DeploymentController`]): constants, construction, `Run`, event handlers ([`DeploymentEventHandlers`]), worker wiring, `syncDeployment` |
 //! | `sync.go` | `sync`: the new ReplicaSet, scaling, cleanup, status |
 //! | `rolling.go` | `rolling`: one step of a rolling update (its arithmetic: [`util::rolling_plan`]) |
 //! | `recreate.go` | `recreate`: one step of a recreate rollout ([`util::recreate_plan`]) |
@@ -37,7 +37,6 @@
 
 mod client;
 mod controller;
-mod handlers;
 mod progress;
 mod recreate;
 mod rollback;
@@ -54,10 +53,9 @@ pub use client::{
 };
 pub use controller::{
     CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_DEPLOYMENT_SYNCS, DeploymentController,
-    DeploymentControllerOptions, ERROR_POLICY, InformerSynced, MAX_RETRIES, OWN_WRITE_WAIT,
-    QUEUE_NAME, SyncHandler,
+    DeploymentControllerOptions, DeploymentEventHandlers, ERROR_POLICY, InformerSynced,
+    MAX_RETRIES, OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
 };
-pub use handlers::DeploymentEventHandlers;
 
 use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::controller::api_status::error_message;

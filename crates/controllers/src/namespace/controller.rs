@@ -253,45 +253,6 @@ impl NamespaceController {
         };
         wait_for_cache_sync(CONTROLLER_NAME, cancel, &[informer]).await
     }
-
-    // -----------------------------------------------------------------------------------------
-    // Worker loop
-    // -----------------------------------------------------------------------------------------
-
-    /// Takes one name and syncs it through the shared worker with [`ERROR_POLICY`]: forgotten
-    /// on success, back after half the estimate plus a second while content remains, requeued
-    /// rate-limited on any other failure (or a panic). False once the queue has shut down.
-    pub async fn process_next_work_item(&self) -> bool {
-        process_next_work_item(
-            CONTROLLER_NAME,
-            &self.queue,
-            &ERROR_POLICY,
-            |key| async move { self.sync(&key).await },
-        )
-        .await
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Sync
-    // -----------------------------------------------------------------------------------------
-
-    /// Syncs namespace `key` (its name), as upstream's `syncNamespaceFromKey`: a namespace gone
-    /// from the cache needs nothing; otherwise one deletion pass runs.
-    pub async fn sync(&self, key: &str) -> Result<()> {
-        let start = tokio::time::Instant::now();
-        let result = match self.cache.get_by_key(key) {
-            None => {
-                tracing::info!(namespace = key, "Namespace has been deleted");
-                Ok(())
-            }
-            Some(namespace) => {
-                let name = namespace.metadata.name.as_deref().unwrap_or(key);
-                self.deleter.delete(name).await
-            }
-        };
-        tracing::debug!(namespace = key, duration = ?start.elapsed(), "Finished syncing namespace");
-        result
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -336,6 +297,47 @@ impl ResourceEventHandler<Namespace> for NamespaceEventHandlers {
 
     fn on_update(&self, _old: Arc<Namespace>, new: Arc<Namespace>) {
         self.enqueue_namespace(&new);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker wiring and sync
+// ---------------------------------------------------------------------------------------------
+
+impl NamespaceController {
+    /// Takes one name and syncs it through the shared worker with [`ERROR_POLICY`]: forgotten
+    /// on success, back after half the estimate plus a second while content remains, requeued
+    /// rate-limited on any other failure (or a panic). False once the queue has shut down.
+    pub async fn process_next_work_item(&self) -> bool {
+        process_next_work_item(
+            CONTROLLER_NAME,
+            &self.queue,
+            &ERROR_POLICY,
+            |key| async move { self.sync(&key).await },
+        )
+        .await
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Sync
+    // -----------------------------------------------------------------------------------------
+
+    /// Syncs namespace `key` (its name), as upstream's `syncNamespaceFromKey`: a namespace gone
+    /// from the cache needs nothing; otherwise one deletion pass runs.
+    pub async fn sync(&self, key: &str) -> Result<()> {
+        let start = tokio::time::Instant::now();
+        let result = match self.cache.get_by_key(key) {
+            None => {
+                tracing::info!(namespace = key, "Namespace has been deleted");
+                Ok(())
+            }
+            Some(namespace) => {
+                let name = namespace.metadata.name.as_deref().unwrap_or(key);
+                self.deleter.delete(name).await
+            }
+        };
+        tracing::debug!(namespace = key, duration = ?start.elapsed(), "Finished syncing namespace");
+        result
     }
 }
 

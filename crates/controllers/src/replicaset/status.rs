@@ -19,8 +19,11 @@ use kcm_machinery::controller::pod_control::{FAILED_CREATE_POD_REASON, FAILED_DE
 use kcm_machinery::controller::{is_pod_available, is_pod_ready};
 
 use super::client::ReplicaSetClient;
-use super::controller::STATUS_UPDATE_RETRIES;
 use super::{Error, Result};
+
+/// How many times a failed `/status` update is retried (after re-reading the ReplicaSet), as
+/// upstream's `statusUpdateRetries`.
+pub const STATUS_UPDATE_RETRIES: usize = 1;
 
 /// The condition type set while creating or deleting pods fails, as apps/v1
 /// `ReplicaSetReplicaFailure`.

@@ -259,11 +259,60 @@ impl ServiceAccountsController {
         .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
+}
 
-    // -----------------------------------------------------------------------------------------
-    // Worker loop
-    // -----------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------
+// Event handlers
+// ---------------------------------------------------------------------------------------------
 
+/// Both informers' handlers: a namespace added or updated, or a ServiceAccount deleted, queues
+/// the namespace's name. Cheap to clone (shares the queue).
+#[derive(Clone)]
+pub struct ServiceAccountEventHandlers {
+    /// The controller's queue.
+    queue: RateLimitingQueue<String>,
+}
+
+impl std::fmt::Debug for ServiceAccountEventHandlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceAccountEventHandlers")
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceAccountEventHandlers {
+    fn enqueue(&self, name: Option<&str>) {
+        match name.filter(|n| !n.is_empty()) {
+            Some(name) => self.queue.add(name.to_owned()),
+            None => tracing::error!("Couldn't get the namespace of an object without one"),
+        }
+    }
+}
+
+impl ResourceEventHandler<Namespace> for ServiceAccountEventHandlers {
+    /// Upstream's `namespaceAdded`.
+    fn on_add(&self, namespace: Arc<Namespace>, _is_in_initial_list: bool) {
+        self.enqueue(namespace.metadata.name.as_deref());
+    }
+
+    /// Upstream's `namespaceUpdated` (also resyncs and relists).
+    fn on_update(&self, _old: Arc<Namespace>, new: Arc<Namespace>) {
+        self.enqueue(new.metadata.name.as_deref());
+    }
+}
+
+impl ResourceEventHandler<ServiceAccount> for ServiceAccountEventHandlers {
+    /// Upstream's `serviceAccountDeleted`: the namespace may need the account again.
+    fn on_delete(&self, account: DeletedObject<ServiceAccount>) {
+        self.enqueue(account.object().metadata.namespace.as_deref());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker wiring and sync
+// ---------------------------------------------------------------------------------------------
+
+impl ServiceAccountsController {
     /// Takes one name and syncs it through the shared worker: forgotten on success, requeued
     /// rate-limited on failure or panic. False once the queue has shut down.
     pub async fn process_next_work_item(&self) -> bool {
@@ -323,53 +372,6 @@ impl ServiceAccountsController {
             None => Ok(()),
             Some(err) => Err(err),
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Event handlers
-// ---------------------------------------------------------------------------------------------
-
-/// Both informers' handlers: a namespace added or updated, or a ServiceAccount deleted, queues
-/// the namespace's name. Cheap to clone (shares the queue).
-#[derive(Clone)]
-pub struct ServiceAccountEventHandlers {
-    /// The controller's queue.
-    queue: RateLimitingQueue<String>,
-}
-
-impl std::fmt::Debug for ServiceAccountEventHandlers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceAccountEventHandlers")
-            .finish_non_exhaustive()
-    }
-}
-
-impl ServiceAccountEventHandlers {
-    fn enqueue(&self, name: Option<&str>) {
-        match name.filter(|n| !n.is_empty()) {
-            Some(name) => self.queue.add(name.to_owned()),
-            None => tracing::error!("Couldn't get the namespace of an object without one"),
-        }
-    }
-}
-
-impl ResourceEventHandler<Namespace> for ServiceAccountEventHandlers {
-    /// Upstream's `namespaceAdded`.
-    fn on_add(&self, namespace: Arc<Namespace>, _is_in_initial_list: bool) {
-        self.enqueue(namespace.metadata.name.as_deref());
-    }
-
-    /// Upstream's `namespaceUpdated` (also resyncs and relists).
-    fn on_update(&self, _old: Arc<Namespace>, new: Arc<Namespace>) {
-        self.enqueue(new.metadata.name.as_deref());
-    }
-}
-
-impl ResourceEventHandler<ServiceAccount> for ServiceAccountEventHandlers {
-    /// Upstream's `serviceAccountDeleted`: the namespace may need the account again.
-    fn on_delete(&self, account: DeletedObject<ServiceAccount>) {
-        self.enqueue(account.object().metadata.namespace.as_deref());
     }
 }
 
