@@ -32,5 +32,6 @@ pub mod strategic_merge;
 pub mod table;
 pub mod testing;
 pub mod validation;
+pub mod version;
 
 pub use server::{RunningServer, Server, ServerConfig, StorageBackend};

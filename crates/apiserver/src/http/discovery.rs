@@ -131,9 +131,6 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
     }))
 }
 
-/// The `gitVersion` the server reports: a v1.32 API (kubectl warns about larger skews).
-pub const GIT_VERSION: &str = concat!("v1.32.0+kcm-", env!("CARGO_PKG_VERSION"));
-
 /// The `apidiscovery.k8s.io` version an `Accept` header asks for (`v2` or `v2beta1`), if it
 /// asks for aggregated discovery (`as=APIGroupDiscoveryList`), as kubectl does first.
 pub fn aggregated_version(accept: &str) -> Option<&'static str> {
@@ -254,19 +251,4 @@ fn subresource_kind_and_verbs(
         Subresource::Eviction => (("policy", "v1", "Eviction"), &["create"]),
         Subresource::Finalize => ((info.group, info.version, info.kind), &["update"]),
     }
-}
-
-/// `/version`: a v1.32-style version.
-pub fn version() -> Value {
-    json!({
-        "major": "1",
-        "minor": "32",
-        "gitVersion": GIT_VERSION,
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "1970-01-01T00:00:00Z",
-        "goVersion": "rust",
-        "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-    })
 }

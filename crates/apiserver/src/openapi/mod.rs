@@ -170,7 +170,7 @@ fn group_version_document(resources: &[Arc<dyn Strategy>], group: &str, version:
     }
     json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": crate::http::discovery::GIT_VERSION},
+        "info": {"title": "Kubernetes", "version": crate::version::GIT_VERSION},
         "paths": paths,
         "components": {"schemas": schemas},
     })

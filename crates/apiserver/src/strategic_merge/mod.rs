@@ -17,6 +17,7 @@
 //! `pkg/util/strategicpatch`), applied with the metadata of [`Schema::for_kind`]. Start
 //! with [`apply`].
 
+mod directives;
 mod error;
 mod kinds;
 mod merge;
@@ -57,10 +58,10 @@ pub fn apply_owned(original: Value, patch: Value, schema: &Schema) -> Result<Val
     };
     let has_directives = patch
         .iter()
-        .any(|(k, v)| k.starts_with('$') || merge::has_directive_keys(v));
+        .any(|(k, v)| k.starts_with('$') || directives::has_directive_keys(v));
     let mut merged = Value::Object(merge::merge_map(original, patch, schema.root())?);
     if has_directives {
-        merge::strip_directive_keys(&mut merged);
+        directives::strip_directive_keys(&mut merged);
     }
     Ok(merged)
 }
