@@ -14,12 +14,12 @@
 //! - `$retainKeys: [...]` clears every field of the live map not listed.
 //!
 //! This is upstream's `StrategicMergeMapPatch` (k8s.io/apimachinery
-//! `pkg/util/strategicpatch`), applied with the metadata of [`Schema::for_kind`]. Start
-//! with [`apply`].
+//! `pkg/util/strategicpatch`), applied with the metadata of a kind's [`Schema`] (its
+//! resource entry names a root from [`kinds`]). Start with [`apply`].
 
 mod directives;
 mod error;
-mod kinds;
+pub mod kinds;
 mod merge;
 mod order;
 mod schema;
@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 /// Applies `patch` to `original` and returns the patched object.
 ///
 /// Both must be JSON objects (`null` counts as an empty object). The schema says how each
-/// list merges; see [`Schema::for_kind`]. Directive keys never reach the result.
+/// list merges; see [`kinds`]. Directive keys never reach the result.
 pub fn apply(original: &Value, patch: &Value, schema: &Schema) -> Result<Value> {
     apply_owned(original.clone(), patch.clone(), schema)
 }
@@ -72,7 +72,7 @@ mod tests {
     use serde_json::json;
 
     fn pod_schema() -> Schema {
-        Schema::for_kind("", "v1", "Pod")
+        Schema::new(&kinds::POD)
     }
 
     #[test]
@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn unknown_kind_replaces_lists() {
-        let schema = Schema::for_kind("example.com", "v1", "Widget");
+        let schema = Schema::unknown();
         let live = json!({"spec": {"items": [1, 2], "keep": true}});
         let patch = json!({"spec": {"items": [3]}});
         let got = apply(&live, &patch, &schema).expect("apply");
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn deployment_strategy_retain_keys_clears_rolling_update() {
-        let schema = Schema::for_kind("apps", "v1", "Deployment");
+        let schema = Schema::new(&kinds::DEPLOYMENT);
         let live = json!({"spec": {"strategy": {
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": 1}
@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn directives_in_added_values_do_not_leak_into_the_result() {
-        let schema = Schema::for_kind("apps", "v1", "Deployment");
+        let schema = Schema::new(&kinds::DEPLOYMENT);
         let live = json!({"spec": {}});
         let patch = json!({"spec": {
             "strategy": {"$retainKeys": ["type"], "type": "Recreate"},
