@@ -218,3 +218,45 @@ fn aggregated_resource(def: &ResourceDef) -> Value {
     }
     entry
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::registry::resource::fixtures;
+    use crate::storage::memory::MemoryStorage;
+
+    fn registry() -> Registry {
+        Registry::with_resources(Arc::new(MemoryStorage::new()), fixtures::ALL)
+    }
+
+    #[test]
+    fn resource_lists_carry_each_entrys_verbs() {
+        let registry = registry();
+        let core = resources(&registry, "", "v1").expect("core");
+        assert_eq!(core["resources"][0]["name"], "componentstatuses");
+        assert_eq!(core["resources"][0]["verbs"], json!(["get", "list"]));
+        assert_eq!(core["resources"][0]["shortNames"], json!(["cs"]));
+        assert_eq!(core["resources"][0]["singularName"], "componentstatus");
+        let authz = resources(&registry, "authorization.k8s.io", "v1").expect("authz");
+        assert_eq!(authz["resources"][0]["verbs"], json!(["create"]));
+        assert_eq!(authz["resources"][0]["namespaced"], false);
+        assert!(resources(&registry, "apps", "v1").is_none());
+    }
+
+    #[test]
+    fn aggregated_discovery_carries_each_entrys_verbs() {
+        let registry = registry();
+        let apis = aggregated(&registry, false, "v2");
+        let group = &apis["items"][0];
+        assert_eq!(group["metadata"]["name"], "authorization.k8s.io");
+        let review = &group["versions"][0]["resources"][0];
+        assert_eq!(review["resource"], "selfsubjectaccessreviews");
+        assert_eq!(review["verbs"], json!(["create"]));
+        assert_eq!(review["scope"], "Cluster");
+        let core = aggregated(&registry, true, "v2");
+        let cs = &core["items"][0]["versions"][0]["resources"][0];
+        assert_eq!(cs["verbs"], json!(["get", "list"]));
+    }
+}

@@ -342,3 +342,148 @@ fn watch_response(
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http_body_util::BodyExt;
+    use tokio_util::sync::CancellationToken;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::http::{AppState, router};
+    use crate::registry::Registry;
+    use crate::registry::resource::fixtures;
+    use crate::registry::watch::WatchSettings;
+    use crate::storage::memory::MemoryStorage;
+
+    const TOKEN: &str = "t0ken";
+
+    fn state() -> Arc<AppState> {
+        Arc::new(AppState {
+            registry: Arc::new(Registry::with_resources(
+                Arc::new(MemoryStorage::new()),
+                fixtures::ALL,
+            )),
+            token: TOKEN.to_owned(),
+            max_body_bytes: 1 << 20,
+            watch: WatchSettings {
+                bookmark_interval: Duration::from_secs(60),
+                shutdown: CancellationToken::new(),
+            },
+            server_address: "127.0.0.1:6443".to_owned(),
+        })
+    }
+
+    async fn send(state: &Arc<AppState>, method: Method, uri: &str, body: &str) -> (u16, Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(http::header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+            .header(CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_owned()))
+            .expect("request");
+        let response = router(Arc::clone(state))
+            .oneshot(req)
+            .await
+            .expect("answer");
+        let code = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    #[tokio::test]
+    async fn verbs_a_resource_does_not_serve_are_method_not_allowed() {
+        let state = state();
+        let cs = "/api/v1/componentstatuses";
+        let reviews = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+        let review = r#"{"spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}}}"#;
+        struct Case {
+            name: &'static str,
+            method: Method,
+            uri: String,
+            body: &'static str,
+            code: u16,
+        }
+        let cases = [
+            Case {
+                name: "read-only list",
+                method: Method::GET,
+                uri: cs.to_owned(),
+                body: "",
+                code: 200,
+            },
+            Case {
+                name: "read-only get of a missing object",
+                method: Method::GET,
+                uri: format!("{cs}/etcd-0"),
+                body: "",
+                code: 404,
+            },
+            Case {
+                name: "read-only watch",
+                method: Method::GET,
+                uri: format!("{cs}?watch=true"),
+                body: "",
+                code: 405,
+            },
+            Case {
+                name: "read-only create",
+                method: Method::POST,
+                uri: cs.to_owned(),
+                body: r#"{"metadata": {"name": "etcd-0"}}"#,
+                code: 405,
+            },
+            Case {
+                name: "read-only delete",
+                method: Method::DELETE,
+                uri: format!("{cs}/etcd-0"),
+                body: "",
+                code: 405,
+            },
+            Case {
+                name: "read-only delete collection",
+                method: Method::DELETE,
+                uri: cs.to_owned(),
+                body: "",
+                code: 405,
+            },
+            Case {
+                name: "create-only list",
+                method: Method::GET,
+                uri: reviews.to_owned(),
+                body: "",
+                code: 405,
+            },
+            Case {
+                name: "create-only update",
+                method: Method::PUT,
+                uri: format!("{reviews}/x"),
+                body: review,
+                code: 405,
+            },
+            Case {
+                name: "create-only create",
+                method: Method::POST,
+                uri: reviews.to_owned(),
+                body: review,
+                code: 201,
+            },
+        ];
+        for case in cases {
+            let (code, body) = send(&state, case.method, &case.uri, case.body).await;
+            assert_eq!(code, case.code, "{}: {body}", case.name);
+            if code == 405 {
+                assert_eq!(body["reason"], "MethodNotAllowed", "{}", case.name);
+            }
+        }
+        let (_, created) = send(&state, Method::POST, reviews, review).await;
+        assert_eq!(created["status"]["allowed"], true);
+    }
+}

@@ -616,4 +616,42 @@ mod tests {
             "listAppsV1DeploymentForAllNamespaces"
         );
     }
+
+    #[test]
+    fn only_served_verbs_get_operations() {
+        use crate::registry::resource::fixtures::{ACCESS_REVIEWS, COMPONENT_STATUSES};
+        let common = common();
+        let names = ResourceNames {
+            kind: "k",
+            list: "l",
+            scale: None,
+            binding: None,
+            eviction: None,
+            common: &common,
+        };
+        let ops = |paths: &Map<String, Value>, path: &str| -> Vec<String> {
+            paths.get(path).map_or_else(Vec::new, |item| {
+                item.as_object()
+                    .expect("item")
+                    .keys()
+                    .filter(|k| *k != "parameters")
+                    .cloned()
+                    .collect()
+            })
+        };
+        let mut paths = Map::new();
+        add_resource(&mut paths, &COMPONENT_STATUSES, &names);
+        assert_eq!(ops(&paths, "/api/v1/componentstatuses"), ["get"]);
+        assert_eq!(ops(&paths, "/api/v1/componentstatuses/{name}"), ["get"]);
+
+        let mut paths = Map::new();
+        add_resource(&mut paths, &ACCESS_REVIEWS, &names);
+        let collection = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+        assert_eq!(ops(&paths, collection), ["post"]);
+        assert_eq!(paths.len(), 1, "no object path: {:?}", paths.keys());
+        assert_eq!(
+            paths[collection]["post"]["operationId"],
+            "createAuthorizationV1SelfSubjectAccessReview"
+        );
+    }
 }

@@ -23,7 +23,8 @@ const GENERATE_NAME_ATTEMPTS: usize = 8;
 
 impl Registry {
     /// Creates an object in `namespace` (ignored for cluster-scoped resources) and returns it
-    /// as stored, with `resourceVersion`.
+    /// as stored, with `resourceVersion`; a [transient](ResourceDef::transient) resource's
+    /// object is answered, never stored.
     pub async fn create(
         &self,
         def: &ResourceDef,
@@ -34,6 +35,13 @@ impl Registry {
         let mut obj = check_kind(def, body)?;
         bind_namespace(def, &mut obj, namespace)?;
         let warnings = self.check_fields(def, &obj, opts.field_validation, Decoded::Body)?;
+        if !def.is_stored() {
+            return create_transient(def, obj).map(|object| WriteOutcome {
+                object,
+                created: true,
+                warnings,
+            });
+        }
         self.create_checked(def, obj, opts.dry_run)
             .await
             .map(|object| WriteOutcome {
@@ -107,6 +115,17 @@ impl Registry {
             }
         }
     }
+}
+
+/// The create of a never-stored resource (a review API), as upstream's review `REST.Create`s:
+/// the decoded request is validated by the strategy, completed by its `prepare_for_create`
+/// (which fills `status`) and answered. Object metadata rules and admission do not apply
+/// (reviews have no name, and NamespaceLifecycle skips them).
+fn create_transient(def: &ResourceDef, obj: Value) -> Result<Value> {
+    let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
+    def.check(object::name(&obj), def.strategy.validate(&obj))?;
+    def.strategy.prepare_for_create(&mut obj);
+    Ok(obj)
 }
 
 /// Checks `apiVersion` and `kind` of a request body against the resource (both optional).
@@ -210,5 +229,52 @@ mod tests {
         assert_eq!(object::namespace(&obj), "ns");
         let mut other = json!({"metadata": {"namespace": "b"}});
         assert!(bind_namespace(&pod::PODS, &mut other, "ns").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_transient_create_answers_the_completed_object_and_stores_nothing() {
+        use std::sync::Arc;
+
+        use crate::registry::resource::fixtures;
+        use crate::storage::memory::MemoryStorage;
+
+        let registry = Registry::with_resources(Arc::new(MemoryStorage::new()), fixtures::ALL);
+        let review = json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}},
+        });
+        let outcome = registry
+            .create(
+                &fixtures::ACCESS_REVIEWS,
+                "",
+                review,
+                &WriteOptions::default(),
+            )
+            .await
+            .expect("created");
+        assert!(outcome.created);
+        assert_eq!(outcome.object["status"]["allowed"], true);
+        assert_eq!(
+            outcome.object["spec"]["resourceAttributes"]["resource"],
+            "pods"
+        );
+        assert!(outcome.object.pointer("/metadata/uid").is_none());
+        assert_eq!(
+            registry.storage().current_revision().await.expect("rev"),
+            0,
+            "nothing was written"
+        );
+
+        let invalid = json!({"kind": "SelfSubjectAccessReview", "spec": {}});
+        let err = registry
+            .create(
+                &fixtures::ACCESS_REVIEWS,
+                "",
+                invalid,
+                &WriteOptions::default(),
+            )
+            .await
+            .expect_err("invalid");
+        assert_eq!(err.code, 422);
     }
 }

@@ -521,6 +521,62 @@ impl ResourceDef {
     }
 }
 
+/// Entries of shapes no served resource has yet (read-only, create-only and never stored),
+/// for the tests of the layers that read verbs and storage.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+    use k8s_openapi::api::core::v1::ComponentStatus;
+    use serde_json::{Value, json};
+
+    use super::{ResourceDef, Verbs};
+    use crate::registry::strategy::Strategy;
+    use crate::strategic_merge::kinds;
+    use crate::table::printers;
+    use crate::validation::FieldError;
+
+    /// core/v1 componentstatuses: read-only.
+    pub static COMPONENT_STATUSES: ResourceDef = ResourceDef::of::<ComponentStatus>()
+        .short_names(&["cs"])
+        .verbs(Verbs::READ_ONLY)
+        .printer(printers::GENERIC)
+        .merge_schema(&kinds::METADATA_ONLY);
+
+    /// authorization.k8s.io/v1 selfsubjectaccessreviews: create-only, never stored, every
+    /// review allowed.
+    pub static ACCESS_REVIEWS: ResourceDef = ResourceDef::of::<SelfSubjectAccessReview>()
+        .transient()
+        .strategy(&AllowAll)
+        .printer(printers::GENERIC)
+        .merge_schema(&kinds::METADATA_ONLY);
+
+    /// Both.
+    pub static ALL: &[&ResourceDef] = &[&COMPONENT_STATUSES, &ACCESS_REVIEWS];
+
+    /// Answers every review with `allowed: true`; a review must name resource or
+    /// non-resource attributes, as upstream's `ValidateSelfSubjectAccessReviewSpec`.
+    struct AllowAll;
+
+    impl Strategy for AllowAll {
+        fn prepare_for_create(&self, obj: &mut Value) {
+            obj["status"] = json!({"allowed": true});
+        }
+
+        fn validate(&self, obj: &Value) -> Vec<FieldError> {
+            let spec = obj.get("spec");
+            let named = |field: &str| spec.and_then(|s| s.get(field)).is_some();
+            if named("resourceAttributes") || named("nonResourceAttributes") {
+                return Vec::new();
+            }
+            vec![FieldError::invalid(
+                "spec.resourceAttributes",
+                Value::Null,
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )]
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::apps::v1::Deployment;
