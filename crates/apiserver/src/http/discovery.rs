@@ -259,4 +259,23 @@ mod tests {
         let cs = &core["items"][0]["versions"][0]["resources"][0];
         assert_eq!(cs["verbs"], json!(["get", "list"]));
     }
+
+    #[test]
+    fn a_group_prefers_the_version_listed_first() {
+        let registry = Registry::with_resources(Arc::new(MemoryStorage::new()), fixtures::HPAS);
+        let autoscaling = group(&registry, "autoscaling").expect("served");
+        assert_eq!(
+            autoscaling["preferredVersion"]["groupVersion"],
+            "autoscaling/v2"
+        );
+        let versions: Vec<&str> = autoscaling["versions"]
+            .as_array()
+            .expect("versions")
+            .iter()
+            .filter_map(|v| v["version"].as_str())
+            .collect();
+        assert_eq!(versions, ["v2", "v1"]);
+        let v1 = resources(&registry, "autoscaling", "v1").expect("v1");
+        assert_eq!(v1["resources"][0]["kind"], "HorizontalPodAutoscaler");
+    }
 }

@@ -68,7 +68,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
     // A resource serves only its verbs: the others are 405, as upstream, which installs no
     // handler for them. A collection GET is a list or a watch, known once the query is read.
     if sub.is_none()
-        && let Some(verb) = main_verb(&method, r.name.is_some(), false)
+        && let Some(verb) = main_verb(&method, r.name.is_some())
         && !def.serves(verb)
     {
         return Err(method_not_allowed(def, &method));
@@ -296,11 +296,10 @@ fn patch_type(headers: &http::HeaderMap) -> Result<PatchType> {
         .ok_or_else(|| ApiError::unsupported_media_type(content_type, &PatchType::MEDIA_TYPES))
 }
 
-/// The verb of a request to a resource's main paths (collection or object); `watch` tells a
-/// watch from a list. `None` for methods no verb maps to.
-fn main_verb(method: &Method, object: bool, watch: bool) -> Option<Verbs> {
+/// The verb of a request to a resource's main paths (collection or `object`), a collection
+/// GET counting as a list; `None` for methods no verb maps to.
+fn main_verb(method: &Method, object: bool) -> Option<Verbs> {
     Some(match (method, object) {
-        (&Method::GET, false) if watch => Verbs::WATCH,
         (&Method::GET, false) => Verbs::LIST,
         (&Method::POST, false) => Verbs::CREATE,
         (&Method::DELETE, false) => Verbs::DELETE_COLLECTION,

@@ -277,4 +277,53 @@ mod tests {
             .expect_err("invalid");
         assert_eq!(err.code, 422);
     }
+
+    #[tokio::test]
+    async fn versions_sharing_a_storage_read_each_others_writes_converted() {
+        use std::sync::Arc;
+
+        use bytes::Bytes;
+
+        use crate::registry::resource::fixtures::{HPAS, HPAS_V1, HPAS_V2};
+        use crate::storage::memory::MemoryStorage;
+
+        let registry = Registry::with_resources(Arc::new(MemoryStorage::new()), HPAS);
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}});
+        registry
+            .storage()
+            .create(
+                "/registry/core/namespaces/ns",
+                Bytes::from(serde_json::to_vec(&ns).expect("json")),
+            )
+            .await
+            .expect("namespace");
+        let v1 = json!({
+            "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                     "maxReplicas": 5, "targetCPUUtilizationPercentage": 60},
+        });
+        registry
+            .create(&HPAS_V1, "ns", v1, &WriteOptions::default())
+            .await
+            .expect("created through v1");
+        let as_v2 = registry.get(&HPAS_V2, "ns", "web").await.expect("v2");
+        assert_eq!(as_v2["apiVersion"], "autoscaling/v2");
+        assert_eq!(
+            as_v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            60
+        );
+        assert!(
+            as_v2["spec"]
+                .get("targetCPUUtilizationPercentage")
+                .is_none()
+        );
+        let as_v1 = registry.get(&HPAS_V1, "ns", "web").await.expect("v1");
+        assert_eq!(as_v1["apiVersion"], "autoscaling/v1");
+        assert_eq!(as_v1["spec"]["targetCPUUtilizationPercentage"], 60);
+        assert_eq!(
+            as_v1["metadata"]["resourceVersion"],
+            as_v2["metadata"]["resourceVersion"]
+        );
+    }
 }

@@ -521,15 +521,17 @@ impl ResourceDef {
     }
 }
 
-/// Entries of shapes no served resource has yet (read-only, create-only and never stored),
-/// for the tests of the layers that read verbs and storage.
+/// Entries of shapes no served resource has yet (read-only, create-only and never stored, two
+/// versions over one storage), for the tests of the layers that read verbs and storage.
 #[cfg(test)]
 pub(crate) mod fixtures {
     use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+    use k8s_openapi::api::autoscaling::v1 as hpa_v1;
+    use k8s_openapi::api::autoscaling::v2 as hpa_v2;
     use k8s_openapi::api::core::v1::ComponentStatus;
     use serde_json::{Value, json};
 
-    use super::{ResourceDef, Verbs};
+    use super::{Conversion, ResourceDef, Verbs};
     use crate::registry::strategy::Strategy;
     use crate::strategic_merge::kinds;
     use crate::table::printers;
@@ -552,6 +554,61 @@ pub(crate) mod fixtures {
 
     /// Both.
     pub static ALL: &[&ResourceDef] = &[&COMPONENT_STATUSES, &ACCESS_REVIEWS];
+
+    /// autoscaling/v2 horizontalpodautoscalers: the stored version.
+    pub static HPAS_V2: ResourceDef = ResourceDef::of::<hpa_v2::HorizontalPodAutoscaler>()
+        .short_names(&["hpa"])
+        .printer(printers::GENERIC)
+        .merge_schema(&kinds::METADATA_ONLY);
+
+    /// autoscaling/v1 horizontalpodautoscalers, stored as v2.
+    pub static HPAS_V1: ResourceDef = ResourceDef::of::<hpa_v1::HorizontalPodAutoscaler>()
+        .short_names(&["hpa"])
+        .stored_as(
+            "autoscaling",
+            "horizontalpodautoscalers",
+            Conversion {
+                to_storage: hpa_v1_to_v2,
+                from_storage: hpa_v2_to_v1,
+            },
+        )
+        .printer(printers::GENERIC)
+        .merge_schema(&kinds::METADATA_ONLY);
+
+    /// Two versions over one storage, the preferred one first.
+    pub static HPAS: &[&ResourceDef] = &[&HPAS_V2, &HPAS_V1];
+
+    /// v1's CPU target as v2's one metric (upstream's conversion also keeps the other
+    /// metrics in an annotation; the fixture needs only this one).
+    fn hpa_v1_to_v2(mut obj: Value) -> Value {
+        obj["apiVersion"] = json!("autoscaling/v2");
+        let target = obj
+            .get_mut("spec")
+            .and_then(Value::as_object_mut)
+            .and_then(|spec| spec.remove("targetCPUUtilizationPercentage"));
+        if let Some(target) = target {
+            obj["spec"]["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": target}}}]);
+        }
+        obj
+    }
+
+    /// v2's CPU utilization metric as v1's CPU target.
+    fn hpa_v2_to_v1(mut obj: Value) -> Value {
+        obj["apiVersion"] = json!("autoscaling/v1");
+        let metrics = obj
+            .get_mut("spec")
+            .and_then(Value::as_object_mut)
+            .and_then(|spec| spec.remove("metrics"));
+        let target = metrics
+            .as_ref()
+            .and_then(|m| m.pointer("/0/resource/target/averageUtilization"))
+            .cloned();
+        if let Some(target) = target {
+            obj["spec"]["targetCPUUtilizationPercentage"] = target;
+        }
+        obj
+    }
 
     /// Answers every review with `allowed: true`; a review must name resource or
     /// non-resource attributes, as upstream's `ValidateSelfSubjectAccessReviewSpec`.
