@@ -22,7 +22,8 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// Create-time changes (`PrepareForCreate` plus mutating admission): reset status,
-    /// start phases, add default tolerations.
+    /// start phases, add default tolerations. For a never-stored resource it completes the
+    /// answer (a review's `status`), after [`Self::validate`].
     fn prepare_for_create(&self, _obj: &mut Value) {}
 
     /// Update-time changes of the main resource (`PrepareForUpdate`), after the registry has

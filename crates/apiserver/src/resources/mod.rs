@@ -2,8 +2,9 @@
 //!
 //! # Adding a resource
 //!
-//! A resource is one `static` entry built from its k8s-openapi type, plus one line in
-//! [`ALL`]. For a resource with no behaviour of its own (most of them):
+//! A resource is one `static` entry built from its k8s-openapi type, in its API group's file
+//! here (`rbac.rs`, `batch.rs`, ...), plus one line in [`ALL`]. For a resource with no
+//! behaviour of its own (most of them):
 //!
 //! ```
 //! # use k8s_openapi::api::rbac::v1::Role;
@@ -27,7 +28,9 @@
 //!   `ShortNames()` / `Categories()` of the resource's REST storage).
 //! - `.subresources(&[Subresource::Status, Subresource::Scale])`: `/status` splits spec
 //!   from status (the main resource keeps the stored status, `/status` the stored spec);
-//!   `/scale` serves autoscaling/v1 Scale over `spec.replicas`.
+//!   `/scale` serves autoscaling/v1 Scale over `spec.replicas`. A subresource of a new kind
+//!   (`serviceaccounts/token`) is a new [`Subresource`](crate::registry::subresource::Subresource)
+//!   variant and a registry file, as `/binding` and `/eviction` are.
 //! - `.fields(&[SelectableField::string("spec.nodeName", "/spec/nodeName")])`: field
 //!   selectors beyond `metadata.name` / `metadata.namespace` (upstream's `GetAttrs`).
 //! - `.printer(printers::X)`: the `kubectl get` columns, from [`crate::table::printers`]
@@ -39,8 +42,8 @@
 //! - `.verbs(Verbs::READ_ONLY)`: a resource that is not written through the API (upstream's
 //!   read-only `componentstatuses`); discovery, the OpenAPI paths and the handlers follow.
 //! - `.transient()`: a create-only resource that is never stored (the review APIs,
-//!   `selfsubjectaccessreviews`): its create runs decode, `prepare_for_create` and
-//!   `validate` and answers with the result, which is where the strategy fills `status`.
+//!   `selfsubjectaccessreviews`): its create decodes, runs the strategy's `validate` and
+//!   then its `prepare_for_create`, which fills `status`, and answers with the result.
 //! - `.stored_as("autoscaling", "horizontalpodautoscalers", conversion)`: a version that is
 //!   not the stored one (autoscaling/v1 next to v2, events.k8s.io/v1 next to core/v1 events)
 //!   converts to and from the stored version's form with two functions. Every version is
@@ -62,7 +65,9 @@
 //!   `.decode_with(decode)`;
 //! - validation (`Validate`, `ValidateUpdate`, `ValidateStatusUpdate`) beyond object metadata;
 //! - create/update preparation (`PrepareForCreate`: reset status, start a phase;
-//!   `PrepareForUpdate`: bump the generation, keep immutable parts);
+//!   `PrepareForUpdate`: bump the generation, keep immutable parts) — a resource with
+//!   `/status` whose create drops the status, as most controllers' objects, is
+//!   [`policy::PdbStrategy`]'s shape;
 //! - a name rule other than a DNS subdomain, graceful deletion, answering a delete with the
 //!   object, create-on-update (endpoints and events share [`simple::CreateOnUpdate`]).
 //!
