@@ -7,6 +7,7 @@
 
 pub mod deployment;
 pub mod garbagecollector;
+pub mod job;
 pub mod manager;
 pub mod namespace;
 pub mod nodelifecycle;
