@@ -43,7 +43,7 @@ pub fn valid_pods_with_filter(
             {
                 return false;
             }
-            if indexed && !completion_index(p).is_some_and(|ix| ix < completions) {
+            if indexed && completion_index(p).is_none_or(|ix| ix >= completions) {
                 return false;
             }
             filter(p)

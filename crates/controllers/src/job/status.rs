@@ -341,7 +341,9 @@ mod tests {
         );
         assert!(!past_active_deadline(&j, ts("2024-01-01T00:00:09Z")));
         assert!(past_active_deadline(&j, ts("2024-01-01T00:00:10Z")));
-        j.spec.as_mut().map(|s| s.suspend = Some(true));
+        if let Some(s) = j.spec.as_mut() {
+            s.suspend = Some(true);
+        }
         assert!(
             !past_active_deadline(&j, ts("2024-01-01T01:00:00Z")),
             "suspended"
