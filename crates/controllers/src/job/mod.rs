@@ -23,6 +23,8 @@
 //!   and active-deadline checks, external management.
 //! - [`manage`]: the parallelism/completions arithmetic of `manageJob` as a plan of pods to
 //!   delete or create.
+//! - [`track_status`]: recording finished pods in `status.uncountedTerminatedPods`, picking
+//!   the finalizers to remove, and setting the terminal condition (`enactJobFinished`).
 //!
 //! Feature gates are those of Kubernetes 1.33 with their defaults: `JobBackoffLimitPerIndex`,
 //! `JobSuccessPolicy` and `JobPodReplacementPolicy` on, `JobManagedBy` on (beta),
@@ -38,6 +40,7 @@ pub mod manage;
 pub mod pod_failure_policy;
 pub mod status;
 pub mod success_policy;
+pub mod track_status;
 pub mod tracking;
 
 use k8s_openapi::api::batch::v1::Job;
