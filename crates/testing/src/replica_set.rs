@@ -1,0 +1,255 @@
+//! ReplicaSets: [`replica_set`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use crate::meta::{MetaBuilder, labels};
+use crate::selector::selector;
+use crate::template::add_template_labels;
+
+/// Builds a [`ReplicaSet`]. Start with [`replica_set`].
+#[derive(Clone, Debug, Default)]
+pub struct ReplicaSetBuilder {
+    rs: ReplicaSet,
+    /// Labels [`Self::selecting`] stamps on the template when the ReplicaSet is built, so
+    /// that `selecting` and `template` may come in either order.
+    template_labels: BTreeMap<String, String>,
+}
+
+/// A ReplicaSet named `name`; no namespace, spec or status.
+pub fn replica_set(name: &str) -> ReplicaSetBuilder {
+    ReplicaSetBuilder::default().name(name)
+}
+
+impl ReplicaSetBuilder {
+    /// Sets `spec.replicas`.
+    pub fn replicas(mut self, replicas: i32) -> Self {
+        self.spec_mut().replicas = Some(replicas);
+        self
+    }
+
+    /// Sets `spec.selector` (see [`crate::selector`] and [`crate::label_selector`]).
+    pub fn selector(mut self, selector: impl Into<LabelSelector>) -> Self {
+        self.spec_mut().selector = selector.into();
+        self
+    }
+
+    /// Selects pods labelled `pairs` (`matchLabels`) and, at `build`, adds those labels to the
+    /// template's (creating a template with no spec if there is none): the consistent pair
+    /// the API server requires.
+    pub fn selecting(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.spec_mut().selector = selector(pairs);
+        self.template_labels.extend(labels(pairs));
+        self
+    }
+
+    /// Sets `spec.template` (see [`crate::pod_template`]).
+    pub fn template(mut self, template: impl Into<PodTemplateSpec>) -> Self {
+        self.spec_mut().template = Some(template.into());
+        self
+    }
+
+    /// Sets `spec.minReadySeconds`.
+    pub fn min_ready_seconds(mut self, seconds: i32) -> Self {
+        self.spec_mut().min_ready_seconds = Some(seconds);
+        self
+    }
+
+    /// Makes `status` present even if no setter fills it.
+    pub fn default_status(mut self) -> Self {
+        self.status_mut();
+        self
+    }
+
+    /// Sets `status.replicas`.
+    pub fn status_replicas(mut self, replicas: i32) -> Self {
+        self.status_mut().replicas = replicas;
+        self
+    }
+
+    /// Sets `status.readyReplicas`.
+    pub fn ready_replicas(mut self, ready: i32) -> Self {
+        self.status_mut().ready_replicas = Some(ready);
+        self
+    }
+
+    /// Sets `status.availableReplicas`.
+    pub fn available_replicas(mut self, available: i32) -> Self {
+        self.status_mut().available_replicas = Some(available);
+        self
+    }
+
+    /// Sets `status.fullyLabeledReplicas`.
+    pub fn fully_labeled_replicas(mut self, replicas: i32) -> Self {
+        self.status_mut().fully_labeled_replicas = Some(replicas);
+        self
+    }
+
+    /// Sets `status.observedGeneration`.
+    pub fn observed_generation(mut self, generation: i64) -> Self {
+        self.status_mut().observed_generation = Some(generation);
+        self
+    }
+
+    /// Changes anything no setter names (before `selecting`'s template labels are added).
+    pub fn with(mut self, f: impl FnOnce(&mut ReplicaSet)) -> Self {
+        f(&mut self.rs);
+        self
+    }
+
+    /// The ReplicaSet.
+    pub fn build(mut self) -> ReplicaSet {
+        let stamped = std::mem::take(&mut self.template_labels);
+        if !stamped.is_empty() {
+            let template = self.spec_mut().template.get_or_insert_default();
+            add_template_labels(template, &stamped);
+        }
+        self.rs
+    }
+
+    /// The ReplicaSet, shared as caches hand it out.
+    pub fn arc(self) -> Arc<ReplicaSet> {
+        Arc::new(self.build())
+    }
+
+    fn spec_mut(&mut self) -> &mut ReplicaSetSpec {
+        self.rs.spec.get_or_insert_default()
+    }
+
+    fn status_mut(&mut self) -> &mut ReplicaSetStatus {
+        self.rs.status.get_or_insert_default()
+    }
+}
+
+impl MetaBuilder for ReplicaSetBuilder {
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.rs.metadata
+    }
+}
+
+impl From<ReplicaSetBuilder> for ReplicaSet {
+    fn from(b: ReplicaSetBuilder) -> Self {
+        b.build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PodSpecBuilder, container, pod_template};
+
+    #[test]
+    fn replica_set_defaults_to_a_name_and_nothing_else() {
+        assert_eq!(
+            replica_set("rs").build(),
+            ReplicaSet {
+                metadata: ObjectMeta {
+                    name: Some("rs".into()),
+                    ..ObjectMeta::default()
+                },
+                spec: None,
+                status: None,
+            }
+        );
+    }
+
+    #[test]
+    fn replicas_alone_leaves_selector_and_template_empty() {
+        let spec = replica_set("rs")
+            .replicas(2)
+            .build()
+            .spec
+            .unwrap_or_default();
+        assert_eq!(spec.replicas, Some(2));
+        assert_eq!(spec.selector, LabelSelector::default());
+        assert_eq!(spec.template, None);
+    }
+
+    #[test]
+    fn selecting_labels_the_template_in_either_order() {
+        let template = || {
+            pod_template()
+                .labels(&[("tier", "web")])
+                .container(container("c"))
+        };
+        for rs in [
+            replica_set("rs")
+                .selecting(&[("app", "a")])
+                .template(template())
+                .build(),
+            replica_set("rs")
+                .template(template())
+                .selecting(&[("app", "a")])
+                .build(),
+        ] {
+            let spec = rs.spec.unwrap_or_default();
+            assert_eq!(spec.selector, selector(&[("app", "a")]));
+            let t = spec.template.unwrap_or_default();
+            assert_eq!(
+                t.metadata.and_then(|m| m.labels),
+                Some(labels(&[("app", "a"), ("tier", "web")]))
+            );
+            assert_eq!(t.spec.map(|s| s.containers.len()), Some(1));
+        }
+    }
+
+    #[test]
+    fn selecting_without_a_template_creates_one_without_spec() {
+        let t = replica_set("rs")
+            .selecting(&[("app", "a")])
+            .build()
+            .spec
+            .and_then(|s| s.template)
+            .unwrap_or_default();
+        assert_eq!(
+            t.metadata.and_then(|m| m.labels),
+            Some(labels(&[("app", "a")]))
+        );
+        assert_eq!(t.spec, None);
+    }
+
+    #[test]
+    fn status_setters() {
+        let status = replica_set("rs")
+            .status_replicas(3)
+            .ready_replicas(2)
+            .available_replicas(1)
+            .fully_labeled_replicas(3)
+            .observed_generation(4)
+            .build()
+            .status
+            .unwrap_or_default();
+        assert_eq!(
+            status,
+            ReplicaSetStatus {
+                replicas: 3,
+                ready_replicas: Some(2),
+                available_replicas: Some(1),
+                fully_labeled_replicas: Some(3),
+                observed_generation: Some(4),
+                ..ReplicaSetStatus::default()
+            }
+        );
+        let only = replica_set("rs")
+            .status_replicas(1)
+            .build()
+            .status
+            .unwrap_or_default();
+        assert_eq!(only.ready_replicas, None);
+        assert_eq!(only.available_replicas, None);
+    }
+
+    #[test]
+    fn min_ready_and_default_status() {
+        let rs = replica_set("rs")
+            .min_ready_seconds(5)
+            .default_status()
+            .build();
+        assert_eq!(rs.spec.and_then(|s| s.min_ready_seconds), Some(5));
+        assert_eq!(rs.status, Some(ReplicaSetStatus::default()));
+    }
+}
