@@ -49,6 +49,12 @@ impl ContainerBuilder {
         self
     }
 
+    /// Sets `restartPolicy`: `"Always"` makes an init container a sidecar.
+    pub fn restart_policy(mut self, policy: &str) -> Self {
+        self.container.restart_policy = Some(policy.to_owned());
+        self
+    }
+
     /// Adds a TCP container port.
     pub fn port(mut self, port: i32) -> Self {
         self.container
@@ -195,6 +201,7 @@ mod tests {
             .request("memory", "128Mi")
             .limit("cpu", "1")
             .port(8080)
+            .restart_policy("Always")
             .build();
         assert_eq!(c.image.as_deref(), Some("nginx"));
         let resources = c.resources.unwrap_or_default();
@@ -206,6 +213,7 @@ mod tests {
         let ports = c.ports.unwrap_or_default();
         assert_eq!(ports[0].container_port, 8080);
         assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+        assert_eq!(c.restart_policy.as_deref(), Some("Always"));
     }
 
     #[test]
