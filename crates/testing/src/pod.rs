@@ -154,6 +154,7 @@ mod tests {
         let p = pod("p")
             .node("n1")
             .container(container("c").image("nginx"))
+            .init_container(container("init"))
             .toleration(toleration("k").exists())
             .node_selector(&[("zone", "a")])
             .restart_policy("Never")
@@ -164,6 +165,7 @@ mod tests {
         let spec = p.spec.unwrap_or_default();
         assert_eq!(spec.node_name.as_deref(), Some("n1"));
         assert_eq!(spec.containers.len(), 1);
+        assert_eq!(spec.init_containers.map(|c| c.len()), Some(1));
         assert_eq!(spec.tolerations.map(|t| t.len()), Some(1));
         assert_eq!(spec.node_selector.map(|s| s.len()), Some(1));
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));

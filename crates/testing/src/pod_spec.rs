@@ -29,6 +29,15 @@ pub trait PodSpecBuilder: Sized {
         self
     }
 
+    /// Appends an init container.
+    fn init_container(mut self, container: impl Into<Container>) -> Self {
+        self.pod_spec_mut()
+            .init_containers
+            .get_or_insert_default()
+            .push(container.into());
+        self
+    }
+
     /// Appends a toleration.
     fn toleration(mut self, toleration: impl Into<Toleration>) -> Self {
         self.pod_spec_mut()
