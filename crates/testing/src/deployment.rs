@@ -29,6 +29,13 @@ pub fn deployment(name: &str) -> DeploymentBuilder {
 }
 
 impl DeploymentBuilder {
+    /// Makes `spec` present even if no setter fills it (replicas, selector and template
+    /// unset).
+    pub fn default_spec(mut self) -> Self {
+        self.spec_mut();
+        self
+    }
+
     /// Sets `spec.replicas`.
     pub fn replicas(mut self, replicas: i32) -> Self {
         self.spec_mut().replicas = Some(replicas);
@@ -223,6 +230,10 @@ mod tests {
             .paused(true)
             .default_status()
             .build();
+        assert_eq!(
+            deployment("d").default_spec().build().spec,
+            Some(DeploymentSpec::default())
+        );
         let spec = d.spec.unwrap_or_default();
         assert_eq!(spec.replicas, Some(3));
         assert_eq!(spec.revision_history_limit, Some(10));

@@ -46,6 +46,12 @@ impl NodeBuilder {
         self
     }
 
+    /// Sets `spec.taints` to exactly `taints` (an empty list stays present).
+    pub fn taints(mut self, taints: Vec<Taint>) -> Self {
+        self.spec_mut().taints = Some(taints);
+        self
+    }
+
     /// Sets `spec.podCIDR`.
     pub fn pod_cidr(mut self, cidr: &str) -> Self {
         self.spec_mut().pod_cidr = Some(cidr.to_owned());
@@ -58,6 +64,13 @@ impl NodeBuilder {
             .conditions
             .get_or_insert_default()
             .push(condition.into());
+        self
+    }
+
+    /// Sets `status.conditions` to exactly `conditions` (an empty list stays present, as a
+    /// node that never posted its status has).
+    pub fn conditions(mut self, conditions: Vec<NodeCondition>) -> Self {
+        self.status_mut().conditions = Some(conditions);
         self
     }
 
@@ -144,6 +157,18 @@ mod tests {
         let n = node("n").default_spec().default_status().build();
         assert_eq!(n.spec, Some(NodeSpec::default()));
         assert_eq!(n.status, Some(NodeStatus::default()));
+    }
+
+    #[test]
+    fn conditions_and_taints_replace_and_keep_an_empty_list() {
+        let n = node("n")
+            .condition(node_condition("Ready", "True"))
+            .conditions(vec![])
+            .taint(taint("k", "NoSchedule"))
+            .taints(vec![])
+            .build();
+        assert_eq!(n.status.and_then(|s| s.conditions), Some(vec![]));
+        assert_eq!(n.spec.and_then(|s| s.taints), Some(vec![]));
     }
 
     #[test]

@@ -26,6 +26,13 @@ pub fn replica_set(name: &str) -> ReplicaSetBuilder {
 }
 
 impl ReplicaSetBuilder {
+    /// Makes `spec` present even if no setter fills it (replicas, selector and template
+    /// unset).
+    pub fn default_spec(mut self) -> Self {
+        self.spec_mut();
+        self
+    }
+
     /// Sets `spec.replicas`.
     pub fn replicas(mut self, replicas: i32) -> Self {
         self.spec_mut().replicas = Some(replicas);
@@ -244,7 +251,11 @@ mod tests {
     }
 
     #[test]
-    fn min_ready_and_default_status() {
+    fn min_ready_and_default_spec_and_status() {
+        assert_eq!(
+            replica_set("rs").default_spec().build().spec,
+            Some(ReplicaSetSpec::default())
+        );
         let rs = replica_set("rs")
             .min_ready_seconds(5)
             .default_status()
