@@ -6,7 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStatus, DeploymentStrategy, RollingUpdateDeployment,
 };
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -59,6 +59,18 @@ impl DeploymentBuilder {
     /// Sets `spec.template` (see [`crate::pod_template`]).
     pub fn template(mut self, template: impl Into<PodTemplateSpec>) -> Self {
         self.spec_mut().template = template.into();
+        self
+    }
+
+    /// Appends a container to the template's pod spec (creating it): for the usual
+    /// one-container Deployment without spelling out a [`crate::pod_template`].
+    pub fn container(mut self, container: impl Into<Container>) -> Self {
+        self.spec_mut()
+            .template
+            .spec
+            .get_or_insert_default()
+            .containers
+            .push(container.into());
         self
     }
 
@@ -197,6 +209,20 @@ mod tests {
             );
             assert_eq!(spec.template.spec.map(|s| s.containers.len()), Some(1));
         }
+    }
+
+    #[test]
+    fn container_fills_the_template_spec() {
+        let d = deployment("d")
+            .selecting(&[("app", "d")])
+            .container(container("app").image("nginx"))
+            .build();
+        let t = d.spec.map(|s| s.template).unwrap_or_default();
+        assert_eq!(
+            t.metadata.and_then(|m| m.labels),
+            Some(labels(&[("app", "d")]))
+        );
+        assert_eq!(t.spec.map(|s| s.containers.len()), Some(1));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::meta::{MetaBuilder, labels};
@@ -57,6 +57,19 @@ impl ReplicaSetBuilder {
     /// Sets `spec.template` (see [`crate::pod_template`]).
     pub fn template(mut self, template: impl Into<PodTemplateSpec>) -> Self {
         self.spec_mut().template = Some(template.into());
+        self
+    }
+
+    /// Appends a container to the template's pod spec (creating both): for the usual
+    /// one-container ReplicaSet without spelling out a [`crate::pod_template`].
+    pub fn container(mut self, container: impl Into<Container>) -> Self {
+        self.spec_mut()
+            .template
+            .get_or_insert_default()
+            .spec
+            .get_or_insert_default()
+            .containers
+            .push(container.into());
         self
     }
 
@@ -217,6 +230,24 @@ mod tests {
             Some(labels(&[("app", "a")]))
         );
         assert_eq!(t.spec, None);
+    }
+
+    #[test]
+    fn container_fills_the_template_spec() {
+        let t = replica_set("rs")
+            .selecting(&[("app", "a")])
+            .container(container("app").image("pause"))
+            .build()
+            .spec
+            .and_then(|s| s.template)
+            .unwrap_or_default();
+        assert_eq!(
+            t.metadata.and_then(|m| m.labels),
+            Some(labels(&[("app", "a")]))
+        );
+        let containers = t.spec.map(|s| s.containers).unwrap_or_default();
+        assert_eq!(containers.len(), 1);
+        assert_eq!(containers[0].image.as_deref(), Some("pause"));
     }
 
     #[test]
