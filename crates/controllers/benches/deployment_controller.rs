@@ -18,7 +18,7 @@ use kcm_controllers::deployment::{
 };
 use kcm_machinery::events::FakeRecorder;
 use kcm_machinery::informer::store::Indexer;
-use kcm_testing::{MetaBuilder, container, controller_ref_of};
+use kcm_testing::{MetaBuilder, WorkloadBuilder, container, controller_ref_of};
 
 fn deployment(name: &str, version: usize) -> Deployment {
     let quarter = || IntOrString::String("25%".into());

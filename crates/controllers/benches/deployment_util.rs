@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kcm_controllers::deployment::util::{find, hash, scale, status, template};
-use kcm_testing::{MetaBuilder, replica_set, selector};
+use kcm_testing::{MetaBuilder, WorkloadBuilder, replica_set, selector};
 
 const TEMPLATE: &str = r#"{
   "metadata": {"labels": {"app": "web"}},

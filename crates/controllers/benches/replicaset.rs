@@ -15,7 +15,9 @@ use kcm_controllers::replicaset::{
 };
 use kcm_machinery::controller::FakePodControl;
 use kcm_machinery::informer::Indexer;
-use kcm_testing::{MetaBuilder, PodSpecBuilder, controller_ref_of, owner_ref, pod_template};
+use kcm_testing::{
+    MetaBuilder, PodSpecBuilder, WorkloadBuilder, controller_ref_of, owner_ref, pod_template,
+};
 
 /// ReplicaSet `default/<name>` selecting `app=<name>`, owned by Deployment `owner`.
 fn replica_set(name: &str, replicas: i32, owner: &str) -> ReplicaSet {

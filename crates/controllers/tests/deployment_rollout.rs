@@ -30,7 +30,7 @@ use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::{ResourceEventHandler, SharedInformerFactory};
 use kcm_machinery::labels::Selector;
-use kcm_testing::container;
+use kcm_testing::{WorkloadBuilder, container};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;

@@ -21,7 +21,7 @@ use kcm_controllers::garbagecollector::{
 };
 use kcm_machinery::events::FakeRecorder;
 use kcm_machinery::informer::SharedInformerFactory;
-use kcm_testing::{MetaBuilder, PodSpecBuilder, container, owner_ref_of};
+use kcm_testing::{MetaBuilder, PodSpecBuilder, WorkloadBuilder, container, owner_ref_of};
 use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use manager_support::{timed, wait_until};

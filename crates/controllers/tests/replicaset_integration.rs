@@ -27,7 +27,7 @@ use kcm_machinery::controller::pod_control;
 use kcm_machinery::controller::{PodControl, RealPodControl, get_controller_of};
 use kcm_machinery::events::{EventBroadcaster, EventRecorder, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
-use kcm_testing::{MetaBuilder, container, pod};
+use kcm_testing::{MetaBuilder, WorkloadBuilder, container, pod};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };

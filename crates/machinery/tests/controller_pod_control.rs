@@ -6,14 +6,14 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcm_machinery::controller::api_status::{self, ApiStatus};
 use kcm_machinery::controller::pod_control::{self, PodControl, RealPodControl};
 use kcm_machinery::controller::{PodControllerRefManager, new_controller_ref};
 use kcm_machinery::events::{EventType, FakeRecorder};
 use kcm_machinery::labels::Selector;
-use kcm_testing::{MetaBuilder, PodSpecBuilder, container, pod, pod_template};
+use kcm_testing::{MetaBuilder, PodSpecBuilder, container, object_ref_of, pod, pod_template};
 use kube::core::{GroupVersionKind, Status};
 use serde_json::{Value, json};
 
@@ -82,20 +82,16 @@ fn pod_reply(name: &str) -> Reply {
 }
 
 fn controller() -> (ObjectMeta, ObjectReference, GroupVersionKind) {
-    let meta = kcm_testing::meta("foobar")
-        .namespace("default")
-        .uid("rc-uid")
-        .build();
-    let reference = ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("ReplicationController".into()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        ..Default::default()
+    let rc = ReplicationController {
+        metadata: kcm_testing::meta("foobar")
+            .namespace("default")
+            .uid("rc-uid")
+            .build(),
+        ..ReplicationController::default()
     };
+    let reference = object_ref_of(&rc);
     (
-        meta,
+        rc.metadata,
         reference,
         GroupVersionKind::gvk("", "v1", "ReplicationController"),
     )

@@ -1,79 +1,83 @@
-//! Pod and node conditions: [`pod_condition`] and [`node_condition`].
+//! Pod and node conditions: [`pod_condition`] and [`node_condition`], one builder over both.
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{NodeCondition, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-/// Builds a [`PodCondition`]. Start with [`pod_condition`].
+/// The fields pod and node conditions share, so one [`ConditionBuilder`] serves both
+/// (implemented for [`PodCondition`] and [`NodeCondition`]).
+pub trait ConditionFields: Default {
+    /// Sets `type` and `status`.
+    fn set_type_and_status(&mut self, type_: &str, status: &str);
+    /// `lastTransitionTime`.
+    fn last_transition_time_mut(&mut self) -> &mut Option<Time>;
+    /// `reason`.
+    fn reason_mut(&mut self) -> &mut Option<String>;
+    /// `message`.
+    fn message_mut(&mut self) -> &mut Option<String>;
+}
+
+/// Builds a [`PodCondition`] or a [`NodeCondition`]. Start with [`pod_condition`] or
+/// [`node_condition`].
 #[derive(Clone, Debug, Default)]
-pub struct PodConditionBuilder {
-    condition: PodCondition,
+pub struct ConditionBuilder<C> {
+    condition: C,
 }
 
-/// Condition `type_` (`"Ready"`, `"PodScheduled"`, ...) with `status` (`"True"`, `"False"`,
-/// `"Unknown"`); no times, reason or message.
+/// Builds a [`PodCondition`].
+pub type PodConditionBuilder = ConditionBuilder<PodCondition>;
+
+/// Builds a [`NodeCondition`].
+pub type NodeConditionBuilder = ConditionBuilder<NodeCondition>;
+
+/// Pod condition `type_` (`"Ready"`, `"PodScheduled"`, ...) with `status` (`"True"`,
+/// `"False"`, `"Unknown"`); no times, reason or message.
 pub fn pod_condition(type_: &str, status: &str) -> PodConditionBuilder {
-    PodConditionBuilder {
-        condition: PodCondition {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            ..PodCondition::default()
-        },
-    }
+    ConditionBuilder::new(type_, status)
 }
 
-impl PodConditionBuilder {
+/// Node condition `type_` (`"Ready"`, `"MemoryPressure"`, ...) with `status`; no times,
+/// reason or message.
+pub fn node_condition(type_: &str, status: &str) -> NodeConditionBuilder {
+    ConditionBuilder::new(type_, status)
+}
+
+impl<C: ConditionFields> ConditionBuilder<C> {
+    fn new(type_: &str, status: &str) -> Self {
+        let mut condition = C::default();
+        condition.set_type_and_status(type_, status);
+        Self { condition }
+    }
+
     /// Sets `lastTransitionTime`.
     pub fn transitioned_at(mut self, at: Timestamp) -> Self {
-        self.condition.last_transition_time = Some(Time(at));
-        self
-    }
-
-    /// Sets `lastProbeTime`.
-    pub fn probed_at(mut self, at: Timestamp) -> Self {
-        self.condition.last_probe_time = Some(Time(at));
+        *self.condition.last_transition_time_mut() = Some(Time(at));
         self
     }
 
     /// Sets `reason`.
     pub fn reason(mut self, reason: &str) -> Self {
-        self.condition.reason = Some(reason.to_owned());
+        *self.condition.reason_mut() = Some(reason.to_owned());
         self
     }
 
     /// Sets `message`.
     pub fn message(mut self, message: &str) -> Self {
-        self.condition.message = Some(message.to_owned());
+        *self.condition.message_mut() = Some(message.to_owned());
         self
     }
 
     /// The condition.
-    pub fn build(self) -> PodCondition {
+    pub fn build(self) -> C {
         self.condition
     }
 }
 
-impl From<PodConditionBuilder> for PodCondition {
-    fn from(b: PodConditionBuilder) -> Self {
-        b.build()
-    }
-}
-
-/// Builds a [`NodeCondition`]. Start with [`node_condition`].
-#[derive(Clone, Debug, Default)]
-pub struct NodeConditionBuilder {
-    condition: NodeCondition,
-}
-
-/// Condition `type_` (`"Ready"`, `"MemoryPressure"`, ...) with `status`; no times, reason or
-/// message.
-pub fn node_condition(type_: &str, status: &str) -> NodeConditionBuilder {
-    NodeConditionBuilder {
-        condition: NodeCondition {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            ..NodeCondition::default()
-        },
+impl PodConditionBuilder {
+    /// Sets `lastProbeTime`.
+    pub fn probed_at(mut self, at: Timestamp) -> Self {
+        self.condition.last_probe_time = Some(Time(at));
+        self
     }
 }
 
@@ -83,36 +87,32 @@ impl NodeConditionBuilder {
         self.condition.last_heartbeat_time = Some(Time(at));
         self
     }
-
-    /// Sets `lastTransitionTime`.
-    pub fn transitioned_at(mut self, at: Timestamp) -> Self {
-        self.condition.last_transition_time = Some(Time(at));
-        self
-    }
-
-    /// Sets `reason`.
-    pub fn reason(mut self, reason: &str) -> Self {
-        self.condition.reason = Some(reason.to_owned());
-        self
-    }
-
-    /// Sets `message`.
-    pub fn message(mut self, message: &str) -> Self {
-        self.condition.message = Some(message.to_owned());
-        self
-    }
-
-    /// The condition.
-    pub fn build(self) -> NodeCondition {
-        self.condition
-    }
 }
 
-impl From<NodeConditionBuilder> for NodeCondition {
-    fn from(b: NodeConditionBuilder) -> Self {
-        b.build()
-    }
+/// Both condition types name these fields alike.
+macro_rules! condition_fields {
+    ($($condition:ty),*) => {$(
+        impl ConditionFields for $condition {
+            fn set_type_and_status(&mut self, type_: &str, status: &str) {
+                type_.clone_into(&mut self.type_);
+                status.clone_into(&mut self.status);
+            }
+            fn last_transition_time_mut(&mut self) -> &mut Option<Time> {
+                &mut self.last_transition_time
+            }
+            fn reason_mut(&mut self) -> &mut Option<String> {
+                &mut self.reason
+            }
+            fn message_mut(&mut self) -> &mut Option<String> {
+                &mut self.message
+            }
+        }
+    )*};
 }
+
+condition_fields!(PodCondition, NodeCondition);
+
+from_builder!(PodConditionBuilder => PodCondition, NodeConditionBuilder => NodeCondition);
 
 #[cfg(test)]
 mod tests {

@@ -78,12 +78,6 @@ impl ContainerBuilder {
     }
 }
 
-impl From<ContainerBuilder> for Container {
-    fn from(b: ContainerBuilder) -> Self {
-        b.build()
-    }
-}
-
 /// Builds a [`ContainerStatus`] of a pod status. Start with [`container_status`].
 #[derive(Clone, Debug, Default)]
 pub struct ContainerStatusBuilder {
@@ -172,11 +166,7 @@ impl ContainerStatusBuilder {
     }
 }
 
-impl From<ContainerStatusBuilder> for ContainerStatus {
-    fn from(b: ContainerStatusBuilder) -> Self {
-        b.build()
-    }
-}
+from_builder!(ContainerBuilder => Container, ContainerStatusBuilder => ContainerStatus);
 
 #[cfg(test)]
 mod tests {

@@ -6,21 +6,18 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStatus, DeploymentStrategy, RollingUpdateDeployment,
 };
-use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::meta::{MetaBuilder, labels};
-use crate::selector::selector;
-use crate::template::add_template_labels;
+use crate::meta::MetaBuilder;
+use crate::workload::{WorkloadBuilder, stamp_selected_labels};
 
 /// Builds a [`Deployment`]. Start with [`deployment`].
 #[derive(Clone, Debug, Default)]
 pub struct DeploymentBuilder {
     d: Deployment,
-    /// Labels [`Self::selecting`] stamps on the template when the Deployment is built, so
-    /// that `selecting` and `template` may come in either order.
-    template_labels: BTreeMap<String, String>,
+    /// See [`WorkloadBuilder::stamped_labels_mut`].
+    stamped_labels: BTreeMap<String, String>,
 }
 
 /// A Deployment named `name`; no namespace, spec or status.
@@ -33,44 +30,6 @@ impl DeploymentBuilder {
     /// unset).
     pub fn default_spec(mut self) -> Self {
         self.spec_mut();
-        self
-    }
-
-    /// Sets `spec.replicas`.
-    pub fn replicas(mut self, replicas: i32) -> Self {
-        self.spec_mut().replicas = Some(replicas);
-        self
-    }
-
-    /// Sets `spec.selector` (see [`crate::selector`] and [`crate::label_selector`]).
-    pub fn selector(mut self, selector: impl Into<LabelSelector>) -> Self {
-        self.spec_mut().selector = selector.into();
-        self
-    }
-
-    /// Selects pods labelled `pairs` (`matchLabels`) and, at `build`, adds those labels to the
-    /// template's: the consistent pair the API server requires.
-    pub fn selecting(mut self, pairs: &[(&str, &str)]) -> Self {
-        self.spec_mut().selector = selector(pairs);
-        self.template_labels.extend(labels(pairs));
-        self
-    }
-
-    /// Sets `spec.template` (see [`crate::pod_template`]).
-    pub fn template(mut self, template: impl Into<PodTemplateSpec>) -> Self {
-        self.spec_mut().template = template.into();
-        self
-    }
-
-    /// Appends a container to the template's pod spec (creating it): for the usual
-    /// one-container Deployment without spelling out a [`crate::pod_template`].
-    pub fn container(mut self, container: impl Into<Container>) -> Self {
-        self.spec_mut()
-            .template
-            .spec
-            .get_or_insert_default()
-            .containers
-            .push(container.into());
         self
     }
 
@@ -113,12 +72,6 @@ impl DeploymentBuilder {
         self
     }
 
-    /// Sets `spec.minReadySeconds`.
-    pub fn min_ready_seconds(mut self, seconds: i32) -> Self {
-        self.spec_mut().min_ready_seconds = Some(seconds);
-        self
-    }
-
     /// Sets `spec.paused`.
     pub fn paused(mut self, paused: bool) -> Self {
         self.spec_mut().paused = Some(paused);
@@ -139,10 +92,7 @@ impl DeploymentBuilder {
 
     /// The Deployment.
     pub fn build(mut self) -> Deployment {
-        let stamped = std::mem::take(&mut self.template_labels);
-        if !stamped.is_empty() {
-            add_template_labels(&mut self.spec_mut().template, &stamped);
-        }
+        stamp_selected_labels(&mut self);
         self.d
     }
 
@@ -156,37 +106,21 @@ impl DeploymentBuilder {
     }
 }
 
-impl MetaBuilder for DeploymentBuilder {
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.d.metadata
+impl WorkloadBuilder for DeploymentBuilder {
+    workload_spec_accessors!();
+
+    fn template_mut(&mut self) -> &mut PodTemplateSpec {
+        &mut self.spec_mut().template
     }
 }
 
-impl From<DeploymentBuilder> for Deployment {
-    fn from(b: DeploymentBuilder) -> Self {
-        b.build()
-    }
-}
+meta_builder!(DeploymentBuilder => d);
+from_builder!(DeploymentBuilder => Deployment);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{PodSpecBuilder, container, pod_template};
-
-    #[test]
-    fn deployment_defaults_to_a_name_and_nothing_else() {
-        assert_eq!(
-            deployment("d").build(),
-            Deployment {
-                metadata: ObjectMeta {
-                    name: Some("d".into()),
-                    ..ObjectMeta::default()
-                },
-                spec: None,
-                status: None,
-            }
-        );
-    }
+    use crate::{PodSpecBuilder, container, labels, pod_template, selector};
 
     #[test]
     fn selecting_labels_the_template_in_either_order() {

@@ -162,11 +162,7 @@ impl MetaBuilder for ObjectMetaBuilder {
     }
 }
 
-impl From<ObjectMetaBuilder> for ObjectMeta {
-    fn from(b: ObjectMetaBuilder) -> Self {
-        b.build()
-    }
-}
+from_builder!(ObjectMetaBuilder => ObjectMeta);
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, NamespaceStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::meta::MetaBuilder;
 
@@ -64,38 +63,14 @@ impl NamespaceBuilder {
     }
 }
 
-impl MetaBuilder for NamespaceBuilder {
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.ns.metadata
-    }
-}
-
-impl From<NamespaceBuilder> for Namespace {
-    fn from(b: NamespaceBuilder) -> Self {
-        b.build()
-    }
-}
+meta_builder!(NamespaceBuilder => ns);
+from_builder!(NamespaceBuilder => Namespace);
 
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::NamespaceSpec;
 
     use super::*;
-
-    #[test]
-    fn namespace_defaults_to_a_name_and_nothing_else() {
-        assert_eq!(
-            namespace("ns").build(),
-            Namespace {
-                metadata: ObjectMeta {
-                    name: Some("ns".into()),
-                    ..ObjectMeta::default()
-                },
-                spec: None,
-                status: None,
-            }
-        );
-    }
 
     #[test]
     fn phase_and_spec_finalizers() {

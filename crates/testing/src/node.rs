@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::meta::{MetaBuilder, quantities};
 
@@ -117,17 +116,8 @@ impl NodeBuilder {
     }
 }
 
-impl MetaBuilder for NodeBuilder {
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.node.metadata
-    }
-}
-
-impl From<NodeBuilder> for Node {
-    fn from(b: NodeBuilder) -> Self {
-        b.build()
-    }
-}
+meta_builder!(NodeBuilder => node);
+from_builder!(NodeBuilder => Node);
 
 #[cfg(test)]
 mod tests {
@@ -135,22 +125,6 @@ mod tests {
 
     use super::*;
     use crate::{node_condition, taint};
-
-    #[test]
-    fn node_defaults_to_a_name_and_nothing_else() {
-        assert_eq!(
-            node("n").build(),
-            Node {
-                metadata: ObjectMeta {
-                    name: Some("n".into()),
-                    ..ObjectMeta::default()
-                },
-                spec: None,
-                status: None,
-            }
-        );
-        assert_eq!(NodeBuilder::default().build(), Node::default());
-    }
 
     #[test]
     fn default_spec_and_status() {

@@ -83,11 +83,7 @@ impl OwnerRefBuilder {
     }
 }
 
-impl From<OwnerRefBuilder> for OwnerReference {
-    fn from(b: OwnerRefBuilder) -> Self {
-        b.build()
-    }
-}
+from_builder!(OwnerRefBuilder => OwnerReference);
 
 #[cfg(test)]
 mod tests {

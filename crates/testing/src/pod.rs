@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::conditions::pod_condition;
 use crate::meta::MetaBuilder;
@@ -102,45 +102,19 @@ impl PodBuilder {
     }
 }
 
-impl MetaBuilder for PodBuilder {
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.pod.metadata
-    }
-}
-
 impl PodSpecBuilder for PodBuilder {
     fn pod_spec_mut(&mut self) -> &mut PodSpec {
         self.pod.spec.get_or_insert_default()
     }
 }
 
-impl From<PodBuilder> for Pod {
-    fn from(b: PodBuilder) -> Self {
-        b.build()
-    }
-}
+meta_builder!(PodBuilder => pod);
+from_builder!(PodBuilder => Pod);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{container, container_status, toleration};
-
-    #[test]
-    fn pod_defaults_to_a_name_and_nothing_else() {
-        let p = pod("p").build();
-        assert_eq!(
-            p,
-            Pod {
-                metadata: ObjectMeta {
-                    name: Some("p".into()),
-                    ..ObjectMeta::default()
-                },
-                spec: None,
-                status: None,
-            }
-        );
-        assert_eq!(PodBuilder::default().build(), Pod::default());
-    }
 
     #[test]
     fn default_spec_and_status_make_them_present_and_empty() {

@@ -4,20 +4,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 
-use crate::meta::{MetaBuilder, labels};
-use crate::selector::selector;
-use crate::template::add_template_labels;
+use crate::meta::MetaBuilder;
+use crate::workload::{WorkloadBuilder, stamp_selected_labels};
 
 /// Builds a [`ReplicaSet`]. Start with [`replica_set`].
 #[derive(Clone, Debug, Default)]
 pub struct ReplicaSetBuilder {
     rs: ReplicaSet,
-    /// Labels [`Self::selecting`] stamps on the template when the ReplicaSet is built, so
-    /// that `selecting` and `template` may come in either order.
-    template_labels: BTreeMap<String, String>,
+    /// See [`WorkloadBuilder::stamped_labels_mut`].
+    stamped_labels: BTreeMap<String, String>,
 }
 
 /// A ReplicaSet named `name`; no namespace, spec or status.
@@ -30,52 +27,6 @@ impl ReplicaSetBuilder {
     /// unset).
     pub fn default_spec(mut self) -> Self {
         self.spec_mut();
-        self
-    }
-
-    /// Sets `spec.replicas`.
-    pub fn replicas(mut self, replicas: i32) -> Self {
-        self.spec_mut().replicas = Some(replicas);
-        self
-    }
-
-    /// Sets `spec.selector` (see [`crate::selector`] and [`crate::label_selector`]).
-    pub fn selector(mut self, selector: impl Into<LabelSelector>) -> Self {
-        self.spec_mut().selector = selector.into();
-        self
-    }
-
-    /// Selects pods labelled `pairs` (`matchLabels`) and, at `build`, adds those labels to the
-    /// template's (creating a template with no spec if there is none): the consistent pair
-    /// the API server requires.
-    pub fn selecting(mut self, pairs: &[(&str, &str)]) -> Self {
-        self.spec_mut().selector = selector(pairs);
-        self.template_labels.extend(labels(pairs));
-        self
-    }
-
-    /// Sets `spec.template` (see [`crate::pod_template`]).
-    pub fn template(mut self, template: impl Into<PodTemplateSpec>) -> Self {
-        self.spec_mut().template = Some(template.into());
-        self
-    }
-
-    /// Appends a container to the template's pod spec (creating both): for the usual
-    /// one-container ReplicaSet without spelling out a [`crate::pod_template`].
-    pub fn container(mut self, container: impl Into<Container>) -> Self {
-        self.spec_mut()
-            .template
-            .get_or_insert_default()
-            .spec
-            .get_or_insert_default()
-            .containers
-            .push(container.into());
-        self
-    }
-
-    /// Sets `spec.minReadySeconds`.
-    pub fn min_ready_seconds(mut self, seconds: i32) -> Self {
-        self.spec_mut().min_ready_seconds = Some(seconds);
         self
     }
 
@@ -123,11 +74,7 @@ impl ReplicaSetBuilder {
 
     /// The ReplicaSet.
     pub fn build(mut self) -> ReplicaSet {
-        let stamped = std::mem::take(&mut self.template_labels);
-        if !stamped.is_empty() {
-            let template = self.spec_mut().template.get_or_insert_default();
-            add_template_labels(template, &stamped);
-        }
+        stamp_selected_labels(&mut self);
         self.rs
     }
 
@@ -145,37 +92,23 @@ impl ReplicaSetBuilder {
     }
 }
 
-impl MetaBuilder for ReplicaSetBuilder {
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.rs.metadata
+impl WorkloadBuilder for ReplicaSetBuilder {
+    workload_spec_accessors!();
+
+    fn template_mut(&mut self) -> &mut PodTemplateSpec {
+        self.spec_mut().template.get_or_insert_default()
     }
 }
 
-impl From<ReplicaSetBuilder> for ReplicaSet {
-    fn from(b: ReplicaSetBuilder) -> Self {
-        b.build()
-    }
-}
+meta_builder!(ReplicaSetBuilder => rs);
+from_builder!(ReplicaSetBuilder => ReplicaSet);
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::{PodSpecBuilder, container, pod_template};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-    #[test]
-    fn replica_set_defaults_to_a_name_and_nothing_else() {
-        assert_eq!(
-            replica_set("rs").build(),
-            ReplicaSet {
-                metadata: ObjectMeta {
-                    name: Some("rs".into()),
-                    ..ObjectMeta::default()
-                },
-                spec: None,
-                status: None,
-            }
-        );
-    }
+    use super::*;
+    use crate::{PodSpecBuilder, container, labels, pod_template, selector};
 
     #[test]
     fn replicas_alone_leaves_selector_and_template_empty() {

@@ -54,11 +54,7 @@ impl SelectorBuilder {
     }
 }
 
-impl From<SelectorBuilder> for LabelSelector {
-    fn from(b: SelectorBuilder) -> Self {
-        b.build()
-    }
-}
+from_builder!(SelectorBuilder => LabelSelector);
 
 #[cfg(test)]
 mod tests {

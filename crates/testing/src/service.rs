@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::meta::{MetaBuilder, labels};
@@ -76,36 +75,12 @@ impl ServiceBuilder {
     }
 }
 
-impl MetaBuilder for ServiceBuilder {
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.service.metadata
-    }
-}
-
-impl From<ServiceBuilder> for Service {
-    fn from(b: ServiceBuilder) -> Self {
-        b.build()
-    }
-}
+meta_builder!(ServiceBuilder => service);
+from_builder!(ServiceBuilder => Service);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn service_defaults_to_a_name_and_nothing_else() {
-        assert_eq!(
-            service("s").build(),
-            Service {
-                metadata: ObjectMeta {
-                    name: Some("s".into()),
-                    ..ObjectMeta::default()
-                },
-                spec: None,
-                status: None,
-            }
-        );
-    }
 
     #[test]
     fn setters() {

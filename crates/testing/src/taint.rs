@@ -41,12 +41,6 @@ impl TaintBuilder {
     }
 }
 
-impl From<TaintBuilder> for Taint {
-    fn from(b: TaintBuilder) -> Self {
-        b.build()
-    }
-}
-
 /// Builds a [`Toleration`]. Start with [`toleration`]; `TolerationBuilder::default()` has
 /// every field unset (an empty key with `Exists` tolerates everything).
 #[derive(Clone, Debug, Default)]
@@ -105,11 +99,7 @@ impl TolerationBuilder {
     }
 }
 
-impl From<TolerationBuilder> for Toleration {
-    fn from(b: TolerationBuilder) -> Self {
-        b.build()
-    }
-}
+from_builder!(TaintBuilder => Taint, TolerationBuilder => Toleration);
 
 #[cfg(test)]
 mod tests {

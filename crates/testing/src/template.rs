@@ -1,7 +1,5 @@
 //! Pod templates (of ReplicaSets and Deployments): [`pod_template`].
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -33,20 +31,6 @@ impl PodTemplateBuilder {
     }
 }
 
-/// Adds `labels` to `template`'s labels: what `selecting` does for ReplicaSets and
-/// Deployments, whose pods must carry the labels their selector matches.
-pub(crate) fn add_template_labels(
-    template: &mut PodTemplateSpec,
-    labels: &BTreeMap<String, String>,
-) {
-    template
-        .metadata
-        .get_or_insert_default()
-        .labels
-        .get_or_insert_default()
-        .extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-}
-
 impl MetaBuilder for PodTemplateBuilder {
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         self.template.metadata.get_or_insert_default()
@@ -59,11 +43,7 @@ impl PodSpecBuilder for PodTemplateBuilder {
     }
 }
 
-impl From<PodTemplateBuilder> for PodTemplateSpec {
-    fn from(b: PodTemplateBuilder) -> Self {
-        b.build()
-    }
-}
+from_builder!(PodTemplateBuilder => PodTemplateSpec);
 
 #[cfg(test)]
 mod tests {

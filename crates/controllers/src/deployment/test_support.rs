@@ -11,7 +11,8 @@ use kcm_machinery::events::FakeRecorder;
 use kcm_machinery::informer::store::Indexer;
 pub use kcm_testing::labels;
 use kcm_testing::{
-    MetaBuilder, PodSpecBuilder, container, controller_ref_of, pod_template, selector,
+    MetaBuilder, PodSpecBuilder, WorkloadBuilder, container, controller_ref_of, pod_template,
+    selector,
 };
 
 use super::client::{DeploymentAction, FakeDeploymentClient, Verb};

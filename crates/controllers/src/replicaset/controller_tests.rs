@@ -15,8 +15,8 @@ use kcm_machinery::controller::pod_control::FakePodControl;
 use kcm_machinery::informer::delta::{DeletedFinalStateUnknown, DeletedObject};
 use kcm_machinery::informer::store::Indexer;
 use kcm_testing::{
-    MetaBuilder, OwnerRefBuilder, PodSpecBuilder, container, labels, owner_ref, owner_ref_of,
-    pod_condition, pod_template, replica_set,
+    MetaBuilder, OwnerRefBuilder, PodSpecBuilder, WorkloadBuilder, container, labels, owner_ref,
+    owner_ref_of, pod_condition, pod_template, replica_set,
 };
 use kube::api::Patch;
 

@@ -255,7 +255,9 @@ pub async fn update_replica_set_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kcm_testing::{MetaBuilder, PodBuilder, pod_condition, pod_template, selector};
+    use kcm_testing::{
+        MetaBuilder, PodBuilder, WorkloadBuilder, pod_condition, pod_template, selector,
+    };
 
     fn now() -> Timestamp {
         "2024-05-01T12:00:00Z".parse().expect("timestamp")

@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kcm_controllers::manager::ManagerOptions;
-use kcm_testing::{MetaBuilder, container};
+use kcm_testing::{MetaBuilder, WorkloadBuilder, container};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use rustls::pki_types::ServerName;

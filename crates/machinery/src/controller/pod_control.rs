@@ -573,24 +573,20 @@ impl PodControl for FakePodControl {
 mod tests {
     use super::*;
     use crate::controller::controller_ref::new_controller_ref;
-    use kcm_testing::{MetaBuilder, PodSpecBuilder, container, pod_template};
+    use k8s_openapi::api::core::v1::ReplicationController;
+    use kcm_testing::{MetaBuilder, PodSpecBuilder, container, object_ref_of, pod_template};
     use kube::core::GroupVersionKind;
 
     fn rc() -> (ObjectReference, OwnerReference) {
-        let meta = kcm_testing::meta("foobar")
-            .namespace("default")
-            .uid("uid-1")
-            .build();
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("ReplicationController".into()),
-            name: meta.name.clone(),
-            namespace: meta.namespace.clone(),
-            uid: meta.uid.clone(),
-            ..Default::default()
+        let rc = ReplicationController {
+            metadata: kcm_testing::meta("foobar")
+                .namespace("default")
+                .uid("uid-1")
+                .build(),
+            ..ReplicationController::default()
         };
         let gvk = GroupVersionKind::gvk("", "v1", "ReplicationController");
-        (reference, new_controller_ref(&meta, &gvk))
+        (object_ref_of(&rc), new_controller_ref(&rc.metadata, &gvk))
     }
 
     fn template() -> PodTemplateSpec {

@@ -188,7 +188,7 @@ pub fn name(meta: &ObjectMeta) -> &str {
 mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
-    use kcm_testing::ReplicaSetBuilder;
+    use kcm_testing::{ReplicaSetBuilder, WorkloadBuilder};
 
     #[test]
     fn missing_fields_read_as_api_defaults() {

@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 pub use kcm_testing::labels;
-use kcm_testing::{MetaBuilder, PodSpecBuilder, container, pod_template, replica_set, selector};
+use kcm_testing::{
+    MetaBuilder, PodSpecBuilder, WorkloadBuilder, container, pod_template, replica_set, selector,
+};
 
 /// A template with labels `foo=bar` and one `foo/bar` container.
 pub fn template() -> PodTemplateSpec {
