@@ -101,7 +101,7 @@ pub fn deletion_handling_key<K: Resource>(obj: &DeletedObject<K>) -> Result<Stri
 mod tests {
     use std::sync::Arc;
 
-    use k8s_openapi::api::core::v1::{ConfigMap, Node};
+    use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ObjectMeta;
 
     use super::*;
@@ -157,13 +157,7 @@ mod tests {
         for case in cases {
             assert_eq!(meta_namespace_key(&case.obj), case.want, "{}", case.name);
         }
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some("n1".into()),
-                ..ObjectMeta::default()
-            },
-            ..Node::default()
-        };
+        let node = kcm_testing::node("n1").build();
         assert_eq!(meta_namespace_key(&node).as_deref(), Ok("n1"));
     }
 
