@@ -8,7 +8,6 @@ use kcm_apiserver::fieldmanager::managed::Writer;
 use kcm_apiserver::fieldmanager::walk::Scope;
 use kcm_apiserver::openapi::OpenApi;
 use kcm_apiserver::resources;
-use kcm_apiserver::strategic_merge::Schema;
 use serde_json::{Value, json};
 
 /// A pod as a controller writes it: two containers with env, ports, mounts; a status.
@@ -34,16 +33,16 @@ fn pod() -> Value {
 }
 
 fn bench(c: &mut Criterion) {
-    let resources = resources::all();
     c.bench_function("openapi_build_all_documents", |b| {
-        b.iter(|| OpenApi::build(&resources))
+        b.iter(|| OpenApi::build(resources::ALL))
     });
-    let api = OpenApi::build(&resources);
+    let api = OpenApi::build(resources::ALL);
     let pod = pod();
+    let pods = &resources::pod::PODS;
     c.bench_function("field_validation_pod", |b| {
-        b.iter(|| api.unknown_fields("", "v1", "Pod", &pod))
+        b.iter(|| api.unknown_fields(&pods.openapi, &pod))
     });
-    let root = Schema::for_kind("", "v1", "Pod").root();
+    let root = pods.patch_schema().root();
     let writer = Writer {
         manager: "kubectl",
         api_version: "v1",

@@ -8,10 +8,10 @@
 //!
 //! Layout, request to disk: [`http`] (routing, auth, discovery, verb handlers) →
 //! [`registry`] (one generic registry: create, update/patch, delete, list, watch,
-//! subresources, admission) parameterised by a per-resource
-//! [`Strategy`](registry::strategy::Strategy) from [`resources`] → [`storage`] (the
-//! revisioned store: the kine-style SQLite log and an in-memory backend behind one trait,
-//! with a watch cache in front). Objects travel as `serde_json::Value`; errors are
+//! subresources, admission) parameterised by one declarative
+//! [`ResourceDef`](registry::resource::ResourceDef) per resource, listed in [`resources`]
+//! (how to add one is there) → [`storage`] (the revisioned store: the kine-style SQLite
+//! log and an in-memory backend behind one trait, with a watch cache in front). Objects travel as `serde_json::Value`; errors are
 //! Kubernetes `Status` objects built by [`error::ApiError`]. For kubectl, the HTTP layer also
 //! decodes [`protobuf`] request bodies, applies [`strategic_merge`] patches and answers
 //! `GET`s as [`table`]s when asked (see [`http::negotiate`]).
@@ -32,5 +32,6 @@ pub mod strategic_merge;
 pub mod table;
 pub mod testing;
 pub mod validation;
+pub mod version;
 
 pub use server::{RunningServer, Server, ServerConfig, StorageBackend};

@@ -277,10 +277,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::strategic_merge::Schema;
 
     fn root() -> &'static TypeDef {
-        Schema::for_kind("apps", "v1", "Deployment").root()
+        &crate::strategic_merge::kinds::DEPLOYMENT
     }
 
     const MAIN: Scope = Scope::Main {

@@ -204,10 +204,9 @@ pub fn record_update(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategic_merge::Schema;
 
     fn root() -> &'static TypeDef {
-        Schema::for_kind("apps", "v1", "Deployment").root()
+        &crate::strategic_merge::kinds::DEPLOYMENT
     }
 
     const MAIN: Scope = Scope::Main {

@@ -368,10 +368,9 @@ mod tests {
 
     use super::*;
     use crate::fieldmanager::fieldset::PathDisplay;
-    use crate::strategic_merge::Schema;
 
     fn deployment_root() -> &'static TypeDef {
-        Schema::for_kind("apps", "v1", "Deployment").root()
+        &crate::strategic_merge::kinds::DEPLOYMENT
     }
 
     fn deployment() -> Value {

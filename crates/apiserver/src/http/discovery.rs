@@ -3,19 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::registry::Registry;
-use crate::registry::strategy::{ResourceInfo, Subresource};
-
-/// The verbs of every main resource.
-const RESOURCE_VERBS: [&str; 8] = [
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
+use crate::registry::resource::ResourceDef;
 
 /// `/api`: the core group's versions.
 pub fn core_versions(server_address: &str) -> Value {
@@ -29,18 +17,17 @@ pub fn core_versions(server_address: &str) -> Value {
 /// The named groups, in first-seen order, with their versions.
 fn group_versions(registry: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut groups: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for s in registry.resources() {
-        let info = s.info();
-        if info.group.is_empty() {
+    for def in registry.resources() {
+        if def.group.is_empty() {
             continue;
         }
-        match groups.iter_mut().find(|(g, _)| *g == info.group) {
+        match groups.iter_mut().find(|(g, _)| *g == def.group) {
             Some((_, versions)) => {
-                if !versions.contains(&info.version) {
-                    versions.push(info.version);
+                if !versions.contains(&def.version) {
+                    versions.push(def.version);
                 }
             }
-            None => groups.push((info.group, vec![info.version])),
+            None => groups.push((def.group, vec![def.version])),
         }
     }
     groups
@@ -76,42 +63,42 @@ pub fn group(registry: &Registry, name: &str) -> Option<Value> {
 
 /// `/api/v1` or `/apis/{group}/{version}`, if served.
 pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
-    let infos: Vec<&ResourceInfo> = registry
+    let defs: Vec<&ResourceDef> = registry
         .resources()
         .iter()
-        .map(|s| s.info())
-        .filter(|i| i.group == group && i.version == version)
+        .filter(|d| d.group == group && d.version == version)
+        .copied()
         .collect();
-    if infos.is_empty() {
+    if defs.is_empty() {
         return None;
     }
     let mut list = Vec::new();
-    for info in infos {
+    for def in defs {
         let mut entry = json!({
-            "name": info.plural,
-            "singularName": info.singular,
-            "namespaced": info.namespaced,
-            "kind": info.kind,
-            "verbs": RESOURCE_VERBS,
+            "name": def.plural,
+            "singularName": def.singular(),
+            "namespaced": def.namespaced,
+            "kind": def.kind,
+            "verbs": def.verbs.names(),
         });
-        if !info.short_names.is_empty() {
-            entry["shortNames"] = json!(info.short_names);
+        if !def.short_names.is_empty() {
+            entry["shortNames"] = json!(def.short_names);
         }
-        if !info.categories.is_empty() {
-            entry["categories"] = json!(info.categories);
+        if !def.categories.is_empty() {
+            entry["categories"] = json!(def.categories);
         }
         list.push(entry);
-        for sub in info.subresources {
-            let ((group, version, kind), verbs) = subresource_kind_and_verbs(info, *sub);
+        for sub in def.subresources {
+            let (group, version, kind) = sub.kind((def.group, def.version, def.kind));
             let mut entry = json!({
-                "name": format!("{}/{}", info.plural, sub.name()),
+                "name": format!("{}/{}", def.plural, sub.name()),
                 "singularName": "",
-                "namespaced": info.namespaced,
+                "namespaced": def.namespaced,
                 "kind": kind,
-                "verbs": verbs,
+                "verbs": sub.verbs(),
             });
             // Only a subresource of another group/version names it (upstream omits its own).
-            if (group, version) != (info.group, info.version) {
+            if (group, version) != (def.group, def.version) {
                 entry["group"] = json!(group);
                 entry["version"] = json!(version);
             }
@@ -130,9 +117,6 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
         "resources": list,
     }))
 }
-
-/// The `gitVersion` the server reports: a v1.32 API (kubectl warns about larger skews).
-pub const GIT_VERSION: &str = concat!("v1.32.0+kcm-", env!("CARGO_PKG_VERSION"));
 
 /// The `apidiscovery.k8s.io` version an `Accept` header asks for (`v2` or `v2beta1`), if it
 /// asks for aggregated discovery (`as=APIGroupDiscoveryList`), as kubectl does first.
@@ -186,9 +170,8 @@ pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
                     let resources: Vec<Value> = registry
                         .resources()
                         .iter()
-                        .map(|s| s.info())
-                        .filter(|i| i.group == *group && i.version == *v)
-                        .map(aggregated_resource)
+                        .filter(|d| d.group == *group && d.version == *v)
+                        .map(|d| aggregated_resource(d))
                         .collect();
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
@@ -208,27 +191,27 @@ fn gvk(group: &str, version: &str, kind: &str) -> Value {
     json!({"group": group, "version": version, "kind": kind})
 }
 
-fn aggregated_resource(info: &ResourceInfo) -> Value {
-    let subresources: Vec<Value> = info
+fn aggregated_resource(def: &ResourceDef) -> Value {
+    let subresources: Vec<Value> = def
         .subresources
         .iter()
         .map(|sub| {
-            let (kind, verbs) = subresource_kind_and_verbs(info, *sub);
-            json!({"subresource": sub.name(), "responseKind": gvk(kind.0, kind.1, kind.2), "verbs": verbs})
+            let (group, version, kind) = sub.kind((def.group, def.version, def.kind));
+            json!({"subresource": sub.name(), "responseKind": gvk(group, version, kind), "verbs": sub.verbs()})
         })
         .collect();
     let mut entry = json!({
-        "resource": info.plural,
-        "responseKind": gvk(info.group, info.version, info.kind),
-        "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
-        "singularResource": info.singular,
-        "verbs": RESOURCE_VERBS,
+        "resource": def.plural,
+        "responseKind": gvk(def.group, def.version, def.kind),
+        "scope": if def.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": def.singular(),
+        "verbs": def.verbs.names(),
     });
-    if !info.short_names.is_empty() {
-        entry["shortNames"] = json!(info.short_names);
+    if !def.short_names.is_empty() {
+        entry["shortNames"] = json!(def.short_names);
     }
-    if !info.categories.is_empty() {
-        entry["categories"] = json!(info.categories);
+    if !def.categories.is_empty() {
+        entry["categories"] = json!(def.categories);
     }
     if !subresources.is_empty() {
         entry["subresources"] = json!(subresources);
@@ -236,37 +219,63 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
     entry
 }
 
-/// The group/version/kind and verbs of a subresource, as discovery lists them.
-fn subresource_kind_and_verbs(
-    info: &ResourceInfo,
-    sub: Subresource,
-) -> (
-    (&'static str, &'static str, &'static str),
-    &'static [&'static str],
-) {
-    match sub {
-        Subresource::Status => (
-            (info.group, info.version, info.kind),
-            &["get", "patch", "update"],
-        ),
-        Subresource::Scale => (("autoscaling", "v1", "Scale"), &["get", "patch", "update"]),
-        Subresource::Binding => (("", "v1", "Binding"), &["create"]),
-        Subresource::Eviction => (("policy", "v1", "Eviction"), &["create"]),
-        Subresource::Finalize => ((info.group, info.version, info.kind), &["update"]),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
 
-/// `/version`: a v1.32-style version.
-pub fn version() -> Value {
-    json!({
-        "major": "1",
-        "minor": "32",
-        "gitVersion": GIT_VERSION,
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "1970-01-01T00:00:00Z",
-        "goVersion": "rust",
-        "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-    })
+    use super::*;
+    use crate::registry::resource::fixtures;
+    use crate::storage::memory::MemoryStorage;
+
+    fn registry() -> Registry {
+        Registry::with_resources(Arc::new(MemoryStorage::new()), fixtures::ALL)
+    }
+
+    #[test]
+    fn resource_lists_carry_each_entrys_verbs() {
+        let registry = registry();
+        let core = resources(&registry, "", "v1").expect("core");
+        assert_eq!(core["resources"][0]["name"], "componentstatuses");
+        assert_eq!(core["resources"][0]["verbs"], json!(["get", "list"]));
+        assert_eq!(core["resources"][0]["shortNames"], json!(["cs"]));
+        assert_eq!(core["resources"][0]["singularName"], "componentstatus");
+        let authz = resources(&registry, "authorization.k8s.io", "v1").expect("authz");
+        assert_eq!(authz["resources"][0]["verbs"], json!(["create"]));
+        assert_eq!(authz["resources"][0]["namespaced"], false);
+        assert!(resources(&registry, "apps", "v1").is_none());
+    }
+
+    #[test]
+    fn aggregated_discovery_carries_each_entrys_verbs() {
+        let registry = registry();
+        let apis = aggregated(&registry, false, "v2");
+        let group = &apis["items"][0];
+        assert_eq!(group["metadata"]["name"], "authorization.k8s.io");
+        let review = &group["versions"][0]["resources"][0];
+        assert_eq!(review["resource"], "selfsubjectaccessreviews");
+        assert_eq!(review["verbs"], json!(["create"]));
+        assert_eq!(review["scope"], "Cluster");
+        let core = aggregated(&registry, true, "v2");
+        let cs = &core["items"][0]["versions"][0]["resources"][0];
+        assert_eq!(cs["verbs"], json!(["get", "list"]));
+    }
+
+    #[test]
+    fn a_group_prefers_the_version_listed_first() {
+        let registry = Registry::with_resources(Arc::new(MemoryStorage::new()), fixtures::HPAS);
+        let autoscaling = group(&registry, "autoscaling").expect("served");
+        assert_eq!(
+            autoscaling["preferredVersion"]["groupVersion"],
+            "autoscaling/v2"
+        );
+        let versions: Vec<&str> = autoscaling["versions"]
+            .as_array()
+            .expect("versions")
+            .iter()
+            .filter_map(|v| v["version"].as_str())
+            .collect();
+        assert_eq!(versions, ["v2", "v1"]);
+        let v1 = resources(&registry, "autoscaling", "v1").expect("v1");
+        assert_eq!(v1["resources"][0]["kind"], "HorizontalPodAutoscaler");
+    }
 }

@@ -20,25 +20,24 @@ use crate::http::{AppState, json_response};
 use crate::registry::delete::{DeleteOutcome, success_status};
 use crate::registry::options::{WriteOptions, WriteOutcome};
 use crate::registry::patch::PatchType;
-use crate::registry::strategy::{Strategy, Subresource};
+use crate::registry::resource::{ResourceDef, Verbs};
+use crate::registry::subresource::Subresource;
 use crate::registry::update::Target;
 use crate::validation::FieldError;
 
 /// Handles one resource request.
 pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> Result<Response> {
     let registry = &state.registry;
-    let s = registry
+    let def = registry
         .lookup(&r.group, &r.version, &r.resource)
-        .cloned()
         .ok_or_else(ApiError::path_not_found)?;
-    let info = s.info();
     // Namespaced resources are addressed under /namespaces/{ns}/ (or across all namespaces
     // for collection reads); cluster-scoped ones never are.
-    if !info.namespaced && r.namespace.is_some() {
+    if !def.namespaced && r.namespace.is_some() {
         return Err(ApiError::path_not_found());
     }
     let method = req.method().clone();
-    if info.namespaced && r.namespace.is_none() {
+    if def.namespaced && r.namespace.is_none() {
         let all_namespaces_read =
             r.name.is_none() && (method == Method::GET || method == Method::DELETE);
         if !all_namespaces_read {
@@ -48,7 +47,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
     let sub = match r.subresource.as_deref() {
         None => None,
         Some(name) => Some(
-            info.subresources
+            def.subresources
                 .iter()
                 .copied()
                 .find(|s| s.name() == name)
@@ -59,56 +58,60 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
     let headers = req.headers().clone();
     let media = body::media_type(&headers);
     let ns = r.namespace.clone().unwrap_or_default();
-    let gr = info.group_resource();
+    let gr = def.group_resource();
     let limit = state.max_body_bytes;
     let read_body = |req: Request| async move {
         let (parts, body) = req.into_parts();
         body::read(body, &parts.headers, limit).await
     };
 
+    // A resource serves only its verbs: the others are 405, as upstream, which installs no
+    // handler for them. A collection GET is a list or a watch, known once the query is read.
+    if sub.is_none()
+        && let Some(verb) = main_verb(&method, r.name.is_some())
+        && !def.serves(verb)
+    {
+        return Err(method_not_allowed(def, &method));
+    }
     match (&method, r.name.as_deref(), sub) {
         (&Method::GET, None, None) => {
-            let opts = query.list_options(info, r.watch_prefix)?;
+            let opts = query.list_options(def, r.watch_prefix)?;
+            if opts.watch && !def.serves(Verbs::WATCH) {
+                return Err(method_not_allowed(def, &method));
+            }
             let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
             if opts.watch {
                 let rx = registry
-                    .watch(
-                        Arc::clone(&s),
-                        r.namespace.clone(),
-                        opts,
-                        state.watch.clone(),
-                    )
+                    .watch(def, r.namespace.clone(), opts, state.watch.clone())
                     .await?;
-                return Ok(watch_response(rx, repr, Arc::clone(&s)));
+                return Ok(watch_response(rx, repr, def));
             }
-            let list = registry
-                .list(s.as_ref(), r.namespace.as_deref(), &opts)
-                .await?;
-            Ok(repr.render(s.as_ref(), StatusCode::OK, &list))
+            let list = registry.list(def, r.namespace.as_deref(), &opts).await?;
+            Ok(repr.render(def, StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
             let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
-            let outcome = registry.create(s.as_ref(), &ns, obj, &opts).await?;
+            let outcome = registry.create(def, &ns, obj, &opts).await?;
             Ok(written(StatusCode::CREATED, &outcome))
         }
         (&Method::DELETE, None, None) => {
-            let list_opts = query.list_options(info, false)?;
+            let list_opts = query.list_options(def, false)?;
             let mut opts = query.delete_options()?;
             let bytes = read_body(req).await?;
             if !bytes.is_empty() {
                 opts.merge_body(&decode_object(&bytes, &media)?)?;
             }
             let list = registry
-                .delete_collection(s.as_ref(), r.namespace.as_deref(), &list_opts, &opts)
+                .delete_collection(def, r.namespace.as_deref(), &list_opts, &opts)
                 .await?;
             Ok(json_response(StatusCode::OK, &list))
         }
         (&Method::GET, Some(name), None | Some(Subresource::Status)) => {
             let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
-            let obj = registry.get(s.as_ref(), &ns, name).await?;
-            Ok(repr.render(s.as_ref(), StatusCode::OK, &obj))
+            let obj = registry.get(def, &ns, name).await?;
+            Ok(repr.render(def, StatusCode::OK, &obj))
         }
         (&Method::PUT, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() {
@@ -119,9 +122,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
-            let outcome = registry
-                .update(s.as_ref(), &ns, name, obj, target, &opts)
-                .await?;
+            let outcome = registry.update(def, &ns, name, obj, target, &opts).await?;
             let code = if outcome.created {
                 StatusCode::CREATED
             } else {
@@ -139,7 +140,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let opts = write_options(&query, &headers, Some(patch_type))?;
             let bytes = read_body(req).await?;
             let outcome = registry
-                .patch(s.as_ref(), &ns, name, patch_type, &bytes, target, &opts)
+                .patch(def, &ns, name, patch_type, &bytes, target, &opts)
                 .await?;
             let code = if outcome.created {
                 StatusCode::CREATED
@@ -154,9 +155,9 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             if !bytes.is_empty() {
                 opts.merge_body(&decode_object(&bytes, &media)?)?;
             }
-            let outcome = registry.delete(s.as_ref(), &ns, name, &opts).await?;
+            let outcome = registry.delete(def, &ns, name, &opts).await?;
             let render = |obj: Value| {
-                if s.returns_deleted_object() {
+                if def.strategy.returns_deleted_object() {
                     obj
                 } else {
                     success_status(gr, &obj)
@@ -178,16 +179,14 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             })
         }
         (&Method::GET, Some(name), Some(Subresource::Scale)) => {
-            let scale = registry.get_scale(s.as_ref(), &ns, name).await?;
+            let scale = registry.get_scale(def, &ns, name).await?;
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PUT, Some(name), Some(Subresource::Scale)) => {
             let opts = write_options(&query, &headers, None)?;
             let bytes = read_body(req).await?;
             let scale = decode_object(&bytes, &media)?;
-            let scale = registry
-                .update_scale(s.as_ref(), &ns, name, scale, &opts)
-                .await?;
+            let scale = registry.update_scale(def, &ns, name, scale, &opts).await?;
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PATCH, Some(name), Some(Subresource::Scale)) => {
@@ -195,7 +194,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let opts = write_options(&query, &headers, Some(patch_type))?;
             let bytes = read_body(req).await?;
             let scale = registry
-                .patch_scale(s.as_ref(), &ns, name, patch_type, &bytes, &opts)
+                .patch_scale(def, &ns, name, patch_type, &bytes, &opts)
                 .await?;
             Ok(json_response(StatusCode::OK, &scale))
         }
@@ -203,30 +202,24 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             let dry_run = query.dry_run()?;
             let bytes = read_body(req).await?;
             let binding = decode_object(&bytes, &media)?;
-            registry
-                .bind(s.as_ref(), &ns, name, &binding, dry_run)
-                .await?;
+            registry.bind(def, &ns, name, &binding, dry_run).await?;
             Ok(json_response(StatusCode::CREATED, &created_status()))
         }
         (&Method::POST, Some(name), Some(Subresource::Eviction)) => {
             let dry_run = query.dry_run()?;
             let bytes = read_body(req).await?;
             let eviction = decode_object(&bytes, &media)?;
-            registry
-                .evict(s.as_ref(), &ns, name, &eviction, dry_run)
-                .await?;
+            registry.evict(def, &ns, name, &eviction, dry_run).await?;
             Ok(json_response(StatusCode::CREATED, &created_status()))
         }
         (&Method::PUT, Some(name), Some(Subresource::Finalize)) => {
             let dry_run = query.dry_run()?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
-            let ns_obj = registry
-                .finalize_namespace(s.as_ref(), name, obj, dry_run)
-                .await?;
+            let ns_obj = registry.finalize_namespace(def, name, obj, dry_run).await?;
             Ok(json_response(StatusCode::OK, &ns_obj))
         }
-        _ => Err(method_not_allowed(s.as_ref(), &method)),
+        _ => Err(method_not_allowed(def, &method)),
     }
 }
 
@@ -303,7 +296,22 @@ fn patch_type(headers: &http::HeaderMap) -> Result<PatchType> {
         .ok_or_else(|| ApiError::unsupported_media_type(content_type, &PatchType::MEDIA_TYPES))
 }
 
-fn method_not_allowed(s: &dyn Strategy, method: &Method) -> ApiError {
+/// The verb of a request to a resource's main paths (collection or `object`), a collection
+/// GET counting as a list; `None` for methods no verb maps to.
+fn main_verb(method: &Method, object: bool) -> Option<Verbs> {
+    Some(match (method, object) {
+        (&Method::GET, false) => Verbs::LIST,
+        (&Method::POST, false) => Verbs::CREATE,
+        (&Method::DELETE, false) => Verbs::DELETE_COLLECTION,
+        (&Method::GET, true) => Verbs::GET,
+        (&Method::PUT, true) => Verbs::UPDATE,
+        (&Method::PATCH, true) => Verbs::PATCH,
+        (&Method::DELETE, true) => Verbs::DELETE,
+        _ => return None,
+    })
+}
+
+fn method_not_allowed(def: &ResourceDef, method: &Method) -> ApiError {
     let action = match *method {
         Method::GET => "get",
         Method::POST => "create",
@@ -312,7 +320,7 @@ fn method_not_allowed(s: &dyn Strategy, method: &Method) -> ApiError {
         Method::DELETE => "delete",
         _ => "this method",
     };
-    ApiError::method_not_allowed(s.info().group_resource(), action)
+    ApiError::method_not_allowed(def.group_resource(), action)
 }
 
 /// Streams encoded watch events, one chunk per event, flushed as they come, in the
@@ -320,22 +328,161 @@ fn method_not_allowed(s: &dyn Strategy, method: &Method) -> ApiError {
 fn watch_response(
     rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     repr: Representation,
-    s: Arc<dyn Strategy>,
+    def: &'static ResourceDef,
 ) -> Response {
     let content_type = repr.watch_content_type();
-    let stream = futures::stream::unfold(rx, move |mut rx| {
-        let s = Arc::clone(&s);
-        async move {
-            let line = rx.recv().await?;
-            Some((
-                Ok::<_, Infallible>(repr.render_watch_line(s.as_ref(), line)),
-                rx,
-            ))
-        }
+    let stream = futures::stream::unfold(rx, move |mut rx| async move {
+        let line = rx.recv().await?;
+        Some((Ok::<_, Infallible>(repr.render_watch_line(def, line)), rx))
     });
     let mut response = Response::new(Body::from_stream(stream));
     if let Ok(ct) = HeaderValue::from_str(&content_type) {
         response.headers_mut().insert(CONTENT_TYPE, ct);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http_body_util::BodyExt;
+    use tokio_util::sync::CancellationToken;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::http::{AppState, router};
+    use crate::registry::Registry;
+    use crate::registry::resource::fixtures;
+    use crate::registry::watch::WatchSettings;
+    use crate::storage::memory::MemoryStorage;
+
+    const TOKEN: &str = "t0ken";
+
+    fn state() -> Arc<AppState> {
+        Arc::new(AppState {
+            registry: Arc::new(Registry::with_resources(
+                Arc::new(MemoryStorage::new()),
+                fixtures::ALL,
+            )),
+            token: TOKEN.to_owned(),
+            max_body_bytes: 1 << 20,
+            watch: WatchSettings {
+                bookmark_interval: Duration::from_secs(60),
+                shutdown: CancellationToken::new(),
+            },
+            server_address: "127.0.0.1:6443".to_owned(),
+        })
+    }
+
+    async fn send(state: &Arc<AppState>, method: Method, uri: &str, body: &str) -> (u16, Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(http::header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+            .header(CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_owned()))
+            .expect("request");
+        let response = router(Arc::clone(state))
+            .oneshot(req)
+            .await
+            .expect("answer");
+        let code = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    #[tokio::test]
+    async fn verbs_a_resource_does_not_serve_are_method_not_allowed() {
+        let state = state();
+        let cs = "/api/v1/componentstatuses";
+        let reviews = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+        let review = r#"{"spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}}}"#;
+        struct Case {
+            name: &'static str,
+            method: Method,
+            uri: String,
+            body: &'static str,
+            code: u16,
+        }
+        let cases = [
+            Case {
+                name: "read-only list",
+                method: Method::GET,
+                uri: cs.to_owned(),
+                body: "",
+                code: 200,
+            },
+            Case {
+                name: "read-only get of a missing object",
+                method: Method::GET,
+                uri: format!("{cs}/etcd-0"),
+                body: "",
+                code: 404,
+            },
+            Case {
+                name: "read-only watch",
+                method: Method::GET,
+                uri: format!("{cs}?watch=true"),
+                body: "",
+                code: 405,
+            },
+            Case {
+                name: "read-only create",
+                method: Method::POST,
+                uri: cs.to_owned(),
+                body: r#"{"metadata": {"name": "etcd-0"}}"#,
+                code: 405,
+            },
+            Case {
+                name: "read-only delete",
+                method: Method::DELETE,
+                uri: format!("{cs}/etcd-0"),
+                body: "",
+                code: 405,
+            },
+            Case {
+                name: "read-only delete collection",
+                method: Method::DELETE,
+                uri: cs.to_owned(),
+                body: "",
+                code: 405,
+            },
+            Case {
+                name: "create-only list",
+                method: Method::GET,
+                uri: reviews.to_owned(),
+                body: "",
+                code: 405,
+            },
+            Case {
+                name: "create-only update",
+                method: Method::PUT,
+                uri: format!("{reviews}/x"),
+                body: review,
+                code: 405,
+            },
+            Case {
+                name: "create-only create",
+                method: Method::POST,
+                uri: reviews.to_owned(),
+                body: review,
+                code: 201,
+            },
+        ];
+        for case in cases {
+            let (code, body) = send(&state, case.method, &case.uri, case.body).await;
+            assert_eq!(code, case.code, "{}: {body}", case.name);
+            if code == 405 {
+                assert_eq!(body["reason"], "MethodNotAllowed", "{}", case.name);
+            }
+        }
+        let (_, created) = send(&state, Method::POST, reviews, review).await;
+        assert_eq!(created["status"]["allowed"], true);
+    }
 }

@@ -100,7 +100,7 @@ fn discovery_route(
             );
             return Ok(response);
         }
-        Route::Version => discovery::version(),
+        Route::Version => crate::version::version(),
         Route::CoreVersions | Route::Groups => {
             let core = route == Route::CoreVersions;
             let accept = headers

@@ -13,7 +13,7 @@ use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
-use crate::registry::strategy::Strategy;
+use crate::registry::resource::ResourceDef;
 use crate::table::{IncludeObject, table_for};
 
 /// The representation an answer is rendered in.
@@ -111,7 +111,7 @@ impl Representation {
     }
 
     /// Renders an object or `{Kind}List` (a `Status` is always sent as is).
-    pub fn render(self, s: &dyn Strategy, code: StatusCode, value: &Value) -> Response {
+    pub fn render(self, def: &ResourceDef, code: StatusCode, value: &Value) -> Response {
         let is_status = value.get("kind").and_then(Value::as_str) == Some("Status");
         let items = value.get("items").and_then(Value::as_array);
         let (body, content_type) = match (self, is_status, items) {
@@ -120,14 +120,15 @@ impl Representation {
             }
             (Representation::Table { version, include }, false, items) => {
                 let objects: Vec<Value> = match items {
-                    Some(items) => items
-                        .iter()
-                        .map(|o| s.convert_to_storage(o.clone()))
-                        .collect(),
-                    None => vec![s.convert_to_storage(value.clone())],
+                    Some(items) => items.iter().map(|o| def.to_storage(o.clone())).collect(),
+                    None => vec![def.to_storage(value.clone())],
                 };
-                let mut table =
-                    table_for(s.info().plural, &objects, include, jiff::Timestamp::now());
+                let mut table = table_for(
+                    def.table_printer(),
+                    &objects,
+                    include,
+                    jiff::Timestamp::now(),
+                );
                 table["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
                 if items.is_some() {
                     table["metadata"] = list_metadata(value);
@@ -158,7 +159,7 @@ impl Representation {
 
     /// Re-renders one encoded watch line: object events become one-row Tables or
     /// `PartialObjectMetadata`; BOOKMARK and ERROR events pass through.
-    pub fn render_watch_line(self, s: &dyn Strategy, line: Bytes) -> Bytes {
+    pub fn render_watch_line(self, def: &ResourceDef, line: Bytes) -> Bytes {
         if self == Representation::Json {
             return line;
         }
@@ -174,8 +175,8 @@ impl Representation {
             Representation::Json => object,
             Representation::Table { version, include } => {
                 let mut table = table_for(
-                    s.info().plural,
-                    &[s.convert_to_storage(object.clone())],
+                    def.table_printer(),
+                    &[def.to_storage(object.clone())],
                     include,
                     jiff::Timestamp::now(),
                 );
@@ -213,7 +214,7 @@ fn partial(obj: &Value, version: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::pod::PodStrategy;
+    use crate::resources::pod::PODS;
 
     fn accept(v: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -265,16 +266,14 @@ mod tests {
             version: "v1",
             include: IncludeObject::Metadata,
         };
-        let line = table.render_watch_line(
-            &PodStrategy,
-            crate::registry::watch::encode_event("ADDED", &pod),
-        );
+        let line =
+            table.render_watch_line(&PODS, crate::registry::watch::encode_event("ADDED", &pod));
         let event: Value = serde_json::from_slice(&line).expect("json");
         assert_eq!(event["type"], "ADDED");
         assert_eq!(event["object"]["kind"], "Table");
         assert_eq!(event["object"]["rows"][0]["cells"][0], "p");
         let meta = Representation::Metadata { version: "v1" }.render_watch_line(
-            &PodStrategy,
+            &PODS,
             crate::registry::watch::encode_event("MODIFIED", &pod),
         );
         let event: Value = serde_json::from_slice(&meta).expect("json");

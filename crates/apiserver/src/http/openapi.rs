@@ -111,7 +111,7 @@ mod tests {
     use super::*;
 
     fn api() -> OpenApi {
-        OpenApi::build(&crate::resources::all())
+        OpenApi::build(crate::resources::ALL)
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::registry::delete::DeleteOptions;
 use crate::registry::field_selector::FieldSelector;
 use crate::registry::list::ListOptions;
 use crate::registry::options::WriteOptions;
-use crate::registry::strategy::ResourceInfo;
+use crate::registry::resource::ResourceDef;
 
 /// Query parameters as `(name, value)` pairs, percent-decoded.
 #[derive(Clone, Debug, Default)]
@@ -105,8 +105,8 @@ impl Query {
         })
     }
 
-    /// The list and watch options, with selectors parsed against `info`.
-    pub fn list_options(&self, info: &ResourceInfo, watch_prefix: bool) -> Result<ListOptions> {
+    /// The list and watch options, with selectors parsed against `def`.
+    pub fn list_options(&self, def: &ResourceDef, watch_prefix: bool) -> Result<ListOptions> {
         let label_selector =
             match self.get("labelSelector").filter(|s| !s.is_empty()) {
                 None => None,
@@ -114,7 +114,7 @@ impl Query {
                     ApiError::bad_request(format!("unable to parse requirement: {e}"))
                 })?),
             };
-        let field_selector = FieldSelector::parse(self.get("fieldSelector").unwrap_or(""), info)?;
+        let field_selector = FieldSelector::parse(self.get("fieldSelector").unwrap_or(""), def)?;
         let limit = self.int("limit")?.unwrap_or(0);
         Ok(ListOptions {
             label_selector,
@@ -196,7 +196,7 @@ mod tests {
             "labelSelector=app%3Dweb%2Ctier+in+%28a%2Cb%29&fieldSelector=spec.nodeName%3Dn1&limit=5&watch=1&allowWatchBookmarks=true&timeoutSeconds=30",
         ))
         .expect("parses");
-        let opts = q.list_options(&pod::INFO, false).expect("options");
+        let opts = q.list_options(&pod::PODS, false).expect("options");
         assert_eq!(opts.limit, 5);
         assert!(opts.watch);
         assert!(opts.allow_watch_bookmarks);
@@ -223,7 +223,7 @@ mod tests {
             let err = q
                 .and_then(|q| {
                     q.dry_run()?;
-                    q.list_options(&pod::INFO, false).map(|_| ())
+                    q.list_options(&pod::PODS, false).map(|_| ())
                 })
                 .expect_err(name);
             assert_eq!(err.code, 400, "case {name}");

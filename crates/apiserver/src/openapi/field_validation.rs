@@ -144,14 +144,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::openapi::schemas::{Components, kind};
+    use crate::openapi::schemas::{Components, TypedKind};
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::core::v1::ConfigMap;
 
     fn components() -> Map<String, Value> {
         let mut c = Components::new();
-        for k in ["Deployment", "ReplicaSet"] {
-            c.add_kind(kind("apps", "v1", k).expect("kind"));
-        }
-        c.add_kind(kind("", "v1", "ConfigMap").expect("kind"));
+        c.add_kind(&TypedKind::of::<Deployment>());
+        c.add_kind(&TypedKind::of::<ReplicaSet>());
+        c.add_kind(&TypedKind::of::<ConfigMap>());
         c.finish()
     }
 

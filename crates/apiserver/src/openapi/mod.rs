@@ -12,14 +12,13 @@ pub mod patch_extensions;
 pub mod paths;
 pub mod schemas;
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::registry::strategy::{Strategy, Subresource};
+use crate::registry::resource::ResourceDef;
+use crate::registry::subresource::Subresource;
 use paths::ResourceNames;
-use schemas::Components;
+use schemas::{Components, TypedKind};
 
 /// One group-version's document.
 #[derive(Debug)]
@@ -44,12 +43,11 @@ pub struct OpenApi {
 }
 
 impl OpenApi {
-    /// Builds the documents of `resources` (served resources whose kind has no known Rust
-    /// type are left out of the documents).
-    pub fn build(resources: &[Arc<dyn Strategy>]) -> Self {
+    /// Builds the documents of `resources`.
+    pub fn build(resources: &[&'static ResourceDef]) -> Self {
         let mut group_versions: Vec<(&'static str, &'static str)> = Vec::new();
-        for s in resources {
-            let gv = (s.info().group, s.info().version);
+        for def in resources {
+            let gv = (def.group, def.version);
             if !group_versions.contains(&gv) {
                 group_versions.push(gv);
             }
@@ -109,50 +107,41 @@ impl OpenApi {
         &self.components
     }
 
-    /// The paths of the fields of `obj` that the schema of `group/version/kind` does not
-    /// declare (`spec.foo`, `spec.containers[0].bar`), sorted by key within each object; empty for kinds
-    /// without a known schema.
-    pub fn unknown_fields(
-        &self,
-        group: &str,
-        version: &str,
-        kind: &str,
-        obj: &Value,
-    ) -> Vec<String> {
-        match schemas::kind(group, version, kind) {
-            Some(k) => field_validation::unknown_fields(&self.components, &(k.name)(), obj),
-            None => Vec::new(),
+    /// The paths of the fields of `obj` that the schema of `kind` does not declare
+    /// (`spec.foo`, `spec.containers[0].bar`), sorted by key within each object; empty for a
+    /// kind whose schema is in no document.
+    pub fn unknown_fields(&self, kind: &TypedKind, obj: &Value) -> Vec<String> {
+        let name = (kind.name)();
+        if !self.components.contains_key(name.as_ref()) {
+            return Vec::new();
         }
+        field_validation::unknown_fields(&self.components, &name, obj)
     }
 }
 
 /// The document of one group-version: every resource's paths and the schemas they reach.
-fn group_version_document(resources: &[Arc<dyn Strategy>], group: &str, version: &str) -> Value {
+fn group_version_document(resources: &[&'static ResourceDef], group: &str, version: &str) -> Value {
     let mut components = Components::new();
     let common = components.add_common();
     let mut paths = Map::new();
     // The kinds whose schemas get the patch table's extensions.
-    let mut patched: Vec<(String, &'static schemas::TypedKind)> = Vec::new();
-    for s in resources {
-        let info = s.info();
-        if info.group != group || info.version != version {
+    let mut patched: Vec<(String, &'static ResourceDef)> = Vec::new();
+    for def in resources {
+        if def.group != group || def.version != version {
             continue;
         }
-        let Some(kind) = schemas::kind(group, version, info.kind) else {
-            continue;
-        };
-        let kind_name = components.add_kind(kind);
-        let list_name = components.add_list(kind);
-        patched.push((kind_name.clone(), kind));
-        let mut sub_name = |sub: Subresource, g: &str, v: &str, k: &str| {
-            if !info.has_subresource(sub) {
+        let kind_name = components.add_kind(&def.openapi);
+        let list_name = components.add_list(&def.openapi);
+        patched.push((kind_name.clone(), def));
+        let mut sub_name = |sub: Subresource| {
+            if !def.has_subresource(sub) {
                 return None;
             }
-            schemas::kind(g, v, k).map(|t| components.add_kind(t))
+            sub.schema().map(|t| components.add_kind(&t))
         };
-        let scale = sub_name(Subresource::Scale, "autoscaling", "v1", "Scale");
-        let binding = sub_name(Subresource::Binding, "", "v1", "Binding");
-        let eviction = sub_name(Subresource::Eviction, "policy", "v1", "Eviction");
+        let scale = sub_name(Subresource::Scale);
+        let binding = sub_name(Subresource::Binding);
+        let eviction = sub_name(Subresource::Eviction);
         let names = ResourceNames {
             kind: &kind_name,
             list: &list_name,
@@ -161,16 +150,15 @@ fn group_version_document(resources: &[Arc<dyn Strategy>], group: &str, version:
             eviction: eviction.as_deref(),
             common: &common,
         };
-        paths::add_resource(&mut paths, info, &names);
+        paths::add_resource(&mut paths, def, &names);
     }
     let mut schemas = components.finish();
-    for (name, kind) in patched {
-        let table = crate::strategic_merge::Schema::for_kind(kind.group, kind.version, kind.kind);
-        patch_extensions::annotate(&mut schemas, &name, table.root());
+    for (name, def) in patched {
+        patch_extensions::annotate(&mut schemas, &name, def.patch_schema().root());
     }
     json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": crate::http::discovery::GIT_VERSION},
+        "info": {"title": "Kubernetes", "version": crate::version::GIT_VERSION},
         "paths": paths,
         "components": {"schemas": schemas},
     })
@@ -195,7 +183,7 @@ mod tests {
 
     #[test]
     fn index_lists_every_group_version_with_a_hash() {
-        let api = OpenApi::build(&crate::resources::all());
+        let api = OpenApi::build(crate::resources::ALL);
         let index: Value = serde_json::from_slice(api.index()).expect("json");
         let paths = index["paths"].as_object().expect("paths");
         for gv in [
@@ -214,12 +202,9 @@ mod tests {
 
     #[test]
     fn every_served_kind_has_a_schema_with_its_gvk() {
-        let resources = crate::resources::all();
-        let api = OpenApi::build(&resources);
-        for s in &resources {
-            let info = s.info();
-            let kind = schemas::kind(info.group, info.version, info.kind)
-                .unwrap_or_else(|| panic!("no schema for {}", info.plural));
+        let api = OpenApi::build(crate::resources::ALL);
+        for info in crate::resources::ALL {
+            let kind = &info.openapi;
             let doc: Value =
                 serde_json::from_slice(&api.document(&gv_path(info)).expect("doc").body)
                     .expect("json");
@@ -235,7 +220,7 @@ mod tests {
         }
     }
 
-    fn gv_path(info: &crate::registry::strategy::ResourceInfo) -> String {
+    fn gv_path(info: &ResourceDef) -> String {
         if info.group.is_empty() {
             format!("api/{}", info.version)
         } else {
@@ -245,7 +230,7 @@ mod tests {
 
     #[test]
     fn every_ref_resolves_within_its_document() {
-        let api = OpenApi::build(&crate::resources::all());
+        let api = OpenApi::build(crate::resources::ALL);
         for doc in api.documents() {
             let value: Value = serde_json::from_slice(&doc.body).expect("json");
             let schemas = value["components"]["schemas"].as_object().expect("schemas");

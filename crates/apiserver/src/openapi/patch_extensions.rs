@@ -110,19 +110,14 @@ fn referenced(schema: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openapi::schemas::{Components, kind};
-    use crate::strategic_merge::Schema;
+    use crate::openapi::schemas::{Components, TypedKind};
 
     #[test]
     fn containers_and_finalizers_carry_upstream_extensions() {
         let mut c = Components::new();
-        let name = c.add_kind(kind("apps", "v1", "Deployment").expect("kind"));
+        let name = c.add_kind(&TypedKind::of::<k8s_openapi::api::apps::v1::Deployment>());
         let mut defs = c.finish();
-        annotate(
-            &mut defs,
-            &name,
-            Schema::for_kind("apps", "v1", "Deployment").root(),
-        );
+        annotate(&mut defs, &name, &crate::strategic_merge::kinds::DEPLOYMENT);
         let containers = &defs["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
         assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
         assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");

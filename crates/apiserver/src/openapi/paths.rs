@@ -8,7 +8,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::openapi::schemas::{CommonNames, gvk_json, reference};
-use crate::registry::strategy::{ResourceInfo, Subresource};
+use crate::registry::resource::{ResourceDef, Verbs};
+use crate::registry::subresource::Subresource;
 
 /// The media types answers are sent in.
 const RESPONSE_TYPES: [&str; 1] = ["application/json"];
@@ -210,7 +211,7 @@ fn responses(codes: &[(u16, &str)]) -> Value {
 }
 
 /// `AppsV1`, `CoreV1`, `CoordinationV1`: the group/version part of operation ids.
-fn op_prefix(info: &ResourceInfo) -> String {
+fn op_prefix(info: &ResourceDef) -> String {
     let group = if info.group.is_empty() {
         "core"
     } else {
@@ -229,6 +230,9 @@ fn capitalize(s: &str) -> String {
 
 /// One operation.
 struct Op<'a> {
+    /// The resource verb that must be served for the operation to be listed (subresource
+    /// operations need none: [`Verbs::NONE`]).
+    requires: Verbs,
     verb: &'a str,
     action: &'a str,
     id: String,
@@ -260,8 +264,8 @@ impl Op<'_> {
 }
 
 /// Adds the path items of one resource (collection, object, all-namespaces list,
-/// subresources) to `paths`.
-pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: &ResourceNames) {
+/// subresources) to `paths`: the operations of the verbs it serves.
+pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceDef, names: &ResourceNames) {
     let prefix = if info.group.is_empty() {
         format!("/api/{}", info.version)
     } else {
@@ -311,6 +315,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
     // The collection: list, create, delete collection.
     let ops = vec![
         Op {
+            requires: Verbs::LIST,
             verb: "get",
             action: "list",
             id: format!("list{tag}{scope}{kind}"),
@@ -321,6 +326,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             responses: responses(&[(200, names.list)]),
         },
         Op {
+            requires: Verbs::CREATE,
             verb: "post",
             action: "post",
             id: format!("create{tag}{scope}{kind}"),
@@ -331,6 +337,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             responses: responses(&[(200, names.kind), (201, names.kind), (202, names.kind)]),
         },
         Op {
+            requires: Verbs::DELETE_COLLECTION,
             verb: "delete",
             action: "deletecollection",
             id: format!("delete{tag}Collection{scope}{kind}"),
@@ -341,12 +348,13 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             responses: responses(&[(200, &common.status)]),
         },
     ];
-    insert(paths, &collection, ops, &path_params, &tag);
+    insert(paths, &collection, served(info, ops), &path_params, &tag);
 
     // One object: read, replace, patch, delete.
     let object = format!("{collection}/{{name}}");
     let ops = vec![
         Op {
+            requires: Verbs::GET,
             verb: "get",
             action: "get",
             id: format!("read{tag}{scope}{kind}"),
@@ -357,6 +365,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             responses: responses(&[(200, names.kind)]),
         },
         Op {
+            requires: Verbs::UPDATE,
             verb: "put",
             action: "put",
             id: format!("replace{tag}{scope}{kind}"),
@@ -367,6 +376,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             responses: responses(&[(200, names.kind), (201, names.kind)]),
         },
         Op {
+            requires: Verbs::PATCH,
             verb: "patch",
             action: "patch",
             id: format!("patch{tag}{scope}{kind}"),
@@ -377,6 +387,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             responses: responses(&[(200, names.kind), (201, names.kind)]),
         },
         Op {
+            requires: Verbs::DELETE,
             verb: "delete",
             action: "delete",
             id: format!("delete{tag}{scope}{kind}"),
@@ -387,10 +398,11 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             responses: responses(&[(200, &common.status), (202, &common.status)]),
         },
     ];
-    insert(paths, &object, ops, &name_params, &tag);
+    insert(paths, &object, served(info, ops), &name_params, &tag);
 
     if info.namespaced {
         let ops = vec![Op {
+            requires: Verbs::LIST,
             verb: "get",
             action: "list",
             id: format!("list{tag}{kind}ForAllNamespaces"),
@@ -403,7 +415,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
         insert(
             paths,
             &format!("{prefix}/{}", info.plural),
-            ops,
+            served(info, ops),
             &[pretty()],
             &tag,
         );
@@ -434,6 +446,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             },
             Subresource::Binding => match names.binding {
                 Some(binding) => vec![Op {
+                    requires: Verbs::NONE,
                     verb: "post",
                     action: "post",
                     id: format!("create{tag}{scope}{kind}Binding"),
@@ -447,6 +460,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
             },
             Subresource::Eviction => match names.eviction {
                 Some(eviction) => vec![Op {
+                    requires: Verbs::NONE,
                     verb: "post",
                     action: "post",
                     id: format!("create{tag}{scope}{kind}Eviction"),
@@ -459,6 +473,7 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceInfo, names: 
                 None => continue,
             },
             Subresource::Finalize => vec![Op {
+                requires: Verbs::NONE,
                 verb: "put",
                 action: "put",
                 id: format!("replace{tag}{scope}{kind}Finalize"),
@@ -484,6 +499,7 @@ fn status_like_ops<'a>(
 ) -> Vec<Op<'a>> {
     vec![
         Op {
+            requires: Verbs::NONE,
             verb: "get",
             action: "get",
             id: format!("read{id_suffix}"),
@@ -494,6 +510,7 @@ fn status_like_ops<'a>(
             responses: responses(&[(200, schema)]),
         },
         Op {
+            requires: Verbs::NONE,
             verb: "put",
             action: "put",
             id: format!("replace{id_suffix}"),
@@ -504,6 +521,7 @@ fn status_like_ops<'a>(
             responses: responses(&[(200, schema), (201, schema)]),
         },
         Op {
+            requires: Verbs::NONE,
             verb: "patch",
             action: "patch",
             id: format!("patch{id_suffix}"),
@@ -516,7 +534,18 @@ fn status_like_ops<'a>(
     ]
 }
 
+/// The operations whose verb `info` serves.
+fn served<'a>(info: &ResourceDef, ops: Vec<Op<'a>>) -> Vec<Op<'a>> {
+    ops.into_iter()
+        .filter(|op| info.serves(op.requires))
+        .collect()
+}
+
+/// Adds a path item of `ops` (none when no operation is served).
 fn insert(paths: &mut Map<String, Value>, path: &str, ops: Vec<Op>, params: &[Value], tag: &str) {
+    if ops.is_empty() {
+        return;
+    }
     let mut item = Map::new();
     for op in ops {
         let (verb, value) = op.render(tag);
@@ -585,6 +614,44 @@ mod tests {
         assert_eq!(
             paths["/apis/apps/v1/deployments"]["get"]["operationId"],
             "listAppsV1DeploymentForAllNamespaces"
+        );
+    }
+
+    #[test]
+    fn only_served_verbs_get_operations() {
+        use crate::registry::resource::fixtures::{ACCESS_REVIEWS, COMPONENT_STATUSES};
+        let common = common();
+        let names = ResourceNames {
+            kind: "k",
+            list: "l",
+            scale: None,
+            binding: None,
+            eviction: None,
+            common: &common,
+        };
+        let ops = |paths: &Map<String, Value>, path: &str| -> Vec<String> {
+            paths.get(path).map_or_else(Vec::new, |item| {
+                item.as_object()
+                    .expect("item")
+                    .keys()
+                    .filter(|k| *k != "parameters")
+                    .cloned()
+                    .collect()
+            })
+        };
+        let mut paths = Map::new();
+        add_resource(&mut paths, &COMPONENT_STATUSES, &names);
+        assert_eq!(ops(&paths, "/api/v1/componentstatuses"), ["get"]);
+        assert_eq!(ops(&paths, "/api/v1/componentstatuses/{name}"), ["get"]);
+
+        let mut paths = Map::new();
+        add_resource(&mut paths, &ACCESS_REVIEWS, &names);
+        let collection = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+        assert_eq!(ops(&paths, collection), ["post"]);
+        assert_eq!(paths.len(), 1, "no object path: {:?}", paths.keys());
+        assert_eq!(
+            paths[collection]["post"]["operationId"],
+            "createAuthorizationV1SelfSubjectAccessReview"
         );
     }
 }

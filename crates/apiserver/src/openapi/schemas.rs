@@ -6,14 +6,6 @@
 //! kinds (`DeploymentList`) have no Rust type with a schema, so their schema is assembled
 //! from the item type's reference and `ListMeta`, as upstream's generated `*List` types are.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::autoscaling::v1::Scale;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    Binding, ConfigMap, Endpoints, Event, Namespace, Node, Pod, Secret, Service, ServiceAccount,
-};
-use k8s_openapi::api::events::v1::Event as EventsV1Event;
-use k8s_openapi::api::policy::v1::{Eviction, PodDisruptionBudget};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ListMeta, Patch, Status};
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
 use k8s_openapi::schemars::{JsonSchema, Schema};
@@ -43,45 +35,17 @@ impl std::fmt::Debug for TypedKind {
     }
 }
 
-const fn typed<K: k8s_openapi::Resource + JsonSchema>() -> TypedKind {
-    TypedKind {
-        group: K::GROUP,
-        version: K::VERSION,
-        kind: K::KIND,
-        name: K::schema_name,
-        generate: SchemaGenerator::subschema_for::<K>,
+impl TypedKind {
+    /// The typed kind of `K`.
+    pub const fn of<K: k8s_openapi::Resource + JsonSchema>() -> Self {
+        TypedKind {
+            group: K::GROUP,
+            version: K::VERSION,
+            kind: K::KIND,
+            name: K::schema_name,
+            generate: SchemaGenerator::subschema_for::<K>,
+        }
     }
-}
-
-/// Every kind the server reads or writes: the served resources and the kinds of their
-/// subresources (Scale, Binding, Eviction).
-pub const KINDS: &[TypedKind] = &[
-    typed::<Namespace>(),
-    typed::<Pod>(),
-    typed::<Node>(),
-    typed::<Event>(),
-    typed::<ConfigMap>(),
-    typed::<Secret>(),
-    typed::<Service>(),
-    typed::<ServiceAccount>(),
-    typed::<Endpoints>(),
-    typed::<Binding>(),
-    typed::<Deployment>(),
-    typed::<ReplicaSet>(),
-    typed::<StatefulSet>(),
-    typed::<DaemonSet>(),
-    typed::<Lease>(),
-    typed::<EventsV1Event>(),
-    typed::<PodDisruptionBudget>(),
-    typed::<Eviction>(),
-    typed::<Scale>(),
-];
-
-/// The typed kind for a group/version/kind, if the server knows its type.
-pub fn kind(group: &str, version: &str, kind: &str) -> Option<&'static TypedKind> {
-    KINDS
-        .iter()
-        .find(|k| k.group == group && k.version == version && k.kind == kind)
 }
 
 /// Collects component schemas for one document: add kinds, then [`Components::finish`].
@@ -227,8 +191,8 @@ mod tests {
     #[test]
     fn deployment_schema_has_gvk_refs_and_descriptions() {
         let mut c = Components::new();
-        let dep = kind("apps", "v1", "Deployment").expect("known");
-        let name = c.add_list(dep);
+        let dep = TypedKind::of::<k8s_openapi::api::apps::v1::Deployment>();
+        let name = c.add_list(&dep);
         assert_eq!(name, "io.k8s.api.apps.v1.DeploymentList");
         let defs = c.finish();
         let schema = &defs["io.k8s.api.apps.v1.Deployment"];
@@ -256,22 +220,6 @@ mod tests {
         assert_eq!(
             defs["io.k8s.api.apps.v1.DeploymentList"]["x-kubernetes-group-version-kind"][0]["kind"],
             "DeploymentList"
-        );
-    }
-
-    #[test]
-    fn every_kind_is_distinct() {
-        for (i, a) in KINDS.iter().enumerate() {
-            for b in &KINDS[i + 1..] {
-                assert!(
-                    (a.group, a.version, a.kind) != (b.group, b.version, b.kind),
-                    "{a:?} listed twice"
-                );
-            }
-        }
-        assert_eq!(
-            (kind("", "v1", "Pod").expect("pod").name)(),
-            "io.k8s.api.core.v1.Pod"
         );
     }
 }

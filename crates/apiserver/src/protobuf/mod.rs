@@ -42,18 +42,28 @@ pub fn decode_to_json(body: &[u8]) -> Result<Value> {
     let type_meta = envelope.type_meta.ok_or(Error::MissingTypeMeta)?;
     let api_version = type_meta.api_version.unwrap_or_default();
     let kind = type_meta.kind.unwrap_or_default();
-    let root = schema_gen::ROOTS
-        .iter()
-        .find(|(v, k, _)| *k == kind && (*v == api_version || *v == "*"))
-        .map(|&(_, _, index)| index)
-        .ok_or_else(|| Error::UnsupportedKind {
-            api_version: api_version.clone(),
-            kind: kind.clone(),
-        })?;
+    let root = root(&api_version, &kind).ok_or_else(|| Error::UnsupportedKind {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+    })?;
     let mut object = decode::message(envelope.raw.as_deref().unwrap_or_default(), root)?;
     object.insert("apiVersion".to_owned(), Value::String(api_version));
     object.insert("kind".to_owned(), Value::String(kind));
     Ok(Value::Object(object))
+}
+
+/// Whether bodies of `apiVersion`/`kind` can be decoded: the generated tables have a root
+/// message for them (`generate.py`'s `ROOTS`).
+pub fn decodes(api_version: &str, kind: &str) -> bool {
+    root(api_version, kind).is_some()
+}
+
+/// The index of the root message of `apiVersion`/`kind`.
+fn root(api_version: &str, kind: &str) -> Option<u16> {
+    schema_gen::ROOTS
+        .iter()
+        .find(|(v, k, _)| *k == kind && (*v == api_version || *v == "*"))
+        .map(|&(_, _, index)| index)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
-use crate::registry::strategy::Strategy;
+use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage};
 use crate::storage;
 use crate::validation::FieldError;
@@ -14,13 +14,13 @@ impl Registry {
     /// 409 if the pod is already bound or being deleted.
     pub async fn bind(
         &self,
-        pods: &dyn Strategy,
+        pods: &ResourceDef,
         namespace: &str,
         name: &str,
         binding: &Value,
         dry_run: bool,
     ) -> Result<()> {
-        let gr = pods.info().group_resource();
+        let gr = pods.group_resource();
         let kind = binding
             .get("kind")
             .and_then(Value::as_str)

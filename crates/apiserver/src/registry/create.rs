@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
-use crate::registry::strategy::{ResourceInfo, Strategy, check};
+use crate::registry::resource::ResourceDef;
 use crate::registry::{Registry, encode_for_storage};
 use crate::storage;
 use crate::validation::validate_object_meta;
@@ -23,19 +23,26 @@ const GENERATE_NAME_ATTEMPTS: usize = 8;
 
 impl Registry {
     /// Creates an object in `namespace` (ignored for cluster-scoped resources) and returns it
-    /// as stored, with `resourceVersion`.
+    /// as stored, with `resourceVersion`; a [transient](ResourceDef::transient) resource's
+    /// object is answered, never stored.
     pub async fn create(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         body: Value,
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
-        let info = s.info();
-        let mut obj = check_kind(info, body)?;
-        bind_namespace(info, &mut obj, namespace)?;
-        let warnings = self.check_fields(info, &obj, opts.field_validation, Decoded::Body)?;
-        self.create_checked(s, obj, opts.dry_run)
+        let mut obj = check_kind(def, body)?;
+        bind_namespace(def, &mut obj, namespace)?;
+        let warnings = self.check_fields(def, &obj, opts.field_validation, Decoded::Body)?;
+        if !def.is_stored() {
+            return create_transient(def, obj).map(|object| WriteOutcome {
+                object,
+                created: true,
+                warnings,
+            });
+        }
+        self.create_checked(def, obj, opts.dry_run)
             .await
             .map(|object| WriteOutcome {
                 object,
@@ -47,12 +54,11 @@ impl Registry {
     /// Creates an object whose kind, namespace and fields were checked.
     pub(crate) async fn create_checked(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         obj: Value,
         dry_run: bool,
     ) -> Result<Value> {
-        let info = s.info();
-        let mut obj = s.decode(obj).map_err(ApiError::bad_request)?;
+        let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
         // FillObjectMetaSystemFields and BeforeCreate: the server owns these fields.
         object::set_meta(&mut obj, "uid", uuid::Uuid::new_v4().to_string());
         object::set_meta(&mut obj, "creationTimestamp", object::now_rfc3339());
@@ -72,13 +78,13 @@ impl Registry {
         if generated {
             object::set_meta(&mut obj, "name", generate(&generate_name));
         }
-        s.prepare_for_create(&mut obj);
-        self.admit_create(info, &obj).await?;
-        let mut errs = validate_object_meta(&obj, info.namespaced, s.name_rule());
-        errs.extend(s.validate(&obj));
-        check(info, object::name(&obj), errs)?;
+        def.strategy.prepare_for_create(&mut obj);
+        self.admit_create(def, &obj).await?;
+        let mut errs = validate_object_meta(&obj, def.namespaced, def.strategy.name_rule());
+        errs.extend(def.strategy.validate(&obj));
+        def.check(object::name(&obj), errs)?;
         // The allocation lock stays held until the Service is stored (dropped on return).
-        let _service_ips = if std::ptr::eq(info, &crate::resources::service::INFO) {
+        let _service_ips = if std::ptr::eq(def, &crate::resources::service::SERVICES) {
             let guard = self.service_ips.lock().await;
             self.allocate_cluster_ip_locked(&mut obj).await?;
             Some(guard)
@@ -93,8 +99,8 @@ impl Registry {
         loop {
             attempts += 1;
             let name = object::name(&obj).to_owned();
-            let key = info.storage_key(object::namespace(&obj), &name);
-            let bytes = encode_for_storage(s, &obj)?;
+            let key = def.storage_key(object::namespace(&obj), &name);
+            let bytes = encode_for_storage(def, &obj)?;
             match self.storage().create(&key, bytes).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut obj, rev);
@@ -105,32 +111,43 @@ impl Registry {
                 {
                     object::set_meta(&mut obj, "name", generate(&generate_name));
                 }
-                Err(e) => return Err(ApiError::from_storage(e, info.group_resource(), &name)),
+                Err(e) => return Err(ApiError::from_storage(e, def.group_resource(), &name)),
             }
         }
     }
 }
 
+/// The create of a never-stored resource (a review API), as upstream's review `REST.Create`s:
+/// the decoded request is validated by the strategy, completed by its `prepare_for_create`
+/// (which fills `status`) and answered. Object metadata rules and admission do not apply
+/// (reviews have no name, and NamespaceLifecycle skips them).
+fn create_transient(def: &ResourceDef, obj: Value) -> Result<Value> {
+    let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
+    def.check(object::name(&obj), def.strategy.validate(&obj))?;
+    def.strategy.prepare_for_create(&mut obj);
+    Ok(obj)
+}
+
 /// Checks `apiVersion` and `kind` of a request body against the resource (both optional).
-pub(crate) fn check_kind(info: &ResourceInfo, body: Value) -> Result<Value> {
+pub(crate) fn check_kind(def: &ResourceDef, body: Value) -> Result<Value> {
     if !body.is_object() {
         return Err(ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type {})",
-            info.kind
+            def.kind
         )));
     }
     let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
-    if !kind.is_empty() && kind != info.kind {
+    if !kind.is_empty() && kind != def.kind {
         return Err(ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type {}): kind {kind:?} does not match",
-            info.kind
+            def.kind
         )));
     }
     let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if !api_version.is_empty() && api_version != info.api_version() {
+    if !api_version.is_empty() && api_version != def.api_version() {
         return Err(ApiError::bad_request(format!(
             "the API version in the data ({api_version}) does not match the expected API version ({})",
-            info.api_version()
+            def.api_version()
         )));
     }
     Ok(body)
@@ -138,8 +155,8 @@ pub(crate) fn check_kind(info: &ResourceInfo, body: Value) -> Result<Value> {
 
 /// Fills or checks the object's namespace against the request's, as upstream's
 /// `rest.BeforeCreate` / `ValidNamespace`.
-pub(crate) fn bind_namespace(info: &ResourceInfo, obj: &mut Value, namespace: &str) -> Result<()> {
-    if info.namespaced {
+pub(crate) fn bind_namespace(def: &ResourceDef, obj: &mut Value, namespace: &str) -> Result<()> {
+    if def.namespaced {
         let own = object::namespace(obj);
         if own.is_empty() {
             object::set_meta(obj, "namespace", namespace);
@@ -188,29 +205,125 @@ mod tests {
 
     #[test]
     fn kind_and_namespace_checks() {
-        assert!(check_kind(&pod::INFO, json!({"kind": "Pod", "apiVersion": "v1"})).is_ok());
-        assert!(check_kind(&pod::INFO, json!({})).is_ok());
+        assert!(check_kind(&pod::PODS, json!({"kind": "Pod", "apiVersion": "v1"})).is_ok());
+        assert!(check_kind(&pod::PODS, json!({})).is_ok());
         assert_eq!(
-            check_kind(&pod::INFO, json!({"kind": "Service"}))
+            check_kind(&pod::PODS, json!({"kind": "Service"}))
                 .map_err(|e| e.code)
                 .err(),
             Some(400)
         );
         assert_eq!(
-            check_kind(&pod::INFO, json!({"apiVersion": "apps/v1"}))
+            check_kind(&pod::PODS, json!({"apiVersion": "apps/v1"}))
                 .map_err(|e| e.code)
                 .err(),
             Some(400)
         );
         assert_eq!(
-            check_kind(&pod::INFO, json!([1])).map_err(|e| e.code).err(),
+            check_kind(&pod::PODS, json!([1])).map_err(|e| e.code).err(),
             Some(400)
         );
 
         let mut obj = json!({"metadata": {}});
-        bind_namespace(&pod::INFO, &mut obj, "ns").expect("fills");
+        bind_namespace(&pod::PODS, &mut obj, "ns").expect("fills");
         assert_eq!(object::namespace(&obj), "ns");
         let mut other = json!({"metadata": {"namespace": "b"}});
-        assert!(bind_namespace(&pod::INFO, &mut other, "ns").is_err());
+        assert!(bind_namespace(&pod::PODS, &mut other, "ns").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_transient_create_answers_the_completed_object_and_stores_nothing() {
+        use std::sync::Arc;
+
+        use crate::registry::resource::fixtures;
+        use crate::storage::memory::MemoryStorage;
+
+        let registry = Registry::with_resources(Arc::new(MemoryStorage::new()), fixtures::ALL);
+        let review = json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}},
+        });
+        let outcome = registry
+            .create(
+                &fixtures::ACCESS_REVIEWS,
+                "",
+                review,
+                &WriteOptions::default(),
+            )
+            .await
+            .expect("created");
+        assert!(outcome.created);
+        assert_eq!(outcome.object["status"]["allowed"], true);
+        assert_eq!(
+            outcome.object["spec"]["resourceAttributes"]["resource"],
+            "pods"
+        );
+        assert!(outcome.object.pointer("/metadata/uid").is_none());
+        assert_eq!(
+            registry.storage().current_revision().await.expect("rev"),
+            0,
+            "nothing was written"
+        );
+
+        let invalid = json!({"kind": "SelfSubjectAccessReview", "spec": {}});
+        let err = registry
+            .create(
+                &fixtures::ACCESS_REVIEWS,
+                "",
+                invalid,
+                &WriteOptions::default(),
+            )
+            .await
+            .expect_err("invalid");
+        assert_eq!(err.code, 422);
+    }
+
+    #[tokio::test]
+    async fn versions_sharing_a_storage_read_each_others_writes_converted() {
+        use std::sync::Arc;
+
+        use bytes::Bytes;
+
+        use crate::registry::resource::fixtures::{HPAS, HPAS_V1, HPAS_V2};
+        use crate::storage::memory::MemoryStorage;
+
+        let registry = Registry::with_resources(Arc::new(MemoryStorage::new()), HPAS);
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}});
+        registry
+            .storage()
+            .create(
+                "/registry/core/namespaces/ns",
+                Bytes::from(serde_json::to_vec(&ns).expect("json")),
+            )
+            .await
+            .expect("namespace");
+        let v1 = json!({
+            "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                     "maxReplicas": 5, "targetCPUUtilizationPercentage": 60},
+        });
+        registry
+            .create(&HPAS_V1, "ns", v1, &WriteOptions::default())
+            .await
+            .expect("created through v1");
+        let as_v2 = registry.get(&HPAS_V2, "ns", "web").await.expect("v2");
+        assert_eq!(as_v2["apiVersion"], "autoscaling/v2");
+        assert_eq!(
+            as_v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            60
+        );
+        assert!(
+            as_v2["spec"]
+                .get("targetCPUUtilizationPercentage")
+                .is_none()
+        );
+        let as_v1 = registry.get(&HPAS_V1, "ns", "web").await.expect("v1");
+        assert_eq!(as_v1["apiVersion"], "autoscaling/v1");
+        assert_eq!(as_v1["spec"]["targetCPUUtilizationPercentage"], 60);
+        assert_eq!(
+            as_v1["metadata"]["resourceVersion"],
+            as_v2["metadata"]["resourceVersion"]
+        );
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, GroupResource, Result, StatusDetails, details_json};
 use crate::object::{self, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use crate::registry::list::ListOptions;
-use crate::registry::strategy::Strategy;
+use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage};
 use crate::resources::namespace as ns_resource;
 use crate::storage;
@@ -127,26 +127,25 @@ impl Registry {
     /// Deletes one object with `opts`.
     pub async fn delete(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<DeleteOutcome> {
         opts.validate()?;
-        let info = s.info();
-        let gr = info.group_resource();
-        let namespace = if info.namespaced { namespace } else { "" };
-        if std::ptr::eq(info, &ns_resource::INFO)
-            && let Some(ns) = self.begin_namespace_delete(s, name, opts.dry_run).await?
+        let gr = def.group_resource();
+        let namespace = if def.namespaced { namespace } else { "" };
+        if std::ptr::eq(def, &ns_resource::NAMESPACES)
+            && let Some(ns) = self.begin_namespace_delete(def, name, opts.dry_run).await?
         {
             return Ok(DeleteOutcome::Pending(ns));
         }
         for _ in 0..MAX_WRITE_RETRIES {
-            let Some((mut obj, kv)) = self.get_kv(s, namespace, name).await? else {
+            let Some((mut obj, kv)) = self.get_kv(def, namespace, name).await? else {
                 return Err(ApiError::not_found(gr, name));
             };
-            check_preconditions(s, &obj, opts)?;
-            let before = before_delete(s, &mut obj, opts.grace_period_seconds);
+            check_preconditions(def, &obj, opts)?;
+            let before = before_delete(def, &mut obj, opts.grace_period_seconds);
             if before.pending {
                 return Ok(DeleteOutcome::AlreadyDeleting(obj));
             }
@@ -165,7 +164,7 @@ impl Registry {
                     if opts.dry_run {
                         return Ok(DeleteOutcome::Pending(last));
                     }
-                    let bytes = encode_for_storage(s, &last)?;
+                    let bytes = encode_for_storage(def, &last)?;
                     match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
                         Ok(r) => {
                             rev = r;
@@ -199,13 +198,13 @@ impl Registry {
     /// upstream's `Store.DeleteCollection` (not atomic; objects gone meanwhile are skipped).
     pub async fn delete_collection(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: Option<&str>,
         list_opts: &ListOptions,
         opts: &DeleteOptions,
     ) -> Result<Value> {
         opts.validate()?;
-        let mut list = self.list(s, namespace, list_opts).await?;
+        let mut list = self.list(def, namespace, list_opts).await?;
         let items = match list.get_mut("items") {
             Some(Value::Array(items)) => std::mem::take(items),
             _ => Vec::new(),
@@ -214,7 +213,7 @@ impl Registry {
         for item in items {
             let ns = object::namespace(&item).to_owned();
             let name = object::name(&item).to_owned();
-            match self.delete(s, &ns, &name, opts).await {
+            match self.delete(def, &ns, &name, opts).await {
                 Ok(
                     DeleteOutcome::Deleted(o)
                     | DeleteOutcome::Pending(o)
@@ -248,12 +247,11 @@ pub fn success_status(gr: GroupResource<'_>, obj: &Value) -> Value {
 }
 
 /// Checks `preconditions` against the stored object, as `rest.BeforeDelete` does (409).
-fn check_preconditions(s: &dyn Strategy, obj: &Value, opts: &DeleteOptions) -> Result<()> {
-    let info = s.info();
+fn check_preconditions(def: &ResourceDef, obj: &Value, opts: &DeleteOptions) -> Result<()> {
     // Upstream names the kind, not the resource, in these conflicts.
     let gr = GroupResource {
-        group: info.group,
-        resource: info.kind,
+        group: def.group,
+        resource: def.kind,
     };
     let name = object::name(obj);
     if let Some(uid) = &opts.precondition_uid
@@ -296,7 +294,7 @@ struct BeforeDelete {
 
 /// Upstream's `rest.BeforeDelete`: sets `deletionTimestamp` and `deletionGracePeriodSeconds`
 /// for a graceful delete, or shortens a pending one.
-fn before_delete(s: &dyn Strategy, obj: &mut Value, requested: Option<i64>) -> BeforeDelete {
+fn before_delete(def: &ResourceDef, obj: &mut Value, requested: Option<i64>) -> BeforeDelete {
     let requested = requested.map(|g| if g < 0 { 1 } else { g });
     let not_graceful = BeforeDelete {
         graceful: false,
@@ -304,7 +302,7 @@ fn before_delete(s: &dyn Strategy, obj: &mut Value, requested: Option<i64>) -> B
         period: 0,
     };
     // `None`: the resource is not deleted gracefully at all (no RESTGracefulDeleteStrategy).
-    let Some(period) = s.graceful_delete_period(obj, requested) else {
+    let Some(period) = def.strategy.graceful_delete_period(obj, requested) else {
         return not_graceful;
     };
     if let Some(ts) = object::deletion_timestamp(obj).map(str::to_owned) {
@@ -489,7 +487,7 @@ mod tests {
     #[test]
     fn before_delete_for_pods_and_others() {
         let mut scheduled = json!({"metadata": {"generation": 1}, "spec": {"nodeName": "n", "terminationGracePeriodSeconds": 30}});
-        let b = before_delete(&pod::PodStrategy, &mut scheduled, None);
+        let b = before_delete(&pod::PODS, &mut scheduled, None);
         assert_eq!(
             b,
             BeforeDelete {
@@ -503,8 +501,8 @@ mod tests {
 
         // A second delete without a shorter grace period is pending; a shorter one shortens.
         let mut again = scheduled.clone();
-        assert!(before_delete(&pod::PodStrategy, &mut again, Some(60)).pending);
-        let b = before_delete(&pod::PodStrategy, &mut again, Some(0));
+        assert!(before_delete(&pod::PODS, &mut again, Some(60)).pending);
+        let b = before_delete(&pod::PODS, &mut again, Some(0));
         assert_eq!(
             b,
             BeforeDelete {
@@ -515,7 +513,7 @@ mod tests {
         );
 
         let mut cm = json!({"metadata": {"name": "c"}});
-        let b = before_delete(&core::configmaps(), &mut cm, Some(30));
+        let b = before_delete(&core::CONFIGMAPS, &mut cm, Some(30));
         assert!(!b.graceful && !b.pending);
         assert!(object::deletion_timestamp(&cm).is_none());
     }

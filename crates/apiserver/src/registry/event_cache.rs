@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::registry::decode_stored;
-use crate::registry::strategy::{ResourceInfo, Strategy};
+use crate::registry::resource::ResourceDef;
 use crate::storage::{KeyValue, Revision};
 
 /// Entries kept (objects and lines together) before the oldest are forgotten.
@@ -52,8 +52,8 @@ impl std::fmt::Debug for EventCache {
 }
 
 /// Identifies the served version: resources sharing storage (events) decode differently.
-fn version_id(s: &dyn Strategy) -> usize {
-    std::ptr::from_ref::<ResourceInfo>(s.info()) as usize
+fn version_id(def: &ResourceDef) -> usize {
+    std::ptr::from_ref::<ResourceDef>(def) as usize
 }
 
 impl EventCache {
@@ -85,12 +85,12 @@ impl EventCache {
 
     /// The stored version `kv` decoded for `s` (with `resourceVersion` set), or `None` if the
     /// stored bytes do not decode.
-    pub fn object(&self, s: &dyn Strategy, kv: &KeyValue) -> Option<Arc<Value>> {
-        let key = (version_id(s), Arc::clone(&kv.key), kv.mod_revision);
+    pub fn object(&self, def: &ResourceDef, kv: &KeyValue) -> Option<Arc<Value>> {
+        let key = (version_id(def), Arc::clone(&kv.key), kv.mod_revision);
         if let Some(v) = self.lock().objects.get(&key) {
             return Some(Arc::clone(v));
         }
-        let decoded = Arc::new(decode_stored(s, kv).ok()?);
+        let decoded = Arc::new(decode_stored(def, kv).ok()?);
         let mut state = self.lock();
         if !state.objects.contains_key(&key) {
             state.objects.insert(key.clone(), Arc::clone(&decoded));
@@ -103,13 +103,13 @@ impl EventCache {
     /// The encoded line of event `kind` for `key` at `revision`, made by `make` on a miss.
     pub fn line(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         key: &Arc<str>,
         revision: Revision,
         kind: &'static str,
         make: impl FnOnce() -> Bytes,
     ) -> Bytes {
-        let line_key = (version_id(s), Arc::clone(key), revision, kind);
+        let line_key = (version_id(def), Arc::clone(key), revision, kind);
         if let Some(line) = self.lock().lines.get(&line_key) {
             return line.clone();
         }
@@ -129,7 +129,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::resources::pod::PodStrategy;
+    use crate::resources::pod::PODS;
 
     fn kv(rev: Revision) -> KeyValue {
         KeyValue {
@@ -145,13 +145,13 @@ mod tests {
     #[test]
     fn decodes_once_and_evicts_oldest() {
         let cache = EventCache::new(2);
-        let first = cache.object(&PodStrategy, &kv(1)).expect("decodes");
-        let again = cache.object(&PodStrategy, &kv(1)).expect("cached");
+        let first = cache.object(&PODS, &kv(1)).expect("decodes");
+        let again = cache.object(&PODS, &kv(1)).expect("cached");
         assert!(Arc::ptr_eq(&first, &again));
         assert_eq!(first["metadata"]["resourceVersion"], "1");
-        cache.object(&PodStrategy, &kv(2));
-        cache.object(&PodStrategy, &kv(3));
-        let evicted = cache.object(&PodStrategy, &kv(1)).expect("decodes again");
+        cache.object(&PODS, &kv(2));
+        cache.object(&PODS, &kv(3));
+        let evicted = cache.object(&PODS, &kv(1)).expect("decodes again");
         assert!(!Arc::ptr_eq(&first, &evicted));
     }
 
@@ -161,7 +161,7 @@ mod tests {
         let key: Arc<str> = Arc::from("k");
         let mut made = 0;
         for _ in 0..3 {
-            cache.line(&PodStrategy, &key, 5, "ADDED", || {
+            cache.line(&PODS, &key, 5, "ADDED", || {
                 made += 1;
                 Bytes::from_static(b"x")
             });
@@ -174,6 +174,6 @@ mod tests {
         let cache = EventCache::new(8);
         let mut bad = kv(1);
         bad.value = Bytes::from_static(b"{nope");
-        assert!(cache.object(&PodStrategy, &bad).is_none());
+        assert!(cache.object(&PODS, &bad).is_none());
     }
 }

@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::delete::DeleteOptions;
-use crate::registry::strategy::{Strategy, typed};
+use crate::registry::resource::ResourceDef;
+use crate::registry::strategy::typed;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage};
 use crate::resources::policy::PDBS;
 use crate::storage;
@@ -25,13 +26,13 @@ impl Registry {
     /// `dry_run` (the request's `dryRun=All`) adds to the eviction's own delete options.
     pub async fn evict(
         &self,
-        pods: &dyn Strategy,
+        pods: &ResourceDef,
         namespace: &str,
         name: &str,
         eviction: &Value,
         dry_run: bool,
     ) -> Result<()> {
-        let gr = pods.info().group_resource();
+        let gr = pods.group_resource();
         let kind = eviction
             .get("kind")
             .and_then(Value::as_str)
@@ -57,14 +58,11 @@ impl Registry {
             self.delete(pods, namespace, name, &opts).await?;
             return Ok(());
         }
-        let pdb_strategy = self
-            .strategy_for(&PDBS)
-            .cloned()
+        let pdbs_def = self
+            .served(&PDBS)
             .ok_or_else(|| ApiError::internal("poddisruptionbudgets are not served"))?;
         for _ in 0..MAX_WRITE_RETRIES {
-            let pdbs = self
-                .matching_pdbs(pdb_strategy.as_ref(), namespace, &pod)
-                .await?;
+            let pdbs = self.matching_pdbs(pdbs_def, namespace, &pod).await?;
             let (mut pdb, kv) = match pdbs.len() {
                 0 => {
                     self.delete(pods, namespace, name, &opts).await?;
@@ -106,7 +104,7 @@ impl Registry {
             if opts.dry_run {
                 return Ok(());
             }
-            let bytes = encode_for_storage(pdb_strategy.as_ref(), &pdb)?;
+            let bytes = encode_for_storage(pdbs_def, &pdb)?;
             match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
                 Ok(_) => {
                     self.delete(pods, namespace, name, &opts).await?;
@@ -122,7 +120,7 @@ impl Registry {
     /// The PodDisruptionBudgets in `namespace` whose (non-empty) selector matches the pod.
     async fn matching_pdbs(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         pod: &Value,
     ) -> Result<Vec<(Value, crate::storage::KeyValue)>> {
@@ -137,7 +135,7 @@ impl Registry {
         let labels = object::labels(pod);
         let mut out = Vec::new();
         for kv in page.kvs {
-            let pdb = super::decode_stored(s, &kv)?;
+            let pdb = super::decode_stored(def, &kv)?;
             let selector = pdb
                 .pointer("/spec/selector")
                 .and_then(typed::<LabelSelector>)

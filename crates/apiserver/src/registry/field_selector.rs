@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::registry::strategy::{ResourceInfo, SelectableField};
+use crate::registry::resource::{ResourceDef, SelectableField};
 
 /// One `field op value` term.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,8 +23,8 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
-    /// Parses `input` for `info`; an unknown field or bad syntax is a 400, as upstream.
-    pub fn parse(input: &str, info: &ResourceInfo) -> Result<Self, ApiError> {
+    /// Parses `input` for `def`; an unknown field or bad syntax is a 400, as upstream.
+    pub fn parse(input: &str, def: &ResourceDef) -> Result<Self, ApiError> {
         let mut requirements = Vec::new();
         for term in split_unescaped(input, ',') {
             if term.is_empty() {
@@ -36,7 +36,7 @@ impl FieldSelector {
                 ))
             })?;
             let field_name = field.trim();
-            let resolved = info.field(field_name).ok_or_else(|| {
+            let resolved = def.field(field_name).ok_or_else(|| {
                 ApiError::bad_request(format!("field label not supported: {field_name}"))
             })?;
             requirements.push(FieldRequirement {
@@ -201,23 +201,23 @@ mod tests {
             },
         ];
         for case in cases {
-            let sel = FieldSelector::parse(case.selector, &pod::INFO).expect(case.name);
+            let sel = FieldSelector::parse(case.selector, &pod::PODS).expect(case.name);
             assert_eq!(sel.matches(&case.obj), case.want, "case {}", case.name);
         }
     }
 
     #[test]
     fn unknown_field_is_bad_request() {
-        let err = FieldSelector::parse("spec.bogus=x", &pod::INFO).expect_err("unknown");
+        let err = FieldSelector::parse("spec.bogus=x", &pod::PODS).expect_err("unknown");
         assert_eq!(err.code, 400);
         assert_eq!(err.message, "field label not supported: spec.bogus");
-        let err = FieldSelector::parse("metadata.name", &pod::INFO).expect_err("no operator");
+        let err = FieldSelector::parse("metadata.name", &pod::PODS).expect_err("no operator");
         assert_eq!(err.code, 400);
     }
 
     #[test]
     fn required_value_finds_equality() {
-        let sel = FieldSelector::parse("metadata.namespace=ns,metadata.name!=x", &pod::INFO)
+        let sel = FieldSelector::parse("metadata.namespace=ns,metadata.name!=x", &pod::PODS)
             .expect("parses");
         assert_eq!(sel.required_value("metadata.namespace"), Some("ns"));
         assert_eq!(sel.required_value("metadata.name"), None);

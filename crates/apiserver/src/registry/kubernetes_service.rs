@@ -66,20 +66,16 @@ impl Registry {
         advertise: IpAddr,
         secure_port: u16,
     ) -> Result<()> {
-        if let Some(s) = self.strategy_for(&service::INFO).cloned()
+        if let Some(def) = self.served(&service::SERVICES)
             && self
-                .get_kv(
-                    s.as_ref(),
-                    KUBERNETES_SERVICE_NAMESPACE,
-                    KUBERNETES_SERVICE_NAME,
-                )
+                .get_kv(def, KUBERNETES_SERVICE_NAMESPACE, KUBERNETES_SERVICE_NAME)
                 .await?
                 .is_none()
         {
             let body = kubernetes_service(secure_port);
             match self
                 .create(
-                    s.as_ref(),
+                    def,
                     KUBERNETES_SERVICE_NAMESPACE,
                     body,
                     &WriteOptions::default(),
@@ -92,16 +88,12 @@ impl Registry {
                 Err(e) => return Err(e),
             }
         }
-        let Some(s) = self.strategy_for(&core::ENDPOINTS).cloned() else {
+        let Some(def) = self.served(&core::ENDPOINTS) else {
             return Ok(());
         };
         let subsets = kubernetes_subsets(advertise, secure_port);
         let existing = self
-            .get_kv(
-                s.as_ref(),
-                KUBERNETES_SERVICE_NAMESPACE,
-                KUBERNETES_SERVICE_NAME,
-            )
+            .get_kv(def, KUBERNETES_SERVICE_NAMESPACE, KUBERNETES_SERVICE_NAME)
             .await?;
         match existing {
             None => {
@@ -117,7 +109,7 @@ impl Registry {
                 });
                 match self
                     .create(
-                        s.as_ref(),
+                        def,
                         KUBERNETES_SERVICE_NAMESPACE,
                         body,
                         &WriteOptions::default(),
@@ -133,7 +125,7 @@ impl Registry {
             Some((mut ep, _)) => {
                 ep["subsets"] = subsets;
                 self.update(
-                    s.as_ref(),
+                    def,
                     KUBERNETES_SERVICE_NAMESPACE,
                     KUBERNETES_SERVICE_NAME,
                     ep,

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
 use crate::registry::field_selector::FieldSelector;
-use crate::registry::strategy::Strategy;
+use crate::registry::resource::ResourceDef;
 use crate::registry::{Registry, decode_stored, parse_resource_version};
 use crate::storage::{self, Revision};
 use crate::validation::FieldError;
@@ -201,20 +201,19 @@ impl Registry {
     /// Returns the `{Kind}List` object.
     pub async fn list(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> Result<Value> {
         opts.validate()?;
-        let info = s.info();
-        let gr = info.group_resource();
+        let gr = def.group_resource();
         // A `metadata.namespace=x` field selector narrows an all-namespaces list to one prefix.
         let namespace = namespace.or_else(|| {
             opts.field_selector
                 .required_value("metadata.namespace")
-                .filter(|ns| !ns.is_empty() && info.namespaced)
+                .filter(|ns| !ns.is_empty() && def.namespaced)
         });
-        let prefix = info.storage_prefix(namespace);
+        let prefix = def.storage_prefix(namespace);
         let (mut cursor, mut revision) = if opts.continue_token.is_empty() {
             (None, self.list_revision(opts).await?)
         } else {
@@ -274,7 +273,7 @@ impl Registry {
             let mut full = false;
             for (i, kv) in page.kvs.iter().enumerate() {
                 cursor = Some(kv.key.to_string());
-                let obj = decode_stored(s, kv)?;
+                let obj = decode_stored(def, kv)?;
                 if opts.matches(&obj) {
                     items.push(obj);
                 }
@@ -303,8 +302,8 @@ impl Registry {
             );
         }
         Ok(json!({
-            "kind": format!("{}List", info.kind),
-            "apiVersion": info.api_version(),
+            "kind": format!("{}List", def.kind),
+            "apiVersion": def.api_version(),
             "metadata": metadata,
             "items": items,
         }))

@@ -1,11 +1,13 @@
-//! The one generic registry: Kubernetes REST semantics over the revisioned store, parameterised by a per-resource [`Strategy`].
+//! The one generic registry: Kubernetes REST semantics over the revisioned store, parameterised by each resource's declarative [`ResourceDef`] and its [`Strategy`].
 //!
 //! Every verb lives in its own file as an `impl Registry` block: [`create`], [`update`] (also
 //! patch and `/status`), [`delete`] (graceful deletion, finalizers, propagation), [`list`]
 //! (selectors, pagination), [`watch`]; subresources in [`scale`], [`binding`], [`eviction`];
-//! namespace lifecycle in [`namespace`]. Objects are `serde_json::Value`s; each stored value
-//! is the object's JSON without `resourceVersion`, which is set from the store's revision on
-//! every read.
+//! namespace lifecycle in [`namespace`]. What varies per resource is read from its
+//! [`resource::ResourceDef`] (names, verbs, storage, decode) and the [`strategy::Strategy`]
+//! it names (validation, preparation, graceful deletion). Objects are `serde_json::Value`s;
+//! each stored value is the object's JSON without `resourceVersion`, which is set from the
+//! store's revision on every read.
 
 pub mod binding;
 pub mod create;
@@ -18,9 +20,11 @@ pub mod list;
 pub mod namespace;
 pub mod options;
 pub mod patch;
+pub mod resource;
 pub mod scale;
 pub mod service_ip;
 pub mod strategy;
+pub mod subresource;
 pub mod update;
 pub mod watch;
 
@@ -34,19 +38,21 @@ use crate::object;
 use crate::openapi::OpenApi;
 use crate::resources;
 use crate::storage::{KeyValue, Storage};
-pub use strategy::{ResourceInfo, Strategy, Subresource};
+pub use resource::ResourceDef;
+pub use strategy::Strategy;
+pub use subresource::Subresource;
 
 /// How many times a write whose read went stale is retried before answering 409 (as
 /// upstream's `GuaranteedUpdate` loop, bounded).
 const MAX_WRITE_RETRIES: usize = 16;
 
-/// The registry: every served resource's strategy over one shared store.
+/// The registry: every served resource's entry over one shared store.
 pub struct Registry {
     /// The revisioned store all resources live in.
     storage: Arc<dyn Storage>,
-    /// Strategies in discovery order; `(group, version, plural)` is unique. A linear scan
-    /// over a few dozen entries is as fast as hashing the three strings.
-    resources: Vec<Arc<dyn Strategy>>,
+    /// Entries in discovery order; `(group, version, plural)` is unique. A linear scan over a
+    /// few dozen entries is as fast as hashing the three strings.
+    resources: &'static [&'static ResourceDef],
     /// Recent watch events decoded and encoded once for all watchers.
     pub(crate) events: event_cache::EventCache,
     /// The OpenAPI documents of `resources`, built on first use.
@@ -67,9 +73,17 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// A registry serving every built-in resource over `storage`.
     pub fn new(storage: Arc<dyn Storage>) -> Self {
+        Self::with_resources(storage, resources::ALL)
+    }
+
+    /// A registry serving `resources` (unique by group, version and plural) over `storage`.
+    pub fn with_resources(
+        storage: Arc<dyn Storage>,
+        resources: &'static [&'static ResourceDef],
+    ) -> Self {
         Self {
             storage,
-            resources: resources::all(),
+            resources,
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
             openapi: OnceLock::new(),
             service_ips: tokio::sync::Mutex::new(()),
@@ -78,7 +92,7 @@ impl Registry {
 
     /// The OpenAPI v3 documents and schemas of every served resource (built on first use).
     pub fn openapi(&self) -> &OpenApi {
-        self.openapi.get_or_init(|| OpenApi::build(&self.resources))
+        self.openapi.get_or_init(|| OpenApi::build(self.resources))
     }
 
     /// The store under the registry.
@@ -87,65 +101,66 @@ impl Registry {
     }
 
     /// Every served resource, in discovery order.
-    pub fn resources(&self) -> &[Arc<dyn Strategy>] {
-        &self.resources
+    pub fn resources(&self) -> &'static [&'static ResourceDef] {
+        self.resources
     }
 
-    /// The strategy serving `group/version/plural`.
-    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<dyn Strategy>> {
-        self.resources.iter().find(|s| {
-            let i = s.info();
-            i.group == group && i.version == version && i.plural == plural
-        })
+    /// The entry serving `group/version/plural`.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
+        self.resources
+            .iter()
+            .find(|d| d.group == group && d.version == version && d.plural == plural)
+            .copied()
     }
 
-    /// The strategy serving a resource, by its static info (for internal reads such as
-    /// namespaces and PodDisruptionBudgets).
-    pub(crate) fn strategy_for(&self, info: &'static ResourceInfo) -> Option<&Arc<dyn Strategy>> {
-        self.resources.iter().find(|s| std::ptr::eq(s.info(), info))
+    /// `def` if this registry serves it (for internal reads such as namespaces and
+    /// PodDisruptionBudgets).
+    pub(crate) fn served(&self, def: &'static ResourceDef) -> Option<&'static ResourceDef> {
+        self.resources
+            .iter()
+            .find(|d| std::ptr::eq(**d, def))
+            .copied()
     }
 
     /// Reads one object (`GET .../{name}`).
-    pub async fn get(&self, s: &dyn Strategy, namespace: &str, name: &str) -> Result<Value> {
-        let info = s.info();
-        let key = info.storage_key(namespace, name);
+    pub async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Value> {
+        let key = def.storage_key(namespace, name);
         match self.storage.get(&key).await {
-            Ok(Some(kv)) => decode_stored(s, &kv),
-            Ok(None) => Err(ApiError::not_found(info.group_resource(), name)),
-            Err(e) => Err(ApiError::from_storage(e, info.group_resource(), name)),
+            Ok(Some(kv)) => decode_stored(def, &kv),
+            Ok(None) => Err(ApiError::not_found(def.group_resource(), name)),
+            Err(e) => Err(ApiError::from_storage(e, def.group_resource(), name)),
         }
     }
 
     /// Reads one object with its stored version, or `None`.
     pub(crate) async fn get_kv(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
     ) -> Result<Option<(Value, KeyValue)>> {
-        let info = s.info();
-        let key = info.storage_key(namespace, name);
+        let key = def.storage_key(namespace, name);
         match self.storage.get(&key).await {
-            Ok(Some(kv)) => Ok(Some((decode_stored(s, &kv)?, kv))),
+            Ok(Some(kv)) => Ok(Some((decode_stored(def, &kv)?, kv))),
             Ok(None) => Ok(None),
-            Err(e) => Err(ApiError::from_storage(e, info.group_resource(), name)),
+            Err(e) => Err(ApiError::from_storage(e, def.group_resource(), name)),
         }
     }
 }
 
-/// Decodes a stored value into the strategy's version, with `resourceVersion` set from the
+/// Decodes a stored value into the entry's version, with `resourceVersion` set from the
 /// store's mod revision.
-pub(crate) fn decode_stored(s: &dyn Strategy, kv: &KeyValue) -> Result<Value> {
+pub(crate) fn decode_stored(def: &ResourceDef, kv: &KeyValue) -> Result<Value> {
     let mut obj: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| ApiError::internal(format!("decoding stored object {}: {e}", kv.key)))?;
     object::set_resource_version(&mut obj, kv.mod_revision);
-    Ok(s.convert_from_storage(obj))
+    Ok(def.from_storage(obj))
 }
 
-/// Encodes an object (in the strategy's version) for the store: stored form, without
+/// Encodes an object (in the entry's version) for the store: stored form, without
 /// `resourceVersion`.
-pub(crate) fn encode_for_storage(s: &dyn Strategy, obj: &Value) -> Result<Bytes> {
-    let mut stored = s.convert_to_storage(obj.clone());
+pub(crate) fn encode_for_storage(def: &ResourceDef, obj: &Value) -> Result<Bytes> {
+    let mut stored = def.to_storage(obj.clone());
     object::remove_meta(&mut stored, "resourceVersion");
     serde_json::to_vec(&stored)
         .map(Bytes::from)

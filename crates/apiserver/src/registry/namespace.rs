@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::options::WriteOptions;
-use crate::registry::strategy::{ResourceInfo, Strategy};
+use crate::registry::resource::ResourceDef;
 use crate::registry::{Registry, decode_stored, encode_for_storage};
 use crate::resources::namespace as ns_resource;
 use crate::storage;
@@ -20,15 +20,12 @@ pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-publ
 impl Registry {
     /// Creates the default namespaces that do not exist yet.
     pub async fn ensure_default_namespaces(&self) -> Result<()> {
-        let Some(s) = self.strategy_for(&ns_resource::INFO).cloned() else {
+        let Some(def) = self.served(&ns_resource::NAMESPACES) else {
             return Ok(());
         };
         for name in DEFAULT_NAMESPACES {
             let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            match self
-                .create(s.as_ref(), "", body, &WriteOptions::default())
-                .await
-            {
+            match self.create(def, "", body, &WriteOptions::default()).await {
                 Ok(_) => {}
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(e),
@@ -39,18 +36,18 @@ impl Registry {
 
     /// NamespaceLifecycle on create: the namespace must exist (404) and not be terminating
     /// (403 with cause `NamespaceTerminating`).
-    pub(crate) async fn admit_create(&self, info: &ResourceInfo, obj: &Value) -> Result<()> {
-        if !info.namespaced {
+    pub(crate) async fn admit_create(&self, def: &ResourceDef, obj: &Value) -> Result<()> {
+        if !def.namespaced {
             return Ok(());
         }
         let namespace = object::namespace(obj);
-        let key = ns_resource::INFO.storage_key("", namespace);
+        let key = ns_resource::NAMESPACES.storage_key("", namespace);
         let stored = self.storage().get(&key).await.map_err(|e| {
-            ApiError::from_storage(e, ns_resource::INFO.group_resource(), namespace)
+            ApiError::from_storage(e, ns_resource::NAMESPACES.group_resource(), namespace)
         })?;
         let Some(kv) = stored else {
             return Err(ApiError::not_found(
-                ns_resource::INFO.group_resource(),
+                ns_resource::NAMESPACES.group_resource(),
                 namespace,
             ));
         };
@@ -61,7 +58,7 @@ impl Registry {
             || object::deletion_timestamp(&ns).is_some();
         if terminating {
             return Err(ApiError::forbidden(
-                info.group_resource(),
+                def.group_resource(),
                 object::name(obj),
                 &format!(
                     "unable to create new content in namespace {namespace} because it is being terminated"
@@ -82,11 +79,11 @@ impl Registry {
     /// so the caller deletes it for real, as upstream's namespace `REST.Delete`.
     pub(crate) async fn begin_namespace_delete(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         name: &str,
         dry_run: bool,
     ) -> Result<Option<Value>> {
-        let gr = ns_resource::INFO.group_resource();
+        let gr = ns_resource::NAMESPACES.group_resource();
         if IMMORTAL_NAMESPACES.contains(&name) {
             return Err(ApiError::forbidden(
                 gr,
@@ -95,7 +92,7 @@ impl Registry {
             ));
         }
         for _ in 0..super::MAX_WRITE_RETRIES {
-            let Some((mut ns, kv)) = self.get_kv(s, "", name).await? else {
+            let Some((mut ns, kv)) = self.get_kv(def, "", name).await? else {
                 return Err(ApiError::not_found(gr, name));
             };
             if object::deletion_timestamp(&ns).is_some() {
@@ -111,7 +108,7 @@ impl Registry {
             if dry_run {
                 return Ok(Some(ns));
             }
-            let bytes = encode_for_storage(s, &ns)?;
+            let bytes = encode_for_storage(def, &ns)?;
             match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut ns, rev);
@@ -131,21 +128,21 @@ impl Registry {
     /// has emptied it. The last state is returned either way.
     pub async fn finalize_namespace(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         name: &str,
         body: Value,
         dry_run: bool,
     ) -> Result<Value> {
-        let gr = ns_resource::INFO.group_resource();
-        let body = super::create::check_kind(s.info(), body)?;
-        let body = s.decode(body).map_err(ApiError::bad_request)?;
+        let gr = ns_resource::NAMESPACES.group_resource();
+        let body = super::create::check_kind(def, body)?;
+        let body = def.decode(body).map_err(ApiError::bad_request)?;
         let requested_rv = super::parse_resource_version(object::resource_version(&body))?;
         let finalizers = body
             .pointer("/spec/finalizers")
             .cloned()
             .unwrap_or_else(|| json!([]));
         for _ in 0..super::MAX_WRITE_RETRIES {
-            let key = ns_resource::INFO.storage_key("", name);
+            let key = ns_resource::NAMESPACES.storage_key("", name);
             let kv = self
                 .storage()
                 .get(&key)
@@ -157,7 +154,7 @@ impl Registry {
             {
                 return Err(ApiError::stale(gr, name));
             }
-            let mut ns = decode_stored(s, &kv)?;
+            let mut ns = decode_stored(def, &kv)?;
             ns["spec"]["finalizers"] = finalizers.clone();
             if dry_run {
                 return Ok(ns);
@@ -169,7 +166,7 @@ impl Registry {
                     Err(e) => return Err(ApiError::from_storage(e, gr, name)),
                 }
             }
-            let bytes = encode_for_storage(s, &ns)?;
+            let bytes = encode_for_storage(def, &ns)?;
             match self.storage().update(&key, kv.mod_revision, bytes).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut ns, rev);

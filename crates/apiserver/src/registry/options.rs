@@ -5,7 +5,7 @@ use serde_json::Value;
 use crate::error::{ApiError, Result};
 use crate::openapi::field_validation::{self, FieldValidation};
 use crate::registry::Registry;
-use crate::registry::strategy::ResourceInfo;
+use crate::registry::resource::ResourceDef;
 
 /// Options of a create, update or patch (the query parameters of the request).
 #[derive(Clone, Debug, Default)]
@@ -56,11 +56,11 @@ pub(crate) enum Decoded {
 }
 
 impl Registry {
-    /// Applies `fieldValidation` to `obj`, a body or patched object of `info`'s kind: the
+    /// Applies `fieldValidation` to `obj`, a body or patched object of `def`'s kind: the
     /// warnings to send under `Warn`, a 400 under `Strict` when fields are unknown.
     pub(crate) fn check_fields(
         &self,
-        info: &ResourceInfo,
+        def: &ResourceDef,
         obj: &Value,
         directive: FieldValidation,
         decoded: Decoded,
@@ -68,9 +68,7 @@ impl Registry {
         if directive == FieldValidation::Ignore {
             return Ok(Vec::new());
         }
-        let unknown = self
-            .openapi()
-            .unknown_fields(info.group, info.version, info.kind, obj);
+        let unknown = self.openapi().unknown_fields(&def.openapi, obj);
         if unknown.is_empty() {
             return Ok(Vec::new());
         }
@@ -80,8 +78,8 @@ impl Registry {
                 Err(ApiError::bad_request(match decoded {
                     Decoded::Body => format!(
                         "{kind} in version {version:?} cannot be handled as a {kind}: {strict}",
-                        kind = info.kind,
-                        version = info.version
+                        kind = def.kind,
+                        version = def.version
                     ),
                     Decoded::Patch => strict,
                 }))

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
-use crate::registry::strategy::ResourceInfo;
+use crate::registry::resource::ResourceDef;
 use crate::strategic_merge::{self, Schema};
 use crate::validation::FieldError;
 
@@ -42,10 +42,13 @@ impl PatchType {
     }
 }
 
-/// Applies `patch` to `current` and returns the patched object. A malformed patch is a 400;
-/// a JSON patch that cannot be applied (failed `test`, missing path) is a 422.
+/// Applies `patch` to `current` and returns the patched object; a strategic merge patch
+/// merges lists as `schema` says (the patched document's kind's). A malformed patch is a
+/// 400; a JSON patch that cannot be applied (failed `test`, missing path) is a 422, naming
+/// `def`'s kind.
 pub fn apply_patch(
-    info: &ResourceInfo,
+    def: &ResourceDef,
+    schema: Schema,
     current: &Value,
     kind: PatchType,
     patch: &[u8],
@@ -57,7 +60,7 @@ pub fn apply_patch(
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             json_patch::patch(&mut doc, &ops).map_err(|e| {
                 ApiError::invalid(
-                    info.group_kind(),
+                    def.group_kind(),
                     crate::object::name(current),
                     &[FieldError::invalid(
                         "patch",
@@ -86,12 +89,6 @@ pub fn apply_patch(
         PatchType::StrategicMerge => {
             let p: Value = serde_json::from_slice(patch)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            // The patch metadata (merge keys, strategies) of the patched document's kind:
-            // the object's own, or autoscaling/v1 Scale for /scale.
-            let api_version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-            let kind = doc.get("kind").and_then(Value::as_str).unwrap_or(info.kind);
-            let schema = Schema::for_kind(group, version, kind);
             // Upstream answers malformed strategic patches with 400 (`interpretStrategicMergePatchError`).
             doc = strategic_merge::apply_owned(doc, p, &schema)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -152,8 +149,14 @@ mod tests {
             },
         ];
         for case in cases {
-            let got = apply_patch(&pod::INFO, &case.current, case.kind, case.patch.as_bytes())
-                .expect(case.name);
+            let got = apply_patch(
+                &pod::PODS,
+                pod::PODS.patch_schema(),
+                &case.current,
+                case.kind,
+                case.patch.as_bytes(),
+            )
+            .expect(case.name);
             assert_eq!(got, case.want, "case {}", case.name);
         }
     }
@@ -161,11 +164,18 @@ mod tests {
     #[test]
     fn bad_patches() {
         let current = json!({"metadata": {"name": "a"}});
-        let err =
-            apply_patch(&pod::INFO, &current, PatchType::Merge, b"{nope").expect_err("malformed");
+        let err = apply_patch(
+            &pod::PODS,
+            pod::PODS.patch_schema(),
+            &current,
+            PatchType::Merge,
+            b"{nope",
+        )
+        .expect_err("malformed");
         assert_eq!(err.code, 400);
         let err = apply_patch(
-            &pod::INFO,
+            &pod::PODS,
+            pod::PODS.patch_schema(),
             &current,
             PatchType::Json,
             br#"[{"op": "test", "path": "/metadata/name", "value": "b"}]"#,

@@ -9,9 +9,11 @@ use crate::object;
 use crate::openapi::field_validation::FieldValidation;
 use crate::registry::options::WriteOptions;
 use crate::registry::patch::{PatchType, apply_patch};
-use crate::registry::strategy::{Strategy, typed};
+use crate::registry::resource::ResourceDef;
+use crate::registry::strategy::typed;
 use crate::registry::update::Target;
 use crate::registry::{Registry, parse_resource_version};
+use crate::strategic_merge::Schema;
 use crate::validation::FieldError;
 
 /// The group/kind of `Scale` in errors.
@@ -53,15 +55,15 @@ pub fn scale_of(obj: &Value) -> Value {
 
 impl Registry {
     /// `GET .../{name}/scale`.
-    pub async fn get_scale(&self, s: &dyn Strategy, namespace: &str, name: &str) -> Result<Value> {
-        Ok(scale_of(&self.get(s, namespace, name).await?))
+    pub async fn get_scale(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Value> {
+        Ok(scale_of(&self.get(def, namespace, name).await?))
     }
 
     /// `PUT .../{name}/scale`: writes `spec.replicas`; a `resourceVersion` in the Scale is a
     /// precondition on the object.
     pub async fn update_scale(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
         scale: Value,
@@ -104,7 +106,7 @@ impl Registry {
         let bytes = serde_json::to_vec(&patch).map_err(ApiError::internal)?;
         let updated = self
             .patch(
-                s,
+                def,
                 namespace,
                 name,
                 PatchType::Merge,
@@ -123,21 +125,22 @@ impl Registry {
     /// `PATCH .../{name}/scale`: the patch applies to the current `Scale`.
     pub async fn patch_scale(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
         patch_type: PatchType,
         patch: &[u8],
         opts: &WriteOptions,
     ) -> Result<Value> {
-        let current = self.get_scale(s, namespace, name).await?;
-        let patched = apply_patch(s.info(), &current, patch_type, patch)?;
+        let current = self.get_scale(def, namespace, name).await?;
+        // autoscaling/v1 Scale has no patch tags: every list is replaced.
+        let patched = apply_patch(def, Schema::unknown(), &current, patch_type, patch)?;
         // An untouched resourceVersion is not a precondition: the patch applies to the latest.
         let mut patched = patched;
         if object::resource_version(&patched) == object::resource_version(&current) {
             object::remove_meta(&mut patched, "resourceVersion");
         }
-        self.update_scale(s, namespace, name, patched, opts).await
+        self.update_scale(def, namespace, name, patched, opts).await
     }
 }
 

@@ -105,15 +105,15 @@ pub fn needs_allocation(new: &Value, old: &Value) -> bool {
 impl Registry {
     /// Every cluster IP held by a stored Service, read from the store.
     async fn used_cluster_ips(&self) -> Result<HashSet<Ipv4Addr>> {
-        let info = &svc_resource::INFO;
+        let def = &svc_resource::SERVICES;
         let listed = self
             .storage()
             .list(ListOptions {
-                prefix: info.storage_prefix(None),
+                prefix: def.storage_prefix(None),
                 ..ListOptions::default()
             })
             .await
-            .map_err(|e| ApiError::from_storage(e, info.group_resource(), ""))?;
+            .map_err(|e| ApiError::from_storage(e, def.group_resource(), ""))?;
         let mut used = HashSet::with_capacity(listed.kvs.len());
         for kv in &listed.kvs {
             let Ok(svc) = serde_json::from_slice::<Value>(&kv.value) else {
@@ -163,7 +163,7 @@ impl Registry {
                 let is_kubernetes = object::namespace(svc) == "default" && name == "kubernetes";
                 check_requested(ip, &used, is_kubernetes).map_err(|e| {
                     ApiError::invalid(
-                        svc_resource::INFO.group_kind(),
+                        svc_resource::SERVICES.group_kind(),
                         &name,
                         // The value as upstream prints `spec.clusterIPs` (`%#v` of a Go slice).
                         &[FieldError {

@@ -15,7 +15,7 @@ use crate::object;
 use crate::registry::create::{bind_namespace, check_kind};
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
-use crate::registry::strategy::{ResourceInfo, Strategy, check};
+use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage, parse_resource_version};
 use crate::storage::{self, KeyValue};
 use crate::validation::{validate_object_meta, validate_object_meta_update};
@@ -44,18 +44,17 @@ impl Registry {
     /// `PUT`: replaces an object (or its status).
     pub async fn update(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
         body: Value,
         target: Target,
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
-        let info = s.info();
-        let body = check_kind(info, body)?;
-        let warnings = self.check_fields(info, &body, opts.field_validation, Decoded::Body)?;
+        let body = check_kind(def, body)?;
+        let warnings = self.check_fields(def, &body, opts.field_validation, Decoded::Body)?;
         let mut outcome = self
-            .write(s, namespace, name, Source::Replace(&body), target, opts)
+            .write(def, namespace, name, Source::Replace(&body), target, opts)
             .await?;
         outcome.warnings.extend(warnings);
         Ok(outcome)
@@ -65,7 +64,7 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
         patch_type: PatchType,
@@ -74,15 +73,12 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
         if patch_type == PatchType::Apply {
-            let info = s.info();
-            let config = apply_config(info, name, patch)?;
+            let config = apply_config(def, name, patch)?;
             // Upstream converts the configuration to its typed form first, which fails on
             // any field the schema does not declare, whatever `fieldValidation` says.
-            let unknown =
-                self.openapi()
-                    .unknown_fields(info.group, info.version, info.kind, &config);
+            let unknown = self.openapi().unknown_fields(&def.openapi, &config);
             if !unknown.is_empty() {
-                let object = if info.namespaced {
+                let object = if def.namespaced {
                     format!("{namespace}/{name}")
                 } else {
                     name.to_owned()
@@ -100,19 +96,19 @@ impl Registry {
                     reason: "",
                     message: format!(
                         "failed to create typed patch object ({object}; {}, Kind={}): {why}",
-                        info.api_version(),
-                        info.kind
+                        def.api_version(),
+                        def.kind
                     ),
                     details: None,
                     continue_token: None,
                 });
             }
             return self
-                .write(s, namespace, name, Source::Apply(&config), target, opts)
+                .write(def, namespace, name, Source::Apply(&config), target, opts)
                 .await;
         }
         self.write(
-            s,
+            def,
             namespace,
             name,
             Source::Patch(patch_type, patch),
@@ -124,30 +120,29 @@ impl Registry {
 
     async fn write(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
         source: Source<'_>,
         target: Target,
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
-        let info = s.info();
-        let gr = info.group_resource();
-        let namespace = if info.namespaced { namespace } else { "" };
+        let gr = def.group_resource();
+        let namespace = if def.namespaced { namespace } else { "" };
         let dry_run = opts.dry_run;
         for _ in 0..MAX_WRITE_RETRIES {
-            let Some((current, kv)) = self.get_kv(s, namespace, name).await? else {
+            let Some((current, kv)) = self.get_kv(def, namespace, name).await? else {
                 return match source {
                     Source::Replace(body)
-                        if s.allow_create_on_update() && target == Target::Main =>
+                        if def.strategy.allow_create_on_update() && target == Target::Main =>
                     {
                         let mut obj = body.clone();
                         if object::name(&obj).is_empty() {
                             object::set_meta(&mut obj, "name", name);
                         }
                         check_name(&obj, name)?;
-                        bind_namespace(info, &mut obj, namespace)?;
-                        let object = self.create_checked(s, obj, dry_run).await?;
+                        bind_namespace(def, &mut obj, namespace)?;
+                        let object = self.create_checked(def, obj, dry_run).await?;
                         Ok(WriteOutcome {
                             object,
                             created: true,
@@ -156,9 +151,9 @@ impl Registry {
                     }
                     Source::Apply(config) if target == Target::Main => {
                         let mut obj =
-                            self.apply_to(s, namespace, name, None, config, target, opts)?;
-                        bind_namespace(info, &mut obj, namespace)?;
-                        let object = self.create_checked(s, obj, dry_run).await?;
+                            self.apply_to(def, namespace, name, None, config, target, opts)?;
+                        bind_namespace(def, &mut obj, namespace)?;
+                        let object = self.create_checked(def, obj, dry_run).await?;
                         Ok(WriteOutcome {
                             object,
                             created: true,
@@ -175,13 +170,13 @@ impl Registry {
             let (new, is_replace) = match source {
                 Source::Replace(body) => (body.clone(), true),
                 Source::Patch(kind, patch) => {
-                    let patched = apply_patch(info, &current, kind, patch)?;
+                    let patched = apply_patch(def, def.patch_schema(), &current, kind, patch)?;
                     warnings =
-                        self.check_fields(info, &patched, opts.field_validation, Decoded::Patch)?;
+                        self.check_fields(def, &patched, opts.field_validation, Decoded::Patch)?;
                     (patched, false)
                 }
                 Source::Apply(config) => (
-                    self.apply_to(s, namespace, name, Some(&current), config, target, opts)?,
+                    self.apply_to(def, namespace, name, Some(&current), config, target, opts)?,
                     false,
                 ),
             };
@@ -206,11 +201,11 @@ impl Registry {
             }
             let tracked = !matches!(source, Source::Apply(_));
             let mut new =
-                self.prepare_update(s, namespace, name, new, &current, target, opts, tracked)?;
+                self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
             // A Service that gains a cluster IP (from ExternalName) gets one allocated; the
             // allocation lock stays held until the write is done.
             let _service_ips = if target == Target::Main
-                && std::ptr::eq(info, &crate::resources::service::INFO)
+                && std::ptr::eq(def, &crate::resources::service::SERVICES)
                 && crate::registry::service_ip::needs_allocation(&new, &current)
             {
                 let guard = self.service_ips.lock().await;
@@ -220,7 +215,7 @@ impl Registry {
                 None
             };
             match self
-                .commit_update(s, name, new, current, &kv, dry_run)
+                .commit_update(def, name, new, current, &kv, dry_run)
                 .await
             {
                 Ok(object) => {
@@ -243,7 +238,7 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     fn apply_to(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
         live: Option<&Value>,
@@ -251,9 +246,8 @@ impl Registry {
         target: Target,
         opts: &WriteOptions,
     ) -> Result<Value> {
-        let info = s.info();
         let manager = opts.field_manager.as_deref().unwrap_or("");
-        let api_version = info.api_version();
+        let api_version = def.api_version();
         let now = object::now_rfc3339();
         let writer = Writer {
             manager,
@@ -261,18 +255,18 @@ impl Registry {
             subresource: subresource_name(target, opts),
             now: &now,
         };
-        let schema = crate::strategic_merge::Schema::for_kind(info.group, info.version, info.kind);
+        let schema = def.patch_schema();
         let object = if namespace.is_empty() {
             name.to_owned()
         } else {
             format!("{namespace}/{name}")
         };
-        let gvk = format!("{api_version}, Kind={}", info.kind);
+        let gvk = format!("{api_version}, Kind={}", def.kind);
         apply::apply(
             live,
             config,
             schema.root(),
-            scope(s, target),
+            scope(def, target),
             writer,
             opts.force,
         )
@@ -285,7 +279,7 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     fn prepare_update(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         namespace: &str,
         name: &str,
         new: Value,
@@ -294,18 +288,17 @@ impl Registry {
         opts: &WriteOptions,
         tracked: bool,
     ) -> Result<Value> {
-        let info = s.info();
-        let mut new = check_kind(info, new)?;
+        let mut new = check_kind(def, new)?;
         check_name(&new, name)?;
-        bind_namespace(info, &mut new, namespace)?;
-        let mut new = s.decode(new).map_err(ApiError::bad_request)?;
+        bind_namespace(def, &mut new, namespace)?;
+        let mut new = def.decode(new).map_err(ApiError::bad_request)?;
         if object::name(&new).is_empty() {
             object::set_meta(&mut new, "name", name);
         }
         let rv = object::resource_version(old).to_owned();
         match target {
             Target::Main => {
-                if s.has_status() {
+                if def.has_status() {
                     match old.get("status") {
                         Some(status) => new["status"] = status.clone(),
                         None => {
@@ -335,7 +328,8 @@ impl Registry {
                         }
                     }
                 }
-                s.prepare_for_status_update(&mut new, requested_meta.as_ref());
+                def.strategy
+                    .prepare_for_status_update(&mut new, requested_meta.as_ref());
             }
         }
         // The server owns these metadata fields (rest.BeforeUpdate).
@@ -358,31 +352,30 @@ impl Registry {
             object::set_meta(&mut new, "deletionGracePeriodSeconds", grace);
         }
         if tracked {
-            let api_version = info.api_version();
+            let api_version = def.api_version();
             let now = object::now_rfc3339();
-            let schema =
-                crate::strategic_merge::Schema::for_kind(info.group, info.version, info.kind);
+            let schema = def.patch_schema();
             let writer = Writer {
                 manager: opts.field_manager.as_deref().unwrap_or(UNKNOWN_MANAGER),
                 api_version: &api_version,
                 subresource: subresource_name(target, opts),
                 now: &now,
             };
-            managed::record_update(old, &mut new, schema.root(), scope(s, target), writer);
+            managed::record_update(old, &mut new, schema.root(), scope(def, target), writer);
         }
-        let mut errs = validate_object_meta(&new, info.namespaced, s.name_rule());
+        let mut errs = validate_object_meta(&new, def.namespaced, def.strategy.name_rule());
         errs.extend(validate_object_meta_update(&new, old));
         match target {
             Target::Main => {
                 if object::spec_changed(&new, old) {
                     object::set_meta(&mut new, "generation", object::generation(old) + 1);
                 }
-                s.prepare_for_update(&mut new, old);
-                errs.extend(s.validate_update(&new, old));
+                def.strategy.prepare_for_update(&mut new, old);
+                errs.extend(def.strategy.validate_update(&new, old));
             }
-            Target::Status => errs.extend(s.validate_status_update(&new, old)),
+            Target::Status => errs.extend(def.strategy.validate_status_update(&new, old)),
         }
-        check(info, name, errs)?;
+        def.check(name, errs)?;
         Ok(new)
     }
 
@@ -390,14 +383,14 @@ impl Registry {
     /// instead when its last finalizer went away during deletion (`ShouldDeleteDuringUpdate`).
     async fn commit_update(
         &self,
-        s: &dyn Strategy,
+        def: &ResourceDef,
         name: &str,
         mut new: Value,
         old: Value,
         kv: &KeyValue,
         dry_run: bool,
     ) -> Result<Value, Retry> {
-        let gr = s.info().group_resource();
+        let gr = def.group_resource();
         if new == old {
             // Upstream's GuaranteedUpdate skips identical writes: no new revision, no event.
             return Ok(old);
@@ -416,7 +409,7 @@ impl Registry {
                 Err(e) => Err(Retry::Fail(ApiError::from_storage(e, gr, name))),
             };
         }
-        let bytes = encode_for_storage(s, &new).map_err(Retry::Fail)?;
+        let bytes = encode_for_storage(def, &new).map_err(Retry::Fail)?;
         match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
             Ok(rev) => {
                 object::set_resource_version(&mut new, rev);
@@ -440,10 +433,10 @@ pub(crate) enum Retry {
 const UNKNOWN_MANAGER: &str = "unknown";
 
 /// Which part of the object a write's managed fields cover.
-fn scope(s: &dyn Strategy, target: Target) -> Scope {
+fn scope(def: &ResourceDef, target: Target) -> Scope {
     match target {
         Target::Main => Scope::Main {
-            status_subresource: s.has_status(),
+            status_subresource: def.has_status(),
         },
         Target::Status => Scope::Status,
     }
@@ -459,18 +452,18 @@ fn subresource_name(target: Target, opts: &WriteOptions) -> &'static str {
 
 /// Parses and checks an apply configuration (`application/apply-patch+yaml`): a YAML or JSON
 /// object of the resource's kind and version, named as the URL, without `managedFields`.
-fn apply_config(info: &ResourceInfo, name: &str, patch: &[u8]) -> Result<Value> {
+fn apply_config(def: &ResourceDef, name: &str, patch: &[u8]) -> Result<Value> {
     let config: Value = serde_saphyr::from_slice(patch)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-    let config = check_kind(info, config)?;
+    let config = check_kind(def, config)?;
     let api_version = config
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
-    if api_version != info.api_version() {
+    if api_version != def.api_version() {
         return Err(ApiError::bad_request(format!(
             "Incorrect version specified in apply patch. Specified patch version: {api_version}, expected: {}",
-            info.api_version()
+            def.api_version()
         )));
     }
     if config

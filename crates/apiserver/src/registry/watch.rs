@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{ApiError, Result};
 use crate::registry::event_cache::EventCache;
 use crate::registry::list::ListOptions;
-use crate::registry::strategy::Strategy;
+use crate::registry::resource::ResourceDef;
 use crate::registry::{Registry, decode_stored, parse_resource_version};
 use crate::storage::{self, Event, Revision};
 
@@ -68,13 +68,12 @@ impl Registry {
     /// being dropped (the client went away).
     pub async fn watch(
         self: &Arc<Self>,
-        s: Arc<dyn Strategy>,
+        def: &'static ResourceDef,
         namespace: Option<String>,
         opts: ListOptions,
         settings: WatchSettings,
     ) -> Result<mpsc::Receiver<EncodedEvent>> {
         opts.validate()?;
-        let info = s.info();
         let rv = parse_resource_version(&opts.resource_version)?;
         let start = match (opts.send_initial_events, rv) {
             (Some(true), _) => Start::Initial { end_bookmark: true },
@@ -87,10 +86,10 @@ impl Registry {
         let namespace = namespace.or_else(|| {
             opts.field_selector
                 .required_value("metadata.namespace")
-                .filter(|ns| !ns.is_empty() && info.namespaced)
+                .filter(|ns| !ns.is_empty() && def.namespaced)
                 .map(str::to_owned)
         });
-        let prefix = info.storage_prefix(namespace.as_deref());
+        let prefix = def.storage_prefix(namespace.as_deref());
         let timeout = match opts.timeout_seconds {
             Some(t) if t > 0 => Duration::from_secs(t.unsigned_abs()),
             _ => {
@@ -102,7 +101,7 @@ impl Registry {
         let registry = Arc::clone(self);
         tokio::spawn(async move {
             let deadline = tokio::time::sleep(timeout);
-            let run = registry.run_watch(s, prefix, start, opts, &settings, &tx);
+            let run = registry.run_watch(def, prefix, start, opts, &settings, &tx);
             tokio::select! {
                 _ = run => {}
                 _ = deadline => {}
@@ -115,14 +114,13 @@ impl Registry {
 
     async fn run_watch(
         &self,
-        s: Arc<dyn Strategy>,
+        def: &'static ResourceDef,
         prefix: String,
         start: Start,
         opts: ListOptions,
         settings: &WatchSettings,
         tx: &mpsc::Sender<EncodedEvent>,
     ) {
-        let info = s.info();
         let bookmark = |rev: Revision, end_of_initial: bool| {
             let mut metadata = json!({"resourceVersion": rev.to_string()});
             if end_of_initial {
@@ -130,7 +128,7 @@ impl Registry {
             }
             encode_event(
                 "BOOKMARK",
-                &json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata}),
+                &json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata}),
             )
         };
         let error_event = |err: ApiError| encode_event("ERROR", &err.to_status());
@@ -159,7 +157,7 @@ impl Registry {
                     }
                 };
                 for kv in &page.kvs {
-                    let Ok(obj) = decode_stored(s.as_ref(), kv) else {
+                    let Ok(obj) = decode_stored(def, kv) else {
                         continue;
                     };
                     if opts.matches(&obj) && tx.send(encode_event("ADDED", &obj)).await.is_err() {
@@ -196,7 +194,7 @@ impl Registry {
                         None => return,
                     };
                     last = event.revision();
-                    if let Some(line) = convert_event(&self.events, s.as_ref(), &event, &opts)
+                    if let Some(line) = convert_event(&self.events, def, &event, &opts)
                         && tx.send(line).await.is_err()
                     {
                         return;
@@ -227,16 +225,16 @@ fn watch_error(e: storage::Error, requested: Revision) -> ApiError {
 /// encoding go through the shared `cache`, so a fan-out does the work once per event.
 fn convert_event(
     cache: &EventCache,
-    s: &dyn Strategy,
+    def: &ResourceDef,
     event: &Event,
     opts: &ListOptions,
 ) -> Option<Bytes> {
     match event {
         Event::Put { kv, prev } => {
-            let cur = cache.object(s, kv)?;
+            let cur = cache.object(def, kv)?;
             let cur_matches = opts.matches(&cur);
             let prev_obj = match prev {
-                Some(p) if opts.filters() => cache.object(s, p),
+                Some(p) if opts.filters() => cache.object(def, p),
                 _ => None,
             };
             let prev_matches = match (&prev_obj, prev) {
@@ -250,7 +248,7 @@ fn convert_event(
                 (false, true) => ("DELETED", kv.mod_revision),
                 (false, false) => return None,
             };
-            Some(cache.line(s, &kv.key, revision, kind, || {
+            Some(cache.line(def, &kv.key, revision, kind, || {
                 if kind == "DELETED" {
                     // Leaving the selector: the previous state, at this event's revision.
                     let mut gone = prev_obj.as_deref().cloned().unwrap_or(Value::Null);
@@ -262,11 +260,11 @@ fn convert_event(
             }))
         }
         Event::Delete { revision, prev } => {
-            let last = cache.object(s, prev)?;
+            let last = cache.object(def, prev)?;
             if !opts.matches(&last) {
                 return None;
             }
-            Some(cache.line(s, &prev.key, *revision, "DELETED", || {
+            Some(cache.line(def, &prev.key, *revision, "DELETED", || {
                 let mut gone = Value::clone(&last);
                 crate::object::set_resource_version(&mut gone, *revision);
                 encode_event("DELETED", &gone)
@@ -302,10 +300,10 @@ mod tests {
     #[test]
     fn selector_transitions() {
         let opts = ListOptions {
-            field_selector: FieldSelector::parse("spec.nodeName=n1", &pod::INFO).expect("parses"),
+            field_selector: FieldSelector::parse("spec.nodeName=n1", &pod::PODS).expect("parses"),
             ..Default::default()
         };
-        let s = pod::PodStrategy;
+        let s = &pod::PODS;
         struct Case {
             name: &'static str,
             event: Event,
@@ -355,7 +353,7 @@ mod tests {
         ];
         for case in cases {
             let got =
-                convert_event(&EventCache::new(16), &s, &case.event, &opts).map(|l| decode(&l));
+                convert_event(&EventCache::new(16), s, &case.event, &opts).map(|l| decode(&l));
             let got = got.as_ref().map(|v| {
                 (
                     v["type"].as_str().unwrap_or("").to_owned(),
@@ -372,11 +370,11 @@ mod tests {
 
     #[test]
     fn unfiltered_put_is_added_or_modified() {
-        let s = pod::PodStrategy;
+        let s = &pod::PODS;
         let opts = ListOptions::default();
         let added = convert_event(
             &EventCache::new(16),
-            &s,
+            s,
             &Event::Put {
                 kv: kv("a", "", 2),
                 prev: None,
@@ -387,7 +385,7 @@ mod tests {
         assert_eq!(decode(&added)["type"], "ADDED");
         let modified = convert_event(
             &EventCache::new(16),
-            &s,
+            s,
             &Event::Put {
                 kv: kv("a", "", 3),
                 prev: Some(kv("a", "", 2)),

@@ -8,76 +8,59 @@ use kcm_machinery::labels::Selector;
 use serde_json::Value;
 
 use crate::object;
-use crate::registry::strategy::{
-    ResourceInfo, SelectableField, Strategy, Subresource, typed, typed_roundtrip_checked,
-};
+use crate::registry::resource::{ResourceDef, SelectableField};
+use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
+use crate::registry::subresource::Subresource;
 use crate::resources::pod::validate_pod_spec;
 use crate::resources::pod_defaults::default_template;
 use crate::resources::quantities::{self, canonicalize_template};
+use crate::strategic_merge::kinds;
+use crate::table::printers;
 use crate::validation::FieldError;
 
 /// The deployments resource.
-pub static DEPLOYMENTS: ResourceInfo = ResourceInfo {
-    group: "apps",
-    version: "v1",
-    kind: "Deployment",
-    plural: "deployments",
-    singular: "deployment",
-    short_names: &["deploy"],
-    categories: &["all"],
-    namespaced: true,
-    subresources: &[Subresource::Status, Subresource::Scale],
-    fields: &[],
-    storage_resource: ("apps", "deployments"),
-};
+pub static DEPLOYMENTS: ResourceDef = ResourceDef::of::<Deployment>()
+    .short_names(&["deploy"])
+    .categories(&["all"])
+    .subresources(&[Subresource::Status, Subresource::Scale])
+    .decode_with(decode_deployment)
+    .strategy(&WorkloadStrategy(Workload::Deployment))
+    .printer(printers::DEPLOYMENT)
+    .merge_schema(&kinds::DEPLOYMENT);
 
 /// The replicasets resource.
-pub static REPLICASETS: ResourceInfo = ResourceInfo {
-    group: "apps",
-    version: "v1",
-    kind: "ReplicaSet",
-    plural: "replicasets",
-    singular: "replicaset",
-    short_names: &["rs"],
-    categories: &["all"],
-    namespaced: true,
-    subresources: &[Subresource::Status, Subresource::Scale],
-    fields: &[SelectableField::string(
+pub static REPLICASETS: ResourceDef = ResourceDef::of::<ReplicaSet>()
+    .short_names(&["rs"])
+    .categories(&["all"])
+    .subresources(&[Subresource::Status, Subresource::Scale])
+    .fields(&[SelectableField::string(
         "status.replicas",
         "/status/replicas",
-    )],
-    storage_resource: ("apps", "replicasets"),
-};
+    )])
+    .decode_with(decode_replica_set)
+    .strategy(&WorkloadStrategy(Workload::ReplicaSet))
+    .printer(printers::REPLICA_SET)
+    .merge_schema(&kinds::TEMPLATED_WORKLOAD);
 
 /// The statefulsets resource.
-pub static STATEFULSETS: ResourceInfo = ResourceInfo {
-    group: "apps",
-    version: "v1",
-    kind: "StatefulSet",
-    plural: "statefulsets",
-    singular: "statefulset",
-    short_names: &["sts"],
-    categories: &["all"],
-    namespaced: true,
-    subresources: &[Subresource::Status, Subresource::Scale],
-    fields: &[],
-    storage_resource: ("apps", "statefulsets"),
-};
+pub static STATEFULSETS: ResourceDef = ResourceDef::of::<StatefulSet>()
+    .short_names(&["sts"])
+    .categories(&["all"])
+    .subresources(&[Subresource::Status, Subresource::Scale])
+    .decode_with(decode_stateful_set)
+    .strategy(&WorkloadStrategy(Workload::StatefulSet))
+    .printer(printers::STATEFUL_SET)
+    .merge_schema(&kinds::TEMPLATED_WORKLOAD);
 
 /// The daemonsets resource.
-pub static DAEMONSETS: ResourceInfo = ResourceInfo {
-    group: "apps",
-    version: "v1",
-    kind: "DaemonSet",
-    plural: "daemonsets",
-    singular: "daemonset",
-    short_names: &["ds"],
-    categories: &["all"],
-    namespaced: true,
-    subresources: &[Subresource::Status],
-    fields: &[],
-    storage_resource: ("apps", "daemonsets"),
-};
+pub static DAEMONSETS: ResourceDef = ResourceDef::of::<DaemonSet>()
+    .short_names(&["ds"])
+    .categories(&["all"])
+    .subresources(&[Subresource::Status])
+    .decode_with(decode_daemon_set)
+    .strategy(&WorkloadStrategy(Workload::DaemonSet))
+    .printer(printers::DAEMON_SET)
+    .merge_schema(&kinds::TEMPLATED_WORKLOAD);
 
 /// Which workload a [`WorkloadStrategy`] serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,102 +97,6 @@ impl Strategy for WorkloadStrategy {
                 None => {
                     meta.remove("annotations");
                 }
-            }
-        }
-    }
-
-    fn info(&self) -> &'static ResourceInfo {
-        match self.0 {
-            Workload::Deployment => &DEPLOYMENTS,
-            Workload::ReplicaSet => &REPLICASETS,
-            Workload::StatefulSet => &STATEFULSETS,
-            Workload::DaemonSet => &DAEMONSETS,
-        }
-    }
-
-    fn decode(&self, obj: Value) -> Result<Value, String> {
-        match self.0 {
-            Workload::Deployment => {
-                typed_roundtrip_checked::<Deployment, quantities::Error>(obj, "Deployment", |d| {
-                    if let Some(spec) = d.spec.as_mut() {
-                        spec.replicas.get_or_insert(1);
-                        spec.revision_history_limit.get_or_insert(10);
-                        spec.progress_deadline_seconds.get_or_insert(600);
-                        let strategy = spec.strategy.get_or_insert_with(Default::default);
-                        let kind = strategy
-                            .type_
-                            .get_or_insert_with(|| "RollingUpdate".to_owned());
-                        if kind == "RollingUpdate" {
-                            let ru = strategy.rolling_update.get_or_insert_with(Default::default);
-                            ru.max_unavailable
-                                .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
-                            ru.max_surge
-                                .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
-                        }
-                        canonicalize_template(&mut spec.template)?;
-                        default_template(&mut spec.template);
-                    }
-                    Ok(())
-                })
-            }
-            Workload::ReplicaSet => {
-                typed_roundtrip_checked::<ReplicaSet, quantities::Error>(obj, "ReplicaSet", |rs| {
-                    if let Some(spec) = rs.spec.as_mut() {
-                        spec.replicas.get_or_insert(1);
-                        if let Some(t) = spec.template.as_mut() {
-                            canonicalize_template(t)?;
-                            default_template(t);
-                        }
-                    }
-                    Ok(())
-                })
-            }
-            Workload::StatefulSet => {
-                typed_roundtrip_checked::<StatefulSet, quantities::Error>(obj, "StatefulSet", |s| {
-                    if let Some(spec) = s.spec.as_mut() {
-                        spec.replicas.get_or_insert(1);
-                        spec.revision_history_limit.get_or_insert(10);
-                        spec.pod_management_policy
-                            .get_or_insert_with(|| "OrderedReady".to_owned());
-                        let us = spec.update_strategy.get_or_insert_with(Default::default);
-                        let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
-                        if kind == "RollingUpdate" {
-                            us.rolling_update
-                                .get_or_insert_with(Default::default)
-                                .partition
-                                .get_or_insert(0);
-                        }
-                        let retention = spec
-                            .persistent_volume_claim_retention_policy
-                            .get_or_insert_with(Default::default);
-                        retention
-                            .when_deleted
-                            .get_or_insert_with(|| "Retain".to_owned());
-                        retention
-                            .when_scaled
-                            .get_or_insert_with(|| "Retain".to_owned());
-                        canonicalize_template(&mut spec.template)?;
-                        default_template(&mut spec.template);
-                    }
-                    Ok(())
-                })
-            }
-            Workload::DaemonSet => {
-                typed_roundtrip_checked::<DaemonSet, quantities::Error>(obj, "DaemonSet", |ds| {
-                    if let Some(spec) = ds.spec.as_mut() {
-                        spec.revision_history_limit.get_or_insert(10);
-                        let us = spec.update_strategy.get_or_insert_with(Default::default);
-                        let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
-                        if kind == "RollingUpdate" {
-                            let ru = us.rolling_update.get_or_insert_with(Default::default);
-                            ru.max_unavailable.get_or_insert(IntOrString::Int(1));
-                            ru.max_surge.get_or_insert(IntOrString::Int(0));
-                        }
-                        canonicalize_template(&mut spec.template)?;
-                        default_template(&mut spec.template);
-                    }
-                    Ok(())
-                })
             }
         }
     }
@@ -310,6 +197,97 @@ impl Strategy for WorkloadStrategy {
         }
         errs
     }
+}
+
+/// Decodes a Deployment with upstream's defaults (`SetDefaults_Deployment`) and the pod
+/// template's.
+pub fn decode_deployment(obj: Value) -> Result<Value, String> {
+    typed_roundtrip_checked::<Deployment, quantities::Error>(obj, |d| {
+        if let Some(spec) = d.spec.as_mut() {
+            spec.replicas.get_or_insert(1);
+            spec.revision_history_limit.get_or_insert(10);
+            spec.progress_deadline_seconds.get_or_insert(600);
+            let strategy = spec.strategy.get_or_insert_with(Default::default);
+            let kind = strategy
+                .type_
+                .get_or_insert_with(|| "RollingUpdate".to_owned());
+            if kind == "RollingUpdate" {
+                let ru = strategy.rolling_update.get_or_insert_with(Default::default);
+                ru.max_unavailable
+                    .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
+                ru.max_surge
+                    .get_or_insert_with(|| IntOrString::String("25%".to_owned()));
+            }
+            canonicalize_template(&mut spec.template)?;
+            default_template(&mut spec.template);
+        }
+        Ok(())
+    })
+}
+
+/// Decodes a ReplicaSet with upstream's defaults and the pod template's.
+pub fn decode_replica_set(obj: Value) -> Result<Value, String> {
+    typed_roundtrip_checked::<ReplicaSet, quantities::Error>(obj, |rs| {
+        if let Some(spec) = rs.spec.as_mut() {
+            spec.replicas.get_or_insert(1);
+            if let Some(t) = spec.template.as_mut() {
+                canonicalize_template(t)?;
+                default_template(t);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Decodes a StatefulSet with upstream's defaults and the pod template's.
+pub fn decode_stateful_set(obj: Value) -> Result<Value, String> {
+    typed_roundtrip_checked::<StatefulSet, quantities::Error>(obj, |s| {
+        if let Some(spec) = s.spec.as_mut() {
+            spec.replicas.get_or_insert(1);
+            spec.revision_history_limit.get_or_insert(10);
+            spec.pod_management_policy
+                .get_or_insert_with(|| "OrderedReady".to_owned());
+            let us = spec.update_strategy.get_or_insert_with(Default::default);
+            let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
+            if kind == "RollingUpdate" {
+                us.rolling_update
+                    .get_or_insert_with(Default::default)
+                    .partition
+                    .get_or_insert(0);
+            }
+            let retention = spec
+                .persistent_volume_claim_retention_policy
+                .get_or_insert_with(Default::default);
+            retention
+                .when_deleted
+                .get_or_insert_with(|| "Retain".to_owned());
+            retention
+                .when_scaled
+                .get_or_insert_with(|| "Retain".to_owned());
+            canonicalize_template(&mut spec.template)?;
+            default_template(&mut spec.template);
+        }
+        Ok(())
+    })
+}
+
+/// Decodes a DaemonSet with upstream's defaults and the pod template's.
+pub fn decode_daemon_set(obj: Value) -> Result<Value, String> {
+    typed_roundtrip_checked::<DaemonSet, quantities::Error>(obj, |ds| {
+        if let Some(spec) = ds.spec.as_mut() {
+            spec.revision_history_limit.get_or_insert(10);
+            let us = spec.update_strategy.get_or_insert_with(Default::default);
+            let kind = us.type_.get_or_insert_with(|| "RollingUpdate".to_owned());
+            if kind == "RollingUpdate" {
+                let ru = us.rolling_update.get_or_insert_with(Default::default);
+                ru.max_unavailable.get_or_insert(IntOrString::Int(1));
+                ru.max_surge.get_or_insert(IntOrString::Int(0));
+            }
+            canonicalize_template(&mut spec.template)?;
+            default_template(&mut spec.template);
+        }
+        Ok(())
+    })
 }
 
 /// The shared workload rule: a non-empty valid selector that matches the template's labels,
@@ -441,8 +419,7 @@ mod tests {
     use super::*;
 
     fn deployment(selector: Value, labels: Value, replicas: i64) -> Value {
-        let s = WorkloadStrategy(Workload::Deployment);
-        s.decode(json!({
+        decode_deployment(json!({
             "metadata": {"name": "web", "namespace": "default"},
             "spec": {
                 "replicas": replicas,

@@ -4,149 +4,113 @@ use base64::Engine;
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Secret, ServiceAccount};
 use serde_json::Value;
 
-use crate::registry::strategy::{
-    ResourceInfo, SelectableField, Strategy, Subresource, typed_roundtrip, typed_roundtrip_checked,
-};
+use crate::registry::resource::{ResourceDef, SelectableField};
+use crate::registry::strategy::{Strategy, typed_roundtrip, typed_roundtrip_checked};
+use crate::registry::subresource::Subresource;
 use crate::resources::quantities::{self, canonicalize_node};
-use crate::resources::simple::{SimpleStrategy, validate_data_keys, validate_immutable_data};
+use crate::resources::simple::{CreateOnUpdate, validate_data_keys, validate_immutable_data};
+use crate::strategic_merge::kinds;
+use crate::table::printers;
 use crate::validation::FieldError;
 
 /// The configmaps resource.
-pub static CONFIGMAPS: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "ConfigMap",
-    plural: "configmaps",
-    singular: "configmap",
-    short_names: &["cm"],
-    categories: &[],
-    namespaced: true,
-    subresources: &[],
-    fields: &[],
-    storage_resource: ("core", "configmaps"),
-};
+pub static CONFIGMAPS: ResourceDef = ResourceDef::of::<ConfigMap>()
+    .short_names(&["cm"])
+    .strategy(&ConfigMapStrategy)
+    .printer(printers::CONFIG_MAP)
+    .merge_schema(&kinds::METADATA_ONLY);
 
 /// The secrets resource.
-pub static SECRETS: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Secret",
-    plural: "secrets",
-    singular: "secret",
-    short_names: &[],
-    categories: &[],
-    namespaced: true,
-    subresources: &[],
-    fields: &[SelectableField::string("type", "/type")],
-    storage_resource: ("core", "secrets"),
-};
+pub static SECRETS: ResourceDef = ResourceDef::of::<Secret>()
+    .fields(&[SelectableField::string("type", "/type")])
+    .decode_with(decode_secret)
+    .strategy(&SecretStrategy)
+    .printer(printers::SECRET)
+    .merge_schema(&kinds::METADATA_ONLY);
 
 /// The serviceaccounts resource.
-pub static SERVICEACCOUNTS: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "ServiceAccount",
-    plural: "serviceaccounts",
-    singular: "serviceaccount",
-    short_names: &["sa"],
-    categories: &[],
-    namespaced: true,
-    subresources: &[],
-    fields: &[],
-    storage_resource: ("core", "serviceaccounts"),
-};
+pub static SERVICEACCOUNTS: ResourceDef = ResourceDef::of::<ServiceAccount>()
+    .short_names(&["sa"])
+    .printer(printers::SERVICE_ACCOUNT)
+    .merge_schema(&kinds::SERVICE_ACCOUNT);
 
-/// The endpoints resource.
-pub static ENDPOINTS: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Endpoints",
-    plural: "endpoints",
-    singular: "endpoints",
-    short_names: &["ep"],
-    categories: &[],
-    namespaced: true,
-    subresources: &[],
-    fields: &[],
-    storage_resource: ("core", "endpoints"),
-};
+/// The endpoints resource (endpoints may be created by an update, as upstream).
+pub static ENDPOINTS: ResourceDef = ResourceDef::of::<Endpoints>()
+    .short_names(&["ep"])
+    .strategy(&CreateOnUpdate)
+    .printer(printers::ENDPOINTS)
+    .merge_schema(&kinds::METADATA_ONLY);
 
 /// The nodes resource.
-pub static NODES: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Node",
-    plural: "nodes",
-    singular: "node",
-    short_names: &["no"],
-    categories: &[],
-    namespaced: false,
-    subresources: &[Subresource::Status],
-    fields: &[SelectableField::boolean(
+pub static NODES: ResourceDef = ResourceDef::of::<Node>()
+    .short_names(&["no"])
+    .subresources(&[Subresource::Status])
+    .fields(&[SelectableField::boolean(
         "spec.unschedulable",
         "/spec/unschedulable",
-    )],
-    storage_resource: ("core", "nodes"),
-};
+    )])
+    .decode_with(decode_node)
+    .strategy(&NodeStrategy)
+    .printer(printers::NODE)
+    .merge_schema(&kinds::NODE);
 
-/// The configmaps strategy.
-pub fn configmaps() -> SimpleStrategy<ConfigMap> {
-    SimpleStrategy::new(&CONFIGMAPS)
-        .with_validation(|obj| validate_data_keys(obj, &["data", "binaryData"]))
-        .with_update_validation(|new, old| {
-            validate_immutable_data(new, old, &["data", "binaryData"])
-        })
+/// The configmap strategy: valid data keys; data frozen once `immutable`.
+#[derive(Debug, Default)]
+pub struct ConfigMapStrategy;
+
+impl Strategy for ConfigMapStrategy {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate_data_keys(obj, &["data", "binaryData"])
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        errs.extend(validate_immutable_data(new, old, &["data", "binaryData"]));
+        errs
+    }
 }
 
-/// The serviceaccounts strategy.
-pub fn serviceaccounts() -> SimpleStrategy<ServiceAccount> {
-    SimpleStrategy::new(&SERVICEACCOUNTS)
+/// Decodes a Secret: `stringData` is folded into `data` and the type defaults to `Opaque`.
+pub fn decode_secret(mut obj: Value) -> Result<Value, String> {
+    if let Some(map) = obj.as_object_mut()
+        && let Some(string_data) = map.remove("stringData")
+    {
+        let Value::Object(string_data) = string_data else {
+            return Err("Secret in version \"v1\" cannot be handled as a Secret: stringData must be an object".to_owned());
+        };
+        let data = map
+            .entry("data")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !data.is_object() {
+            *data = Value::Object(Default::default());
+        }
+        if let Some(data) = data.as_object_mut() {
+            for (k, v) in string_data {
+                let s = v.as_str().ok_or_else(|| {
+                    format!("Secret in version \"v1\" cannot be handled as a Secret: stringData[{k}] must be a string")
+                })?;
+                data.insert(
+                    k,
+                    Value::String(base64::engine::general_purpose::STANDARD.encode(s)),
+                );
+            }
+        }
+    }
+    typed_roundtrip::<Secret>(obj, |s| {
+        s.type_.get_or_insert_with(|| "Opaque".to_owned());
+    })
 }
 
-/// The endpoints strategy (endpoints may be created by an update, as upstream).
-pub fn endpoints() -> SimpleStrategy<Endpoints> {
-    SimpleStrategy::new(&ENDPOINTS).create_on_update()
+/// Decodes a Node with its quantities canonicalized.
+pub fn decode_node(obj: Value) -> Result<Value, String> {
+    typed_roundtrip_checked::<Node, quantities::Error>(obj, canonicalize_node)
 }
 
-/// The secret strategy: `stringData` is folded into `data` and the type defaults to `Opaque`.
+/// The secret strategy: valid data keys, an immutable type, data frozen once `immutable`.
 #[derive(Debug, Default)]
 pub struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        &SECRETS
-    }
-
-    fn decode(&self, mut obj: Value) -> Result<Value, String> {
-        if let Some(map) = obj.as_object_mut()
-            && let Some(string_data) = map.remove("stringData")
-        {
-            let Value::Object(string_data) = string_data else {
-                return Err("Secret in version \"v1\" cannot be handled as a Secret: stringData must be an object".to_owned());
-            };
-            let data = map
-                .entry("data")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if !data.is_object() {
-                *data = Value::Object(Default::default());
-            }
-            if let Some(data) = data.as_object_mut() {
-                for (k, v) in string_data {
-                    let s = v.as_str().ok_or_else(|| {
-                        format!("Secret in version \"v1\" cannot be handled as a Secret: stringData[{k}] must be a string")
-                    })?;
-                    data.insert(
-                        k,
-                        Value::String(base64::engine::general_purpose::STANDARD.encode(s)),
-                    );
-                }
-            }
-        }
-        typed_roundtrip::<Secret>(obj, "Secret", |s| {
-            s.type_.get_or_insert_with(|| "Opaque".to_owned());
-        })
-    }
-
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate_data_keys(obj, &["data"])
     }
@@ -170,14 +134,6 @@ impl Strategy for SecretStrategy {
 pub struct NodeStrategy;
 
 impl Strategy for NodeStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        &NODES
-    }
-
-    fn decode(&self, obj: Value) -> Result<Value, String> {
-        typed_roundtrip_checked::<Node, quantities::Error>(obj, "Node", canonicalize_node)
-    }
-
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let old_cidr = old
@@ -206,8 +162,7 @@ mod tests {
 
     #[test]
     fn secret_string_data_is_folded_into_data() {
-        let out = SecretStrategy
-            .decode(json!({"metadata": {"name": "s"}, "stringData": {"user": "admin"}, "data": {"x": "eA=="}}))
+        let out = decode_secret(json!({"metadata": {"name": "s"}, "stringData": {"user": "admin"}, "data": {"x": "eA=="}}))
             .expect("decodes");
         assert_eq!(out["data"]["user"], "YWRtaW4=");
         assert_eq!(out["data"]["x"], "eA==");

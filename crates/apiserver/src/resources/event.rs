@@ -4,7 +4,10 @@ use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event as EventsEvent;
 use serde_json::{Map, Value};
 
-use crate::registry::strategy::{ResourceInfo, SelectableField, Strategy, typed_roundtrip};
+use crate::registry::resource::{Conversion, ResourceDef, SelectableField};
+use crate::resources::simple::CreateOnUpdate;
+use crate::strategic_merge::kinds;
+use crate::table::printers;
 
 /// Field selectors of events (upstream's `event.ToSelectableFields`), on the stored core form.
 const EVENT_FIELDS: &[SelectableField] = &[
@@ -24,34 +27,27 @@ const EVENT_FIELDS: &[SelectableField] = &[
     SelectableField::string("type", "/type"),
 ];
 
-/// core/v1 events.
-pub static CORE: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Event",
-    plural: "events",
-    singular: "event",
-    short_names: &["ev"],
-    categories: &[],
-    namespaced: true,
-    subresources: &[],
-    fields: EVENT_FIELDS,
-    storage_resource: ("core", "events"),
-};
+/// core/v1 events: the stored form.
+pub static CORE_EVENTS: ResourceDef = ResourceDef::of::<CoreEvent>()
+    .short_names(&["ev"])
+    .fields(EVENT_FIELDS)
+    .strategy(&CreateOnUpdate)
+    .printer(printers::EVENT)
+    .merge_schema(&kinds::METADATA_ONLY);
 
 /// events.k8s.io/v1 events, stored as core/v1 events.
-pub static EVENTS_V1: ResourceInfo = ResourceInfo {
-    group: "events.k8s.io",
-    version: "v1",
-    kind: "Event",
-    plural: "events",
-    singular: "event",
-    short_names: &["ev"],
-    categories: &[],
-    namespaced: true,
-    subresources: &[],
-    fields: EVENT_FIELDS,
-    storage_resource: ("core", "events"),
+pub static EVENTS_V1: ResourceDef = ResourceDef::of::<EventsEvent>()
+    .short_names(&["ev"])
+    .fields(EVENT_FIELDS)
+    .strategy(&CreateOnUpdate)
+    .stored_as("core", "events", TO_CORE)
+    .printer(printers::EVENT)
+    .merge_schema(&kinds::METADATA_ONLY);
+
+/// events.k8s.io/v1 to and from the stored core/v1 form.
+const TO_CORE: Conversion = Conversion {
+    to_storage: |obj| convert(obj, true),
+    from_storage: |obj| convert(obj, false),
 };
 
 /// Field renames between core/v1 (left) and events.k8s.io/v1 (right).
@@ -65,53 +61,6 @@ const RENAMES: [(&str, &str); 8] = [
     ("reportingComponent", "reportingController"),
     ("related", "related"),
 ];
-
-/// Which version an [`EventStrategy`] serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventVersion {
-    /// core/v1.
-    Core,
-    /// events.k8s.io/v1.
-    EventsV1,
-}
-
-/// The event strategy for either version.
-#[derive(Debug)]
-pub struct EventStrategy(pub EventVersion);
-
-impl Strategy for EventStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        match self.0 {
-            EventVersion::Core => &CORE,
-            EventVersion::EventsV1 => &EVENTS_V1,
-        }
-    }
-
-    fn decode(&self, obj: Value) -> Result<Value, String> {
-        match self.0 {
-            EventVersion::Core => typed_roundtrip::<CoreEvent>(obj, "Event", |_| {}),
-            EventVersion::EventsV1 => typed_roundtrip::<EventsEvent>(obj, "Event", |_| {}),
-        }
-    }
-
-    fn allow_create_on_update(&self) -> bool {
-        true
-    }
-
-    fn convert_from_storage(&self, obj: Value) -> Value {
-        match self.0 {
-            EventVersion::Core => obj,
-            EventVersion::EventsV1 => convert(obj, false),
-        }
-    }
-
-    fn convert_to_storage(&self, obj: Value) -> Value {
-        match self.0 {
-            EventVersion::Core => obj,
-            EventVersion::EventsV1 => convert(obj, true),
-        }
-    }
-}
 
 /// Converts between the two versions: `to_core` maps events.k8s.io/v1 to core/v1.
 fn convert(obj: Value, to_core: bool) -> Value {
@@ -146,13 +95,19 @@ mod tests {
         let v1 = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
             "regarding": {"kind": "Pod", "name": "p"}, "note": "hello", "reason": "Started",
             "reportingController": "kubelet", "deprecatedCount": 3});
-        let core = EventStrategy(EventVersion::EventsV1).convert_to_storage(v1.clone());
+        let core = EVENTS_V1.to_storage(v1.clone());
         assert_eq!(core["apiVersion"], "v1");
         assert_eq!(core["involvedObject"]["name"], "p");
         assert_eq!(core["message"], "hello");
         assert_eq!(core["count"], 3);
         assert_eq!(core["reportingComponent"], "kubelet");
-        let back = EventStrategy(EventVersion::EventsV1).convert_from_storage(core);
+        let back = EVENTS_V1.from_storage(core);
         assert_eq!(back, v1);
+        assert_eq!(
+            CORE_EVENTS.to_storage(v1.clone()),
+            v1,
+            "core/v1 is the stored form"
+        );
+        assert_eq!(CORE_EVENTS.storage_root(), EVENTS_V1.storage_root());
     }
 }

@@ -1,4 +1,80 @@
-//! The served resources: one `Strategy` per resource, registered in [`all`].
+//! The served resources: one declarative [`ResourceDef`] entry per group/version/resource, listed in [`ALL`].
+//!
+//! # Adding a resource
+//!
+//! A resource is one `static` entry built from its k8s-openapi type, in its API group's file
+//! here (`rbac.rs`, `batch.rs`, ...), plus one line in [`ALL`]. For a resource with no
+//! behaviour of its own (most of them):
+//!
+//! ```
+//! # use k8s_openapi::api::rbac::v1::Role;
+//! # use kcm_apiserver::registry::resource::ResourceDef;
+//! # use kcm_apiserver::strategic_merge::kinds;
+//! # use kcm_apiserver::table::printers;
+//! /// rbac.authorization.k8s.io/v1 roles.
+//! pub static ROLES: ResourceDef = ResourceDef::of::<Role>()
+//!     .printer(printers::GENERIC)
+//!     .merge_schema(&kinds::METADATA_ONLY);
+//! # assert_eq!(ROLES.storage_root(), "/registry/rbac.authorization.k8s.io/roles/");
+//! ```
+//!
+//! [`ResourceDef::of`] reads the group, version, kind, plural (`URL_PATH_SEGMENT`) and scope
+//! from the type, serves the eight verbs, stores objects under `/registry/{group}/{plural}/`
+//! (`core` for the core group) and decodes bodies as the type (unknown fields dropped, wrong
+//! types a 400). The OpenAPI schema and strict field validation come from the type as well.
+//! Then say what the type cannot:
+//!
+//! - `.short_names(&["cm"])`, `.categories(&["all"])`: discovery (upstream's
+//!   `ShortNames()` / `Categories()` of the resource's REST storage).
+//! - `.subresources(&[Subresource::Status, Subresource::Scale])`: `/status` splits spec
+//!   from status (the main resource keeps the stored status, `/status` the stored spec);
+//!   `/scale` serves autoscaling/v1 Scale over `spec.replicas`. A subresource of a new kind
+//!   (`serviceaccounts/token`) is a new [`Subresource`](crate::registry::subresource::Subresource)
+//!   variant and a registry file, as `/binding` and `/eviction` are.
+//! - `.fields(&[SelectableField::string("spec.nodeName", "/spec/nodeName")])`: field
+//!   selectors beyond `metadata.name` / `metadata.namespace` (upstream's `GetAttrs`).
+//! - `.printer(printers::X)`: the `kubectl get` columns, from [`crate::table::printers`]
+//!   (upstream's `pkg/printers/internalversion`); a kind upstream prints with NAME and AGE
+//!   only says so with `printers::GENERIC`. Printers read the stored form.
+//! - `.merge_schema(&kinds::X)`: the strategic merge patch tags, from
+//!   [`crate::strategic_merge::kinds`]; a kind whose only tags are in `ObjectMeta` uses
+//!   `kinds::METADATA_ONLY`. A new tagged type gets its `TypeDef` there.
+//! - `.verbs(Verbs::READ_ONLY)`: a resource that is not written through the API (upstream's
+//!   read-only `componentstatuses`); discovery, the OpenAPI paths and the handlers follow.
+//! - `.transient()`: a create-only resource that is never stored (the review APIs,
+//!   `selfsubjectaccessreviews`): its create decodes, runs the strategy's `validate` and
+//!   then its `prepare_for_create`, which fills `status`, and answers with the result.
+//! - `.stored_as("autoscaling", "horizontalpodautoscalers", conversion)`: a version that is
+//!   not the stored one (autoscaling/v1 next to v2, events.k8s.io/v1 next to core/v1 events)
+//!   converts to and from the stored version's form with two functions. Every version is
+//!   its own entry; list the preferred version first in [`ALL`] (discovery prefers the first
+//!   version of a group it meets).
+//!
+//! Every entry must declare a printer and a merge schema: `every_entry_is_complete` below
+//! fails otherwise, and checks that each entry is unique, has an OpenAPI schema and decodes
+//! from protobuf.
+//!
+//! # When a resource needs a strategy file
+//!
+//! Behaviour beyond the generic rules goes in a [`Strategy`](crate::registry::strategy::Strategy)
+//! implementation, in the resource's own file (as upstream's `pkg/registry/<group>/<resource>/strategy.go`),
+//! named in the entry with `.strategy(&XStrategy)`:
+//!
+//! - scheme defaults (`SetDefaults_*`): a `decode` function written with
+//!   [`typed_roundtrip`](crate::registry::strategy::typed_roundtrip), named with
+//!   `.decode_with(decode)`;
+//! - validation (`Validate`, `ValidateUpdate`, `ValidateStatusUpdate`) beyond object metadata;
+//! - create/update preparation (`PrepareForCreate`: reset status, start a phase;
+//!   `PrepareForUpdate`: bump the generation, keep immutable parts) — a resource with
+//!   `/status` whose create drops the status, as most controllers' objects, is
+//!   [`policy::PdbStrategy`]'s shape;
+//! - a name rule other than a DNS subdomain, graceful deletion, answering a delete with the
+//!   object, create-on-update (endpoints and events share [`simple::CreateOnUpdate`]).
+//!
+//! What no strategy can express — work across resources or on the store, such as allocating
+//! Service cluster IPs, namespace lifecycle, evictions against PodDisruptionBudgets — lives in
+//! the registry (`registry::service_ip`, `registry::namespace`, `registry::eviction`), which
+//! names the entry it serves (`&service::SERVICES`).
 
 pub mod apps;
 pub mod core;
@@ -11,28 +87,94 @@ pub mod quantities;
 pub mod service;
 pub mod simple;
 
-use std::sync::Arc;
-
-use crate::registry::strategy::Strategy;
+use crate::registry::resource::ResourceDef;
 
 /// Every served resource, in discovery order.
-pub fn all() -> Vec<Arc<dyn Strategy>> {
-    vec![
-        Arc::new(namespace::NamespaceStrategy),
-        Arc::new(pod::PodStrategy),
-        Arc::new(core::NodeStrategy),
-        Arc::new(event::EventStrategy(event::EventVersion::Core)),
-        Arc::new(core::configmaps()),
-        Arc::new(core::SecretStrategy),
-        Arc::new(service::ServiceStrategy),
-        Arc::new(core::serviceaccounts()),
-        Arc::new(core::endpoints()),
-        Arc::new(apps::WorkloadStrategy(apps::Workload::Deployment)),
-        Arc::new(apps::WorkloadStrategy(apps::Workload::ReplicaSet)),
-        Arc::new(apps::WorkloadStrategy(apps::Workload::StatefulSet)),
-        Arc::new(apps::WorkloadStrategy(apps::Workload::DaemonSet)),
-        Arc::new(policy::leases()),
-        Arc::new(event::EventStrategy(event::EventVersion::EventsV1)),
-        Arc::new(policy::PdbStrategy),
-    ]
+pub static ALL: &[&ResourceDef] = &[
+    &namespace::NAMESPACES,
+    &pod::PODS,
+    &core::NODES,
+    &event::CORE_EVENTS,
+    &core::CONFIGMAPS,
+    &core::SECRETS,
+    &service::SERVICES,
+    &core::SERVICEACCOUNTS,
+    &core::ENDPOINTS,
+    &apps::DEPLOYMENTS,
+    &apps::REPLICASETS,
+    &apps::STATEFULSETS,
+    &apps::DAEMONSETS,
+    &policy::LEASES,
+    &event::EVENTS_V1,
+    &policy::PDBS,
+];
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::openapi::schemas::Components;
+
+    #[test]
+    fn every_entry_is_complete() {
+        let created = "2024-05-01T11:00:00Z";
+        for (i, def) in ALL.iter().enumerate() {
+            let gvr = (def.group, def.version, def.plural);
+            assert!(
+                ALL[i + 1..]
+                    .iter()
+                    .all(|other| (other.group, other.version, other.plural) != gvr),
+                "{gvr:?} is registered twice"
+            );
+            assert!(
+                def.declares_printer(),
+                "{gvr:?}: no printer (name printers::GENERIC for NAME and AGE)"
+            );
+            let obj = json!({"metadata": {"name": "x", "creationTimestamp": created}});
+            let table = crate::table::table_for(
+                def.table_printer(),
+                std::slice::from_ref(&obj),
+                crate::table::IncludeObject::None,
+                jiff::Timestamp::UNIX_EPOCH,
+            );
+            assert_eq!(
+                table["rows"][0]["cells"].as_array().map(Vec::len),
+                Some(def.table_printer().columns().len()),
+                "{gvr:?}: the printer fills every column"
+            );
+            assert!(
+                def.declares_merge_schema(),
+                "{gvr:?}: no strategic merge schema (kinds::METADATA_ONLY when only ObjectMeta is tagged)"
+            );
+            assert_eq!(
+                (def.openapi.group, def.openapi.version, def.openapi.kind),
+                (def.group, def.version, def.kind),
+                "{gvr:?}: the OpenAPI kind is the entry's"
+            );
+            let mut components = Components::new();
+            let component = components.add_kind(&def.openapi);
+            assert!(
+                components.finish()[&component]["properties"]["metadata"].is_object(),
+                "{gvr:?}: no OpenAPI schema {component}"
+            );
+            assert!(
+                crate::protobuf::decodes(&def.api_version(), def.kind),
+                "{gvr:?}: no protobuf root (add it to protobuf/generate.py and regenerate)"
+            );
+        }
+    }
+
+    #[test]
+    fn entries_decode_as_their_type() {
+        for def in ALL {
+            let obj = json!({"apiVersion": def.api_version(), "kind": def.kind,
+                "metadata": {"name": "x"}, "bogus": 1});
+            let decoded = def
+                .decode(obj)
+                .unwrap_or_else(|e| panic!("{}: {e}", def.plural));
+            assert_eq!(decoded["metadata"]["name"], "x", "{}", def.plural);
+            assert_eq!(decoded.get("bogus"), None::<&Value>, "{}", def.plural);
+        }
+    }
 }

@@ -4,25 +4,21 @@ use k8s_openapi::api::core::v1::Namespace;
 use serde_json::{Value, json};
 
 use crate::object;
-use crate::registry::strategy::{
-    ResourceInfo, SelectableField, Strategy, Subresource, typed_roundtrip,
-};
+use crate::registry::resource::{ResourceDef, SelectableField};
+use crate::registry::strategy::Strategy;
+use crate::registry::subresource::Subresource;
+use crate::strategic_merge::kinds;
+use crate::table::printers;
 use crate::validation::NameRule;
 
 /// The namespaces resource.
-pub static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Namespace",
-    plural: "namespaces",
-    singular: "namespace",
-    short_names: &["ns"],
-    categories: &[],
-    namespaced: false,
-    subresources: &[Subresource::Status, Subresource::Finalize],
-    fields: &[SelectableField::string("status.phase", "/status/phase")],
-    storage_resource: ("core", "namespaces"),
-};
+pub static NAMESPACES: ResourceDef = ResourceDef::of::<Namespace>()
+    .short_names(&["ns"])
+    .subresources(&[Subresource::Status, Subresource::Finalize])
+    .fields(&[SelectableField::string("status.phase", "/status/phase")])
+    .strategy(&NamespaceStrategy)
+    .printer(printers::NAMESPACE)
+    .merge_schema(&kinds::NAMESPACE);
 
 /// The finalizer the namespace controller removes once a namespace is empty.
 pub const FINALIZER_KUBERNETES: &str = "kubernetes";
@@ -35,14 +31,6 @@ pub const LABEL_METADATA_NAME: &str = "kubernetes.io/metadata.name";
 pub struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        &INFO
-    }
-
-    fn decode(&self, obj: Value) -> Result<Value, String> {
-        typed_roundtrip::<Namespace>(obj, "Namespace", |_| {})
-    }
-
     fn name_rule(&self) -> NameRule {
         NameRule::Label
     }

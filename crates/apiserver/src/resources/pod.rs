@@ -3,29 +3,25 @@
 use k8s_openapi::api::core::v1::{Pod, PodSpec, Toleration};
 use serde_json::{Value, json};
 
-use crate::registry::strategy::{
-    ResourceInfo, SelectableField, Strategy, Subresource, typed, typed_roundtrip_checked,
-};
+use crate::registry::resource::{ResourceDef, SelectableField};
+use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
+use crate::registry::subresource::Subresource;
 use crate::resources::pod_defaults::default_pod_spec;
 use crate::resources::quantities;
+use crate::strategic_merge::kinds;
+use crate::table::printers;
 use crate::validation::FieldError;
 
 /// The pods resource.
-pub static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Pod",
-    plural: "pods",
-    singular: "pod",
-    short_names: &["po"],
-    categories: &["all"],
-    namespaced: true,
-    subresources: &[
+pub static PODS: ResourceDef = ResourceDef::of::<Pod>()
+    .short_names(&["po"])
+    .categories(&["all"])
+    .subresources(&[
         Subresource::Status,
         Subresource::Binding,
         Subresource::Eviction,
-    ],
-    fields: &[
+    ])
+    .fields(&[
         SelectableField::string("spec.nodeName", "/spec/nodeName"),
         SelectableField::string("spec.restartPolicy", "/spec/restartPolicy"),
         SelectableField::string("spec.schedulerName", "/spec/schedulerName"),
@@ -34,9 +30,11 @@ pub static INFO: ResourceInfo = ResourceInfo {
         SelectableField::string("status.phase", "/status/phase"),
         SelectableField::string("status.podIP", "/status/podIP"),
         SelectableField::string("status.nominatedNodeName", "/status/nominatedNodeName"),
-    ],
-    storage_resource: ("core", "pods"),
-};
+    ])
+    .decode_with(decode)
+    .strategy(&PodStrategy)
+    .printer(printers::POD)
+    .merge_schema(&kinds::POD);
 
 /// Seconds the DefaultTolerationSeconds admission plugin tolerates not-ready and unreachable
 /// nodes for (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`).
@@ -51,21 +49,18 @@ pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 #[derive(Debug, Default)]
 pub struct PodStrategy;
 
+/// Decodes a pod: quantities canonicalized, the pod spec defaults applied.
+pub fn decode(obj: Value) -> Result<Value, String> {
+    typed_roundtrip_checked::<Pod, quantities::Error>(obj, |pod| {
+        if let Some(spec) = pod.spec.as_mut() {
+            quantities::canonicalize_pod_spec(spec, "spec")?;
+            default_pod_spec(spec);
+        }
+        Ok(())
+    })
+}
+
 impl Strategy for PodStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        &INFO
-    }
-
-    fn decode(&self, obj: Value) -> Result<Value, String> {
-        typed_roundtrip_checked::<Pod, quantities::Error>(obj, "Pod", |pod| {
-            if let Some(spec) = pod.spec.as_mut() {
-                quantities::canonicalize_pod_spec(spec, "spec")?;
-                default_pod_spec(spec);
-            }
-            Ok(())
-        })
-    }
-
     fn prepare_for_create(&self, obj: &mut Value) {
         let qos = obj
             .get("spec")

@@ -6,58 +6,31 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kcm_machinery::labels::Selector;
 use serde_json::Value;
 
-use crate::registry::strategy::{ResourceInfo, Strategy, Subresource, typed, typed_roundtrip};
-use crate::resources::simple::SimpleStrategy;
+use crate::registry::resource::ResourceDef;
+use crate::registry::strategy::{Strategy, typed};
+use crate::registry::subresource::Subresource;
+use crate::strategic_merge::kinds;
+use crate::table::printers;
 use crate::validation::FieldError;
 
 /// coordination.k8s.io/v1 leases.
-pub static LEASES: ResourceInfo = ResourceInfo {
-    group: "coordination.k8s.io",
-    version: "v1",
-    kind: "Lease",
-    plural: "leases",
-    singular: "lease",
-    short_names: &[],
-    categories: &[],
-    namespaced: true,
-    subresources: &[],
-    fields: &[],
-    storage_resource: ("coordination.k8s.io", "leases"),
-};
+pub static LEASES: ResourceDef = ResourceDef::of::<Lease>()
+    .printer(printers::LEASE)
+    .merge_schema(&kinds::METADATA_ONLY);
 
 /// policy/v1 poddisruptionbudgets.
-pub static PDBS: ResourceInfo = ResourceInfo {
-    group: "policy",
-    version: "v1",
-    kind: "PodDisruptionBudget",
-    plural: "poddisruptionbudgets",
-    singular: "poddisruptionbudget",
-    short_names: &["pdb"],
-    categories: &[],
-    namespaced: true,
-    subresources: &[Subresource::Status],
-    fields: &[],
-    storage_resource: ("policy", "poddisruptionbudgets"),
-};
-
-/// The lease strategy.
-pub fn leases() -> SimpleStrategy<Lease> {
-    SimpleStrategy::new(&LEASES)
-}
+pub static PDBS: ResourceDef = ResourceDef::of::<PodDisruptionBudget>()
+    .short_names(&["pdb"])
+    .subresources(&[Subresource::Status])
+    .strategy(&PdbStrategy)
+    .printer(printers::POD_DISRUPTION_BUDGET)
+    .merge_schema(&kinds::POD_DISRUPTION_BUDGET);
 
 /// The PodDisruptionBudget strategy (upstream's `podDisruptionBudgetStrategy`).
 #[derive(Debug, Default)]
 pub struct PdbStrategy;
 
 impl Strategy for PdbStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        &PDBS
-    }
-
-    fn decode(&self, obj: Value) -> Result<Value, String> {
-        typed_roundtrip::<PodDisruptionBudget>(obj, "PodDisruptionBudget", |_| {})
-    }
-
     fn prepare_for_create(&self, obj: &mut Value) {
         if let Some(map) = obj.as_object_mut() {
             map.remove("status");

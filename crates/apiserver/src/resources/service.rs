@@ -5,62 +5,59 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rand::Rng;
 use serde_json::{Value, json};
 
-use crate::registry::strategy::{ResourceInfo, Strategy, Subresource, typed_roundtrip};
+use crate::registry::resource::ResourceDef;
+use crate::registry::strategy::{Strategy, typed_roundtrip};
+use crate::registry::subresource::Subresource;
+use crate::strategic_merge::kinds;
+use crate::table::printers;
 use crate::validation::{FieldError, NameRule};
 
 /// The services resource.
-pub static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Service",
-    plural: "services",
-    singular: "service",
-    short_names: &["svc"],
-    categories: &["all"],
-    namespaced: true,
-    subresources: &[Subresource::Status],
-    fields: &[],
-    storage_resource: ("core", "services"),
-};
+pub static SERVICES: ResourceDef = ResourceDef::of::<Service>()
+    .short_names(&["svc"])
+    .categories(&["all"])
+    .subresources(&[Subresource::Status])
+    .decode_with(decode)
+    .strategy(&ServiceStrategy)
+    .printer(printers::SERVICE)
+    .merge_schema(&kinds::SERVICE);
 
 /// The service strategy. Cluster IPs are allocated by the registry when the Service is created
 /// (see `registry::service_ip`): unique, from 10.96.0.0/12.
 #[derive(Debug, Default)]
 pub struct ServiceStrategy;
 
+/// Decodes a Service with upstream's defaults (type, session affinity, traffic policies,
+/// port protocol and target port).
+pub fn decode(obj: Value) -> Result<Value, String> {
+    typed_roundtrip::<Service>(obj, |svc| {
+        let Some(spec) = svc.spec.as_mut() else {
+            return;
+        };
+        let kind = spec
+            .type_
+            .get_or_insert_with(|| "ClusterIP".to_owned())
+            .clone();
+        spec.session_affinity
+            .get_or_insert_with(|| "None".to_owned());
+        if kind != "ExternalName" {
+            spec.internal_traffic_policy
+                .get_or_insert_with(|| "Cluster".to_owned());
+        }
+        if kind == "NodePort" || kind == "LoadBalancer" {
+            spec.external_traffic_policy
+                .get_or_insert_with(|| "Cluster".to_owned());
+        }
+        for port in spec.ports.iter_mut().flatten() {
+            port.protocol.get_or_insert_with(|| "TCP".to_owned());
+            if port.target_port.is_none() {
+                port.target_port = Some(IntOrString::Int(port.port));
+            }
+        }
+    })
+}
+
 impl Strategy for ServiceStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        &INFO
-    }
-
-    fn decode(&self, obj: Value) -> Result<Value, String> {
-        typed_roundtrip::<Service>(obj, "Service", |svc| {
-            let Some(spec) = svc.spec.as_mut() else {
-                return;
-            };
-            let kind = spec
-                .type_
-                .get_or_insert_with(|| "ClusterIP".to_owned())
-                .clone();
-            spec.session_affinity
-                .get_or_insert_with(|| "None".to_owned());
-            if kind != "ExternalName" {
-                spec.internal_traffic_policy
-                    .get_or_insert_with(|| "Cluster".to_owned());
-            }
-            if kind == "NodePort" || kind == "LoadBalancer" {
-                spec.external_traffic_policy
-                    .get_or_insert_with(|| "Cluster".to_owned());
-            }
-            for port in spec.ports.iter_mut().flatten() {
-                port.protocol.get_or_insert_with(|| "TCP".to_owned());
-                if port.target_port.is_none() {
-                    port.target_port = Some(IntOrString::Int(port.port));
-                }
-            }
-        })
-    }
-
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1035Label
     }
@@ -191,16 +188,16 @@ mod tests {
     #[test]
     fn create_defaults_ports_and_leaves_the_ip_to_the_registry() {
         let s = ServiceStrategy;
-        let mut svc = s
-            .decode(json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}))
-            .expect("decodes");
+        let mut svc =
+            decode(json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}))
+                .expect("decodes");
         s.prepare_for_create(&mut svc);
         assert!(svc["spec"].get("clusterIP").is_none());
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
         assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
-        let mut headless = s
-            .decode(json!({"metadata": {"name": "h"}, "spec": {"clusterIP": "None"}}))
-            .expect("decodes");
+        let mut headless =
+            decode(json!({"metadata": {"name": "h"}, "spec": {"clusterIP": "None"}}))
+                .expect("decodes");
         s.prepare_for_create(&mut headless);
         assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
     }

@@ -1,95 +1,18 @@
-//! The strategy of resources with no behaviour beyond decoding and the generic rules (configmaps, serviceaccounts, endpoints, leases).
+//! What resources with little behaviour share: the create-on-update strategy (endpoints, events) and data-map validation (configmaps, secrets).
 
-use std::marker::PhantomData;
-
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::registry::strategy::{ResourceInfo, Strategy, typed_roundtrip};
-use crate::validation::{FieldError, NameRule};
+use crate::registry::strategy::Strategy;
+use crate::validation::FieldError;
 
-/// A strategy that only decodes `K` and applies the generic rules.
-pub struct SimpleStrategy<K> {
-    info: &'static ResourceInfo,
-    name_rule: NameRule,
-    create_on_update: bool,
-    validate: fn(&Value) -> Vec<FieldError>,
-    validate_update: fn(&Value, &Value) -> Vec<FieldError>,
-    _kind: PhantomData<fn() -> K>,
-}
+/// The strategy of a resource whose update of a missing object creates it
+/// (`AllowCreateOnUpdate`: endpoints and events) and that has no other behaviour.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CreateOnUpdate;
 
-impl<K> std::fmt::Debug for SimpleStrategy<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimpleStrategy")
-            .field("resource", &self.info.plural)
-            .finish()
-    }
-}
-
-impl<K> SimpleStrategy<K> {
-    /// A strategy for `info` whose names are RFC 1123 subdomains.
-    pub fn new(info: &'static ResourceInfo) -> Self {
-        Self {
-            info,
-            name_rule: NameRule::Subdomain,
-            create_on_update: false,
-            validate: |_| Vec::new(),
-            validate_update: |_, _| Vec::new(),
-            _kind: PhantomData,
-        }
-    }
-
-    /// Lets an update of a missing object create it (`AllowCreateOnUpdate`).
-    pub fn create_on_update(mut self) -> Self {
-        self.create_on_update = true;
-        self
-    }
-
-    /// Adds resource-specific validation.
-    pub fn with_validation(mut self, validate: fn(&Value) -> Vec<FieldError>) -> Self {
-        self.validate = validate;
-        self
-    }
-
-    /// Adds update-only validation (run after the create validation).
-    pub fn with_update_validation(
-        mut self,
-        validate_update: fn(&Value, &Value) -> Vec<FieldError>,
-    ) -> Self {
-        self.validate_update = validate_update;
-        self
-    }
-}
-
-impl<K> Strategy for SimpleStrategy<K>
-where
-    K: DeserializeOwned + Serialize + 'static,
-{
-    fn info(&self) -> &'static ResourceInfo {
-        self.info
-    }
-
-    fn decode(&self, obj: Value) -> Result<Value, String> {
-        typed_roundtrip::<K>(obj, self.info.kind, |_| {})
-    }
-
-    fn name_rule(&self) -> NameRule {
-        self.name_rule
-    }
-
-    fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        (self.validate)(obj)
-    }
-
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = (self.validate)(new);
-        errs.extend((self.validate_update)(new, old));
-        errs
-    }
-
+impl Strategy for CreateOnUpdate {
     fn allow_create_on_update(&self) -> bool {
-        self.create_on_update
+        true
     }
 }
 

@@ -1,7 +1,21 @@
 //! Why a strategic merge patch could not be applied.
 
+use serde_json::Value;
+
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A short name of a value's JSON type, for messages.
+pub(super) fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "map",
+    }
+}
 
 /// A strategic merge patch that cannot be applied. Every variant but [`Error::NotAnObject`]
 /// carries the field path (`spec.containers`) where the problem was found; the path is

@@ -1,13 +1,11 @@
-//! The strategy table for the kinds kcm serves, from the Kubernetes types' patch tags.
+//! The strategic merge patch metadata of the Kubernetes kinds, from the types' patch tags: the roots a [`ResourceDef`](crate::registry::resource::ResourceDef) names.
 //!
 //! Each entry mirrors a `patchStrategy`/`patchMergeKey` tag of k8s.io/api (core/v1,
 //! apps/v1, batch/v1, policy/v1, meta/v1). Only tagged fields and the fields leading to
 //! them are listed; untagged lists (tolerations, node taints, readinessGates, container
 //! statuses, ...) are replaced whole, as upstream.
 
-use super::schema::{
-    Schema, TypeDef, field, merge_list, merge_list_retain_keys, replace, retain_keys,
-};
+use super::schema::{TypeDef, field, merge_list, merge_list_retain_keys, replace, retain_keys};
 
 const OPAQUE: &TypeDef = &TypeDef::OPAQUE;
 
@@ -95,7 +93,8 @@ static DEPLOYMENT_SPEC: TypeDef = TypeDef {
     values: None,
 };
 
-static POD: TypeDef = TypeDef {
+/// core/v1 Pod.
+pub static POD: TypeDef = TypeDef {
     name: "Pod",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -105,7 +104,8 @@ static POD: TypeDef = TypeDef {
     values: None,
 };
 
-static POD_TEMPLATE: TypeDef = TypeDef {
+/// core/v1 PodTemplate.
+pub static POD_TEMPLATE: TypeDef = TypeDef {
     name: "PodTemplate",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -114,7 +114,8 @@ static POD_TEMPLATE: TypeDef = TypeDef {
     values: None,
 };
 
-static DEPLOYMENT: TypeDef = TypeDef {
+/// apps/v1 Deployment.
+pub static DEPLOYMENT: TypeDef = TypeDef {
     name: "Deployment",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -125,7 +126,7 @@ static DEPLOYMENT: TypeDef = TypeDef {
 };
 
 /// ReplicaSet, DaemonSet, StatefulSet, Job, ReplicationController.
-static TEMPLATED_WORKLOAD: TypeDef = TypeDef {
+pub static TEMPLATED_WORKLOAD: TypeDef = TypeDef {
     name: "Workload",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -145,7 +146,8 @@ static JOB_TEMPLATE_SPEC: TypeDef = TypeDef {
     values: None,
 };
 
-static CRON_JOB: TypeDef = TypeDef {
+/// batch/v1 CronJob.
+pub static CRON_JOB: TypeDef = TypeDef {
     name: "CronJob",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -161,7 +163,8 @@ static CRON_JOB: TypeDef = TypeDef {
     values: None,
 };
 
-static NODE: TypeDef = TypeDef {
+/// core/v1 Node.
+pub static NODE: TypeDef = TypeDef {
     name: "Node",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -188,7 +191,8 @@ static NODE: TypeDef = TypeDef {
     values: None,
 };
 
-static SERVICE: TypeDef = TypeDef {
+/// core/v1 Service.
+pub static SERVICE: TypeDef = TypeDef {
     name: "Service",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -206,7 +210,7 @@ static SERVICE: TypeDef = TypeDef {
 };
 
 /// Namespace: metadata and status conditions.
-static NAMESPACE: TypeDef = TypeDef {
+pub static NAMESPACE: TypeDef = TypeDef {
     name: "Namespace",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -215,7 +219,8 @@ static NAMESPACE: TypeDef = TypeDef {
     values: None,
 };
 
-static POD_DISRUPTION_BUDGET: TypeDef = TypeDef {
+/// policy/v1 PodDisruptionBudget.
+pub static POD_DISRUPTION_BUDGET: TypeDef = TypeDef {
     name: "PodDisruptionBudget",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -232,7 +237,8 @@ static POD_DISRUPTION_BUDGET: TypeDef = TypeDef {
     values: None,
 };
 
-static SERVICE_ACCOUNT: TypeDef = TypeDef {
+/// core/v1 ServiceAccount.
+pub static SERVICE_ACCOUNT: TypeDef = TypeDef {
     name: "ServiceAccount",
     fields: &[
         field("metadata", &OBJECT_META),
@@ -243,57 +249,15 @@ static SERVICE_ACCOUNT: TypeDef = TypeDef {
 
 /// Kinds whose only tagged fields are in ObjectMeta: ConfigMap, Secret, Event, Lease,
 /// Endpoints, EndpointSlice, ControllerRevision, PersistentVolumeClaim, ...
-static METADATA_ONLY: TypeDef = TypeDef {
+pub static METADATA_ONLY: TypeDef = TypeDef {
     name: "Object",
     fields: &[field("metadata", &OBJECT_META)],
     values: None,
 };
 
-impl Schema {
-    /// The schema of `group`/`version`, `kind` (core group is `""`). Kinds kcm does not know
-    /// get [`Schema::unknown`]: every list replaced, maps merged.
-    pub fn for_kind(group: &str, version: &str, kind: &str) -> Schema {
-        // Patch tags are identical across the served versions of these kinds; the version is
-        // accepted so callers need not know that.
-        let _ = version;
-        let root: &'static TypeDef = match (group, kind) {
-            ("", "Pod") => &POD,
-            ("", "PodTemplate") => &POD_TEMPLATE,
-            ("", "ReplicationController") => &TEMPLATED_WORKLOAD,
-            ("", "Node") => &NODE,
-            ("", "Service") => &SERVICE,
-            ("", "Namespace") => &NAMESPACE,
-            ("", "ServiceAccount") => &SERVICE_ACCOUNT,
-            (
-                "",
-                "ConfigMap"
-                | "Secret"
-                | "Event"
-                | "Endpoints"
-                | "PersistentVolumeClaim"
-                | "PersistentVolume"
-                | "LimitRange"
-                | "ResourceQuota",
-            ) => &METADATA_ONLY,
-            ("apps", "Deployment") => &DEPLOYMENT,
-            ("apps", "ReplicaSet" | "DaemonSet" | "StatefulSet") => &TEMPLATED_WORKLOAD,
-            ("apps", "ControllerRevision") => &METADATA_ONLY,
-            ("batch", "Job") => &TEMPLATED_WORKLOAD,
-            ("batch", "CronJob") => &CRON_JOB,
-            ("policy", "PodDisruptionBudget") => &POD_DISRUPTION_BUDGET,
-            ("coordination.k8s.io", "Lease")
-            | ("events.k8s.io", "Event")
-            | ("discovery.k8s.io", "EndpointSlice")
-            | ("scheduling.k8s.io", "PriorityClass") => &METADATA_ONLY,
-            _ => return Schema::unknown(),
-        };
-        Schema::new(root)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::schema::Strategy;
+    use super::super::schema::{Schema, Strategy};
     use super::*;
 
     /// Follows `path` (field names; list fields step into their element type) and returns
@@ -312,8 +276,7 @@ mod tests {
     fn table_matches_upstream_tags() {
         struct Case {
             name: &'static str,
-            group: &'static str,
-            kind: &'static str,
+            schema: Schema,
             path: &'static [&'static str],
             want: (Strategy, &'static str),
         }
@@ -322,92 +285,79 @@ mod tests {
         let cases = [
             Case {
                 name: "pod containers by name",
-                group: "",
-                kind: "Pod",
+                schema: Schema::new(&POD),
                 path: &["spec", "containers"],
                 want: merge("name"),
             },
             Case {
                 name: "container ports by containerPort",
-                group: "",
-                kind: "Pod",
+                schema: Schema::new(&POD),
                 path: &["spec", "containers", "ports"],
                 want: merge("containerPort"),
             },
             Case {
                 name: "init container env by name",
-                group: "",
-                kind: "Pod",
+                schema: Schema::new(&POD),
                 path: &["spec", "initContainers", "env"],
                 want: merge("name"),
             },
             Case {
                 name: "volume mounts by mountPath",
-                group: "",
-                kind: "Pod",
+                schema: Schema::new(&POD),
                 path: &["spec", "ephemeralContainers", "volumeMounts"],
                 want: merge("mountPath"),
             },
             Case {
                 name: "volume devices by devicePath",
-                group: "",
-                kind: "Pod",
+                schema: Schema::new(&POD),
                 path: &["spec", "containers", "volumeDevices"],
                 want: merge("devicePath"),
             },
             Case {
                 name: "tolerations replaced",
-                group: "",
-                kind: "Pod",
+                schema: Schema::new(&POD),
                 path: &["spec", "tolerations"],
                 want: default,
             },
             Case {
                 name: "pod conditions by type",
-                group: "",
-                kind: "Pod",
+                schema: Schema::new(&POD),
                 path: &["status", "conditions"],
                 want: merge("type"),
             },
             Case {
                 name: "finalizers as a set",
-                group: "",
-                kind: "ConfigMap",
+                schema: Schema::new(&METADATA_ONLY),
                 path: &["metadata", "finalizers"],
                 want: merge(""),
             },
             Case {
                 name: "owner references by uid",
-                group: "apps",
-                kind: "ReplicaSet",
+                schema: Schema::new(&TEMPLATED_WORKLOAD),
                 path: &["metadata", "ownerReferences"],
                 want: merge("uid"),
             },
             Case {
                 name: "deployment template containers",
-                group: "apps",
-                kind: "Deployment",
+                schema: Schema::new(&DEPLOYMENT),
                 path: &["spec", "template", "spec", "containers"],
                 want: merge("name"),
             },
             Case {
                 name: "template metadata finalizers",
-                group: "apps",
-                kind: "StatefulSet",
+                schema: Schema::new(&TEMPLATED_WORKLOAD),
                 path: &["spec", "template", "metadata", "finalizers"],
                 want: merge(""),
             },
             Case {
                 name: "job template volumes",
-                group: "batch",
-                kind: "Job",
+                schema: Schema::new(&TEMPLATED_WORKLOAD),
                 path: &["spec", "template", "spec", "volumes"],
                 want: merge("name"),
             },
             Case {
                 name: "cronjob job template containers",
-                group: "batch",
-                kind: "CronJob",
+                schema: Schema::new(&CRON_JOB),
                 path: &[
                     "spec",
                     "jobTemplate",
@@ -420,57 +370,49 @@ mod tests {
             },
             Case {
                 name: "node addresses by type",
-                group: "",
-                kind: "Node",
+                schema: Schema::new(&NODE),
                 path: &["status", "addresses"],
                 want: merge("type"),
             },
             Case {
                 name: "node taints replaced, as upstream (no patch tag)",
-                group: "",
-                kind: "Node",
+                schema: Schema::new(&NODE),
                 path: &["spec", "taints"],
                 want: default,
             },
             Case {
                 name: "service ports by port",
-                group: "",
-                kind: "Service",
+                schema: Schema::new(&SERVICE),
                 path: &["spec", "ports"],
                 want: merge("port"),
             },
             Case {
                 name: "pdb selector replaced",
-                group: "policy",
-                kind: "PodDisruptionBudget",
+                schema: Schema::new(&POD_DISRUPTION_BUDGET),
                 path: &["spec", "selector"],
                 want: (Strategy::Replace, ""),
             },
             Case {
                 name: "daemonset conditions by type",
-                group: "apps",
-                kind: "DaemonSet",
+                schema: Schema::new(&TEMPLATED_WORKLOAD),
                 path: &["status", "conditions"],
                 want: merge("type"),
             },
             Case {
                 name: "lease fields default",
-                group: "coordination.k8s.io",
-                kind: "Lease",
+                schema: Schema::new(&METADATA_ONLY),
                 path: &["spec", "holderIdentity"],
                 want: default,
             },
             Case {
                 name: "unknown kind replaces lists",
-                group: "example.com",
-                kind: "Widget",
+                schema: Schema::unknown(),
                 path: &["metadata", "finalizers"],
                 want: default,
             },
         ];
         for case in cases {
-            let schema = Schema::for_kind(case.group, "v1", case.kind);
-            assert_eq!(lookup(schema, case.path), case.want, "{}", case.name);
+            assert_eq!(lookup(case.schema, case.path), case.want, "{}", case.name);
         }
     }
 }

@@ -7,28 +7,17 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{Error, FieldPath, Result};
+use super::directives::{
+    DELETE_DIRECTIVE, DELETE_FROM_PRIMITIVE_LIST_PREFIX, DIRECTIVE_MARKER, MERGE_DIRECTIVE,
+    REPLACE_DIRECTIVE, RETAIN_KEYS_DIRECTIVE, SET_ELEMENT_ORDER_PREFIX,
+};
+use super::error::{Error, FieldPath, Result, json_type_name};
 use super::order::{
     check_maps_with_key, dedupe_scalars, identities, identity, normalize_element_order,
 };
 use super::schema::{FieldMeta, Strategy, TypeDef};
 
 type Object = Map<String, Value>;
-
-/// The key of the `$patch` directive.
-pub(super) const DIRECTIVE_MARKER: &str = "$patch";
-/// `$patch: delete`.
-pub(super) const DELETE_DIRECTIVE: &str = "delete";
-/// `$patch: replace`.
-const REPLACE_DIRECTIVE: &str = "replace";
-/// `$patch: merge`.
-const MERGE_DIRECTIVE: &str = "merge";
-/// The `$retainKeys` directive: the keys a map keeps.
-const RETAIN_KEYS_DIRECTIVE: &str = "$retainKeys";
-/// `$deleteFromPrimitiveList/<field>`: values to remove from a list of scalars.
-const DELETE_FROM_PRIMITIVE_LIST_PREFIX: &str = "$deleteFromPrimitiveList";
-/// `$setElementOrder/<field>`: the order of a merged list.
-const SET_ELEMENT_ORDER_PREFIX: &str = "$setElementOrder";
 
 /// The JSON type of a value; two values of different types never merge.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -49,18 +38,6 @@ fn json_type(v: &Value) -> JsonType {
         Value::String(_) => JsonType::String,
         Value::Array(_) => JsonType::Array,
         Value::Object(_) => JsonType::Object,
-    }
-}
-
-/// A short name of a value's JSON type, for messages.
-pub(super) fn json_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "list",
-        Value::Object(_) => "map",
     }
 }
 
@@ -682,37 +659,4 @@ fn merge_elements(
         }
     }
     Ok(live)
-}
-
-/// Whether `value` holds any directive key (`$patch`, `$retainKeys`,
-/// `$setElementOrder/...`, `$deleteFromPrimitiveList/...`) at any depth.
-pub(super) fn has_directive_keys(value: &Value) -> bool {
-    match value {
-        Value::Object(map) => map
-            .iter()
-            .any(|(k, v)| is_directive_key(k) || has_directive_keys(v)),
-        Value::Array(list) => list.iter().any(has_directive_keys),
-        _ => false,
-    }
-}
-
-/// Removes directive keys left in the merged object (from values the patch added whole, or
-/// lists it replaced). Upstream drops them while decoding the result into the typed object;
-/// kcm may store the JSON as is, so they are removed here.
-pub(super) fn strip_directive_keys(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.retain(|k, _| !is_directive_key(k));
-            map.values_mut().for_each(strip_directive_keys);
-        }
-        Value::Array(list) => list.iter_mut().for_each(strip_directive_keys),
-        _ => {}
-    }
-}
-
-fn is_directive_key(k: &str) -> bool {
-    k == DIRECTIVE_MARKER
-        || k == RETAIN_KEYS_DIRECTIVE
-        || k.starts_with("$setElementOrder/")
-        || k.starts_with("$deleteFromPrimitiveList/")
 }

@@ -14,11 +14,12 @@
 //! - `$retainKeys: [...]` clears every field of the live map not listed.
 //!
 //! This is upstream's `StrategicMergeMapPatch` (k8s.io/apimachinery
-//! `pkg/util/strategicpatch`), applied with the metadata of [`Schema::for_kind`]. Start
-//! with [`apply`].
+//! `pkg/util/strategicpatch`), applied with the metadata of a kind's [`Schema`] (its
+//! resource entry names a root from [`kinds`]). Start with [`apply`].
 
+mod directives;
 mod error;
-mod kinds;
+pub mod kinds;
 mod merge;
 mod order;
 mod schema;
@@ -34,7 +35,7 @@ use serde_json::{Map, Value};
 /// Applies `patch` to `original` and returns the patched object.
 ///
 /// Both must be JSON objects (`null` counts as an empty object). The schema says how each
-/// list merges; see [`Schema::for_kind`]. Directive keys never reach the result.
+/// list merges; see [`kinds`]. Directive keys never reach the result.
 pub fn apply(original: &Value, patch: &Value, schema: &Schema) -> Result<Value> {
     apply_owned(original.clone(), patch.clone(), schema)
 }
@@ -57,10 +58,10 @@ pub fn apply_owned(original: Value, patch: Value, schema: &Schema) -> Result<Val
     };
     let has_directives = patch
         .iter()
-        .any(|(k, v)| k.starts_with('$') || merge::has_directive_keys(v));
+        .any(|(k, v)| k.starts_with('$') || directives::has_directive_keys(v));
     let mut merged = Value::Object(merge::merge_map(original, patch, schema.root())?);
     if has_directives {
-        merge::strip_directive_keys(&mut merged);
+        directives::strip_directive_keys(&mut merged);
     }
     Ok(merged)
 }
@@ -71,7 +72,7 @@ mod tests {
     use serde_json::json;
 
     fn pod_schema() -> Schema {
-        Schema::for_kind("", "v1", "Pod")
+        Schema::new(&kinds::POD)
     }
 
     #[test]
@@ -111,7 +112,7 @@ mod tests {
 
     #[test]
     fn unknown_kind_replaces_lists() {
-        let schema = Schema::for_kind("example.com", "v1", "Widget");
+        let schema = Schema::unknown();
         let live = json!({"spec": {"items": [1, 2], "keep": true}});
         let patch = json!({"spec": {"items": [3]}});
         let got = apply(&live, &patch, &schema).expect("apply");
@@ -144,7 +145,7 @@ mod tests {
 
     #[test]
     fn deployment_strategy_retain_keys_clears_rolling_update() {
-        let schema = Schema::for_kind("apps", "v1", "Deployment");
+        let schema = Schema::new(&kinds::DEPLOYMENT);
         let live = json!({"spec": {"strategy": {
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": 1}
@@ -156,7 +157,7 @@ mod tests {
 
     #[test]
     fn directives_in_added_values_do_not_leak_into_the_result() {
-        let schema = Schema::for_kind("apps", "v1", "Deployment");
+        let schema = Schema::new(&kinds::DEPLOYMENT);
         let live = json!({"spec": {}});
         let patch = json!({"spec": {
             "strategy": {"$retainKeys": ["type"], "type": "Recreate"},

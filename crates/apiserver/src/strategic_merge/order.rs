@@ -8,8 +8,8 @@
 
 use serde_json::Value;
 
-use super::error::{Error, FieldPath, Result};
-use super::merge::{DELETE_DIRECTIVE, DIRECTIVE_MARKER, json_type_name};
+use super::directives::{DELETE_DIRECTIVE, DIRECTIVE_MARKER};
+use super::error::{Error, FieldPath, Result, json_type_name};
 
 static NULL: Value = Value::Null;
 

@@ -6,8 +6,8 @@
 //! `duration.HumanDuration`), priority-1 columns for `-o wide`. As upstream's server does,
 //! every row carries the wide cells; kubectl hides priority-1 columns unless asked.
 //!
-//! Start with [`table_for`]; one-row tables per watch event come from calling it with one
-//! object.
+//! Start with [`table_for`] and a resource's [`Printer`] (its entry names one from
+//! [`printers`]); one-row tables per watch event come from calling it with one object.
 
 mod columns;
 mod core;
@@ -16,6 +16,7 @@ pub mod duration;
 mod fields;
 mod labels;
 mod pod;
+pub mod printers;
 mod workloads;
 
 pub use columns::Column;
@@ -68,48 +69,35 @@ impl Row {
 
 type RowFn = fn(&Value, Timestamp) -> Row;
 
-/// The printer of one resource: its columns and how to fill a row.
+/// The printer of one kind: its columns and how to fill a row. The kinds' printers are in
+/// [`printers`].
 #[derive(Clone, Copy)]
-struct Printer {
+pub struct Printer {
+    /// The column definitions, in order.
     columns: &'static [Column],
+    /// One row: one cell per column.
     row: RowFn,
 }
 
-/// The printer for `resource`: a lowercase plural resource name (`replicasets`) or a kind
-/// (`ReplicaSet`); anything else gets the NAME/AGE printer.
-fn printer_for(resource: &str) -> Printer {
-    let p = |columns, row| Printer { columns, row };
-    match resource {
-        "pods" | "Pod" => p(columns::POD, pod::row),
-        "podtemplates" | "PodTemplate" => p(columns::POD_TEMPLATE, workloads::pod_template),
-        "replicationcontrollers" | "ReplicationController" => p(
-            columns::REPLICATION_CONTROLLER,
-            workloads::replication_controller,
-        ),
-        "replicasets" | "ReplicaSet" => p(columns::REPLICA_SET, workloads::replica_set),
-        "deployments" | "Deployment" => p(columns::DEPLOYMENT, workloads::deployment),
-        "daemonsets" | "DaemonSet" => p(columns::DAEMON_SET, workloads::daemon_set),
-        "statefulsets" | "StatefulSet" => p(columns::STATEFUL_SET, workloads::stateful_set),
-        "jobs" | "Job" => p(columns::JOB, workloads::job),
-        "cronjobs" | "CronJob" => p(columns::CRON_JOB, workloads::cron_job),
-        "controllerrevisions" | "ControllerRevision" => {
-            p(columns::CONTROLLER_REVISION, workloads::controller_revision)
-        }
-        "nodes" | "Node" => p(columns::NODE, core::node),
-        "namespaces" | "Namespace" => p(columns::NAMESPACE, core::namespace),
-        "services" | "Service" => p(columns::SERVICE, core::service),
-        "endpoints" | "Endpoints" => p(columns::ENDPOINTS, core::endpoints),
-        "endpointslices" | "EndpointSlice" => p(columns::ENDPOINT_SLICE, core::endpoint_slice),
-        "events" | "Event" => p(columns::EVENT, core::event),
-        "configmaps" | "ConfigMap" => p(columns::CONFIG_MAP, core::config_map),
-        "secrets" | "Secret" => p(columns::SECRET, core::secret),
-        "serviceaccounts" | "ServiceAccount" => p(columns::SERVICE_ACCOUNT, core::service_account),
-        "leases" | "Lease" => p(columns::LEASE, core::lease),
-        "poddisruptionbudgets" | "PodDisruptionBudget" => {
-            p(columns::POD_DISRUPTION_BUDGET, core::pod_disruption_budget)
-        }
-        "priorityclasses" | "PriorityClass" => p(columns::PRIORITY_CLASS, core::priority_class),
-        _ => p(columns::GENERIC, generic_row),
+impl std::fmt::Debug for Printer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.columns.iter().map(|c| c.name).collect();
+        f.debug_struct("Printer").field("columns", &names).finish()
+    }
+}
+
+impl Printer {
+    /// NAME and AGE, for kinds without a printer.
+    pub const GENERIC: Printer = Printer::new(columns::GENERIC, generic_row);
+
+    /// A printer of `columns` whose rows `row` fills.
+    pub(crate) const fn new(columns: &'static [Column], row: RowFn) -> Self {
+        Self { columns, row }
+    }
+
+    /// The column definitions its tables have.
+    pub fn columns(&self) -> &'static [Column] {
+        self.columns
     }
 }
 
@@ -122,11 +110,6 @@ fn generic_row(obj: &Value, now: Timestamp) -> Row {
             now
         )),
     ])
-}
-
-/// The column definitions `resource`'s tables have (see [`table_for`] for `resource`).
-pub fn columns_for(resource: &str) -> &'static [Column] {
-    printer_for(resource).columns
 }
 
 impl Column {
@@ -142,24 +125,22 @@ impl Column {
     }
 }
 
-/// The `meta.k8s.io/v1` Table of `objects`, all of kind `resource` (a lowercase plural
-/// resource name such as `pods`, or a kind such as `Pod`; unknown ones get NAME and AGE).
-/// Ages are computed against `now`.
+/// The `meta.k8s.io/v1` Table of `objects`, all printed by `printer`. Ages are computed
+/// against `now`.
 ///
 /// The table's `metadata` is empty: the caller sets `resourceVersion` and `continue` from
 /// its list. For the `noHeaders` option, the caller drops `columnDefinitions`.
 pub fn table_for(
-    resource: &str,
+    printer: Printer,
     objects: &[Value],
     include_object: IncludeObject,
     now: Timestamp,
 ) -> Value {
-    let printer = printer_for(resource);
     let rows: Vec<Value> = objects
         .iter()
         .map(|obj| {
             let row = (printer.row)(obj, now);
-            debug_assert_eq!(row.cells.len(), printer.columns.len(), "{resource}");
+            debug_assert_eq!(row.cells.len(), printer.columns.len(), "{printer:?}");
             let mut out = Map::new();
             out.insert("cells".to_owned(), Value::Array(row.cells));
             if let Some(conditions) = row.conditions {
@@ -216,110 +197,110 @@ mod tests {
     #[test]
     fn headers_match_kubectl_output() {
         struct Case {
-            resource: &'static str,
+            printer: Printer,
             headers: &'static str,
             wide: &'static str,
         }
         let cases = [
             Case {
-                resource: "pods",
+                printer: printers::POD,
                 headers: "NAME READY STATUS RESTARTS AGE",
                 wide: "NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES",
             },
             Case {
-                resource: "replicasets",
+                printer: printers::REPLICA_SET,
                 headers: "NAME DESIRED CURRENT READY AGE",
                 wide: "NAME DESIRED CURRENT READY AGE CONTAINERS IMAGES SELECTOR",
             },
             Case {
-                resource: "deployments",
+                printer: printers::DEPLOYMENT,
                 headers: "NAME READY UP-TO-DATE AVAILABLE AGE",
                 wide: "NAME READY UP-TO-DATE AVAILABLE AGE CONTAINERS IMAGES SELECTOR",
             },
             Case {
-                resource: "nodes",
+                printer: printers::NODE,
                 headers: "NAME STATUS ROLES AGE VERSION",
                 wide: "NAME STATUS ROLES AGE VERSION INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME",
             },
             Case {
-                resource: "namespaces",
+                printer: printers::NAMESPACE,
                 headers: "NAME STATUS AGE",
                 wide: "NAME STATUS AGE",
             },
             Case {
-                resource: "events",
+                printer: printers::EVENT,
                 headers: "LAST SEEN TYPE REASON OBJECT MESSAGE",
                 wide: "LAST SEEN TYPE REASON OBJECT SUBOBJECT SOURCE MESSAGE FIRST SEEN COUNT NAME",
             },
             Case {
-                resource: "leases",
+                printer: printers::LEASE,
                 headers: "NAME HOLDER AGE",
                 wide: "NAME HOLDER AGE",
             },
             Case {
-                resource: "services",
+                printer: printers::SERVICE,
                 headers: "NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE",
                 wide: "NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE SELECTOR",
             },
             Case {
-                resource: "configmaps",
+                printer: printers::CONFIG_MAP,
                 headers: "NAME DATA AGE",
                 wide: "NAME DATA AGE",
             },
             Case {
-                resource: "secrets",
+                printer: printers::SECRET,
                 headers: "NAME TYPE DATA AGE",
                 wide: "NAME TYPE DATA AGE",
             },
             Case {
-                resource: "daemonsets",
+                printer: printers::DAEMON_SET,
                 headers: "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE",
                 wide: "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE CONTAINERS IMAGES SELECTOR",
             },
             Case {
-                resource: "statefulsets",
+                printer: printers::STATEFUL_SET,
                 headers: "NAME READY AGE",
                 wide: "NAME READY AGE CONTAINERS IMAGES",
             },
             Case {
-                resource: "poddisruptionbudgets",
+                printer: printers::POD_DISRUPTION_BUDGET,
                 headers: "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE",
                 wide: "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE",
             },
             Case {
-                resource: "serviceaccounts",
+                printer: printers::SERVICE_ACCOUNT,
                 headers: "NAME SECRETS AGE",
                 wide: "NAME SECRETS AGE",
             },
             Case {
-                resource: "endpoints",
+                printer: printers::ENDPOINTS,
                 headers: "NAME ENDPOINTS AGE",
                 wide: "NAME ENDPOINTS AGE",
             },
             Case {
-                resource: "jobs",
+                printer: printers::JOB,
                 headers: "NAME STATUS COMPLETIONS DURATION AGE",
                 wide: "NAME STATUS COMPLETIONS DURATION AGE CONTAINERS IMAGES SELECTOR",
             },
             Case {
-                resource: "widgets",
+                printer: printers::GENERIC,
                 headers: "NAME AGE",
                 wide: "NAME AGE",
             },
         ];
         for case in cases {
-            let table = table_for(case.resource, &[], IncludeObject::Metadata, now());
+            let table = table_for(case.printer, &[], IncludeObject::Metadata, now());
             assert_eq!(
                 headers(&table, false).join(" "),
                 case.headers,
-                "{}",
-                case.resource
+                "{:?}",
+                case.printer
             );
             assert_eq!(
                 headers(&table, true).join(" "),
                 case.wide,
-                "{} wide",
-                case.resource
+                "{:?} wide",
+                case.printer
             );
         }
     }
@@ -327,39 +308,15 @@ mod tests {
     #[test]
     fn every_printer_fills_every_column() {
         let obj = json!({"metadata": {"name": "x", "creationTimestamp": "2024-05-01T11:00:00Z"}});
-        for resource in [
-            "pods",
-            "podtemplates",
-            "replicationcontrollers",
-            "replicasets",
-            "deployments",
-            "daemonsets",
-            "statefulsets",
-            "jobs",
-            "cronjobs",
-            "controllerrevisions",
-            "nodes",
-            "namespaces",
-            "services",
-            "endpoints",
-            "endpointslices",
-            "events",
-            "configmaps",
-            "secrets",
-            "serviceaccounts",
-            "leases",
-            "poddisruptionbudgets",
-            "priorityclasses",
-            "widgets",
-        ] {
+        for (name, printer) in printers::ALL {
             let table = table_for(
-                resource,
+                *printer,
                 std::slice::from_ref(&obj),
                 IncludeObject::None,
                 now(),
             );
             let cells = table["rows"][0]["cells"].as_array().expect("cells").len();
-            assert_eq!(cells, columns_for(resource).len(), "{resource}");
+            assert_eq!(cells, printer.columns().len(), "{name}");
         }
     }
 
@@ -372,7 +329,7 @@ mod tests {
             "spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 2}
         });
         let table = table_for(
-            "ReplicaSet",
+            printers::REPLICA_SET,
             std::slice::from_ref(&rs),
             IncludeObject::Metadata,
             now(),
@@ -394,13 +351,13 @@ mod tests {
                    "metadata": rs["metadata"]})
         );
         let full = table_for(
-            "replicasets",
+            printers::REPLICA_SET,
             std::slice::from_ref(&rs),
             IncludeObject::Object,
             now(),
         );
         assert_eq!(full["rows"][0]["object"], rs);
-        let none = table_for("replicasets", &[rs], IncludeObject::None, now());
+        let none = table_for(printers::REPLICA_SET, &[rs], IncludeObject::None, now());
         assert!(none["rows"][0].get("object").is_none());
     }
 

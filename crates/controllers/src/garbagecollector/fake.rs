@@ -421,6 +421,7 @@ impl MetadataClient for FakeMetadataClient {
 
 #[cfg(test)]
 mod tests {
+    use kcm_testing::MetaBuilder;
     use kube::core::ApiResource;
 
     use super::*;
@@ -439,13 +440,13 @@ mod tests {
     }
 
     fn pod(name: &str, finalizers: &[&str]) -> ObjectMeta {
-        ObjectMeta {
-            namespace: Some("ns".into()),
-            name: Some(name.into()),
-            uid: Some(format!("uid-{name}")),
-            finalizers: (!finalizers.is_empty())
-                .then(|| finalizers.iter().map(|f| f.to_string()).collect()),
-            ..ObjectMeta::default()
+        let m = kcm_testing::meta(name)
+            .namespace("ns")
+            .uid(format!("uid-{name}"));
+        if finalizers.is_empty() {
+            m.build()
+        } else {
+            m.finalizers(finalizers).build()
         }
     }
 

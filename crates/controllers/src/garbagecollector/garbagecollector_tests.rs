@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::events::FakeRecorder;
+use kcm_testing::MetaBuilder;
 use kube::api::ObjectMeta;
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta, Status, TypeMeta};
 
@@ -94,13 +95,7 @@ impl Kind {
     }
 
     fn owner_ref(&self, name: &str) -> OwnerReference {
-        OwnerReference {
-            api_version: self.api_version.into(),
-            kind: self.kind.into(),
-            name: name.into(),
-            uid: uid(name),
-            ..OwnerReference::default()
-        }
+        kcm_testing::owner_ref(self.api_version, self.kind, name, &uid(name)).build()
     }
 
     fn identity(&self, ns: &str, name: &str) -> ObjectIdentity {
@@ -128,12 +123,11 @@ fn blocking(mut r: OwnerReference) -> OwnerReference {
 }
 
 fn object(ns: &str, name: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
-    ObjectMeta {
-        namespace: (!ns.is_empty()).then(|| ns.to_owned()),
-        name: Some(name.into()),
-        uid: Some(uid(name)),
-        owner_references: (!owners.is_empty()).then_some(owners),
-        ..ObjectMeta::default()
+    let m = (owners.into_iter()).fold(kcm_testing::meta(name).uid(uid(name)), |m, o| m.owner(o));
+    if ns.is_empty() {
+        m.build()
+    } else {
+        m.namespace(ns).build()
     }
 }
 

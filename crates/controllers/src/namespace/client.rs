@@ -606,18 +606,12 @@ fn resource_key(resource: &ApiResource) -> String {
 #[cfg(test)]
 mod tests {
     use kcm_machinery::controller::ApiStatus;
+    use kcm_testing::MetaBuilder;
 
     use super::*;
 
     fn ns(name: &str, rv: &str) -> Namespace {
-        Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                resource_version: Some(rv.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        kcm_testing::namespace(name).resource_version(rv).build()
     }
 
     #[tokio::test]

@@ -3,38 +3,27 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Namespace, NamespaceStatus, ServiceAccount};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kcm_machinery::controller::api_status;
 use kcm_machinery::informer::DeletedObject;
-use kube::api::ObjectMeta;
+use kcm_testing::MetaBuilder;
 
 use super::*;
 use crate::serviceaccount::FakeServiceAccountClient;
 
 fn namespace(name: &str, phase: Option<&str>) -> Namespace {
-    Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            deletion_timestamp: (phase == Some("Terminating"))
-                .then_some(Time(Timestamp::UNIX_EPOCH)),
-            ..Default::default()
-        },
-        spec: None,
-        status: Some(NamespaceStatus {
-            phase: phase.map(Into::into),
-            conditions: None,
-        }),
+    let ns = kcm_testing::namespace(name).default_status();
+    match phase {
+        Some("Terminating") => ns.deleted_at(Timestamp::UNIX_EPOCH).phase("Terminating"),
+        Some(phase) => ns.phase(phase),
+        None => ns,
     }
+    .build()
 }
 
 fn account(namespace: &str, name: &str) -> ServiceAccount {
     ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(namespace.into()),
-            ..Default::default()
-        },
+        metadata: kcm_testing::meta(name).namespace(namespace).build(),
         ..Default::default()
     }
 }

@@ -88,7 +88,7 @@ pub fn split_meta_namespace_key(key: &str) -> Result<(Option<&str>, &str)> {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{ConfigMap, Node};
+    use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ObjectMeta;
 
     use super::*;
@@ -143,13 +143,7 @@ mod tests {
         for case in cases {
             assert_eq!(meta_namespace_key(&case.obj), case.want, "{}", case.name);
         }
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some("n1".into()),
-                ..ObjectMeta::default()
-            },
-            ..Node::default()
-        };
+        let node = kcm_testing::node("n1").build();
         assert_eq!(meta_namespace_key(&node).as_deref(), Ok("n1"));
     }
 

@@ -1,0 +1,88 @@
+//! The subresources a resource may serve (`/status`, `/scale`, `/binding`, `/eviction`, `/finalize`): their names, kinds and verbs.
+
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::core::v1::Binding;
+use k8s_openapi::api::policy::v1::Eviction;
+
+use crate::openapi::schemas::TypedKind;
+
+/// A subresource a resource serves. What a subresource does is the registry's (one file per
+/// subresource); a resource only lists which ones it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subresource {
+    /// `/status`: get, update and patch of `.status` only.
+    Status,
+    /// `/scale`: autoscaling/v1 `Scale` over `spec.replicas`.
+    Scale,
+    /// `pods/binding`: assigns a pod to a node.
+    Binding,
+    /// `pods/eviction`: a PodDisruptionBudget-checked delete.
+    Eviction,
+    /// `namespaces/finalize`: updates `spec.finalizers`.
+    Finalize,
+}
+
+impl Subresource {
+    /// The path segment, e.g. `status`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+            Subresource::Binding => "binding",
+            Subresource::Eviction => "eviction",
+            Subresource::Finalize => "finalize",
+        }
+    }
+
+    /// The group/version/kind requests and answers carry, given the parent's (discovery's
+    /// `responseKind`): the parent's own for `/status` and `/finalize`.
+    pub fn kind(
+        self,
+        parent: (&'static str, &'static str, &'static str),
+    ) -> (&'static str, &'static str, &'static str) {
+        match self.schema() {
+            Some(k) => (k.group, k.version, k.kind),
+            None => parent,
+        }
+    }
+
+    /// The verbs discovery lists for it.
+    pub fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Binding | Subresource::Eviction => &["create"],
+            Subresource::Finalize => &["update"],
+        }
+    }
+
+    /// The typed kind of a subresource with a kind of its own (Scale, Binding, Eviction), for
+    /// the OpenAPI documents; `None` when it carries the parent's kind.
+    pub fn schema(self) -> Option<TypedKind> {
+        match self {
+            Subresource::Status | Subresource::Finalize => None,
+            Subresource::Scale => Some(TypedKind::of::<Scale>()),
+            Subresource::Binding => Some(TypedKind::of::<Binding>()),
+            Subresource::Eviction => Some(TypedKind::of::<Eviction>()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_the_parents_unless_the_subresource_has_its_own() {
+        let parent = ("apps", "v1", "Deployment");
+        let cases = [
+            (Subresource::Status, ("apps", "v1", "Deployment")),
+            (Subresource::Finalize, ("apps", "v1", "Deployment")),
+            (Subresource::Scale, ("autoscaling", "v1", "Scale")),
+            (Subresource::Binding, ("", "v1", "Binding")),
+            (Subresource::Eviction, ("policy", "v1", "Eviction")),
+        ];
+        for (sub, want) in cases {
+            assert_eq!(sub.kind(parent), want, "{}", sub.name());
+        }
+    }
+}
