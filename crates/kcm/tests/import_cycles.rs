@@ -14,50 +14,19 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Cycles known when this test was written, in `crates/apiserver`, which another change is
-/// restructuring: they are being removed there, after which this list must shrink to empty.
-/// A cycle passes only if all its files belong to one entry here (a smaller cycle is progress).
-const ALLOWED: &[&[&str]] = &[
-    &[
-        "crates/apiserver/src/http/discovery.rs",
-        "crates/apiserver/src/openapi/mod.rs",
-        "crates/apiserver/src/registry/mod.rs",
-    ],
-    &[
-        "crates/apiserver/src/strategic_merge/merge.rs",
-        "crates/apiserver/src/strategic_merge/order.rs",
-    ],
-];
-
 #[test]
-fn no_new_import_cycles_in_any_crate() {
+fn no_import_cycles_in_any_crate() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
         .expect("crates/kcm sits two levels below the workspace root");
     let cycles = workspace_cycles(root);
-    let allowed: Vec<BTreeSet<String>> = ALLOWED
-        .iter()
-        .map(|files| files.iter().map(|f| (*f).to_owned()).collect())
-        .collect();
-    let new: Vec<&Vec<String>> = cycles
-        .iter()
-        .filter(|cycle| {
-            !allowed
-                .iter()
-                .any(|entry| cycle.iter().all(|file| entry.contains(file)))
-        })
-        .collect();
-    for entry in &allowed {
-        if !cycles.iter().any(|c| c.iter().any(|f| entry.contains(f))) {
-            eprintln!("allowed cycle is gone, remove it from ALLOWED: {entry:?}");
-        }
-    }
     assert!(
-        new.is_empty(),
+        cycles.is_empty(),
         "import cycles between files (break each by moving what both sides need into a third \
          file, or by importing through the parent module's facade):\n{}",
-        new.iter()
+        cycles
+            .iter()
             .map(|c| format!("  {}", c.join(" <-> ")))
             .collect::<Vec<_>>()
             .join("\n")
