@@ -1,6 +1,7 @@
-//! Pod and node conditions: [`pod_condition`] and [`node_condition`], one builder over both.
+//! Pod, node and Job conditions: [`pod_condition`], [`node_condition`] and [`job_condition`], one builder over all.
 
 use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::JobCondition;
 use k8s_openapi::api::core::v1::{NodeCondition, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -30,6 +31,9 @@ pub type PodConditionBuilder = ConditionBuilder<PodCondition>;
 /// Builds a [`NodeCondition`].
 pub type NodeConditionBuilder = ConditionBuilder<NodeCondition>;
 
+/// Builds a [`JobCondition`].
+pub type JobConditionBuilder = ConditionBuilder<JobCondition>;
+
 /// Pod condition `type_` (`"Ready"`, `"PodScheduled"`, ...) with `status` (`"True"`,
 /// `"False"`, `"Unknown"`); no times, reason or message.
 pub fn pod_condition(type_: &str, status: &str) -> PodConditionBuilder {
@@ -39,6 +43,12 @@ pub fn pod_condition(type_: &str, status: &str) -> PodConditionBuilder {
 /// Node condition `type_` (`"Ready"`, `"MemoryPressure"`, ...) with `status`; no times,
 /// reason or message.
 pub fn node_condition(type_: &str, status: &str) -> NodeConditionBuilder {
+    ConditionBuilder::new(type_, status)
+}
+
+/// Job condition `type_` (`"Complete"`, `"Failed"`, `"SuccessCriteriaMet"`, ...) with
+/// `status`; no times, reason or message.
+pub fn job_condition(type_: &str, status: &str) -> JobConditionBuilder {
     ConditionBuilder::new(type_, status)
 }
 
@@ -81,6 +91,14 @@ impl PodConditionBuilder {
     }
 }
 
+impl JobConditionBuilder {
+    /// Sets `lastProbeTime`.
+    pub fn probed_at(mut self, at: Timestamp) -> Self {
+        self.condition.last_probe_time = Some(Time(at));
+        self
+    }
+}
+
 impl NodeConditionBuilder {
     /// Sets `lastHeartbeatTime`.
     pub fn heartbeat(mut self, at: Timestamp) -> Self {
@@ -110,9 +128,13 @@ macro_rules! condition_fields {
     )*};
 }
 
-condition_fields!(PodCondition, NodeCondition);
+condition_fields!(PodCondition, NodeCondition, JobCondition);
 
-from_builder!(PodConditionBuilder => PodCondition, NodeConditionBuilder => NodeCondition);
+from_builder!(
+    PodConditionBuilder => PodCondition,
+    NodeConditionBuilder => NodeCondition,
+    JobConditionBuilder => JobCondition,
+);
 
 #[cfg(test)]
 mod tests {
@@ -143,6 +165,22 @@ mod tests {
         assert_eq!(c.last_probe_time, Some(Time(at)));
         assert_eq!(c.reason.as_deref(), Some("r"));
         assert_eq!(c.message.as_deref(), Some("m"));
+    }
+
+    #[test]
+    fn job_condition_setters() {
+        let at = Timestamp::UNIX_EPOCH;
+        let c = job_condition("Failed", "True")
+            .transitioned_at(at)
+            .probed_at(at)
+            .reason("BackoffLimitExceeded")
+            .build();
+        assert_eq!(c.type_, "Failed");
+        assert_eq!(c.status, "True");
+        assert_eq!(c.last_transition_time, Some(Time(at)));
+        assert_eq!(c.last_probe_time, Some(Time(at)));
+        assert_eq!(c.reason.as_deref(), Some("BackoffLimitExceeded"));
+        assert_eq!(c.message, None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Fluent builders of Kubernetes objects for kcm's unit tests, integration tests and benches.
 //!
 //! Where to start: `use kcm_testing::prelude::*;`, then one entry function per kind —
-//! [`pod`], [`replica_set`], [`deployment`], [`node`], [`service`], [`namespace`] — chained
+//! [`pod`], [`replica_set`], [`deployment`], [`job`], [`cron_job`], [`node`], [`service`],
+//! [`namespace`] — chained
 //! with setters and finished with `build()` (or `arc()` for the `Arc<T>` caches hand out):
 //!
 //! ```
@@ -27,7 +28,8 @@
 //! and Deployments) through [`WorkloadBuilder`]; `with(|obj| ...)` covers the rare field no setter
 //! names. The parts objects are made of have their own small builders: [`owner_ref`] /
 //! [`controller_ref_of`], [`object_ref_of`], [`selector`], [`pod_template`], [`container`],
-//! [`container_status`], [`pod_condition`], [`node_condition`], [`taint`], [`toleration`].
+//! [`container_status`], [`pod_condition`], [`node_condition`], [`job_condition`], [`taint`],
+//! [`toleration`].
 //!
 //! This crate depends on `k8s-openapi` and `jiff` only, never on another kcm crate, so every
 //! crate of the workspace (machinery included) can dev-depend on it without a cycle.
@@ -37,7 +39,9 @@ mod macros;
 
 mod conditions;
 mod container;
+mod cron_job;
 mod deployment;
+mod job;
 mod meta;
 mod namespace;
 mod node;
@@ -53,11 +57,13 @@ mod template;
 mod workload;
 
 pub use conditions::{
-    ConditionBuilder, ConditionFields, NodeConditionBuilder, PodConditionBuilder, node_condition,
-    pod_condition,
+    ConditionBuilder, ConditionFields, JobConditionBuilder, NodeConditionBuilder,
+    PodConditionBuilder, job_condition, node_condition, pod_condition,
 };
 pub use container::{ContainerBuilder, ContainerStatusBuilder, container, container_status};
+pub use cron_job::{CronJobBuilder, cron_job};
 pub use deployment::{DeploymentBuilder, deployment};
+pub use job::{JobBuilder, job};
 pub use meta::{MetaBuilder, ObjectMetaBuilder, labels, meta, quantities};
 pub use namespace::{NamespaceBuilder, namespace};
 pub use node::{NodeBuilder, node};
@@ -115,6 +121,16 @@ mod tests {
                 name: "deployment",
                 built: json(serde_json::to_value(deployment("x").build())),
                 want: named("apps/v1", "Deployment"),
+            },
+            Case {
+                name: "job",
+                built: json(serde_json::to_value(job("x").build())),
+                want: named("batch/v1", "Job"),
+            },
+            Case {
+                name: "cron job",
+                built: json(serde_json::to_value(cron_job("x").build())),
+                want: named("batch/v1", "CronJob"),
             },
             Case {
                 name: "node",

@@ -7,6 +7,8 @@
 //!   real implementation over `kube::Client` and a recording [`FakePodControl`] for tests.
 //! - [`ref_manager`]: adoption and release of owned objects ([`PodControllerRefManager`], and
 //!   the generic [`ControllerRefManager`] for other kinds).
+//! - [`pod_index`]: the pod cache's index by controller UID and [`filter_pods_by_owner`]
+//!   (upstream's `FilterPodsByOwner`): a controller's pods and its namespace's orphans.
 //! - [`ranking`]: which pods to delete first on scale-down ([`ActivePodsWithRanks`]), pod
 //!   readiness and availability.
 //! - [`slow_start`]: [`slow_start_batch`], batches of 1, 2, 4, … that stop at the first failure.
@@ -25,6 +27,7 @@ pub mod expectations;
 pub mod hash;
 pub mod history;
 pub mod pod_control;
+pub mod pod_index;
 pub mod ranking;
 pub mod ref_manager;
 pub mod slow_start;
@@ -41,6 +44,7 @@ pub use history::{
     hash_controller_revision_raw,
 };
 pub use pod_control::{FakePodControl, PodControl, RealPodControl};
+pub use pod_index::{POD_CONTROLLER_UID_INDEX, add_pod_controller_uid_indexer, filter_pods_by_owner};
 pub use ranking::{
     ActivePodsWithRanks, filter_active_pods, get_pods_to_delete, is_pod_active, is_pod_available,
     is_pod_ready,
