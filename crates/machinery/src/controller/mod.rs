@@ -44,7 +44,9 @@ pub use history::{
     hash_controller_revision_raw,
 };
 pub use pod_control::{FakePodControl, PodControl, RealPodControl};
-pub use pod_index::{POD_CONTROLLER_UID_INDEX, add_pod_controller_uid_indexer, filter_pods_by_owner};
+pub use pod_index::{
+    POD_CONTROLLER_UID_INDEX, add_pod_controller_uid_indexer, filter_pods_by_owner,
+};
 pub use ranking::{
     ActivePodsWithRanks, filter_active_pods, get_pods_to_delete, is_pod_active, is_pod_available,
     is_pod_ready,

@@ -95,7 +95,12 @@ mod tests {
     fn owned(name: &str, ns: &str, kind: &str, uid: &str) -> Arc<Pod> {
         pod(name)
             .namespace(ns)
-            .owner(OwnerRefBuilder::default().kind(kind).uid(uid).controller(true))
+            .owner(
+                OwnerRefBuilder::default()
+                    .kind(kind)
+                    .uid(uid)
+                    .controller(true),
+            )
             .arc()
     }
 
