@@ -30,6 +30,14 @@ pub fn job(name: &str) -> JobBuilder {
 }
 
 impl JobBuilder {
+    /// Starts from an existing Job (one a test read back, to change and feed in again).
+    pub fn from_job(job: Job) -> Self {
+        Self {
+            job,
+            stamped_labels: BTreeMap::new(),
+        }
+    }
+
     /// Makes `spec` present even if no setter fills it.
     pub fn default_spec(mut self) -> Self {
         self.spec_mut();

@@ -198,7 +198,8 @@ pub fn track_finished_pods(
         }
         let total = i32::try_from(outcome.succeeded_indexes.total()).unwrap_or(i32::MAX);
         status.succeeded = Some(total);
-        status.completed_indexes = Some(completed);
+        // `omitempty`: no index completed leaves the field out, as the API server stores it.
+        status.completed_indexes = (!completed.is_empty()).then_some(completed);
         let failed = input.failed_indexes.map(ToString::to_string);
         if status.failed_indexes != failed {
             status.failed_indexes = failed;
