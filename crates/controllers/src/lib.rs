@@ -16,3 +16,4 @@ pub mod nodelifecycle;
 pub mod replicaset;
 pub mod serviceaccount;
 pub mod tainteviction;
+pub mod ttlafterfinished;
