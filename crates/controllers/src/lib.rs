@@ -13,6 +13,7 @@ pub mod job;
 pub mod manager;
 pub mod namespace;
 pub mod nodelifecycle;
+pub mod podgc;
 pub mod replicaset;
 pub mod serviceaccount;
 pub mod tainteviction;

@@ -11,7 +11,7 @@
 //!   worker wiring.
 //! - `sync`: `processJob`, `processTTL`, `timeLeft` and the finish/expiry times.
 //! - [`client`]: the uncached GET and the DELETE, with a recording fake.
-//! - [`metrics`]: `ttl_after_finished_controller_job_deletion_duration_seconds`.
+//! - [`metrics`]: the `ttl_after_finished_controller_job_deletion_duration_seconds` histogram.
 
 pub mod client;
 mod controller;
