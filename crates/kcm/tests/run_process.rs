@@ -238,7 +238,7 @@ fn help_reads_like_kube_controller_managers() {
         "The Kubernetes controller manager is a daemon",
         "Generic flags:",
         "--controllers <strings>",
-        "All controllers: deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller",
+        "All controllers: cronjob-controller, deployment-controller, garbage-collector-controller, job-controller, namespace-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller, ttl-after-finished-controller",
         "--leader-elect-lease-duration <duration>",
         "[default: 15s]",
         "[default: 12h0m0s]",
@@ -246,6 +246,9 @@ fn help_reads_like_kube_controller_managers() {
         "[default: 10257]",
         "ReplicaSet controller flags:",
         "--concurrent-replicaset-syncs <int32>",
+        "Job controller flags:",
+        "--concurrent-job-syncs <int32>",
+        "--terminated-pod-gc-threshold <int32>",
         "Misc flags:",
         "--kubeconfig <string>",
         "Logs flags:",
@@ -267,9 +270,10 @@ fn unknown_controllers_are_refused_listing_the_known_ones() {
     assert!(
         stderr.contains(
             "\"frobnicator\" is not in the list of known controllers; known controllers: \
-             deployment-controller, garbage-collector-controller, namespace-controller, \
-             node-lifecycle-controller, replicaset-controller, serviceaccount-controller, \
-             taint-eviction-controller"
+             cronjob-controller, deployment-controller, garbage-collector-controller, \
+             job-controller, namespace-controller, node-lifecycle-controller, \
+             pod-garbage-collector-controller, replicaset-controller, serviceaccount-controller, \
+             taint-eviction-controller, ttl-after-finished-controller"
         ),
         "{stderr}"
     );

@@ -4,18 +4,24 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::names::{
-    DEPLOYMENT, DEPLOYMENT_CONTROLLER, GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, NAMESPACE,
-    NAMESPACE_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER, REPLICASET,
-    REPLICASET_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER, TAINT_EVICTION_CONTROLLER,
+    CRONJOB, CRONJOB_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER, GARBAGE_COLLECTOR,
+    GARBAGE_COLLECTOR_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER,
+    NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR,
+    POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER, SERVICEACCOUNT,
+    SERVICEACCOUNT_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
+    TTL_AFTER_FINISHED_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
+use crate::cronjob::{CronJobController, CronJobControllerOptions, CronJobMetrics};
 use crate::deployment::{DeploymentController, DeploymentControllerOptions};
 use crate::garbagecollector::{GarbageCollector, GarbageCollectorOptions};
+use crate::job::{JobController, JobControllerOptions, JobMetrics};
 use crate::namespace::{NamespaceController, NamespaceControllerOptions};
 use crate::nodelifecycle::zone::EvictionRates;
 use crate::nodelifecycle::{
     ApiLifecycleClient, EVENT_COMPONENT, NodeLifecycleController, NodeLifecycleOptions,
 };
+use crate::podgc::{PodGcController, PodGcControllerOptions, PodGcMetrics};
 use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
 };
@@ -23,6 +29,9 @@ use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
 use crate::tainteviction::TaintEvictionController;
+use crate::ttlafterfinished::{
+    TtlAfterFinishedController, TtlAfterFinishedControllerOptions, TtlAfterFinishedMetrics,
+};
 
 impl ControllerRegistry {
     /// The controllers kcm implements, under the names of [`super::names`]. Adding a
@@ -38,6 +47,10 @@ impl ControllerRegistry {
             node_lifecycle_controller(),
             serviceaccount_controller(),
             taint_eviction_controller(),
+            job_controller(),
+            cronjob_controller(),
+            ttl_after_finished_controller(),
+            pod_garbage_collector_controller(),
         ] {
             if let Err(err) = registry.register(descriptor) {
                 // The list above is fixed at compile time; a clash is a programming error,
@@ -223,6 +236,112 @@ pub fn serviceaccount_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(SERVICEACCOUNT.aliases)
+}
+
+/// `job-controller` (alias `job`): the Jobs and Pods informers, `--concurrent-job-syncs`
+/// workers on queue `job` plus one on `job_orphan_pod`; events from `job-controller`.
+pub fn job_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(JOB_CONTROLLER, |ctx: ControllerContext| async move {
+        let controller_metrics = Arc::new(JobMetrics::new());
+        ctx.metrics
+            .with_registry(|registry| controller_metrics.register(registry));
+        let controller = Arc::new(JobController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            ctx.recorder(JOB_CONTROLLER),
+            JobControllerOptions {
+                metrics: Some(ctx.workqueue_metrics()),
+                controller_metrics: Some(controller_metrics),
+            },
+        ));
+        let workers = ctx.options.job.concurrent_job_syncs as usize;
+        Ok(Some(StartedController::new(
+            controller.run(workers, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(JOB.aliases)
+}
+
+/// `cronjob-controller` (alias `cronjob`): the Jobs and CronJobs informers,
+/// `--concurrent-cron-job-syncs` workers on queue `cronjob`; schedules without a zone run in
+/// the process's local time zone, as kube-controller-manager's `time.Local`.
+pub fn cronjob_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(CRONJOB_CONTROLLER, |ctx: ControllerContext| async move {
+        let controller_metrics = Arc::new(CronJobMetrics::new());
+        ctx.metrics
+            .with_registry(|registry| controller_metrics.register(registry));
+        let controller = Arc::new(CronJobController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            ctx.recorder(CRONJOB_CONTROLLER),
+            CronJobControllerOptions {
+                local: jiff::tz::TimeZone::system(),
+                metrics: Some(ctx.workqueue_metrics()),
+                controller_metrics: Some(controller_metrics),
+            },
+        ));
+        let workers = ctx.options.cronjob.concurrent_cron_job_syncs as usize;
+        Ok(Some(StartedController::new(
+            controller.run(workers, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(CRONJOB.aliases)
+}
+
+/// `ttl-after-finished-controller` (alias `ttl-after-finished`): the Jobs informer,
+/// `--concurrent-ttl-after-finished-syncs` workers on queue `ttl_jobs_to_delete`.
+pub fn ttl_after_finished_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        TTL_AFTER_FINISHED_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller_metrics = Arc::new(TtlAfterFinishedMetrics::new());
+            ctx.metrics
+                .with_registry(|registry| controller_metrics.register(registry));
+            let controller = Arc::new(TtlAfterFinishedController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                TtlAfterFinishedControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                    controller_metrics: Some(controller_metrics),
+                },
+            ));
+            let workers = ctx
+                .options
+                .ttl_after_finished
+                .concurrent_ttl_after_finished_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(TTL_AFTER_FINISHED.aliases)
+}
+
+/// `pod-garbage-collector-controller` (alias `podgc`): the Pods and Nodes informers, a pass
+/// every 20 s, `--terminated-pod-gc-threshold`.
+pub fn pod_garbage_collector_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        POD_GARBAGE_COLLECTOR_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller_metrics = Arc::new(PodGcMetrics::new());
+            ctx.metrics
+                .with_registry(|registry| controller_metrics.register(registry));
+            let controller = Arc::new(PodGcController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                PodGcControllerOptions {
+                    terminated_pod_threshold: ctx.options.podgc.terminated_pod_gc_threshold,
+                    metrics: Some(ctx.workqueue_metrics()),
+                    controller_metrics: Some(controller_metrics),
+                    ..PodGcControllerOptions::default()
+                },
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(POD_GARBAGE_COLLECTOR.aliases)
 }
 
 #[cfg(test)]

@@ -28,6 +28,14 @@ pub const TAINT_EVICTION_CONTROLLER: &str = crate::tainteviction::CONTROLLER_NAM
 pub const NAMESPACE_CONTROLLER: &str = crate::namespace::CONTROLLER_NAME;
 /// kube-controller-manager's name of the service account controller.
 pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NAME;
+/// kube-controller-manager's name of the Job controller.
+pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
+/// kube-controller-manager's name of the CronJob controller.
+pub const CRONJOB_CONTROLLER: &str = crate::cronjob::CONTROLLER_NAME;
+/// kube-controller-manager's name of the TTL-after-finished controller.
+pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
+/// kube-controller-manager's name of the pod garbage collector.
+pub const POD_GARBAGE_COLLECTOR_CONTROLLER: &str = crate::podgc::CONTROLLER_NAME;
 
 /// `replicaset-controller`, alias `replicaset`.
 pub const REPLICASET: ControllerNames = ControllerNames {
@@ -72,9 +80,34 @@ pub const SERVICEACCOUNT: ControllerNames = ControllerNames {
     disabled_by_default: false,
 };
 
+/// `job-controller`, alias `job`.
+pub const JOB: ControllerNames = ControllerNames {
+    name: JOB_CONTROLLER,
+    aliases: &["job"],
+    disabled_by_default: false,
+};
+/// `cronjob-controller`, alias `cronjob`.
+pub const CRONJOB: ControllerNames = ControllerNames {
+    name: CRONJOB_CONTROLLER,
+    aliases: &["cronjob"],
+    disabled_by_default: false,
+};
+/// `ttl-after-finished-controller`, alias `ttl-after-finished`.
+pub const TTL_AFTER_FINISHED: ControllerNames = ControllerNames {
+    name: TTL_AFTER_FINISHED_CONTROLLER,
+    aliases: &[crate::ttlafterfinished::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `pod-garbage-collector-controller`, alias `podgc`.
+pub const POD_GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
+    name: POD_GARBAGE_COLLECTOR_CONTROLLER,
+    aliases: &[crate::podgc::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 7] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 11] = [
     REPLICASET,
     DEPLOYMENT,
     GARBAGE_COLLECTOR,
@@ -82,6 +115,10 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 7] = [
     NODE_LIFECYCLE,
     SERVICEACCOUNT,
     TAINT_EVICTION,
+    JOB,
+    CRONJOB,
+    TTL_AFTER_FINISHED,
+    POD_GARBAGE_COLLECTOR,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -108,13 +145,17 @@ mod tests {
         assert_eq!(
             all,
             [
+                "cronjob-controller",
                 "deployment-controller",
                 "garbage-collector-controller",
+                "job-controller",
                 "namespace-controller",
                 "node-lifecycle-controller",
+                "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "serviceaccount-controller",
                 "taint-eviction-controller",
+                "ttl-after-finished-controller",
             ]
         );
         assert!(off.is_empty());

@@ -45,6 +45,18 @@ pub struct ManagerOptions {
     /// The node lifecycle controller.
     #[command(flatten)]
     pub node_lifecycle: NodeLifecycleControllerFlags,
+    /// The Job controller.
+    #[command(flatten)]
+    pub job: JobControllerFlags,
+    /// The CronJob controller.
+    #[command(flatten)]
+    pub cronjob: CronJobControllerFlags,
+    /// The TTL-after-finished controller.
+    #[command(flatten)]
+    pub ttl_after_finished: TtlAfterFinishedControllerFlags,
+    /// The pod garbage collector.
+    #[command(flatten)]
+    pub podgc: PodGcControllerFlags,
     /// Where the API server is.
     #[command(flatten)]
     pub misc: MiscFlags,
@@ -385,6 +397,68 @@ pub struct NodeLifecycleControllerFlags {
     pub unhealthy_zone_threshold: f32,
 }
 
+/// The Job controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Job controller flags")]
+pub struct JobControllerFlags {
+    /// Job workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::job::DEFAULT_CONCURRENT_JOB_SYNCS,
+        help = "The number of job objects that are allowed to sync concurrently. Larger number = \
+                more responsive jobs, but more CPU (and network) load"
+    )]
+    pub concurrent_job_syncs: u32,
+}
+
+/// The CronJob controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Cronjob controller flags")]
+pub struct CronJobControllerFlags {
+    /// CronJob workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::cronjob::DEFAULT_CONCURRENT_CRON_JOB_SYNCS,
+        help = "The number of cron job objects that are allowed to sync concurrently. Larger \
+                number = more responsive jobs, but more CPU (and network) load"
+    )]
+    pub concurrent_cron_job_syncs: u32,
+}
+
+/// The TTL-after-finished controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Ttl-after-finished controller flags")]
+pub struct TtlAfterFinishedControllerFlags {
+    /// TTL-after-finished workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::ttlafterfinished::DEFAULT_CONCURRENT_TTL_AFTER_FINISHED_SYNCS,
+        help = "The number of ttl-after-finished-controller workers that are allowed to sync \
+                concurrently."
+    )]
+    pub concurrent_ttl_after_finished_syncs: u32,
+}
+
+/// The pod garbage collector's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Podgc controller flags")]
+pub struct PodGcControllerFlags {
+    /// Terminated pods kept before the oldest are deleted.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::podgc::DEFAULT_TERMINATED_POD_GC_THRESHOLD,
+        allow_negative_numbers = true,
+        help = "Number of terminated pods that can exist before the terminated pod garbage \
+                collector starts deleting terminated pods. If <= 0, the terminated pod garbage \
+                collector is disabled."
+    )]
+    pub terminated_pod_gc_threshold: i32,
+}
+
 /// Where the API server is.
 #[derive(Args, Clone, Debug, Default, PartialEq)]
 #[command(next_help_heading = "Misc flags")]
@@ -555,6 +629,10 @@ mod tests {
         assert_eq!(o.node_lifecycle.secondary_node_eviction_rate, 0.01);
         assert_eq!(o.node_lifecycle.large_cluster_size_threshold, 50);
         assert_eq!(o.node_lifecycle.unhealthy_zone_threshold, 0.55);
+        assert_eq!(o.job.concurrent_job_syncs, 5);
+        assert_eq!(o.cronjob.concurrent_cron_job_syncs, 5);
+        assert_eq!(o.ttl_after_finished.concurrent_ttl_after_finished_syncs, 5);
+        assert_eq!(o.podgc.terminated_pod_gc_threshold, 12500);
         assert_eq!(o.misc, MiscFlags::default());
         o.validate().expect("defaults are valid");
     }
@@ -793,7 +871,12 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller",
+            "All controllers: cronjob-controller, deployment-controller, garbage-collector-controller, job-controller, namespace-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller, ttl-after-finished-controller",
+            "--concurrent-job-syncs <int32>",
+            "--concurrent-cron-job-syncs <int32>",
+            "--concurrent-ttl-after-finished-syncs <int32>",
+            "--terminated-pod-gc-threshold <int32>",
+            "[default: 12500]",
             "--namespace-sync-period <duration>",
             "[default: 5m0s]",
         ] {

@@ -298,13 +298,17 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "cronjob-controller",
                 "deployment-controller",
                 "garbage-collector-controller",
+                "job-controller",
                 "namespace-controller",
                 "node-lifecycle-controller",
+                "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "serviceaccount-controller",
-                "taint-eviction-controller"
+                "taint-eviction-controller",
+                "ttl-after-finished-controller",
             ]
         );
         assert_eq!(
