@@ -10,8 +10,14 @@
 //! - `sim.kcm.io/ready=false` keeps a running pod's containers unready until removed;
 //! - `sim.kcm.io/phase=Failed|Succeeded` moves the pod to that terminal phase;
 //! - pods with `restartPolicy` `Never` or `OnFailure` run for `sim.kcm.io/duration`
-//!   (`30s`, `2m`, `1h`; default [`DEFAULT_RUN_DURATION`]) and then succeed;
-//! - a pod with a `deletionTimestamp` is finalized (deleted with grace period 0).
+//!   (`30s`, `2m`, `1h`; default [`DEFAULT_RUN_DURATION`]) and then succeed, or fail when
+//!   `sim.kcm.io/exit-code` is not 0;
+//! - `sim.kcm.io/exit-code=N` is the exit code of the containers of a pod that fails (forced
+//!   or at the end of its run; default 1), so pod failure policies can match it;
+//! - a pod with a `deletionTimestamp` is finalized (deleted with grace period 0); one that
+//!   still has finalizers and is not terminal first moves to `Failed`, as the kubelet does for
+//!   a pod it killed, so controllers waiting on the finalizer (the Job controller) see it
+//!   finished.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -28,6 +34,11 @@ pub const ANNOTATION_READY: &str = "sim.kcm.io/ready";
 pub const ANNOTATION_PHASE: &str = "sim.kcm.io/phase";
 /// Annotation: how long a run-to-completion pod runs before it succeeds.
 pub const ANNOTATION_DURATION: &str = "sim.kcm.io/duration";
+/// Annotation: the exit code of a failing pod's containers; non-zero also makes a
+/// run-to-completion pod fail when its duration ends.
+pub const ANNOTATION_EXIT_CODE: &str = "sim.kcm.io/exit-code";
+/// The exit code of a killed container (SIGKILL), as a runtime reports it.
+pub const KILLED_EXIT_CODE: i32 = 137;
 /// How long a run-to-completion pod runs when it has no duration annotation.
 pub const DEFAULT_RUN_DURATION: Duration = Duration::from_secs(5);
 
@@ -43,8 +54,12 @@ pub enum Decision {
     },
     /// Nothing to change now; look again after this long (or on the pod's next change).
     Wait(Option<Duration>),
-    /// The pod is being deleted: finalize it with grace period 0.
-    Finalize,
+    /// The pod is being deleted: post `final_status` if set, then finalize it with grace
+    /// period 0.
+    Finalize {
+        /// The terminal status of a pod that keeps finalizers and was not terminal yet.
+        final_status: Option<Box<PodStatus>>,
+    },
 }
 
 /// Everything [`decide`] needs besides the pod.
@@ -162,10 +177,103 @@ pub fn qos_class(pod: &Pod) -> &'static str {
     }
 }
 
+/// The exit code of the annotation, if it parses.
+fn annotated_exit_code(pod: &Pod) -> Option<i32> {
+    annotation(pod, ANNOTATION_EXIT_CODE).and_then(|c| c.trim().parse().ok())
+}
+
+/// The status of a pod killed on deletion: `Failed`, its containers terminated with
+/// [`KILLED_EXIT_CODE`]; `None` when it is already terminal or has no finalizer (it then
+/// disappears with the delete and no one can see its last phase).
+fn status_on_deletion(pod: &Pod, now: jiff::Timestamp) -> Option<Box<PodStatus>> {
+    let finalizers = pod
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| !f.is_empty());
+    let current = pod.status.clone().unwrap_or_default();
+    let terminal = matches!(current.phase.as_deref(), Some("Succeeded" | "Failed"));
+    if !finalizers || terminal {
+        return None;
+    }
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    let containers = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[]);
+    let statuses = containers
+        .iter()
+        .map(|c| {
+            let previous = current
+                .container_statuses
+                .iter()
+                .flatten()
+                .find(|s| s.name == c.name);
+            let started = previous
+                .and_then(|p| p.state.as_ref())
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.clone());
+            let image = c.image.clone().unwrap_or_default();
+            ContainerStatus {
+                name: c.name.clone(),
+                image: image.clone(),
+                image_id: format!("kcm-sim://{image}"),
+                container_id: Some(format!("kcm-sim://{uid}-{}", c.name)),
+                ready: false,
+                restart_count: 0,
+                started: Some(false),
+                state: Some(ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: KILLED_EXIT_CODE,
+                        reason: Some("Error".into()),
+                        started_at: started,
+                        finished_at: Some(Time(now)),
+                        container_id: Some(format!("kcm-sim://{uid}-{}", c.name)),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let existing = current.conditions.as_deref().unwrap_or(&[]);
+    let mut conditions: Vec<PodCondition> = existing
+        .iter()
+        .filter(|c| !matches!(c.type_.as_str(), "Ready" | "ContainersReady"))
+        .cloned()
+        .collect();
+    conditions.push(condition(
+        existing,
+        "Ready",
+        false,
+        Some("PodFailed"),
+        None,
+        now,
+    ));
+    conditions.push(condition(
+        existing,
+        "ContainersReady",
+        false,
+        Some("PodFailed"),
+        None,
+        now,
+    ));
+    Some(Box::new(PodStatus {
+        phase: Some("Failed".into()),
+        conditions: Some(conditions),
+        container_statuses: Some(statuses),
+        ..current
+    }))
+}
+
 /// The status the kubelet would post for `pod` now, and when to look again.
 pub fn decide(pod: &Pod, cx: &Context) -> Decision {
     if pod.metadata.deletion_timestamp.is_some() {
-        return Decision::Finalize;
+        return Decision::Finalize {
+            final_status: status_on_deletion(pod, cx.now),
+        };
     }
     let Some(spec) = pod.spec.as_ref() else {
         return Decision::Wait(None);
@@ -194,9 +302,14 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
     let run_for = annotation(pod, ANNOTATION_DURATION)
         .and_then(parse_duration)
         .unwrap_or(DEFAULT_RUN_DURATION);
+    let exit_code = annotated_exit_code(pod);
     let finished = forced.or_else(|| {
-        (run_to_completion && since(cx.now, started) >= run_for).then_some("Succeeded")
+        (run_to_completion && since(cx.now, started) >= run_for).then_some(match exit_code {
+            Some(code) if code != 0 => "Failed",
+            _ => "Succeeded",
+        })
     });
+    let failure_exit_code = exit_code.filter(|c| *c != 0).unwrap_or(1);
     let ready = finished.is_none() && annotation(pod, ANNOTATION_READY) != Some("false");
 
     let existing = current.conditions.as_deref().unwrap_or(&[]);
@@ -208,7 +321,11 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
             let state = match finished {
                 Some(phase) => ContainerState {
                     terminated: Some(ContainerStateTerminated {
-                        exit_code: if phase == "Succeeded" { 0 } else { 1 },
+                        exit_code: if phase == "Succeeded" {
+                            0
+                        } else {
+                            failure_exit_code
+                        },
                         reason: Some(
                             if phase == "Succeeded" {
                                 "Completed"
@@ -470,7 +587,103 @@ mod tests {
     fn deleting_pod_is_finalized() {
         let mut p = pod(&[], None);
         p.metadata.deletion_timestamp = Some(Time(ts(100)));
-        assert_eq!(decide(&p, &cx(100)), Decision::Finalize);
+        assert_eq!(
+            decide(&p, &cx(100)),
+            Decision::Finalize { final_status: None },
+            "no finalizer: simply deleted"
+        );
+    }
+
+    #[test]
+    fn a_deleted_pod_with_finalizers_fails_first() {
+        let mut p = pod(&[], Some("Never"));
+        let d = decide(&p, &cx(100));
+        apply(&mut p, d);
+        p.metadata.deletion_timestamp = Some(Time(ts(101)));
+        p.metadata.finalizers = Some(vec!["batch.kubernetes.io/job-tracking".into()]);
+        let Decision::Finalize {
+            final_status: Some(status),
+        } = decide(&p, &cx(102))
+        else {
+            panic!("want a final status");
+        };
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        let term = status
+            .container_statuses
+            .as_ref()
+            .and_then(|c| c[0].state.clone())
+            .and_then(|s| s.terminated)
+            .expect("terminated");
+        assert_eq!(term.exit_code, KILLED_EXIT_CODE);
+        assert_eq!(
+            condition_status(
+                &Pod {
+                    status: Some(*status),
+                    ..p.clone()
+                },
+                "Ready"
+            )
+            .as_deref(),
+            Some("False")
+        );
+
+        // Already terminal: nothing more to post.
+        let mut done = pod(&[(ANNOTATION_PHASE, "Succeeded")], None);
+        let d = decide(&done, &cx(100));
+        apply(&mut done, d);
+        done.metadata.deletion_timestamp = Some(Time(ts(101)));
+        done.metadata.finalizers = Some(vec!["f".into()]);
+        assert_eq!(
+            decide(&done, &cx(102)),
+            Decision::Finalize { final_status: None }
+        );
+    }
+
+    #[test]
+    fn exit_code_annotation() {
+        // Forced failure with a code.
+        let mut forced = pod(
+            &[(ANNOTATION_PHASE, "Failed"), (ANNOTATION_EXIT_CODE, "42")],
+            None,
+        );
+        let d = decide(&forced, &cx(100));
+        apply(&mut forced, d);
+        let exit = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c[0].state.clone())
+                .and_then(|s| s.terminated)
+                .map(|t| (t.exit_code, t.reason))
+        };
+        assert_eq!(exit(&forced), Some((42, Some("Error".into()))));
+
+        // A run-to-completion pod exiting non-zero fails at the end of its run.
+        let mut job = pod(
+            &[(ANNOTATION_DURATION, "1s"), (ANNOTATION_EXIT_CODE, "3")],
+            Some("Never"),
+        );
+        // Bound at 100, running from 102 (the ready delay), done at 103.
+        let d = decide(&job, &cx(102));
+        apply(&mut job, d);
+        let d = decide(&job, &cx(104));
+        apply(&mut job, d);
+        assert_eq!(
+            job.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Failed")
+        );
+        assert_eq!(exit(&job), Some((3, Some("Error".into()))));
+
+        // Exit code 0 is a success; a forced success ignores the code.
+        let mut ok = pod(
+            &[(ANNOTATION_DURATION, "1s"), (ANNOTATION_EXIT_CODE, "0")],
+            Some("OnFailure"),
+        );
+        let d = decide(&ok, &cx(102));
+        apply(&mut ok, d);
+        let d = decide(&ok, &cx(104));
+        apply(&mut ok, d);
+        assert_eq!(exit(&ok), Some((0, Some("Completed".into()))));
     }
 
     #[test]

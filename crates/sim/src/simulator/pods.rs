@@ -135,9 +135,26 @@ impl Simulator {
                 }
                 Ok(recheck)
             }
-            Decision::Finalize => {
+            Decision::Finalize { final_status } => {
                 let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
+                if let Some(status) = final_status {
+                    let mut update = (*pod).clone();
+                    update.status = Some(*status);
+                    match self.client.update_pod_status(&update).await {
+                        Ok(_) => {}
+                        Err(err) if err.is_not_found() => {
+                            shared.release(node_name, &uid);
+                            return Ok(None);
+                        }
+                        Err(source) => {
+                            return Err(Error::PodStatus {
+                                pod: key.to_owned(),
+                                source,
+                            });
+                        }
+                    }
+                }
                 self.client
                     .delete_pod(namespace, name, &uid)
                     .await
