@@ -3,8 +3,9 @@
 //! Where to start: [`manager`] is the controller manager (`kcm run`): flags, the controller
 //! registry, leader election, health and metrics. Each controller lives in its own module
 //! ([`replicaset`], [`deployment`], [`garbagecollector`], [`namespace`], [`nodelifecycle`],
-//! [`serviceaccount`], [`tainteviction`]) with `new(...)` and `run(workers, cancel)`. [`job`] and
-//! [`cronjob`] hold the decision layer (pure functions) of the Job and CronJob controllers.
+//! [`serviceaccount`], [`tainteviction`], [`job`], [`cronjob`], [`ttlafterfinished`],
+//! [`podgc`]) with `new(...)` and `run(...)`. The [`job`] and [`cronjob`] modules also hold
+//! their decision layers as pure functions beside the controllers.
 
 pub mod cronjob;
 pub mod deployment;

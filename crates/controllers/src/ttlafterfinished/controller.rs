@@ -18,8 +18,8 @@ use kcm_machinery::workqueue::{
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiTtlJobClient, TtlJobClient};
+use super::expiry::needs_cleanup;
 use super::metrics::TtlAfterFinishedMetrics;
-use super::sync::needs_cleanup;
 use super::{Error, Result};
 
 /// The controller's name in logs, events and `--controllers`.

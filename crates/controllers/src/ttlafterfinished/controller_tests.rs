@@ -8,7 +8,7 @@ use kcm_testing::{JobBuilder, MetaBuilder, job_condition};
 
 use super::*;
 use crate::ttlafterfinished::client::{FakeTtlJobClient, RecordedDelete};
-use crate::ttlafterfinished::sync::finish_and_expire_time;
+use crate::ttlafterfinished::expiry::finish_and_expire_time;
 
 fn now() -> Timestamp {
     "2024-05-01T12:00:00Z".parse().expect("timestamp")

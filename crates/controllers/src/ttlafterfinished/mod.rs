@@ -9,12 +9,14 @@
 //!
 //! - `controller`: constants, the controller, construction, `Run`, the event handlers and the
 //!   worker wiring.
-//! - `sync`: `processJob`, `processTTL`, `timeLeft` and the finish/expiry times.
+//! - `sync`: `processJob`, `processTTL`, `timeLeft`.
+//! - `expiry`: `needsCleanup` and the finish and expiry times of a Job.
 //! - [`client`]: the uncached GET and the DELETE, with a recording fake.
 //! - [`metrics`]: the `ttl_after_finished_controller_job_deletion_duration_seconds` histogram.
 
 pub mod client;
 mod controller;
+mod expiry;
 pub mod metrics;
 mod sync;
 
@@ -24,8 +26,8 @@ pub use controller::{
     QUEUE_NAME, SyncHandler, TtlAfterFinishedController, TtlAfterFinishedControllerOptions,
     TtlEventHandlers,
 };
+pub use expiry::{finish_and_expire_time, needs_cleanup};
 pub use metrics::TtlAfterFinishedMetrics;
-pub use sync::{finish_and_expire_time, needs_cleanup};
 
 use kcm_machinery::controller::api_status::error_message;
 use kcm_machinery::informer::keys;
