@@ -59,8 +59,8 @@ pub enum Error {
         #[source]
         source: crate::storage::Error,
     },
-    /// Creating the default namespaces failed.
-    #[error("creating the default namespaces: {0}")]
+    /// Creating the default namespaces or the other bootstrap objects failed.
+    #[error("creating the bootstrap objects: {0}")]
     Bootstrap(#[source] crate::error::ApiError),
     /// Binding the listen address failed.
     #[error("listening on {addr}: {source}")]
@@ -177,6 +177,10 @@ impl Server {
         let registry = Arc::new(Registry::new(Arc::clone(&storage)));
         registry
             .ensure_default_namespaces()
+            .await
+            .map_err(Error::Bootstrap)?;
+        registry
+            .ensure_bootstrap_objects()
             .await
             .map_err(Error::Bootstrap)?;
 

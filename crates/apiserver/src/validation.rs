@@ -30,6 +30,8 @@ pub enum FieldErrorKind {
     Forbidden,
     /// `Too long`.
     TooLong,
+    /// `Too many`.
+    TooMany,
 }
 
 impl FieldErrorKind {
@@ -43,6 +45,7 @@ impl FieldErrorKind {
             FieldErrorKind::NotSupported => "FieldValueNotSupported",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::TooLong => "FieldValueTooLong",
+            FieldErrorKind::TooMany => "FieldValueTooMany",
         }
     }
 
@@ -55,6 +58,7 @@ impl FieldErrorKind {
             FieldErrorKind::NotSupported => "Unsupported value",
             FieldErrorKind::Forbidden => "Forbidden",
             FieldErrorKind::TooLong => "Too long",
+            FieldErrorKind::TooMany => "Too many",
         }
     }
 
@@ -66,6 +70,7 @@ impl FieldErrorKind {
                 | FieldErrorKind::Duplicate
                 | FieldErrorKind::Invalid
                 | FieldErrorKind::NotSupported
+                | FieldErrorKind::TooMany
         )
     }
 }
@@ -95,6 +100,27 @@ impl FieldError {
             field: field.into(),
             value: render_value(&value.into()),
             detail: detail.into(),
+        }
+    }
+
+    /// An `Invalid value` error that does not show the value (upstream's
+    /// `field.OmitValueType`), for a rule about the field as a whole.
+    pub fn invalid_omitting_value(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            kind: FieldErrorKind::Invalid,
+            field: field.into(),
+            value: String::new(),
+            detail: detail.into(),
+        }
+    }
+
+    /// A `Too many` error: a list has `actual` items, more than `max`.
+    pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Self {
+        Self {
+            kind: FieldErrorKind::TooMany,
+            field: field.into(),
+            value: actual.to_string(),
+            detail: format!("must have at most {max} items"),
         }
     }
 
@@ -155,7 +181,7 @@ impl FieldError {
 
     /// The message without the field path (upstream's `ErrorBody`).
     pub fn body(&self) -> String {
-        let mut s = if self.kind.shows_value() {
+        let mut s = if self.kind.shows_value() && !self.value.is_empty() {
             format!("{}: {}", self.kind.text(), self.value)
         } else {
             self.kind.text().to_owned()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue, WARNING};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -25,12 +25,30 @@ use crate::registry::subresource::Subresource;
 use crate::registry::update::Target;
 use crate::validation::FieldError;
 
-/// Handles one resource request.
+/// Handles one resource request; every answer about a deprecated resource carries its
+/// deprecation `Warning`.
 pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> Result<Response> {
-    let registry = &state.registry;
-    let def = registry
+    let def = state
+        .registry
         .lookup(&r.group, &r.version, &r.resource)
         .ok_or_else(ApiError::path_not_found)?;
+    let answer = serve(state, def, r, req).await;
+    let Some(warning) = def.deprecation else {
+        return answer;
+    };
+    let mut response = answer.unwrap_or_else(IntoResponse::into_response);
+    add_warning(&mut response, warning);
+    Ok(response)
+}
+
+/// Serves one request to `def`.
+async fn serve(
+    state: &Arc<AppState>,
+    def: &'static ResourceDef,
+    r: ResourceRequest,
+    req: Request,
+) -> Result<Response> {
+    let registry = &state.registry;
     // Namespaced resources are addressed under /namespaces/{ns}/ (or across all namespaces
     // for collection reads); cluster-scoped ones never are.
     if !def.namespaced && r.namespace.is_some() {
@@ -74,6 +92,13 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         return Err(method_not_allowed(def, &method));
     }
     match (&method, r.name.as_deref(), sub) {
+        (_, Some(name), Some(sub)) if sub.is_connect() => {
+            if !sub.verbs().contains(&connect_verb(&method)) {
+                return Err(method_not_allowed(def, &method));
+            }
+            let answer = registry.connect(def, &ns, name, sub).await?;
+            Ok(json_response(StatusCode::OK, &answer))
+        }
         (&Method::GET, None, None) => {
             let opts = query.list_options(def, r.watch_prefix)?;
             if opts.watch && !def.serves(Verbs::WATCH) {
@@ -270,16 +295,34 @@ fn write_options(
     Ok(opts)
 }
 
-/// A written object, with a `Warning` header per warning (`299 - "text"`, as upstream).
+/// A written object, with a `Warning` header per warning.
 fn written(code: StatusCode, outcome: &WriteOutcome) -> Response {
     let mut response = json_response(code, &outcome.object);
     for warning in &outcome.warnings {
-        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
-            response.headers_mut().append(WARNING, v);
-        }
+        add_warning(&mut response, warning);
     }
     response
+}
+
+/// Appends a `Warning` header (`299 - "text"`, as upstream).
+fn add_warning(response: &mut Response, warning: &str) {
+    let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+    if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+        response.headers_mut().append(WARNING, v);
+    }
+}
+
+/// The discovery verb of a request to a connect subresource (upstream's
+/// `RequestInfoFactory` mapping of methods to verbs).
+fn connect_verb(method: &Method) -> &'static str {
+    match *method {
+        Method::GET | Method::HEAD => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "",
+    }
 }
 
 /// The `Status` a successful binding or eviction answers with.

@@ -472,6 +472,13 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceDef, names: &
                 }],
                 None => continue,
             },
+            // Connect subresources stream or proxy bytes, not objects; the documents leave
+            // them out (kcm's simulated nodes do not serve them).
+            Subresource::Log
+            | Subresource::Exec
+            | Subresource::Attach
+            | Subresource::PortForward
+            | Subresource::Proxy => continue,
             Subresource::Finalize => vec![Op {
                 requires: Verbs::NONE,
                 verb: "put",

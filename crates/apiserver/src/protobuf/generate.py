@@ -51,6 +51,17 @@ ROOTS = [
     ("autoscaling/v1", "Scale", "api.autoscaling.v1.Scale"),
     ("events.k8s.io/v1", "Event", "api.events.v1.Event"),
     ("discovery.k8s.io/v1", "EndpointSlice", "api.discovery.v1.EndpointSlice"),
+    # Issue 17, part a: the core/v1, apps, batch, autoscaling, scheduling and node kinds
+    # served next to the ones above (RC, PodTemplate, Binding, PVC, ControllerRevision, Job
+    # and CronJob are listed already).
+    ("v1", "PersistentVolume", "api.core.v1.PersistentVolume"),
+    ("v1", "ResourceQuota", "api.core.v1.ResourceQuota"),
+    ("v1", "LimitRange", "api.core.v1.LimitRange"),
+    ("v1", "ComponentStatus", "api.core.v1.ComponentStatus"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler", "api.autoscaling.v2.HorizontalPodAutoscaler"),
+    ("autoscaling/v1", "HorizontalPodAutoscaler", "api.autoscaling.v1.HorizontalPodAutoscaler"),
+    ("scheduling.k8s.io/v1", "PriorityClass", "api.scheduling.v1.PriorityClass"),
+    ("node.k8s.io/v1", "RuntimeClass", "api.node.v1.RuntimeClass"),
     # DeleteOptions is registered in every group version; "*" matches any apiVersion.
     ("*", "DeleteOptions", "apimachinery.pkg.apis.meta.v1.DeleteOptions"),
 ]
@@ -150,6 +161,23 @@ POINTERS = {
         "holderIdentity", "leaseDurationSeconds", "leaseTransitions", "strategy",
         "preferredHolder"],
     "api.events.v1.Event": [],
+    # Issue 17, part a.
+    "api.core.v1.PersistentVolumeSpec": ["volumeMode", "volumeAttributesClassName"],
+    "api.core.v1.LocalVolumeSource": ["fsType"],
+    "api.core.v1.AzureDiskVolumeSource": ["cachingMode", "fsType", "readOnly", "kind"],
+    "api.core.v1.ISCSIPersistentVolumeSource": ["initiatorName"],
+    "api.core.v1.FCVolumeSource": ["lun"],
+    "api.core.v1.ReplicationControllerStatus": [],
+    "api.autoscaling.v1.HorizontalPodAutoscalerSpec": [
+        "minReplicas", "targetCPUUtilizationPercentage"],
+    "api.autoscaling.v1.HorizontalPodAutoscalerStatus": [
+        "observedGeneration", "currentCPUUtilizationPercentage"],
+    "api.autoscaling.v2.HorizontalPodAutoscalerSpec": ["minReplicas"],
+    "api.autoscaling.v2.HorizontalPodAutoscalerStatus": ["observedGeneration"],
+    "api.autoscaling.v2.MetricTarget": ["averageUtilization"],
+    "api.autoscaling.v2.MetricValueStatus": ["averageUtilization"],
+    "api.autoscaling.v2.HPAScalingRules": ["stabilizationWindowSeconds", "selectPolicy"],
+    "api.scheduling.v1.PriorityClass": ["preemptionPolicy"],
 }
 
 
@@ -158,6 +186,7 @@ INLINE = {
     ("api.core.v1.Volume", "volume_source"),
     ("api.core.v1.EphemeralContainer", "ephemeral_container_common"),
     ("api.core.v1.Probe", "handler"),
+    ("api.core.v1.PersistentVolumeSpec", "persistent_volume_source"),
 }
 
 # Messages that exist only inlined: their JSON names are those of the embedding type.
@@ -165,6 +194,7 @@ EMBEDDED_IN = {
     "VolumeSource": "Volume",
     "EphemeralContainerCommon": "EphemeralContainer",
     "ProbeHandler": "Probe",
+    "PersistentVolumeSource": "PersistentVolumeSpec",
 }
 
 

@@ -35,6 +35,14 @@ impl Registry {
         let mut obj = check_kind(def, body)?;
         bind_namespace(def, &mut obj, namespace)?;
         let warnings = self.check_fields(def, &obj, opts.field_validation, Decoded::Body)?;
+        if std::ptr::eq(def, &crate::resources::core::BINDINGS) {
+            let object = self.create_binding(namespace, &obj, opts.dry_run).await?;
+            return Ok(WriteOutcome {
+                object,
+                created: true,
+                warnings,
+            });
+        }
         if !def.is_stored() {
             return create_transient(def, obj).map(|object| WriteOutcome {
                 object,
@@ -80,6 +88,7 @@ impl Registry {
         }
         def.strategy.prepare_for_create(&mut obj);
         self.admit_create(def, &obj).await?;
+        self.admit_priority(def, &mut obj, true).await?;
         let mut errs = validate_object_meta(&obj, def.namespaced, def.strategy.name_rule());
         errs.extend(def.strategy.validate(&obj));
         def.check(object::name(&obj), errs)?;

@@ -205,6 +205,9 @@ impl Registry {
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> Result<Value> {
+        if let Some(computed) = def.computed_by() {
+            return self.list_computed(def, computed, opts).await;
+        }
         opts.validate()?;
         let gr = def.group_resource();
         // A `metadata.namespace=x` field selector narrows an all-namespaces list to one prefix.

@@ -3,6 +3,8 @@
 //! Every verb lives in its own file as an `impl Registry` block: [`create`], [`update`] (also
 //! patch and `/status`), [`delete`] (graceful deletion, finalizers, propagation), [`list`]
 //! (selectors, pagination), [`watch`]; subresources in [`scale`], [`binding`], [`eviction`];
+//! resources computed on read in [`computed`]; the objects a cluster starts with in
+//! [`bootstrap`];
 //! namespace lifecycle in [`namespace`]. What varies per resource is read from its
 //! [`resource::ResourceDef`] (names, verbs, storage, decode) and the [`strategy::Strategy`]
 //! it names (validation, preparation, graceful deletion). Objects are `serde_json::Value`s;
@@ -10,6 +12,10 @@
 //! store's revision on every read.
 
 pub mod binding;
+pub mod bootstrap;
+pub mod components;
+pub mod computed;
+pub mod connect;
 pub mod create;
 pub mod delete;
 pub mod event_cache;
@@ -20,6 +26,7 @@ pub mod list;
 pub mod namespace;
 pub mod options;
 pub mod patch;
+pub mod priority;
 pub mod resource;
 pub mod scale;
 pub mod service_ip;
@@ -60,6 +67,8 @@ pub struct Registry {
     /// Held from reading the used Service cluster IPs until the new Service is stored, so
     /// two creates never pick the same address.
     service_ips: tokio::sync::Mutex<()>,
+    /// Health probes of the components beside the server, for `componentstatuses`.
+    components: components::ComponentProbes,
 }
 
 impl std::fmt::Debug for Registry {
@@ -87,7 +96,14 @@ impl Registry {
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
             openapi: OnceLock::new(),
             service_ips: tokio::sync::Mutex::new(()),
+            components: components::ComponentProbes::default(),
         }
+    }
+
+    /// The health probes of the components beside the server (the process that starts the
+    /// scheduler or the controller manager registers theirs).
+    pub fn components(&self) -> &components::ComponentProbes {
+        &self.components
     }
 
     /// The OpenAPI v3 documents and schemas of every served resource (built on first use).
@@ -124,6 +140,9 @@ impl Registry {
 
     /// Reads one object (`GET .../{name}`).
     pub async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Value> {
+        if let Some(computed) = def.computed_by() {
+            return self.get_computed(def, computed, name).await;
+        }
         let key = def.storage_key(namespace, name);
         match self.storage.get(&key).await {
             Ok(Some(kv)) => decode_stored(def, &kv),

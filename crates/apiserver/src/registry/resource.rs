@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, GroupKind, GroupResource};
 use crate::openapi::schemas::TypedKind;
+use crate::registry::computed::Computed;
 use crate::registry::strategy::{DefaultStrategy, Strategy, decode_as};
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::{Schema, TypeDef};
@@ -152,6 +153,15 @@ pub enum Storage {
     /// Never stored: only `create` is served, and it answers with the object the strategy
     /// completed (upstream's review APIs, such as `selfsubjectaccessreviews`).
     Transient,
+    /// Never stored: `get` and `list` answer with objects computed on each read (upstream's
+    /// `componentstatuses`).
+    Computed(&'static dyn Computed),
+}
+
+impl std::fmt::Debug for dyn Computed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Computed")
+    }
 }
 
 /// A field usable in a `fieldSelector`, read from the object at a JSON pointer.
@@ -233,6 +243,12 @@ pub struct ResourceDef {
     merge_schema: Option<Schema>,
     /// The typed kind behind the OpenAPI schema and strict field validation.
     pub openapi: TypedKind,
+    /// The objects every cluster starts with, created at start when missing (upstream's
+    /// post-start hooks, such as the system priority classes).
+    pub bootstrap_objects: fn() -> Vec<Value>,
+    /// The `Warning` every answer about this resource carries, for a deprecated API
+    /// (upstream's deprecated-API warning, e.g. `v1 ComponentStatus is deprecated in v1.19+`).
+    pub deprecation: Option<&'static str>,
 }
 
 impl std::fmt::Debug for ResourceDef {
@@ -280,6 +296,8 @@ impl ResourceDef {
             printer: None,
             merge_schema: None,
             openapi: TypedKind::of::<K>(),
+            bootstrap_objects: Vec::new,
+            deprecation: None,
         }
     }
 
@@ -363,6 +381,36 @@ impl ResourceDef {
         self
     }
 
+    /// Computes objects on every read instead of storing them: the resource serves `get` and
+    /// `list` only (upstream's read-only `componentstatuses`).
+    pub const fn computed(mut self, computed: &'static dyn Computed) -> Self {
+        self.storage = Storage::Computed(computed);
+        self.verbs = Verbs::READ_ONLY;
+        self
+    }
+
+    /// Names the objects created at start when missing (see
+    /// [`ResourceDef::bootstrap_objects`]).
+    pub const fn bootstrap(mut self, objects: fn() -> Vec<Value>) -> Self {
+        self.bootstrap_objects = objects;
+        self
+    }
+
+    /// Marks the resource deprecated: every answer carries `warning` (as upstream warns
+    /// about deprecated APIs).
+    pub const fn deprecated(mut self, warning: &'static str) -> Self {
+        self.deprecation = Some(warning);
+        self
+    }
+
+    /// The hook computing the objects of a [computed](Self::computed) resource.
+    pub fn computed_by(&self) -> Option<&'static dyn Computed> {
+        match self.storage {
+            Storage::Computed(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// `apiVersion` of objects, e.g. `apps/v1` or `v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -422,19 +470,20 @@ impl ResourceDef {
             .copied()
     }
 
-    /// Whether objects are stored (not a [`Storage::Transient`] resource).
+    /// Whether objects are stored (not a [`Storage::Transient`] or [`Storage::Computed`]
+    /// resource).
     pub fn is_stored(&self) -> bool {
         matches!(self.storage, Storage::Stored { .. })
     }
 
-    /// The `(group, resource)` objects are stored under. A transient resource names its own,
-    /// under which nothing is ever written.
+    /// The `(group, resource)` objects are stored under. A transient or computed resource
+    /// names its own, under which nothing is ever written.
     pub fn storage_resource(&self) -> (&'static str, &'static str) {
         match self.storage {
             Storage::Stored {
                 group, resource, ..
             } => (group, resource),
-            Storage::Transient => (storage_group(self.group), self.plural),
+            Storage::Transient | Storage::Computed(_) => (storage_group(self.group), self.plural),
         }
     }
 

@@ -57,6 +57,20 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Why deleting the object named `name` is forbidden (a REST `Delete` override, such as
+    /// the system priority classes'); `None` lets the delete through. Upstream checks only
+    /// single deletes, not `deletecollection`.
+    fn forbid_delete(&self, _name: &str) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether a delete that names no propagation policy orphans the dependents (upstream's
+    /// `DefaultGarbageCollectionPolicy` = `OrphanDependents`: batch/v1 Jobs and core/v1
+    /// ReplicationControllers, for backwards compatibility).
+    fn orphans_by_default(&self) -> bool {
+        false
+    }
+
     /// Whether a delete answers with the deleted object rather than a `Status` (pods).
     fn returns_deleted_object(&self) -> bool {
         false

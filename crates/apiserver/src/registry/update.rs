@@ -202,6 +202,9 @@ impl Registry {
             let tracked = !matches!(source, Source::Apply(_));
             let mut new =
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
+            if target == Target::Main {
+                self.admit_priority(def, &mut new, false).await?;
+            }
             // A Service that gains a cluster IP (from ExternalName) gets one allocated; the
             // allocation lock stays held until the write is done.
             let _service_ips = if target == Target::Main

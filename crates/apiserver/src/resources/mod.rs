@@ -77,13 +77,29 @@
 //! names the entry it serves (`&service::SERVICES`).
 
 pub mod apps;
+pub mod autoscaling;
+pub mod batch;
+pub mod component_status;
 pub mod core;
+pub mod cron_schedule;
+pub mod cronjob;
 pub mod event;
+pub mod hpa;
+pub mod hpa_conversion;
+pub mod job;
+pub mod limit_range;
 pub mod namespace;
+pub mod node;
+pub mod persistent_volume;
+pub mod persistent_volume_claim;
 pub mod pod;
 pub mod pod_defaults;
 pub mod policy;
+pub mod priority_class;
 pub mod quantities;
+pub mod replication_controller;
+pub mod resource_quota;
+pub mod scheduling;
 pub mod service;
 pub mod simple;
 
@@ -100,13 +116,30 @@ pub static ALL: &[&ResourceDef] = &[
     &service::SERVICES,
     &core::SERVICEACCOUNTS,
     &core::ENDPOINTS,
+    // core/v1 (issue 17, part a).
+    &core::BINDINGS,
+    &core::COMPONENT_STATUSES,
+    &core::LIMIT_RANGES,
+    &core::PERSISTENT_VOLUME_CLAIMS,
+    &core::PERSISTENT_VOLUMES,
+    &core::POD_TEMPLATES,
+    &core::REPLICATION_CONTROLLERS,
+    &core::RESOURCE_QUOTAS,
     &apps::DEPLOYMENTS,
     &apps::REPLICASETS,
     &apps::STATEFULSETS,
     &apps::DAEMONSETS,
+    &apps::CONTROLLER_REVISIONS,
+    // autoscaling: v2 first, the preferred version.
+    &autoscaling::HPAS_V2,
+    &autoscaling::HPAS_V1,
+    &batch::JOBS,
+    &batch::CRONJOBS,
     &policy::LEASES,
     &event::EVENTS_V1,
     &policy::PDBS,
+    &scheduling::PRIORITY_CLASSES,
+    &node::RUNTIME_CLASSES,
 ];
 
 #[cfg(test)]

@@ -247,6 +247,17 @@ pub static SERVICE_ACCOUNT: TypeDef = TypeDef {
     values: None,
 };
 
+/// Kinds whose only tagged fields beside ObjectMeta are `status.conditions`, merged on
+/// `type`: PersistentVolumeClaim, autoscaling/v2 HorizontalPodAutoscaler.
+pub static STATUS_CONDITIONS: TypeDef = TypeDef {
+    name: "ObjectWithConditions",
+    fields: &[
+        field("metadata", &OBJECT_META),
+        field("status", &CONDITIONS_STATUS),
+    ],
+    values: None,
+};
+
 /// Kinds whose only tagged fields are in ObjectMeta: ConfigMap, Secret, Event, Lease,
 /// Endpoints, EndpointSlice, ControllerRevision, PersistentVolumeClaim, ...
 pub static METADATA_ONLY: TypeDef = TypeDef {
@@ -402,6 +413,18 @@ mod tests {
                 name: "lease fields default",
                 schema: Schema::new(&METADATA_ONLY),
                 path: &["spec", "holderIdentity"],
+                want: default,
+            },
+            Case {
+                name: "claim conditions by type",
+                schema: Schema::new(&STATUS_CONDITIONS),
+                path: &["status", "conditions"],
+                want: merge("type"),
+            },
+            Case {
+                name: "hpa metrics replaced (atomic)",
+                schema: Schema::new(&STATUS_CONDITIONS),
+                path: &["spec", "metrics"],
                 want: default,
             },
             Case {

@@ -293,6 +293,79 @@ pub(super) const ENDPOINT_SLICE: &[Column] = &[
     AGE,
 ];
 
+pub(super) const PERSISTENT_VOLUME: &[Column] = &[
+    NAME,
+    col("Capacity", "string", docs::PV_CAPACITY),
+    col("Access Modes", "string", docs::PV_ACCESS_MODES),
+    col("Reclaim Policy", "string", docs::PV_RECLAIM_POLICY),
+    col("Status", "string", docs::PV_PHASE),
+    col("Claim", "string", docs::PV_CLAIM_REF),
+    col("StorageClass", "string", "StorageClass of the pv"),
+    col(
+        "VolumeAttributesClass",
+        "string",
+        "VolumeAttributesClass of the pv",
+    ),
+    col("Reason", "string", docs::PV_REASON),
+    AGE,
+    wide("VolumeMode", "string", docs::PV_VOLUME_MODE),
+];
+
+pub(super) const PERSISTENT_VOLUME_CLAIM: &[Column] = &[
+    NAME,
+    col("Status", "string", docs::PVC_PHASE),
+    col("Volume", "string", docs::PVC_VOLUME_NAME),
+    col("Capacity", "string", docs::PVC_CAPACITY),
+    col("Access Modes", "string", docs::PVC_ACCESS_MODES),
+    col("StorageClass", "string", "StorageClass of the pvc"),
+    col(
+        "VolumeAttributesClass",
+        "string",
+        "VolumeAttributesClass of the pvc",
+    ),
+    AGE,
+    wide("VolumeMode", "string", docs::PVC_VOLUME_MODE),
+];
+
+pub(super) const RESOURCE_QUOTA: &[Column] = &[
+    NAME,
+    AGE,
+    col(
+        "Request",
+        "string",
+        "Request represents a minimum amount of cpu/memory that a container may consume.",
+    ),
+    col(
+        "Limit",
+        "string",
+        "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+    ),
+];
+
+pub(super) const COMPONENT_STATUS: &[Column] = &[
+    NAME,
+    col("Status", "string", "Status of the component conditions"),
+    col("Message", "string", "Message of the component conditions"),
+    col("Error", "string", "Error of the component conditions"),
+];
+
+pub(super) const HORIZONTAL_POD_AUTOSCALER: &[Column] = &[
+    NAME,
+    col("Reference", "string", docs::HPA_SCALE_TARGET_REF),
+    col("Targets", "string", docs::HPA_METRICS),
+    col("MinPods", "string", docs::HPA_MIN_REPLICAS),
+    col("MaxPods", "string", docs::HPA_MAX_REPLICAS),
+    col("Replicas", "string", docs::HPA_CURRENT_REPLICAS),
+    AGE,
+];
+
+pub(super) const RUNTIME_CLASS: &[Column] = &[NAME, col("Handler", "string", ""), AGE];
+
+/// upstream's default table convertor, for built-in kinds without a printer (limitranges):
+/// the name and the creation time as an RFC 3339 date.
+pub(super) const CREATED_AT: &[Column] =
+    &[NAME, col("Created At", "date", docs::CREATION_TIMESTAMP)];
+
 /// Kinds without a printer: the object's name and age (what a CRD without printer
 /// columns shows).
 pub(super) const GENERIC: &[Column] = &[NAME, AGE];

@@ -9,6 +9,8 @@
 //! Start with [`table_for`] and a resource's [`Printer`] (its entry names one from
 //! [`printers`]); one-row tables per watch event come from calling it with one object.
 
+mod autoscaling;
+mod cluster;
 mod columns;
 mod core;
 mod docs;
@@ -286,6 +288,51 @@ mod tests {
                 printer: printers::GENERIC,
                 headers: "NAME AGE",
                 wide: "NAME AGE",
+            },
+            Case {
+                printer: printers::PERSISTENT_VOLUME,
+                headers: "NAME CAPACITY ACCESS MODES RECLAIM POLICY STATUS CLAIM STORAGECLASS VOLUMEATTRIBUTESCLASS REASON AGE",
+                wide: "NAME CAPACITY ACCESS MODES RECLAIM POLICY STATUS CLAIM STORAGECLASS VOLUMEATTRIBUTESCLASS REASON AGE VOLUMEMODE",
+            },
+            Case {
+                printer: printers::PERSISTENT_VOLUME_CLAIM,
+                headers: "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE",
+                wide: "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE VOLUMEMODE",
+            },
+            Case {
+                printer: printers::RESOURCE_QUOTA,
+                headers: "NAME AGE REQUEST LIMIT",
+                wide: "NAME AGE REQUEST LIMIT",
+            },
+            Case {
+                printer: printers::COMPONENT_STATUS,
+                headers: "NAME STATUS MESSAGE ERROR",
+                wide: "NAME STATUS MESSAGE ERROR",
+            },
+            Case {
+                printer: printers::HORIZONTAL_POD_AUTOSCALER,
+                headers: "NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE",
+                wide: "NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE",
+            },
+            Case {
+                printer: printers::RUNTIME_CLASS,
+                headers: "NAME HANDLER AGE",
+                wide: "NAME HANDLER AGE",
+            },
+            Case {
+                printer: printers::CREATED_AT,
+                headers: "NAME CREATED AT",
+                wide: "NAME CREATED AT",
+            },
+            Case {
+                printer: printers::CRON_JOB,
+                headers: "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE",
+                wide: "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE CONTAINERS IMAGES SELECTOR",
+            },
+            Case {
+                printer: printers::REPLICATION_CONTROLLER,
+                headers: "NAME DESIRED CURRENT READY AGE",
+                wide: "NAME DESIRED CURRENT READY AGE CONTAINERS IMAGES SELECTOR",
             },
         ];
         for case in cases {

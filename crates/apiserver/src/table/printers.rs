@@ -4,7 +4,7 @@
 //! core/v1 object they are stored as). Kinds kcm does not serve yet have their printer here
 //! too, so serving one is a matter of naming it in the entry.
 
-use super::{Printer, columns, core, pod, workloads};
+use super::{Printer, autoscaling, cluster, columns, core, pod, workloads};
 
 /// NAME and AGE, for kinds without a printer (upstream's default table convertor).
 pub const GENERIC: Printer = Printer::GENERIC;
@@ -58,6 +58,30 @@ pub const POD_DISRUPTION_BUDGET: Printer =
 /// scheduling.k8s.io/v1 PriorityClass.
 pub const PRIORITY_CLASS: Printer = Printer::new(columns::PRIORITY_CLASS, core::priority_class);
 
+/// core/v1 PersistentVolume.
+pub const PERSISTENT_VOLUME: Printer =
+    Printer::new(columns::PERSISTENT_VOLUME, cluster::persistent_volume);
+/// core/v1 PersistentVolumeClaim.
+pub const PERSISTENT_VOLUME_CLAIM: Printer = Printer::new(
+    columns::PERSISTENT_VOLUME_CLAIM,
+    cluster::persistent_volume_claim,
+);
+/// core/v1 ResourceQuota.
+pub const RESOURCE_QUOTA: Printer = Printer::new(columns::RESOURCE_QUOTA, cluster::resource_quota);
+/// core/v1 ComponentStatus.
+pub const COMPONENT_STATUS: Printer =
+    Printer::new(columns::COMPONENT_STATUS, cluster::component_status);
+/// autoscaling HorizontalPodAutoscaler (both versions, printed from the stored v2 form).
+pub const HORIZONTAL_POD_AUTOSCALER: Printer = Printer::new(
+    columns::HORIZONTAL_POD_AUTOSCALER,
+    autoscaling::horizontal_pod_autoscaler,
+);
+/// node.k8s.io/v1 RuntimeClass.
+pub const RUNTIME_CLASS: Printer = Printer::new(columns::RUNTIME_CLASS, cluster::runtime_class);
+/// NAME and CREATED AT: upstream's default table convertor, which built-in kinds without a
+/// printer of their own use (limitranges).
+pub const CREATED_AT: Printer = Printer::new(columns::CREATED_AT, cluster::created_at);
+
 /// Every printer above, named, for tests over all of them.
 #[cfg(test)]
 pub(super) const ALL: &[(&str, Printer)] = &[
@@ -84,4 +108,11 @@ pub(super) const ALL: &[(&str, Printer)] = &[
     ("leases", LEASE),
     ("poddisruptionbudgets", POD_DISRUPTION_BUDGET),
     ("priorityclasses", PRIORITY_CLASS),
+    ("persistentvolumes", PERSISTENT_VOLUME),
+    ("persistentvolumeclaims", PERSISTENT_VOLUME_CLAIM),
+    ("resourcequotas", RESOURCE_QUOTA),
+    ("componentstatuses", COMPONENT_STATUS),
+    ("horizontalpodautoscalers", HORIZONTAL_POD_AUTOSCALER),
+    ("runtimeclasses", RUNTIME_CLASS),
+    ("limitranges", CREATED_AT),
 ];
