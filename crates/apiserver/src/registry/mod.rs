@@ -100,6 +100,21 @@ impl Registry {
         }
     }
 
+    /// What [computed](computed::Computed) resources read of the server.
+    pub(crate) fn view(&self) -> computed::ServerView<'_> {
+        let mut group_versions = Vec::new();
+        for def in self.resources {
+            if !group_versions.contains(&(def.group, def.version)) {
+                group_versions.push((def.group, def.version));
+            }
+        }
+        computed::ServerView {
+            storage: self.storage.as_ref(),
+            components: &self.components,
+            group_versions,
+        }
+    }
+
     /// The health probes of the components beside the server (the process that starts the
     /// scheduler or the controller manager registers theirs).
     pub fn components(&self) -> &components::ComponentProbes {
@@ -141,7 +156,12 @@ impl Registry {
     /// Reads one object (`GET .../{name}`).
     pub async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Value> {
         if let Some(computed) = def.computed_by() {
-            return self.get_computed(def, computed, name).await;
+            return computed
+                .objects(&self.view())
+                .await?
+                .into_iter()
+                .find(|o| object::name(o) == name)
+                .ok_or_else(|| ApiError::not_found(def.group_resource(), name));
         }
         let key = def.storage_key(namespace, name);
         match self.storage.get(&key).await {

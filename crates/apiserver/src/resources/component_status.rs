@@ -5,7 +5,7 @@
 //! - `etcd-0` is kcm's own store (SQLite by default), probed with a read of its revision;
 //!   the message says which store it is, since there is no etcd.
 //! - `scheduler` and `controller-manager` answer through the probe the process that runs
-//!   them registered ([`Registry::components`]: `kcm up` does); otherwise their
+//!   them registered (`Registry::components`: `kcm up` does); otherwise their
 //!   leader-election Lease in `kube-system` (`kube-scheduler`, `kube-controller-manager`)
 //!   says whether a leader is renewing it.
 
@@ -14,9 +14,8 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::registry::Registry;
 use crate::registry::components::ComponentHealth;
-use crate::registry::computed::Computed;
+use crate::registry::computed::{Computed, ServerView};
 use crate::resources::policy::LEASES;
 use crate::storage::Storage;
 
@@ -32,20 +31,20 @@ const COMPONENTS: [(&str, &str); 2] = [
 pub struct ComponentStatuses;
 
 impl Computed for ComponentStatuses {
-    fn objects<'a>(&'a self, registry: &'a Registry) -> BoxFuture<'a, Result<Vec<Value>>> {
+    fn objects<'a>(&'a self, server: &'a ServerView<'a>) -> BoxFuture<'a, Result<Vec<Value>>> {
         async move {
             let now = jiff::Timestamp::now();
             let mut out = Vec::with_capacity(COMPONENTS.len() + 1);
             for (name, lease) in COMPONENTS {
-                let health = match registry.components().probe(name) {
+                let health = match server.components.probe(name) {
                     Some(health) => health,
-                    None => lease_health(registry, lease, now).await,
+                    None => lease_health(server.storage, lease, now).await,
                 };
                 out.push(component_status(name, &health));
             }
             out.push(component_status(
                 "etcd-0",
-                &store_health(registry.storage().as_ref()).await,
+                &store_health(server.storage).await,
             ));
             Ok(out)
         }
@@ -86,9 +85,15 @@ async fn store_health(storage: &dyn Storage) -> ComponentHealth {
 
 /// A component without an in-process probe is healthy while a leader renews its Lease
 /// (`renewTime + leaseDurationSeconds` not past).
-async fn lease_health(registry: &Registry, lease: &str, now: jiff::Timestamp) -> ComponentHealth {
+async fn lease_health(storage: &dyn Storage, lease: &str, now: jiff::Timestamp) -> ComponentHealth {
     let key = format!("kube-system/{lease}");
-    let Ok(obj) = registry.get(&LEASES, "kube-system", lease).await else {
+    let stored = storage
+        .get(&LEASES.storage_key("kube-system", lease))
+        .await
+        .ok()
+        .flatten()
+        .and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok());
+    let Some(obj) = stored else {
         return ComponentHealth::unhealthy(format!(
             "not running beside this API server: no probe is registered and no leader holds the Lease {key}"
         ));
@@ -122,17 +127,22 @@ async fn lease_health(registry: &Registry, lease: &str, now: jiff::Timestamp) ->
 mod tests {
     use std::sync::Arc;
 
-    use super::*;
-    use crate::registry::options::WriteOptions;
-    use crate::registry::resource::ResourceDef;
-    use crate::resources::core::COMPONENT_STATUSES;
-    use crate::storage::MemoryStorage;
+    use k8s_openapi::api::core::v1::ComponentStatus;
 
-    static ALL: &[&ResourceDef] = &[
-        &crate::resources::namespace::NAMESPACES,
-        &COMPONENT_STATUSES,
-        &LEASES,
-    ];
+    use super::*;
+    use crate::registry::Registry;
+    use crate::registry::resource::ResourceDef;
+    use crate::storage::MemoryStorage;
+    use crate::strategic_merge::kinds;
+    use crate::table::printers;
+
+    /// The entry as `resources::core` declares it.
+    static COMPONENT_STATUSES: ResourceDef = ResourceDef::of::<ComponentStatus>()
+        .computed(&ComponentStatuses)
+        .printer(printers::COMPONENT_STATUS)
+        .merge_schema(&kinds::METADATA_ONLY);
+
+    static ALL: &[&ResourceDef] = &[&COMPONENT_STATUSES, &LEASES];
 
     fn condition(list: &Value, name: &str) -> Value {
         list["items"]
@@ -142,13 +152,20 @@ mod tests {
             .unwrap_or(Value::Null)
     }
 
+    /// A scheduler Lease last renewed `ago` seconds ago, as stored.
+    fn lease(ago: i64) -> bytes::Bytes {
+        let renewed = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(ago);
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+            "spec": {"holderIdentity": "sched-1", "leaseDurationSeconds": 15,
+                "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}});
+        bytes::Bytes::from(lease.to_string())
+    }
+
     #[tokio::test]
     async fn reports_the_store_probes_and_leases() {
-        let registry = Registry::with_resources(Arc::new(MemoryStorage::new()), ALL);
-        registry
-            .ensure_default_namespaces()
-            .await
-            .expect("namespaces");
+        let storage = Arc::new(MemoryStorage::new());
+        let registry = Registry::with_resources(storage.clone(), ALL);
         let list = registry
             .list(&COMPONENT_STATUSES, None, &Default::default())
             .await
@@ -178,17 +195,8 @@ mod tests {
             "controller-manager",
             Arc::new(|| ComponentHealth::healthy("ok")),
         );
-        let renew = |ago: i64| {
-            let t = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(ago);
-            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
-                "spec": {"holderIdentity": "sched-1", "leaseDurationSeconds": 15,
-                    "renewTime": t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}})
-        };
-        registry
-            .create_checked(&LEASES, renew(2), false)
-            .await
-            .expect("lease");
+        let key = LEASES.storage_key("kube-system", "kube-scheduler");
+        let rev = storage.create(&key, lease(2)).await.expect("lease");
         let list = registry
             .list(&COMPONENT_STATUSES, None, &Default::default())
             .await
@@ -202,15 +210,8 @@ mod tests {
             "ok (leader sched-1 renews the Lease kube-system/kube-scheduler)"
         );
 
-        registry
-            .update(
-                &LEASES,
-                "kube-system",
-                "kube-scheduler",
-                renew(60),
-                crate::registry::update::Target::Main,
-                &WriteOptions::default(),
-            )
+        storage
+            .update(&key, rev, lease(60))
             .await
             .expect("stale lease");
         let one = registry
