@@ -949,3 +949,345 @@ async fn get_svc_shows_the_kubernetes_service_and_allocation_errors() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 17, part a: the core/v1, apps, batch, autoscaling, scheduling and node kinds added
+// next to the first sixteen, one test per group, driving kubectl as a user does.
+// ---------------------------------------------------------------------------------------
+
+/// The cells of the table row whose first cell is `name`.
+fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.first() == Some(&name))
+        .unwrap_or_default()
+}
+
+const CORE_KINDS: &str = "apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: pv-data
+spec:
+  capacity:
+    storage: 5Gi
+  accessModes: [ReadWriteOnce, ReadOnlyMany]
+  storageClassName: manual
+  hostPath:
+    path: /mnt/data
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  resources:
+    requests:
+      storage: 1Gi
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata:
+  name: compute
+spec:
+  hard:
+    pods: \"10\"
+    limits.memory: 4Gi
+---
+apiVersion: v1
+kind: LimitRange
+metadata:
+  name: defaults
+spec:
+  limits:
+  - type: Container
+    max: {cpu: \"1\"}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata:
+  name: legacy
+spec:
+  template:
+    metadata:
+      labels: {app: legacy}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+---
+apiVersion: v1
+kind: PodTemplate
+metadata:
+  name: base
+template:
+  metadata:
+    labels: {app: base}
+  spec:
+    containers:
+    - name: c
+      image: busybox:1.36
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_kinds_apply_print_scale_and_explain_what_simulated_nodes_cannot_do() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let applied = env.ok_stdin(&["apply", "-f", "-"], CORE_KINDS).await;
+        for line in [
+            "persistentvolume/pv-data created",
+            "persistentvolumeclaim/data created",
+            "resourcequota/compute created",
+            "limitrange/defaults created",
+            "replicationcontroller/legacy created",
+            "podtemplate/base created",
+        ] {
+            assert!(applied.contains(line), "{line} in\n{applied}");
+        }
+        let pv = env.ok(&["get", "pv", "-o", "wide"]).await;
+        assert_eq!(
+            header(&pv),
+            ["NAME", "CAPACITY", "ACCESS", "MODES", "RECLAIM", "POLICY", "STATUS", "CLAIM",
+                "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "REASON", "AGE", "VOLUMEMODE"],
+            "{pv}"
+        );
+        let cells = row(&pv, "pv-data");
+        assert_eq!(cells[1..6], ["5Gi", "RWO,ROX", "Retain", "Pending", "manual"], "{pv}");
+        let pvc = env.ok(&["get", "pvc"]).await;
+        assert_eq!(row(&pvc, "data")[1..3], ["Pending", "manual"], "{pvc}");
+        let quota = env.ok(&["get", "quota"]).await;
+        assert_eq!(header(&quota), ["NAME", "AGE", "REQUEST", "LIMIT"], "{quota}");
+        let limits = env.ok(&["get", "limits"]).await;
+        assert_eq!(header(&limits), ["NAME", "CREATED", "AT"], "{limits}");
+        let range = env.json(&["get", "limitrange", "defaults"]).await;
+        assert_eq!(range["spec"]["limits"][0]["defaultRequest"]["cpu"], "1");
+
+        env.ok(&["scale", "rc", "legacy", "--replicas=3"]).await;
+        let rc = env.ok(&["get", "rc", "-o", "wide"]).await;
+        assert_eq!(row(&rc, "legacy")[..2], ["legacy", "3"], "{rc}");
+        assert!(rc.contains("app=legacy"), "{rc}");
+        let templates = env.ok(&["get", "podtemplates"]).await;
+        assert_eq!(header(&templates), ["NAME", "CONTAINERS", "IMAGES", "POD", "LABELS"], "{templates}");
+
+        let run = env.run(&["get", "cs"]).await;
+        assert!(run.ok, "{}", run.stderr);
+        assert!(run.stderr.contains("Warning: v1 ComponentStatus is deprecated in v1.19+"), "{}", run.stderr);
+        assert_eq!(header(&run.stdout), ["NAME", "STATUS", "MESSAGE", "ERROR"], "{}", run.stdout);
+        assert_eq!(row(&run.stdout, "etcd-0")[..2], ["etcd-0", "Healthy"], "{}", run.stdout);
+
+        env.ok_stdin(&["apply", "-f", "-"], POD).await;
+        env.bind("sim-1", &["web"]).await;
+        let err = env.fails(&["logs", "web"]).await;
+        assert_eq!(
+            err.trim(),
+            "Error from server (BadRequest): pod \"web\" runs on the simulated node \"sim-1\": there are no container logs to read"
+        );
+        let err = env.fails(&["exec", "web", "--", "ls"]).await;
+        assert!(
+            err.contains("pod \"web\" runs on the simulated node \"sim-1\": there is no container to exec into"),
+            "{err}"
+        );
+        let err = env.fails(&["get", "--raw", "/api/v1/nodes/sim-1/proxy/metrics"]).await;
+        assert!(err.contains("node \"sim-1\" is simulated: there is no kubelet to proxy to"), "{err}");
+    })
+    .await;
+}
+
+const CRON_JOB: &str = "apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: hello
+spec:
+  schedule: \"*/5 * * * *\"
+  timeZone: Europe/Paris
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+          - name: hello
+            image: busybox:1.36
+            command: [sh, -c, date]
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_jobs_from_cronjobs_and_their_tables() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        env.ok_stdin(&["apply", "-f", "-"], CRON_JOB).await;
+        let cj = env.ok(&["get", "cj"]).await;
+        assert_eq!(
+            header(&cj),
+            ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"],
+            "{cj}"
+        );
+        assert_eq!(row(&cj, "hello")[1..7], ["*/5", "*", "*", "*", "*", "Europe/Paris"], "{cj}");
+
+        let created = env.ok(&["create", "job", "--from=cronjob/hello", "manual-1"]).await;
+        assert_eq!(created.trim(), "job.batch/manual-1 created");
+        let job = env.json(&["get", "job", "manual-1"]).await;
+        assert_eq!(job["metadata"]["ownerReferences"][0]["kind"], "CronJob");
+        assert_eq!(job["metadata"]["ownerReferences"][0]["name"], "hello");
+        assert_eq!(job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"], "manual");
+        let uid = job["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(
+            job["spec"]["selector"],
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        );
+        assert_eq!(job["spec"]["backoffLimit"], 6);
+        assert_eq!(job["spec"]["template"]["metadata"]["labels"]["job-name"], "manual-1");
+
+        env.ok(&["create", "job", "pi", "--image=perl:5.34", "--", "perl", "-e", "print 1"]).await;
+        let jobs = env.ok(&["get", "jobs", "-o", "wide"]).await;
+        assert_eq!(
+            header(&jobs),
+            ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"],
+            "{jobs}"
+        );
+        assert_eq!(row(&jobs, "pi")[1..3], ["Running", "0/1"], "{jobs}");
+
+        let err = env
+            .fails(&["create", "cronjob", "bad", "--image=busybox", "--schedule=* * *"])
+            .await;
+        assert!(
+            err.contains("spec.schedule: Invalid value: \"* * *\": expected exactly 5 fields, found 3: [* * *]"),
+            "{err}"
+        );
+        env.ok(&["delete", "job", "pi"]).await;
+        let err = env.fails(&["get", "job", "pi"]).await;
+        assert!(err.contains("NotFound"), "kubectl deletes in the background: {err}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoscale_creates_an_hpa_both_versions_read() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        env.ok_stdin(&["apply", "-f", "-"], &deployment(2, "nginx:1.27", ""))
+            .await;
+        let out = env
+            .ok(&[
+                "autoscale",
+                "deployment",
+                "web",
+                "--min=2",
+                "--max=5",
+                "--cpu-percent=60",
+            ])
+            .await;
+        assert_eq!(
+            out.trim(),
+            "horizontalpodautoscaler.autoscaling/web autoscaled"
+        );
+        let hpa = env.ok(&["get", "hpa"]).await;
+        assert_eq!(
+            header(&hpa),
+            [
+                "NAME",
+                "REFERENCE",
+                "TARGETS",
+                "MINPODS",
+                "MAXPODS",
+                "REPLICAS",
+                "AGE"
+            ],
+            "{hpa}"
+        );
+        assert_eq!(
+            row(&hpa, "web")[1..7],
+            ["Deployment/web", "cpu:", "<unknown>/60%", "2", "5", "0"],
+            "{hpa}"
+        );
+        let v1 = env
+            .json(&["get", "horizontalpodautoscalers.v1.autoscaling", "web"])
+            .await;
+        assert_eq!(v1["apiVersion"], "autoscaling/v1");
+        assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 60);
+        let v2 = env.json(&["get", "hpa", "web"]).await;
+        assert_eq!(v2["apiVersion"], "autoscaling/v2");
+        assert_eq!(
+            v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            60
+        );
+        let err = env
+            .fails(&[
+                "patch",
+                "hpa",
+                "web",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"minReplicas":9}}"#,
+            ])
+            .await;
+        assert!(
+            err.contains(
+                "spec.maxReplicas: Invalid value: 5: must be greater than or equal to `minReplicas`"
+            ),
+            "{err}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_runtime_classes_and_controller_revisions() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let pc = env.ok(&["get", "pc"]).await;
+        assert_eq!(
+            header(&pc),
+            ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+            "{pc}"
+        );
+        assert_eq!(row(&pc, "system-node-critical")[1..3], ["2000001000", "false"], "{pc}");
+        assert_eq!(row(&pc, "system-cluster-critical")[1], "2000000000", "{pc}");
+        env.ok(&["create", "priorityclass", "high", "--value=1000", "--description=important"])
+            .await;
+        env.ok(&["create", "priorityclass", "standard", "--value=10", "--global-default"])
+            .await;
+        let err = env
+            .fails(&["create", "priorityclass", "other", "--value=20", "--global-default"])
+            .await;
+        assert!(
+            err.contains("PriorityClass standard is already marked as default. Only one default can exist"),
+            "{err}"
+        );
+        let err = env.fails(&["delete", "pc", "system-node-critical"]).await;
+        assert!(err.contains("this is a system priority class and cannot be deleted"), "{err}");
+
+        env.ok_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor\nhandler: runsc\n",
+        )
+        .await;
+        let rc = env.ok(&["get", "runtimeclass"]).await;
+        assert_eq!(header(&rc), ["NAME", "HANDLER", "AGE"], "{rc}");
+        assert_eq!(row(&rc, "gvisor")[1], "runsc", "{rc}");
+
+        env.ok_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: apps/v1\nkind: ControllerRevision\nmetadata:\n  name: web-5d8f\nrevision: 1\ndata:\n  spec: {}\n",
+        )
+        .await;
+        let revisions = env.ok(&["get", "controllerrevisions"]).await;
+        assert_eq!(header(&revisions), ["NAME", "CONTROLLER", "REVISION", "AGE"], "{revisions}");
+        assert_eq!(row(&revisions, "web-5d8f")[1..3], ["<none>", "1"], "{revisions}");
+    })
+    .await;
+}
