@@ -181,6 +181,10 @@ async fn serve(
                 opts.merge_body(&decode_object(&bytes, &media)?)?;
             }
             let outcome = registry.delete(def, &ns, name, &opts).await?;
+            let warning = def
+                .strategy
+                .orphan_warning()
+                .filter(|_| opts.propagation_policy.is_none() && opts.orphan_dependents.is_none());
             let render = |obj: Value| {
                 if def.strategy.returns_deleted_object() {
                     obj
@@ -188,7 +192,7 @@ async fn serve(
                     success_status(gr, &obj)
                 }
             };
-            Ok(match outcome {
+            let mut response = match outcome {
                 DeleteOutcome::Deleted(obj) | DeleteOutcome::AlreadyDeleting(obj) => {
                     json_response(StatusCode::OK, &render(obj))
                 }
@@ -201,7 +205,11 @@ async fn serve(
                     };
                     json_response(code, &obj)
                 }
-            })
+            };
+            if let Some(warning) = warning {
+                add_warning(&mut response, warning);
+            }
+            Ok(response)
         }
         (&Method::GET, Some(name), Some(Subresource::Scale)) => {
             let scale = registry.get_scale(def, &ns, name).await?;

@@ -71,6 +71,12 @@ pub trait Strategy: Send + Sync + 'static {
         false
     }
 
+    /// The warning a delete that names no propagation policy gets when it orphans by default
+    /// (upstream warns for Jobs, whose pods would otherwise linger unnoticed).
+    fn orphan_warning(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Whether a delete answers with the deleted object rather than a `Status` (pods).
     fn returns_deleted_object(&self) -> bool {
         false

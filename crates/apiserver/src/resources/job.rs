@@ -167,6 +167,12 @@ impl Strategy for JobStrategy {
     fn orphans_by_default(&self) -> bool {
         true
     }
+
+    fn orphan_warning(&self) -> Option<&'static str> {
+        Some(
+            "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning",
+        )
+    }
 }
 
 /// Decodes a Job with upstream's defaults (`SetDefaults_Job`) and the pod template's.

@@ -39,8 +39,19 @@
 //! - `.merge_schema(&kinds::X)`: the strategic merge patch tags, from
 //!   [`crate::strategic_merge::kinds`]; a kind whose only tags are in `ObjectMeta` uses
 //!   `kinds::METADATA_ONLY`. A new tagged type gets its `TypeDef` there.
-//! - `.verbs(Verbs::READ_ONLY)`: a resource that is not written through the API (upstream's
-//!   read-only `componentstatuses`); discovery, the OpenAPI paths and the handlers follow.
+//! - `.verbs(Verbs::READ_ONLY)`: a resource that is not written through the API; discovery,
+//!   the OpenAPI paths and the handlers follow.
+//! - `.computed(&X)`: a read-only resource whose objects are computed on every read from a
+//!   [`ServerView`](crate::registry::computed::ServerView) (the store, the component probes,
+//!   the served group versions), never stored: `componentstatuses`
+//!   ([`component_status::ComponentStatuses`]).
+//! - `.bootstrap(objects)`: objects every cluster starts with, created at start when missing
+//!   (the system priority classes, [`priority_class::system_priority_classes`]).
+//! - `.deprecated("v1 ComponentStatus is deprecated in v1.19+")`: every answer about the
+//!   resource carries that `Warning`, as upstream's deprecated APIs.
+//! - The connect subresources (`Subresource::Log`, `Exec`, `Attach`, `PortForward`, `Proxy`)
+//!   are listed in discovery as upstream lists them and answer a `400` saying why simulated
+//!   nodes cannot serve them (`registry::connect`).
 //! - `.transient()`: a create-only resource that is never stored (the review APIs,
 //!   `selfsubjectaccessreviews`): its create decodes, runs the strategy's `validate` and
 //!   then its `prepare_for_create`, which fills `status`, and answers with the result.
@@ -69,12 +80,18 @@
 //!   `/status` whose create drops the status, as most controllers' objects, is
 //!   [`policy::PdbStrategy`]'s shape;
 //! - a name rule other than a DNS subdomain, graceful deletion, answering a delete with the
-//!   object, create-on-update (endpoints and events share [`simple::CreateOnUpdate`]).
+//!   object, create-on-update (endpoints and events share [`simple::CreateOnUpdate`]);
+//! - orphaning dependents on a delete that names no policy (batch/v1 Jobs, core/v1
+//!   ReplicationControllers), refusing to delete some objects (the system priority classes).
+//!
+//! A version stored as another (autoscaling/v1 HPAs as v2) gets a strategy that validates
+//! the converted form, since upstream validates the internal form ([`hpa::HpaStrategy`]).
 //!
 //! What no strategy can express — work across resources or on the store, such as allocating
-//! Service cluster IPs, namespace lifecycle, evictions against PodDisruptionBudgets — lives in
-//! the registry (`registry::service_ip`, `registry::namespace`, `registry::eviction`), which
-//! names the entry it serves (`&service::SERVICES`).
+//! Service cluster IPs, namespace lifecycle, evictions against PodDisruptionBudgets, the
+//! `bindings` collection, the Priority admission plugin — lives in the registry
+//! (`registry::service_ip`, `registry::namespace`, `registry::eviction`, `registry::binding`,
+//! `registry::priority`), which names the entry it serves (`&service::SERVICES`).
 
 pub mod apps;
 pub mod autoscaling;

@@ -6,7 +6,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{lifecycle, status_of, timed};
+use crate::common::{lifecycle, status_of, timed, with_warnings};
 
 fn job(name: &str, extra: Value) -> Job {
     let mut spec = json!({"template": {"spec": {"restartPolicy": "Never",
@@ -95,10 +95,19 @@ async fn jobs_get_upstreams_defaults_and_a_generated_selector() {
         );
 
         // batch/v1 Jobs orphan their pods unless the delete says otherwise (kubectl says
-        // Background).
-        let kept = api.delete("pi", &DeleteParams::default()).await.expect("delete");
-        let kept = kept.left().expect("kept for the garbage collector");
-        assert_eq!(kept.metadata.finalizers, Some(vec!["orphan".to_owned()]));
+        // Background), and the API says so.
+        let (code, kept, warnings) = with_warnings(
+            &server.client(),
+            "DELETE",
+            "/apis/batch/v1/namespaces/default/jobs/pi",
+        )
+        .await;
+        assert_eq!(code, 200, "{kept}");
+        assert_eq!(kept["metadata"]["finalizers"], json!(["orphan"]));
+        assert_eq!(
+            warnings,
+            ["299 - \"child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning\""]
+        );
         let gone = api
             .create(&PostParams::default(), &job("gone", json!({})))
             .await

@@ -176,3 +176,31 @@ where
     );
     (created, patched, applied)
 }
+
+/// Sends a bodiless request; returns the status code, the JSON body and the `Warning`
+/// headers.
+pub async fn with_warnings(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+) -> (u16, Value, Vec<String>) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let response = client.send(request).await.expect("response");
+    let code = response.status().as_u16();
+    let warnings = response
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_owned))
+        .collect();
+    let bytes = response.into_body().collect_bytes().await.expect("body");
+    (
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        warnings,
+    )
+}

@@ -6,30 +6,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 
-use crate::common::{pod, raw, timed};
-
-/// A raw GET with its `Warning` headers.
-async fn get_with_warnings(client: &kube::Client, path: &str) -> (u16, Value, Vec<String>) {
-    let request = http::Request::builder()
-        .method("GET")
-        .uri(path)
-        .body(kube::client::Body::empty())
-        .expect("request");
-    let response = client.send(request).await.expect("response");
-    let code = response.status().as_u16();
-    let warnings = response
-        .headers()
-        .get_all(http::header::WARNING)
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(str::to_owned))
-        .collect();
-    let bytes = response.into_body().collect_bytes().await.expect("body");
-    (
-        code,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        warnings,
-    )
-}
+use crate::common::{pod, raw, timed, with_warnings};
 
 #[tokio::test]
 async fn component_statuses_report_the_store_and_warn_they_are_deprecated() {
@@ -55,7 +32,7 @@ async fn component_statuses_report_the_store_and_warn_they_are_deprecated() {
             Some("ok (kcm stores objects in memory, not etcd)")
         );
 
-        let (code, _, warnings) = get_with_warnings(&client, "/api/v1/componentstatuses").await;
+        let (code, _, warnings) = with_warnings(&client, "GET", "/api/v1/componentstatuses").await;
         assert_eq!(code, 200);
         assert_eq!(
             warnings,
