@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::Value;
 
-use crate::registry::resource::{ResourceDef, SelectableField, Verbs};
+use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
 use crate::resources::component_status::ComponentStatuses;
@@ -134,7 +134,6 @@ pub static COMPONENT_STATUSES: ResourceDef = ResourceDef::of::<ComponentStatus>(
 /// binds the pod the Binding names).
 pub static BINDINGS: ResourceDef = ResourceDef::of::<Binding>()
     .transient()
-    .verbs(Verbs::CREATE)
     .printer(printers::GENERIC)
     .merge_schema(&kinds::METADATA_ONLY);
 

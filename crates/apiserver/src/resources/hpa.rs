@@ -9,7 +9,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip, typed_roundtrip_checked};
-use crate::resources::hpa_conversion::{DEFAULT_CPU_UTILIZATION, v1_to_v2, v2_to_v1};
+use crate::resources::hpa_conversion::{
+    CONDITIONS_ANNOTATION, DEFAULT_CPU_UTILIZATION, METRIC_STATUSES_ANNOTATION, v1_to_v2, v2_to_v1,
+};
 use crate::resources::quantities::{self, milli_value};
 use crate::validation::FieldError;
 
@@ -64,6 +66,42 @@ impl Strategy for HpaStrategy {
                 .and_then(Value::as_object_mut)
             {
                 r.remove("tolerance");
+            }
+        }
+    }
+
+    /// The status stays as stored. Through v1 the stored status is partly in annotations
+    /// (`current-metrics`, `conditions`): they are the status's, not the client's, so they
+    /// are kept too (upstream keeps the internal status whole).
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if self.0 != HpaVersion::V1 {
+            return;
+        }
+        for key in [METRIC_STATUSES_ANNOTATION, CONDITIONS_ANNOTATION] {
+            let kept = old
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(key))
+                .cloned();
+            let meta = crate::object::metadata_mut(new);
+            let annotations = meta
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(annotations) = annotations.as_object_mut() {
+                match kept {
+                    Some(v) => {
+                        annotations.insert(key.to_owned(), v);
+                    }
+                    None => {
+                        annotations.remove(key);
+                    }
+                }
+            }
+            if meta
+                .get("annotations")
+                .and_then(Value::as_object)
+                .is_some_and(|a| a.is_empty())
+            {
+                meta.remove("annotations");
             }
         }
     }
@@ -615,6 +653,22 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn a_v1_update_keeps_the_status_the_annotations_hold() {
+        let mut stored = hpa(json!({"scaleTargetRef": target(), "maxReplicas": 3}));
+        stored["status"] = json!({"currentReplicas": 1, "desiredReplicas": 1,
+            "conditions": [{"type": "AbleToScale", "status": "True",
+                "lastTransitionTime": "2024-05-01T00:00:00Z"}]});
+        let old = v2_to_v1(stored);
+        let mut new = old.clone();
+        new["metadata"] = json!({"name": "web", "namespace": "default"});
+        new["spec"]["maxReplicas"] = json!(4);
+        HpaStrategy(HpaVersion::V1).prepare_for_update(&mut new, &old);
+        let back = v1_to_v2(new);
+        assert_eq!(back["spec"]["maxReplicas"], 4);
+        assert_eq!(back["status"]["conditions"][0]["type"], "AbleToScale");
     }
 
     #[test]
