@@ -5,18 +5,12 @@
 //! puts 500 other Deployments' ReplicaSets in the same namespace: the claim pass looks at every
 //! ReplicaSet of the namespace, as upstream's does.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, ReplicaSet, ReplicaSetStatus,
-    RollingUpdateDeployment,
-};
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, ObjectMeta, OwnerReference, Time,
-};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kcm_controllers::deployment::util::new_replica_set::new_replica_set;
 use kcm_controllers::deployment::{
@@ -24,54 +18,22 @@ use kcm_controllers::deployment::{
 };
 use kcm_machinery::events::FakeRecorder;
 use kcm_machinery::informer::store::Indexer;
-
-fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_owned(), app.to_owned())])
-}
+use kcm_testing::{MetaBuilder, WorkloadBuilder, container, controller_ref_of};
 
 fn deployment(name: &str, version: usize) -> Deployment {
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            uid: Some(format!("uid-{name}")),
-            generation: Some(1),
-            resource_version: Some("1".into()),
-            ..Default::default()
-        },
-        spec: Some(DeploymentSpec {
-            replicas: Some(30),
-            selector: LabelSelector {
-                match_labels: Some(labels(name)),
-                match_expressions: None,
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels(name)),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "web".into(),
-                        image: Some(format!("registry/web:v{version}")),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            },
-            strategy: Some(DeploymentStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(IntOrString::String("25%".into())),
-                    max_unavailable: Some(IntOrString::String("25%".into())),
-                }),
-            }),
-            revision_history_limit: Some(10),
-            progress_deadline_seconds: Some(600),
-            ..Default::default()
-        }),
-        status: None,
-    }
+    let quarter = || IntOrString::String("25%".into());
+    kcm_testing::deployment(name)
+        .namespace("default")
+        .uid(format!("uid-{name}"))
+        .generation(1)
+        .resource_version("1")
+        .replicas(30)
+        .selecting(&[("app", name)])
+        .container(container("web").image(format!("registry/web:v{version}")))
+        .rolling_update(quarter(), quarter())
+        .revision_history_limit(10)
+        .progress_deadline_seconds(600)
+        .build()
 }
 
 /// Revisions 1..=11 of `name`; the last runs the current template with every pod available.
@@ -102,27 +64,15 @@ fn replica_sets(name: &str) -> Vec<ReplicaSet> {
 }
 
 fn pod(rs: &ReplicaSet, i: usize) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(format!(
-                "{}-{i}",
-                rs.metadata.name.as_deref().unwrap_or_default()
-            )),
-            namespace: Some("default".into()),
-            labels: rs.metadata.labels.clone(),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "ReplicaSet".into(),
-                name: rs.metadata.name.clone().unwrap_or_default(),
-                uid: rs.metadata.uid.clone().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..Default::default()
-        },
-        spec: None,
-        status: None,
-    }
+    let mut pod = kcm_testing::pod(&format!(
+        "{}-{i}",
+        rs.metadata.name.as_deref().unwrap_or_default()
+    ))
+    .namespace("default")
+    .owner(controller_ref_of(rs))
+    .build();
+    pod.metadata.labels = rs.metadata.labels.clone();
+    pod
 }
 
 /// A controller whose caches hold `web` (settled: its status already written) and `others`

@@ -4,18 +4,15 @@
 //! realistic single-container pod (ports, env, resources, probes); the Deployment has 11
 //! ReplicaSets (revisionHistoryLimit 10 plus the new one).
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus,
-    RollingUpdateDeployment,
-};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kcm_controllers::deployment::util::{find, hash, scale, status, template};
+use kcm_controllers::deployment::util::{find, scale, status, template};
+use kcm_machinery::controller::hash;
+use kcm_testing::{MetaBuilder, WorkloadBuilder, replica_set, selector};
 
 const TEMPLATE: &str = r#"{
   "metadata": {"labels": {"app": "web"}},
@@ -39,31 +36,15 @@ fn template(version: usize) -> PodTemplateSpec {
 }
 
 fn deployment() -> Deployment {
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            namespace: Some("default".into()),
-            uid: Some("uid-web".into()),
-            ..Default::default()
-        },
-        spec: Some(DeploymentSpec {
-            replicas: Some(30),
-            selector: LabelSelector {
-                match_labels: Some(BTreeMap::from([("app".to_owned(), "web".to_owned())])),
-                ..Default::default()
-            },
-            strategy: Some(DeploymentStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(IntOrString::String("25%".into())),
-                    max_unavailable: Some(IntOrString::String("25%".into())),
-                }),
-            }),
-            template: template(10),
-            ..Default::default()
-        }),
-        status: None,
-    }
+    let quarter = || IntOrString::String("25%".into());
+    kcm_testing::deployment("web")
+        .namespace("default")
+        .uid("uid-web")
+        .replicas(30)
+        .selector(selector(&[("app", "web")]))
+        .rolling_update(quarter(), quarter())
+        .template(template(10))
+        .build()
 }
 
 /// Revisions 0..=10; the last one runs the Deployment's template with the hash label added.
@@ -77,22 +58,13 @@ fn replica_sets() -> Vec<ReplicaSet> {
                     format!("h{v}"),
                 );
             }
-            ReplicaSet {
-                metadata: ObjectMeta {
-                    name: Some(format!("web-h{v}")),
-                    ..Default::default()
-                },
-                spec: Some(ReplicaSetSpec {
-                    replicas: Some(if v >= 9 { 15 } else { 0 }),
-                    template: Some(t),
-                    ..Default::default()
-                }),
-                status: Some(ReplicaSetStatus {
-                    replicas: if v >= 9 { 15 } else { 0 },
-                    available_replicas: Some(if v >= 9 { 12 } else { 0 }),
-                    ..Default::default()
-                }),
-            }
+            let (replicas, available) = if v >= 9 { (15, 12) } else { (0, 0) };
+            replica_set(&format!("web-h{v}"))
+                .replicas(replicas)
+                .template(t)
+                .status_replicas(replicas)
+                .available_replicas(available)
+                .build()
         })
         .collect()
 }

@@ -10,28 +10,25 @@ use std::sync::Arc;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kcm_controllers::garbagecollector::graph::NodeMap;
 use kcm_controllers::garbagecollector::graph_builder::{ChangeType, GraphEvent, apply_event};
+use kcm_testing::{MetaBuilder, ObjectMetaBuilder, owner_ref};
 use kube::core::TypeMeta;
 
 const REPLICA_SETS: usize = 1_000;
 const PODS_PER_RS: usize = 20;
 
-fn meta(name: String, owners: Option<Vec<OwnerReference>>) -> ObjectMeta {
-    ObjectMeta {
-        namespace: Some("default".into()),
-        uid: Some(format!("uid-{name}")),
-        name: Some(name),
-        owner_references: owners,
-        resource_version: Some("1".into()),
-        ..ObjectMeta::default()
-    }
+/// Object `default/<name>` (UID `uid-<name>`) at resourceVersion 1.
+fn meta(name: &str) -> ObjectMetaBuilder {
+    kcm_testing::meta(name)
+        .namespace("default")
+        .uid(format!("uid-{name}"))
+        .resource_version("1")
 }
 
 fn rs_event(i: usize, change: ChangeType) -> GraphEvent {
     let rs = ReplicaSet {
-        metadata: meta(format!("rs{i}"), None),
+        metadata: meta(&format!("rs{i}")).build(),
         ..ReplicaSet::default()
     };
     GraphEvent::observed(
@@ -46,16 +43,16 @@ fn rs_event(i: usize, change: ChangeType) -> GraphEvent {
 }
 
 fn pod_event(rs: usize, i: usize) -> GraphEvent {
-    let owner = OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: format!("rs{rs}"),
-        uid: format!("uid-rs{rs}"),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    };
+    let owner = owner_ref(
+        "apps/v1",
+        "ReplicaSet",
+        &format!("rs{rs}"),
+        &format!("uid-rs{rs}"),
+    )
+    .controller(true)
+    .block_owner_deletion(true);
     let pod = Pod {
-        metadata: meta(format!("rs{rs}-{i}"), Some(vec![owner])),
+        metadata: meta(&format!("rs{rs}-{i}")).owner(owner).build(),
         ..Pod::default()
     };
     GraphEvent::observed(

@@ -4,20 +4,20 @@
 //!
 //! Run with `cargo bench -p kcm-controllers --bench nodelifecycle`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kcm_controllers::nodelifecycle::{
     FakeLifecycleClient, NodeLifecycleController, NodeLifecycleOptions,
 };
 use kcm_machinery::events::{FakeRecorder, SystemClock};
 use kcm_machinery::informer::{NeverListerWatcher, SharedIndexInformer};
+use kcm_testing::{MetaBuilder, node_condition};
 
 fn informer<K>() -> SharedIndexInformer<K>
 where
@@ -33,38 +33,26 @@ where
 }
 
 fn node(i: usize, now: jiff::Timestamp) -> Node {
-    let condition = |type_: &str, status: &str| NodeCondition {
-        type_: type_.into(),
-        status: status.into(),
-        last_heartbeat_time: Some(Time(now)),
-        last_transition_time: Some(Time(now)),
-        ..NodeCondition::default()
+    let condition = |type_: &str, status: &str| {
+        node_condition(type_, status)
+            .heartbeat(now)
+            .transitioned_at(now)
     };
-    Node {
-        metadata: ObjectMeta {
-            name: Some(format!("node-{i}")),
-            uid: Some(format!("uid-{i}")),
-            resource_version: Some("1".into()),
-            creation_timestamp: Some(Time(now)),
-            labels: Some(BTreeMap::from([
-                ("topology.kubernetes.io/region".into(), "r".into()),
-                ("topology.kubernetes.io/zone".into(), format!("z{}", i % 3)),
-                ("kubernetes.io/os".into(), "linux".into()),
-                ("beta.kubernetes.io/os".into(), "linux".into()),
-            ])),
-            ..ObjectMeta::default()
-        },
-        status: Some(NodeStatus {
-            conditions: Some(vec![
-                condition("Ready", "True"),
-                condition("MemoryPressure", "False"),
-                condition("DiskPressure", "False"),
-                condition("PIDPressure", "False"),
-            ]),
-            ..NodeStatus::default()
-        }),
-        ..Node::default()
-    }
+    kcm_testing::node(&format!("node-{i}"))
+        .uid(format!("uid-{i}"))
+        .resource_version("1")
+        .created_at(now)
+        .labels(&[
+            ("topology.kubernetes.io/region", "r"),
+            ("topology.kubernetes.io/zone", &format!("z{}", i % 3)),
+            ("kubernetes.io/os", "linux"),
+            ("beta.kubernetes.io/os", "linux"),
+        ])
+        .condition(condition("Ready", "True"))
+        .condition(condition("MemoryPressure", "False"))
+        .condition(condition("DiskPressure", "False"))
+        .condition(condition("PIDPressure", "False"))
+        .build()
 }
 
 fn lease(i: usize, now: jiff::Timestamp) -> Lease {

@@ -4,95 +4,51 @@
 //! ReplicaSet API are the recording fakes, so these measure the controller's own work:
 //! listing and claiming from the cache, ranking, expectations, status computation.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::Pod;
 use kcm_controllers::replicaset::{
     FakeReplicaSetClient, ReplicaSetController, ReplicaSetControllerOptions,
 };
 use kcm_machinery::controller::FakePodControl;
 use kcm_machinery::informer::Indexer;
-
-fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_owned(), app.to_owned())])
-}
+use kcm_testing::{
+    MetaBuilder, PodSpecBuilder, WorkloadBuilder, controller_ref_of, owner_ref, pod_template,
+};
 
 /// ReplicaSet `default/<name>` selecting `app=<name>`, owned by Deployment `owner`.
 fn replica_set(name: &str, replicas: i32, owner: &str) -> ReplicaSet {
-    ReplicaSet {
-        metadata: ObjectMeta {
-            namespace: Some("default".into()),
-            name: Some(name.into()),
-            uid: Some(format!("rs-{name}")),
-            generation: Some(1),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: owner.into(),
-                uid: owner.into(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..Default::default()
-        },
-        spec: Some(ReplicaSetSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels(name)),
-                match_expressions: None,
-            },
-            template: Some(PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels(name)),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec::default()),
-            }),
-            min_ready_seconds: None,
-        }),
-        status: None,
-    }
+    kcm_testing::replica_set(name)
+        .namespace("default")
+        .uid(format!("rs-{name}"))
+        .generation(1)
+        .owner(
+            owner_ref("apps/v1", "Deployment", owner, owner)
+                .controller(true)
+                .block_owner_deletion(true),
+        )
+        .replicas(replicas)
+        .selecting(&[("app", name)])
+        .template(pod_template().default_spec())
+        .build()
 }
 
 /// A ready pod owned by `rs` on node `node`.
 fn pod(rs: &ReplicaSet, i: usize, node: usize) -> Pod {
     let name = rs.metadata.name.clone().unwrap_or_default();
-    Pod {
-        metadata: ObjectMeta {
-            namespace: Some("default".into()),
-            name: Some(format!("{name}-{i}")),
-            uid: Some(format!("{name}-{i}")),
-            labels: Some(labels(&name)),
-            resource_version: Some("1".into()),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "ReplicaSet".into(),
-                name: name.clone(),
-                uid: rs.metadata.uid.clone().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(format!("node-{node}")),
-            ..Default::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some("Running".into()),
-            conditions: Some(vec![PodCondition {
-                type_: "Ready".into(),
-                status: "True".into(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-    }
+    kcm_testing::pod(&format!("{name}-{i}"))
+        .namespace("default")
+        .uid(format!("{name}-{i}"))
+        .label("app", &name)
+        .resource_version("1")
+        .owner(controller_ref_of(rs))
+        .node(format!("node-{node}"))
+        .phase("Running")
+        .ready()
+        .build()
 }
 
 struct Bench {

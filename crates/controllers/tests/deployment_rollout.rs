@@ -12,11 +12,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, ReplicaSet, RollingUpdateDeployment,
-};
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kcm_apiserver::testing::TestServer;
 use kcm_controllers::deployment::DeploymentController;
@@ -32,6 +30,7 @@ use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::{ResourceEventHandler, SharedInformerFactory};
 use kcm_machinery::labels::Selector;
+use kcm_testing::{WorkloadBuilder, container};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -360,49 +359,15 @@ impl ResourceEventHandler<Pod> for PodCounter {
 // Builders
 // ---------------------------------------------------------------------------------------------
 
-fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_owned(), app.to_owned())])
-}
-
 /// A Deployment `default/<name>` of `replicas` pods running `image`, rolling with the given
 /// surge and unavailability.
 fn deployment(name: &str, replicas: i32, image: &str, surge: i32, unavailable: i32) -> Deployment {
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..Default::default()
-        },
-        spec: Some(DeploymentSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels(name)),
-                match_expressions: None,
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels(name)),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "app".into(),
-                        image: Some(image.into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            },
-            strategy: Some(DeploymentStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(IntOrString::Int(surge)),
-                    max_unavailable: Some(IntOrString::Int(unavailable)),
-                }),
-            }),
-            ..Default::default()
-        }),
-        status: None,
-    }
+    kcm_testing::deployment(name)
+        .replicas(replicas)
+        .selecting(&[("app", name)])
+        .container(container("app").image(image))
+        .rolling_update(IntOrString::Int(surge), IntOrString::Int(unavailable))
+        .build()
 }
 
 fn revision(rs: &ReplicaSet) -> String {

@@ -11,15 +11,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::Metadata;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kcm_apiserver::testing::TestServer;
 use kcm_controllers::garbagecollector::{
     GarbageCollector, GarbageCollectorOptions, GroupVersionResource,
 };
 use kcm_machinery::events::FakeRecorder;
 use kcm_machinery::informer::SharedInformerFactory;
+use kcm_testing::{MetaBuilder, PodSpecBuilder, WorkloadBuilder, container, owner_ref_of};
 use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use manager_support::{timed, wait_until};
@@ -79,43 +81,38 @@ impl RunningGc {
 
 // ----- object builders ------------------------------------------------------------------------
 
-fn owner_ref<K: Resource<DynamicType = ()>>(obj: &K, block: bool) -> OwnerReference {
-    OwnerReference {
-        api_version: K::api_version(&()).into_owned(),
-        kind: K::kind(&()).into_owned(),
-        name: obj.meta().name.clone().unwrap_or_default(),
-        uid: obj.meta().uid.clone().unwrap_or_default(),
-        controller: Some(true).filter(|_| block),
-        block_owner_deletion: Some(block),
+fn owner_ref<K: Metadata<Ty = ObjectMeta>>(obj: &K, block: bool) -> OwnerReference {
+    let r = owner_ref_of(obj).block_owner_deletion(block);
+    if block {
+        r.controller(true).build()
+    } else {
+        r.build()
     }
 }
 
 fn deployment(name: &str) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}}
-    }))
-    .expect("deployment")
+    kcm_testing::deployment(name)
+        .replicas(1)
+        .selecting(&[("app", name)])
+        .container(container("c").image("nginx:1.27"))
+        .build()
 }
 
 fn replica_set(name: &str, owners: Vec<OwnerReference>) -> ReplicaSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "ownerReferences": owners},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}}
-    }))
-    .expect("replicaset")
+    (owners.into_iter())
+        .fold(kcm_testing::replica_set(name), |rs, o| rs.owner(o))
+        .replicas(1)
+        .selecting(&[("app", name)])
+        .container(container("c").image("nginx:1.27"))
+        .build()
 }
 
 fn pod(name: &str, owners: Vec<OwnerReference>, finalizers: &[&str]) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "ownerReferences": owners, "finalizers": finalizers},
-        "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}
-    }))
-    .expect("pod")
+    (owners.into_iter())
+        .fold(kcm_testing::pod(name), |p, o| p.owner(o))
+        .finalizers(finalizers)
+        .container(container("c").image("nginx:1.27"))
+        .build()
 }
 
 /// A Deployment owning `replica_sets` ReplicaSets of `pods` pods each (blocking references,
@@ -203,7 +200,7 @@ where
 
 async fn create_namespace(client: &kube::Client, name: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    let ns = kcm_testing::namespace(name).build();
     api.create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
@@ -495,25 +492,13 @@ async fn owner_references_across_namespaces_or_to_unknown_kinds() {
             .await
             .expect("cross-namespace pod");
         // A pod owned by a kind nobody serves.
-        let widget = OwnerReference {
-            api_version: "example.com/v1".into(),
-            kind: "Widget".into(),
-            name: "w".into(),
-            uid: "widget-uid".into(),
-            ..OwnerReference::default()
-        };
+        let widget = kcm_testing::owner_ref("example.com/v1", "Widget", "w", "widget-uid").build();
         pods2
             .create(&PostParams::default(), &pod("widget-owned", vec![widget], &[]))
             .await
             .expect("pod of an unknown kind");
         // A sentinel the collector must delete (its owner never existed).
-        let ghost = OwnerReference {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            name: "ghost".into(),
-            uid: "ghost-uid".into(),
-            ..OwnerReference::default()
-        };
+        let ghost = kcm_testing::owner_ref("v1", "ConfigMap", "ghost", "ghost-uid").build();
         pods2
             .create(&PostParams::default(), &pod("sentinel", vec![ghost], &[]))
             .await

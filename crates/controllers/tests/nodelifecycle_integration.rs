@@ -9,10 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{
-    Container, Namespace, Node, NodeCondition, NodeStatus, Pod, PodCondition, PodSpec, Toleration,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Namespace, Node, NodeCondition, NodeStatus, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kcm_apiserver::testing::TestServer;
 use kcm_controllers::nodelifecycle::zone::EvictionRates;
 use kcm_controllers::nodelifecycle::{
@@ -21,6 +19,9 @@ use kcm_controllers::nodelifecycle::{
 use kcm_controllers::tainteviction::TaintEvictionController;
 use kcm_machinery::events::FakeRecorder;
 use kcm_machinery::informer::SharedInformerFactory;
+use kcm_testing::{
+    MetaBuilder, PodSpecBuilder, container, node_condition, pod_condition, toleration,
+};
 use kube::api::{Api, PostParams};
 use tokio_util::sync::CancellationToken;
 
@@ -40,15 +41,12 @@ where
 }
 
 fn ready_condition(status: &str) -> NodeCondition {
-    let now = Time(jiff::Timestamp::now());
-    NodeCondition {
-        type_: "Ready".into(),
-        status: status.into(),
-        reason: Some("KubeletReady".into()),
-        last_heartbeat_time: Some(now.clone()),
-        last_transition_time: Some(now),
-        ..NodeCondition::default()
-    }
+    let now = jiff::Timestamp::now();
+    node_condition("Ready", status)
+        .reason("KubeletReady")
+        .heartbeat(now)
+        .transitioned_at(now)
+        .build()
 }
 
 /// Posts a fresh Ready=True status, as a kubelet does.
@@ -99,34 +97,14 @@ async fn renew_lease(leases: &Api<Lease>, name: &str) {
 }
 
 fn pod(name: &str, node: &str) -> Pod {
-    let tolerate = |key: &str| Toleration {
-        key: Some(key.into()),
-        operator: Some("Exists".into()),
-        effect: Some("NoExecute".into()),
-        toleration_seconds: Some(5),
-        ..Toleration::default()
-    };
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(node.into()),
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some("busybox".into()),
-                ..Container::default()
-            }],
-            tolerations: Some(vec![
-                tolerate("node.kubernetes.io/unreachable"),
-                tolerate("node.kubernetes.io/not-ready"),
-            ]),
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    }
+    let tolerate = |key: &str| toleration(key).exists().effect("NoExecute").seconds(5);
+    kcm_testing::pod(name)
+        .namespace("default")
+        .node(node)
+        .container(container("c").image("busybox"))
+        .toleration(tolerate("node.kubernetes.io/unreachable"))
+        .toleration(tolerate("node.kubernetes.io/not-ready"))
+        .build()
 }
 
 fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
@@ -173,29 +151,14 @@ async fn silent_node_is_tainted_and_its_pods_evicted_and_all_down_evicts_nothing
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in ["default", "kube-node-lease"] {
         let _ = namespaces
-            .create(
-                &PostParams::default(),
-                &Namespace {
-                    metadata: ObjectMeta {
-                        name: Some(ns.into()),
-                        ..ObjectMeta::default()
-                    },
-                    ..Namespace::default()
-                },
-            )
+            .create(&PostParams::default(), &kcm_testing::namespace(ns).build())
             .await;
     }
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for name in NODES {
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            ..Node::default()
-        };
+        let node = kcm_testing::node(name).build();
         nodes
             .create(&PostParams::default(), &node)
             .await
@@ -207,11 +170,8 @@ async fn silent_node_is_tainted_and_its_pods_evicted_and_all_down_evicts_nothing
             .await
             .expect("pod");
         let mut p = p;
-        p.status.get_or_insert_with(Default::default).conditions = Some(vec![PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..PodCondition::default()
-        }]);
+        p.status.get_or_insert_with(Default::default).conditions =
+            Some(vec![pod_condition("Ready", "True").build()]);
         pods.replace_status(&format!("p-{name}"), &PostParams::default(), &p)
             .await
             .expect("pod status");

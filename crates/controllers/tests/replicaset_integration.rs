@@ -8,7 +8,7 @@
 //! Waits are bounded polls of the API (an integration test cannot pause a real server's
 //! clock); every assertion is on API state, never on timing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,11 +16,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
-use k8s_openapi::api::core::v1::{
-    Container, Event, Namespace, ObjectReference, Pod, PodSpec, PodTemplateSpec,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Event, Namespace, ObjectReference, Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_apiserver::testing::TestServer;
 use kcm_controllers::replicaset::{
     ApiReplicaSetClient, BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions,
@@ -29,6 +27,7 @@ use kcm_machinery::controller::pod_control;
 use kcm_machinery::controller::{PodControl, RealPodControl, get_controller_of};
 use kcm_machinery::events::{EventBroadcaster, EventRecorder, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
+use kcm_testing::{MetaBuilder, WorkloadBuilder, container, pod};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
@@ -322,52 +321,18 @@ fn is_ready(pod: &Pod) -> bool {
     kcm_machinery::controller::is_pod_ready(pod)
 }
 
-fn app_labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_owned(), app.to_owned())])
-}
-
 /// A ReplicaSet `name` selecting `app=<app>`.
 fn replica_set(name: &str, app: &str, replicas: i32) -> ReplicaSet {
-    ReplicaSet {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(ReplicaSetSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(app_labels(app)),
-                match_expressions: None,
-            },
-            template: Some(PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(app_labels(app)),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "app".into(),
-                        image: Some("registry.k8s.io/pause:3.10".into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            }),
-            min_ready_seconds: None,
-        }),
-        status: None,
-    }
+    kcm_testing::replica_set(name)
+        .replicas(replicas)
+        .selecting(&[("app", app)])
+        .container(container("app").image("registry.k8s.io/pause:3.10"))
+        .build()
 }
 
 async fn create_namespace(client: &kube::Client, name: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let ns = kcm_testing::namespace(name).build();
     api.create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
@@ -527,15 +492,10 @@ async fn orphan_with_matching_labels_is_adopted() {
         .spec
         .and_then(|s| s.template)
         .expect("template");
-    let orphan = Pod {
-        metadata: ObjectMeta {
-            name: Some("orphan".into()),
-            labels: Some(app_labels("orphan")),
-            ..Default::default()
-        },
-        spec: template.spec,
-        status: None,
-    };
+    let orphan = pod("orphan")
+        .label("app", "orphan")
+        .with(|p| p.spec = template.spec)
+        .build();
     pods.create(&PostParams::default(), &orphan)
         .await
         .expect("create orphan");

@@ -9,21 +9,20 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
 use clap::Parser;
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    Container, Node, NodeCondition, Pod, PodSpec, PodTemplateSpec, Taint, Toleration,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
 use kcm_apiserver::testing::TestServer;
 use kcm_controllers::manager::{ControllerManager, ControllerRegistry, ManagerOptions};
 use kcm_sim::SimulatorConfig;
 use kcm_sim::node::{ANNOTATION_HEARTBEAT, NODE_LEASE_NAMESPACE};
+use kcm_testing::{
+    PodSpecBuilder, WorkloadBuilder, container, pod_template, replica_set, toleration,
+};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -152,47 +151,22 @@ impl Cluster {
     /// Creates ReplicaSet `web` with `replicas` pods tolerating the node-health NoExecute
     /// taints for [`TOLERATION_SECONDS`], and waits until they all run and are ready.
     async fn replica_set(&self, replicas: i32) -> Vec<Pod> {
-        let labels = BTreeMap::from([("app".to_owned(), "web".to_owned())]);
-        let toleration = |key: &str| Toleration {
-            key: Some(key.to_owned()),
-            operator: Some("Exists".to_owned()),
-            effect: Some("NoExecute".to_owned()),
-            toleration_seconds: Some(TOLERATION_SECONDS),
-            ..Toleration::default()
+        let tolerate = |key: &str| {
+            toleration(key)
+                .exists()
+                .effect("NoExecute")
+                .seconds(TOLERATION_SECONDS)
         };
-        let rs = ReplicaSet {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(ReplicaSetSpec {
-                replicas: Some(replicas),
-                selector: LabelSelector {
-                    match_labels: Some(labels.clone()),
-                    ..LabelSelector::default()
-                },
-                template: Some(PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(labels),
-                        ..ObjectMeta::default()
-                    }),
-                    spec: Some(PodSpec {
-                        containers: vec![Container {
-                            name: "nginx".into(),
-                            image: Some("nginx:1.27".into()),
-                            ..Container::default()
-                        }],
-                        tolerations: Some(vec![
-                            toleration("node.kubernetes.io/unreachable"),
-                            toleration("node.kubernetes.io/not-ready"),
-                        ]),
-                        ..PodSpec::default()
-                    }),
-                }),
-                ..ReplicaSetSpec::default()
-            }),
-            ..ReplicaSet::default()
-        };
+        let rs = replica_set("web")
+            .replicas(replicas)
+            .selecting(&[("app", "web")])
+            .template(
+                pod_template()
+                    .container(container("nginx").image("nginx:1.27"))
+                    .toleration(tolerate("node.kubernetes.io/unreachable"))
+                    .toleration(tolerate("node.kubernetes.io/not-ready")),
+            )
+            .build();
         Api::<ReplicaSet>::namespaced(self.client(), "default")
             .create(&PostParams::default(), &rs)
             .await

@@ -1,18 +1,17 @@
 //! `kcm run` as a process against the embedded API server: `--help`, bad flags, two
 //! instances with leader election (SIGKILL and SIGTERM of the leader), and the second signal.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::core::v1::Pod;
 use kcm_apiserver::testing::TestServer;
+use kcm_testing::{MetaBuilder, WorkloadBuilder, container};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use rustls::pki_types::ServerName;
@@ -198,37 +197,12 @@ async fn https_get(addr: SocketAddr, ca_pem: &str, path: &str) -> Option<(u16, S
 }
 
 fn replica_set(name: &str, replicas: i32) -> ReplicaSet {
-    let labels: BTreeMap<String, String> = [("app".to_owned(), name.to_owned())].into();
-    ReplicaSet {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ReplicaSetSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..LabelSelector::default()
-            },
-            template: Some(PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "app".to_owned(),
-                        image: Some("registry.k8s.io/pause:3.10".to_owned()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-            }),
-            ..ReplicaSetSpec::default()
-        }),
-        ..ReplicaSet::default()
-    }
+    kcm_testing::replica_set(name)
+        .namespace("default")
+        .replicas(replicas)
+        .selecting(&[("app", name)])
+        .container(container("app").image("registry.k8s.io/pause:3.10"))
+        .build()
 }
 
 async fn live_pods(client: &kube::Client, app: &str) -> usize {

@@ -11,12 +11,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Container, Event, Node, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kcm_apiserver::testing::TestServer;
 use kcm_sim::SimulatorConfig;
 use kcm_sim::node::{ANNOTATION_HEARTBEAT, NODE_LEASE_NAMESPACE};
+use kcm_testing::{PodSpecBuilder, container};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{init_logging, start_scheduler, start_simulator};
@@ -43,25 +42,9 @@ fn sim_config(nodes: usize) -> SimulatorConfig {
 }
 
 fn pod(name: &str, cpu: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "nginx".into(),
-                image: Some("nginx:1.27".into()),
-                resources: Some(ResourceRequirements {
-                    requests: Some([("cpu".to_string(), Quantity(cpu.into()))].into()),
-                    ..ResourceRequirements::default()
-                }),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    }
+    kcm_testing::pod(name)
+        .container(container("nginx").image("nginx:1.27").request("cpu", cpu))
+        .build()
 }
 
 fn phase(p: &Pod) -> Option<&str> {

@@ -23,17 +23,15 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
-    ResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::api::core::v1::Pod;
 use kcm_machinery::informer::{
     ListerWatcher, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerOptions,
     WatchStream,
 };
-use kube::api::{ListParams, ObjectMeta, WatchEvent, WatchParams};
+use kcm_testing::{
+    MetaBuilder, PodSpecBuilder, container, container_status, owner_ref, pod_condition,
+};
+use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::core::{ListMeta, ObjectList, TypeMeta};
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
@@ -53,97 +51,56 @@ fn runtime() -> Runtime {
 /// A pod shaped like a ReplicaSet's running pod: labels, owner, one container with
 /// requests, status with conditions.
 fn pod(i: usize, rv: u64) -> Pod {
-    let name = format!("web-{:05}-{}", i, "x7k2p");
-    let labels = [
-        ("app", "web"),
-        ("pod-template-hash", "5d8f9c7b6"),
-        ("tier", "frontend"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let condition = |t: &str| PodCondition {
-        type_: t.to_owned(),
-        status: "True".to_owned(),
-        ..PodCondition::default()
-    };
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: Some(format!("team-{}", i % 20)),
-            uid: Some(format!("6f1c2a4e-0000-4000-8000-{i:012}")),
-            resource_version: Some(rv.to_string()),
-            labels: Some(labels),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "ReplicaSet".into(),
-                name: "web-5d8f9c7b6".into(),
-                uid: "0b7e8d52-1111-4111-8111-000000000001".into(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(format!("node-{}", i % 100)),
-            containers: vec![Container {
-                name: "web".into(),
-                image: Some("registry.example/web:1.2.3".into()),
-                ports: Some(vec![ContainerPort {
-                    container_port: 8080,
-                    protocol: Some("TCP".into()),
-                    ..ContainerPort::default()
-                }]),
-                resources: Some(ResourceRequirements {
-                    requests: Some(
-                        [
-                            ("cpu".to_owned(), Quantity("100m".into())),
-                            ("memory".to_owned(), Quantity("128Mi".into())),
-                        ]
-                        .into(),
-                    ),
-                    ..ResourceRequirements::default()
-                }),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some("Running".into()),
-            pod_ip: Some(format!("10.0.{}.{}", (i / 250) % 250, i % 250)),
-            host_ip: Some(format!("192.168.0.{}", i % 100)),
-            conditions: Some(
-                ["PodScheduled", "Initialized", "ContainersReady", "Ready"]
-                    .into_iter()
-                    .map(condition)
-                    .collect(),
-            ),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "web".into(),
-                image: "registry.example/web:1.2.3".into(),
-                image_id: "sha256:0123456789abcdef".into(),
-                ready: true,
-                started: Some(true),
-                restart_count: 0,
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        }),
+    let owner = owner_ref(
+        "apps/v1",
+        "ReplicaSet",
+        "web-5d8f9c7b6",
+        "0b7e8d52-1111-4111-8111-000000000001",
+    )
+    .controller(true)
+    .block_owner_deletion(true);
+    let mut pod = kcm_testing::pod(&format!("web-{:05}-{}", i, "x7k2p"))
+        .namespace(format!("team-{}", i % 20))
+        .uid(format!("6f1c2a4e-0000-4000-8000-{i:012}"))
+        .resource_version(rv.to_string())
+        .labels(&[
+            ("app", "web"),
+            ("pod-template-hash", "5d8f9c7b6"),
+            ("tier", "frontend"),
+        ])
+        .owner(owner)
+        .node(format!("node-{}", i % 100))
+        .container(
+            container("web")
+                .image("registry.example/web:1.2.3")
+                .port(8080)
+                .request("cpu", "100m")
+                .request("memory", "128Mi"),
+        )
+        .phase("Running")
+        .pod_ip(format!("10.0.{}.{}", (i / 250) % 250, i % 250))
+        .host_ip(format!("192.168.0.{}", i % 100));
+    for condition in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+        pod = pod.condition(pod_condition(condition, "True"));
     }
+    pod.container_status(
+        container_status("web")
+            .image("registry.example/web:1.2.3")
+            .image_id("sha256:0123456789abcdef")
+            .ready(true)
+            .started(true)
+            .restarts(0),
+    )
+    .build()
 }
 
 /// A pod with only a name, namespace and resourceVersion: isolates the pipeline's own cost
 /// from allocating and freeing realistic objects.
 fn minimal_pod(i: usize, rv: u64) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(format!("web-{i:05}")),
-            namespace: Some(format!("team-{}", i % 20)),
-            resource_version: Some(rv.to_string()),
-            ..ObjectMeta::default()
-        },
-        ..Pod::default()
-    }
+    kcm_testing::pod(&format!("web-{i:05}"))
+        .namespace(format!("team-{}", i % 20))
+        .resource_version(rv.to_string())
+        .build()
 }
 
 /// Lists `list` once, then serves one watch whose events flow once `gate` is notified;

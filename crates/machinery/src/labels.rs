@@ -589,14 +589,7 @@ impl<'a> Parser<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use kcm_testing::{label_selector, labels, selector};
 
     #[test]
     fn parse_and_match_table() {
@@ -759,15 +752,11 @@ mod tests {
 
     #[test]
     fn label_selector_conversion() {
-        let selector = LabelSelector {
-            match_labels: Some(labels(&[("app", "web")])),
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: "tier".into(),
-                operator: "NotIn".into(),
-                values: Some(vec!["db".into()]),
-            }]),
-        };
-        let s = Selector::from_label_selector(&selector).expect("valid");
+        let web_not_db = label_selector()
+            .match_label("app", "web")
+            .expression("tier", "NotIn", &["db"])
+            .build();
+        let s = Selector::from_label_selector(&web_not_db).expect("valid");
         assert!(s.matches(&labels(&[("app", "web")])));
         assert!(!s.matches(&labels(&[("app", "web"), ("tier", "db")])));
         assert_eq!(s.to_string(), "app=web,tier notin (db)");
@@ -783,37 +772,13 @@ mod tests {
 
     #[test]
     fn label_selector_conversion_errors() {
-        let bad_op = LabelSelector {
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: "a".into(),
-                operator: "Gt".into(),
-                values: Some(vec!["1".into()]),
-            }]),
-            ..Default::default()
-        };
+        let bad_op = label_selector().expression("a", "Gt", &["1"]).build();
         assert!(Selector::from_label_selector(&bad_op).is_err());
-        let in_without_values = LabelSelector {
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: "a".into(),
-                operator: "In".into(),
-                values: None,
-            }]),
-            ..Default::default()
-        };
+        let in_without_values = label_selector().expression("a", "In", &[]).build();
         assert!(Selector::from_label_selector(&in_without_values).is_err());
-        let exists_with_values = LabelSelector {
-            match_expressions: Some(vec![LabelSelectorRequirement {
-                key: "a".into(),
-                operator: "Exists".into(),
-                values: Some(vec!["x".into()]),
-            }]),
-            ..Default::default()
-        };
+        let exists_with_values = label_selector().expression("a", "Exists", &["x"]).build();
         assert!(Selector::from_label_selector(&exists_with_values).is_err());
-        let bad_key = LabelSelector {
-            match_labels: Some(labels(&[("bad key", "x")])),
-            ..Default::default()
-        };
+        let bad_key = selector(&[("bad key", "x")]);
         assert!(matches!(
             Selector::from_label_selector(&bad_key),
             Err(Error::InvalidKey { .. })

@@ -1,19 +1,19 @@
 //! RealPodControl and the pod ref manager against a fake API service: requests sent, events recorded.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcm_machinery::controller::api_status::{self, ApiStatus};
 use kcm_machinery::controller::pod_control::{self, PodControl, RealPodControl};
 use kcm_machinery::controller::{PodControllerRefManager, new_controller_ref};
 use kcm_machinery::events::{EventType, FakeRecorder};
 use kcm_machinery::labels::Selector;
+use kcm_testing::{MetaBuilder, PodSpecBuilder, container, object_ref_of, pod, pod_template};
 use kube::core::{GroupVersionKind, Status};
 use serde_json::{Value, json};
 
@@ -82,50 +82,29 @@ fn pod_reply(name: &str) -> Reply {
 }
 
 fn controller() -> (ObjectMeta, ObjectReference, GroupVersionKind) {
-    let meta = ObjectMeta {
-        name: Some("foobar".into()),
-        namespace: Some("default".into()),
-        uid: Some("rc-uid".into()),
-        ..Default::default()
+    let rc = ReplicationController {
+        metadata: kcm_testing::meta("foobar")
+            .namespace("default")
+            .uid("rc-uid")
+            .build(),
+        ..ReplicationController::default()
     };
-    let reference = ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("ReplicationController".into()),
-        name: meta.name.clone(),
-        namespace: meta.namespace.clone(),
-        uid: meta.uid.clone(),
-        ..Default::default()
-    };
+    let reference = object_ref_of(&rc);
     (
-        meta,
+        rc.metadata,
         reference,
         GroupVersionKind::gvk("", "v1", "ReplicationController"),
     )
 }
 
 fn template(labels: &[(&str, &str)]) -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            annotations: Some(BTreeMap::from([("a".into(), "b".into())])),
-            finalizers: Some(vec!["example.com/f".into()]),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some("foo/bar".into()),
-                ..Default::default()
-            }],
-            restart_policy: Some("Always".into()),
-            ..Default::default()
-        }),
-    }
+    pod_template()
+        .labels(labels)
+        .annotation("a", "b")
+        .finalizers(&["example.com/f"])
+        .container(container("c").image("foo/bar"))
+        .restart_policy("Always")
+        .build()
 }
 
 /// Upstream `TestCreatePodsWithGenerateName`: a POST to the namespace's pods with the pod
@@ -353,16 +332,11 @@ async fn adoption_sends_strategic_merge_patch() {
         gvk,
         None,
     );
-    let orphan = Arc::new(Pod {
-        metadata: ObjectMeta {
-            name: Some("orphan".into()),
-            namespace: Some("default".into()),
-            uid: Some("pod-uid".into()),
-            labels: Some(BTreeMap::from([("app".into(), "web".into())])),
-            ..Default::default()
-        },
-        ..Default::default()
-    });
+    let orphan = pod("orphan")
+        .namespace("default")
+        .uid("pod-uid")
+        .label("app", "web")
+        .arc();
     let claimed = manager
         .claim_pods(std::slice::from_ref(&orphan), |_| true)
         .await

@@ -3,37 +3,25 @@
 //! adds/updates/deletes with old objects, freshness after our own write, late-joining
 //! handlers and listers with selectors.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::Pod;
 use kcm_apiserver::testing::TestServer;
 use kcm_machinery::informer::{ResourceEventHandlerFuncs, SharedInformerFactory};
 use kcm_machinery::labels::Selector;
+use kcm_testing::{MetaBuilder, PodSpecBuilder, container};
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 fn pod(name: &str, app: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(BTreeMap::from([("app".to_owned(), app.to_owned())])),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some("nginx".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    kcm_testing::pod(name)
+        .label("app", app)
+        .container(container("c").image("nginx"))
+        .build()
 }
 
 fn name(p: &Pod) -> String {

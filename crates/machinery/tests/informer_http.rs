@@ -22,7 +22,7 @@ use kcm_machinery::informer::{
     DeletedObject, HasSynced, ResourceEventHandler, SharedInformerFactory, wait_for_cache_sync,
 };
 use kcm_machinery::labels::Selector;
-use kube::api::ObjectMeta;
+use kcm_testing::MetaBuilder;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -67,19 +67,12 @@ struct Server {
 }
 
 fn pod(name: &str, rv: u64) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            namespace: Some("default".into()),
-            name: Some(name.into()),
-            resource_version: Some(rv.to_string()),
-            labels: Some(BTreeMap::from([(
-                "app".to_owned(),
-                if name.ends_with('0') { "zero" } else { "web" }.to_owned(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        ..Pod::default()
-    }
+    let app = if name.ends_with('0') { "zero" } else { "web" };
+    kcm_testing::pod(name)
+        .namespace("default")
+        .resource_version(rv.to_string())
+        .label("app", app)
+        .build()
 }
 
 fn status(code: u16, reason: &str, message: &str) -> Value {

@@ -8,20 +8,18 @@
 //!   pod is Running (pod-ready delay 0). Each iteration builds everything afresh on a
 //!   multi-threaded Tokio runtime.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::Pod;
 use kcm_machinery::events::FakeRecorder;
 use kcm_sim::fake::{FakeCluster, spawn_informer};
 use kcm_sim::node::{NodeTemplate, build_node};
 use kcm_sim::scheduler::cache::SchedulerCache;
 use kcm_sim::{Scheduler, SchedulerConfig, Simulator, SimulatorConfig};
+use kcm_testing::{MetaBuilder, OwnerRefBuilder, PodSpecBuilder, container};
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
@@ -33,35 +31,19 @@ fn runtime() -> Runtime {
 }
 
 fn pod(name: &str, owner: &str, node: Option<&str>) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            namespace: Some("default".into()),
-            name: Some(name.into()),
-            uid: Some(format!("uid-{name}")),
-            owner_references: Some(vec![OwnerReference {
-                uid: owner.into(),
-                controller: Some(true),
-                ..OwnerReference::default()
-            }]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: node.map(Into::into),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("nginx".into()),
-                resources: Some(ResourceRequirements {
-                    requests: Some(BTreeMap::from([
-                        ("cpu".to_string(), Quantity("100m".into())),
-                        ("memory".to_string(), Quantity("128Mi".into())),
-                    ])),
-                    ..ResourceRequirements::default()
-                }),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
+    let pod = kcm_testing::pod(name)
+        .namespace("default")
+        .uid(format!("uid-{name}"))
+        .owner(OwnerRefBuilder::default().uid(owner).controller(true))
+        .container(
+            container("app")
+                .image("nginx")
+                .request("cpu", "100m")
+                .request("memory", "128Mi"),
+        );
+    match node {
+        Some(node) => pod.node(node).build(),
+        None => pod.build(),
     }
 }
 

@@ -231,19 +231,13 @@ impl ClusterClient for KubeClusterClient {
 
 #[cfg(test)]
 mod tests {
+    use kcm_testing::MetaBuilder;
+
     use super::*;
 
     #[test]
     fn binding_carries_the_pods_uid_and_targets_the_node() {
-        let pod = Pod {
-            metadata: ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some("web-0".into()),
-                uid: Some("u-1".into()),
-                ..ObjectMeta::default()
-            },
-            ..Pod::default()
-        };
+        let pod = kcm_testing::pod("web-0").namespace("ns").uid("u-1").build();
         let b = binding_for(&pod, "kcm-node-1");
         assert_eq!(b.metadata.uid.as_deref(), Some("u-1"));
         assert_eq!(b.metadata.namespace.as_deref(), Some("ns"));

@@ -817,20 +817,12 @@ impl ListerWatcher<Node> for FakeCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::PodSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kcm_machinery::controller::api_status::ApiStatus;
+    use kcm_testing::PodSpecBuilder;
     use tokio_util::sync::CancellationToken;
 
     fn pod(name: &str) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec::default()),
-            ..Pod::default()
-        }
+        kcm_testing::pod(name).default_spec().build()
     }
 
     #[tokio::test(start_paused = true)]

@@ -336,40 +336,22 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, PodSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kcm_testing::{MetaBuilder, PodSpecBuilder, container};
 
     fn ts(secs: i64) -> jiff::Timestamp {
         jiff::Timestamp::from_second(secs).expect("valid")
     }
 
     fn pod(annotations: &[(&str, &str)], restart: Option<&str>) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                uid: Some("uid-1".into()),
-                annotations: Some(
-                    annotations
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: Some("kcm-node-0".into()),
-                restart_policy: restart.map(Into::into),
-                containers: vec![Container {
-                    name: "app".into(),
-                    image: Some("nginx".into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: Some(PodStatus {
-                phase: Some("Pending".into()),
-                ..Default::default()
-            }),
+        let pod = kcm_testing::pod("p")
+            .uid("uid-1")
+            .annotations(annotations)
+            .node("kcm-node-0")
+            .container(container("app").image("nginx"))
+            .phase("Pending");
+        match restart {
+            Some(policy) => pod.restart_policy(policy).build(),
+            None => pod.build(),
         }
     }
 

@@ -374,11 +374,7 @@ mod tests {
         if let Some(ready) = existing.iter_mut().find(|c| c.type_ == "Ready") {
             ready.status = "Unknown".into();
         }
-        existing.push(NodeCondition {
-            type_: "NetworkUnavailable".into(),
-            status: "False".into(),
-            ..Default::default()
-        });
+        existing.push(kcm_testing::node_condition("NetworkUnavailable", "False").build());
         let mut node = build_node(0, &NodeTemplate::default(), t0);
         if let Some(status) = node.status.as_mut() {
             status.conditions = Some(existing.clone());

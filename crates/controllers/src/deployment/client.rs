@@ -494,17 +494,10 @@ impl DeploymentClient for FakeDeploymentClient {
 mod tests {
     use super::*;
     use kcm_machinery::controller::ApiStatus;
-    use kube::api::ObjectMeta;
+    use kcm_testing::MetaBuilder;
 
     fn rs(name: &str) -> ReplicaSet {
-        ReplicaSet {
-            metadata: ObjectMeta {
-                namespace: Some("default".into()),
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        kcm_testing::replica_set(name).namespace("default").build()
     }
 
     #[tokio::test]
@@ -530,15 +523,10 @@ mod tests {
     #[tokio::test]
     async fn fake_status_update_keeps_spec_and_injects_errors() {
         let fake = FakeDeploymentClient::new();
-        let mut d = Deployment {
-            metadata: ObjectMeta {
-                namespace: Some("default".into()),
-                name: Some("d".into()),
-                ..Default::default()
-            },
-            spec: Some(Default::default()),
-            ..Default::default()
-        };
+        let mut d = kcm_testing::deployment("d")
+            .namespace("default")
+            .default_spec()
+            .build();
         fake.insert_deployment(d.clone());
         d.spec = None;
         d.status = Some(Default::default());

@@ -1,24 +1,26 @@
-//! The Deployment controller: construction, workers and `syncDeployment` (upstream `deployment_controller.go`).
+//! The Deployment controller: constants, construction, `Run`, the event handlers, the worker wiring and `syncDeployment` (upstream `deployment_controller.go`).
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::controller::ref_manager::{ControllerRefManager, recheck_owner};
-use kcm_machinery::controller::run_workers;
-use kcm_machinery::controller::{ApiStatus, get_controller_of};
+use kcm_machinery::controller::{
+    ApiStatus, ErrorPolicy, Retry, get_controller_of, process_next_work_item, run_workers,
+};
 use kcm_machinery::events::{EventRecorder, EventType};
-use kcm_machinery::informer::keys::split_meta_namespace_key;
+use kcm_machinery::informer::delta::DeletedObject;
+use kcm_machinery::informer::keys::{meta_namespace_key, split_meta_namespace_key};
 use kcm_machinery::informer::lister::Lister;
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::wait_until_synced;
-use kcm_machinery::informer::{SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    OwnWrites, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_until_synced,
+};
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -28,14 +30,13 @@ use kube::core::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiDeploymentClient, ClientPatcher, DeploymentClient};
-use super::handlers::DeploymentEventHandlers;
 use super::util::accessors::{
     RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, generation, is_paused, object_key, strategy_type,
 };
+use super::util::find::deployments_for_replica_set;
 use super::util::new_replica_set::{DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND};
-use super::util::rollback::rollback_to;
+use super::util::rollback_plan::rollback_to;
 use super::{Error, Operation, Result};
-use kcm_machinery::informer::OwnWrites;
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -44,6 +45,21 @@ use kcm_machinery::informer::OwnWrites;
 /// How many times a failing Deployment is requeued (rate limited) before it is dropped from
 /// the queue until its next event, as upstream's `maxRetries` (5 ms doubling up to about 82 s).
 pub const MAX_RETRIES: usize = 15;
+
+/// How the workers treat a failed sync, as upstream's `handleErr`: an error saying the
+/// namespace is being deleted is forgotten (retrying cannot help); any other error (or a panic)
+/// requeues the key rate limited, at most [`MAX_RETRIES`] times in a row, then drops it until
+/// its next event.
+pub const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("Error syncing deployment")
+    .with_requeue_level(tracing::Level::INFO)
+    .with_max_retries(MAX_RETRIES, "Dropping deployment out of the queue")
+    .with_classifier(|_key, err| {
+        if err.is_namespace_terminating() {
+            Retry::Forget
+        } else {
+            Retry::RateLimited
+        }
+    });
 
 /// How many Deployments are synced at once unless configured otherwise
 /// (kube-controller-manager's `--concurrent-deployment-syncs` default).
@@ -317,13 +333,19 @@ impl DeploymentController {
             tracing::info!(controller = QUEUE_NAME, "Shutting down controller");
             return;
         }
-        let worker = || {
-            let (this, cancel) = (Arc::clone(&self), cancel.clone());
-            async move { this.worker(cancel).await }
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync_key(key).await }
         };
-        run_workers(QUEUE_NAME, workers, &cancel, worker, || {
-            self.queue.shut_down()
-        })
+        run_workers(
+            QUEUE_NAME,
+            &self.queue,
+            ERROR_POLICY,
+            workers,
+            &cancel,
+            sync,
+        )
         .await;
         tracing::info!(controller = QUEUE_NAME, "Shutting down controller");
     }
@@ -336,64 +358,322 @@ impl DeploymentController {
         })
         .await
     }
+}
 
-    // -----------------------------------------------------------------------------------------
-    // Worker loop
-    // -----------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------
+// Event handlers
+// ---------------------------------------------------------------------------------------------
 
-    /// Processes keys until the queue shuts down or `cancel` fires, as upstream's `worker`.
-    async fn worker(&self, cancel: CancellationToken) {
-        while !cancel.is_cancelled() && self.process_next_work_item().await {}
+/// The kind of the pods' controllers this controller cares about.
+const REPLICA_SET_KIND: &str = "ReplicaSet";
+
+/// The Deployment, ReplicaSet and pod event handlers. Cheap to clone; every clone shares the
+/// controller's queue and listers. They only look at the caches and enqueue Deployment keys:
+/// they never block.
+#[derive(Clone)]
+pub struct DeploymentEventHandlers {
+    /// The controller's work queue.
+    queue: RateLimitingQueue<String>,
+    /// The Deployment cache, to resolve owners and find the Deployments selecting an orphan.
+    d_lister: Lister<Deployment>,
+    /// The ReplicaSet cache, to find a deleted pod's ReplicaSet and a Deployment's ReplicaSets.
+    rs_lister: Lister<ReplicaSet>,
+    /// The pod cache, to tell whether a Recreate Deployment has pods left.
+    pod_lister: Lister<Pod>,
+}
+
+impl std::fmt::Debug for DeploymentEventHandlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeploymentEventHandlers")
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeploymentEventHandlers {
+    /// Handlers feeding `queue`, reading the three caches.
+    pub(super) fn new(
+        queue: RateLimitingQueue<String>,
+        d_lister: Lister<Deployment>,
+        rs_lister: Lister<ReplicaSet>,
+        pod_lister: Lister<Pod>,
+    ) -> Self {
+        Self {
+            queue,
+            d_lister,
+            rs_lister,
+            pod_lister,
+        }
     }
 
-    /// Takes one key, syncs it and handles the outcome (forget, requeue rate limited, or drop
-    /// after [`MAX_RETRIES`]), as upstream's
-    /// `processNextWorkItem`. False once the queue has shut down.
-    ///
-    /// A panicking sync is caught and handled as a failure, so the key is marked done and
-    /// retried instead of being stuck "processing" with a dead worker.
-    pub async fn process_next_work_item(&self) -> bool {
-        let Some(key) = self.queue.get().await else {
-            return false;
-        };
-        let sync = match &self.sync_handler {
-            Some(handler) => handler(key.clone()),
-            None => Box::pin(self.sync(&key)),
-        };
-        let result = match AssertUnwindSafe(sync).catch_unwind().await {
-            Ok(result) => result,
-            Err(panic) => Err(Error::Panicked {
-                key: key.clone(),
-                message: panic_message(panic.as_ref()),
-            }),
-        };
-        self.handle_err(result, &key);
-        self.queue.done(&key);
-        true
+    /// A Deployment appeared: sync it.
+    pub fn add_deployment(&self, d: &Deployment) {
+        tracing::trace!(deployment = %object_key(&d.metadata), "Adding deployment");
+        self.enqueue(d);
     }
 
-    /// Forgets the key on success or when its namespace is being deleted; otherwise requeues
-    /// it rate limited, at most [`MAX_RETRIES`] times in a row, then drops it, as upstream's
-    /// `handleErr`.
-    fn handle_err(&self, result: Result<()>, key: &String) {
-        let err = match result {
-            Ok(()) => {
-                self.queue.forget(key);
-                return;
+    /// A Deployment changed (or was resynced): sync it.
+    pub fn update_deployment(&self, _old: &Deployment, cur: &Deployment) {
+        tracing::trace!(deployment = %object_key(&cur.metadata), "Updating deployment");
+        self.enqueue(cur);
+    }
+
+    /// A Deployment was deleted (possibly seen only as a tombstone): sync the key, which finds
+    /// nothing and stops.
+    pub fn delete_deployment(&self, obj: &DeletedObject<Deployment>) {
+        match obj.key() {
+            Ok(key) => {
+                tracing::trace!(deployment = %key, "Deleting deployment");
+                self.queue.add(key);
             }
-            Err(err) if err.is_namespace_terminating() => {
-                self.queue.forget(key);
-                return;
-            }
-            Err(err) => err,
-        };
-        if self.queue.num_requeues(key) < MAX_RETRIES {
-            tracing::info!(deployment = %key, error = %err, "Error syncing deployment");
-            self.queue.add_rate_limited(key.clone());
+            Err(err) => tracing::error!(%err, "couldn't get key for Deployment"),
+        }
+    }
+
+    /// A ReplicaSet appeared. Already being deleted (seen after a restart): handled as a
+    /// deletion. Controlled by a Deployment we know: that one is synced. An orphan: every
+    /// Deployment selecting it is synced, so one may adopt it.
+    pub fn add_replica_set(&self, rs: &ReplicaSet) {
+        if rs.metadata.deletion_timestamp.is_some() {
+            self.delete_replica_set_object(rs);
             return;
         }
-        tracing::error!(deployment = %key, error = %err, "Dropping deployment out of the queue");
-        self.queue.forget(key);
+        if let Some(controller_ref) = get_controller_of(&rs.metadata) {
+            let Some(d) = self.resolve_controller_ref(namespace_of(&rs.metadata), controller_ref)
+            else {
+                return;
+            };
+            tracing::trace!(replica_set = %object_key(&rs.metadata), "ReplicaSet added");
+            self.enqueue(&d);
+            return;
+        }
+        let ds = self.get_deployments_for_replica_set(rs);
+        if ds.is_empty() {
+            return;
+        }
+        tracing::trace!(replica_set = %object_key(&rs.metadata), "Orphan ReplicaSet added");
+        for d in &ds {
+            self.enqueue(d);
+        }
+    }
+
+    /// A ReplicaSet changed. Same resourceVersion (a resync): ignored. A changed controller
+    /// reference syncs the old owner; the current owner is synced; an orphan whose labels or
+    /// reference changed syncs every Deployment selecting it.
+    pub fn update_replica_set(&self, old: &ReplicaSet, cur: &ReplicaSet) {
+        if cur.metadata.resource_version == old.metadata.resource_version {
+            return;
+        }
+        let cur_ref = get_controller_of(&cur.metadata);
+        let old_ref = get_controller_of(&old.metadata);
+        let controller_ref_changed = cur_ref != old_ref;
+        if controller_ref_changed
+            && let Some(old_ref) = old_ref
+            && let Some(d) = self.resolve_controller_ref(namespace_of(&old.metadata), old_ref)
+        {
+            self.enqueue(&d);
+        }
+        if let Some(cur_ref) = cur_ref {
+            let Some(d) = self.resolve_controller_ref(namespace_of(&cur.metadata), cur_ref) else {
+                return;
+            };
+            tracing::trace!(replica_set = %object_key(&cur.metadata), "ReplicaSet updated");
+            self.enqueue(&d);
+            return;
+        }
+        let labels_changed = cur.metadata.labels != old.metadata.labels;
+        if labels_changed || controller_ref_changed {
+            let ds = self.get_deployments_for_replica_set(cur);
+            if ds.is_empty() {
+                return;
+            }
+            tracing::trace!(replica_set = %object_key(&cur.metadata), "Orphan ReplicaSet updated");
+            for d in &ds {
+                self.enqueue(d);
+            }
+        }
+    }
+
+    /// A ReplicaSet was deleted (possibly seen only as a tombstone, whose state may be stale):
+    /// its owner is synced. Nobody cares about an orphan's deletion.
+    pub fn delete_replica_set(&self, obj: &DeletedObject<ReplicaSet>) {
+        self.delete_replica_set_object(obj.object());
+    }
+
+    fn delete_replica_set_object(&self, rs: &ReplicaSet) {
+        let Some(controller_ref) = get_controller_of(&rs.metadata) else {
+            return;
+        };
+        let Some(d) = self.resolve_controller_ref(namespace_of(&rs.metadata), controller_ref)
+        else {
+            return;
+        };
+        tracing::trace!(replica_set = %object_key(&rs.metadata), "ReplicaSet deleted");
+        self.enqueue(&d);
+    }
+
+    /// A pod was deleted: a Recreate Deployment waiting for its old pods to go is synced once
+    /// it has no pod left, as upstream's `deletePod`. (Upstream lists the Deployment's
+    /// ReplicaSets from the API server here; this reads the cache, so the handler never
+    /// blocks.)
+    pub fn delete_pod(&self, obj: &DeletedObject<Pod>) {
+        let pod = obj.object();
+        let Some(d) = self.get_deployment_for_pod(pod) else {
+            return;
+        };
+        tracing::trace!(pod = %object_key(&pod.metadata), "Pod deleted");
+        if strategy_type(&d) != RECREATE_STRATEGY {
+            return;
+        }
+        let rs_list = self.owned_replica_sets(&d);
+        let key = object_key(&d.metadata);
+        let Ok(selector) = deployment_selector(&d, &key) else {
+            return;
+        };
+        let pods = self.pod_lister.list(namespace_of(&d.metadata), &selector);
+        let remaining: usize = pod_map(pods, &rs_list).values().map(Vec::len).sum();
+        if remaining == 0 {
+            self.enqueue(&d);
+        }
+    }
+
+    /// The cached Deployment `controller_ref` points to in `namespace`: same kind, same name,
+    /// same UID (a namesake is not it), as upstream's `resolveControllerRef`.
+    pub fn resolve_controller_ref(
+        &self,
+        namespace: &str,
+        controller_ref: &OwnerReference,
+    ) -> Option<Arc<Deployment>> {
+        if controller_ref.kind != DEPLOYMENT_KIND {
+            return None;
+        }
+        self.d_lister
+            .get(namespace, &controller_ref.name)
+            .filter(|d| d.metadata.uid.as_deref() == Some(controller_ref.uid.as_str()))
+    }
+
+    /// The cached Deployments whose selector matches the ReplicaSet, as upstream's
+    /// `getDeploymentsForReplicaSet`. More than one is a user error (logged).
+    pub fn get_deployments_for_replica_set(&self, rs: &ReplicaSet) -> Vec<Arc<Deployment>> {
+        let all = self
+            .d_lister
+            .list(namespace_of(&rs.metadata), &Selector::everything());
+        let refs: Vec<&Deployment> = all.iter().map(Arc::as_ref).collect();
+        let matching: Vec<Arc<Deployment>> = deployments_for_replica_set(&refs, rs)
+            .into_iter()
+            .filter_map(|d| all.iter().find(|a| std::ptr::eq(a.as_ref(), d)).cloned())
+            .collect();
+        if matching.len() > 1 {
+            tracing::debug!(
+                replica_set = %object_key(&rs.metadata),
+                labels = ?rs.metadata.labels,
+                "user error! more than one deployment is selecting replica set"
+            );
+        }
+        matching
+    }
+
+    /// The Deployment controlling the ReplicaSet controlling `pod`, as upstream's
+    /// `getDeploymentForPod`.
+    pub fn get_deployment_for_pod(&self, pod: &Pod) -> Option<Arc<Deployment>> {
+        let controller_ref = get_controller_of(&pod.metadata)?;
+        if controller_ref.kind != REPLICA_SET_KIND {
+            return None;
+        }
+        let rs = self
+            .rs_lister
+            .get(namespace_of(&pod.metadata), &controller_ref.name)
+            .filter(|rs| rs.metadata.uid.as_deref() == Some(controller_ref.uid.as_str()))?;
+        let rs_ref = get_controller_of(&rs.metadata)?;
+        self.resolve_controller_ref(namespace_of(&rs.metadata), rs_ref)
+    }
+
+    /// The cached ReplicaSets the Deployment's selector matches and that it controls, as
+    /// upstream's `ListReplicaSets`.
+    fn owned_replica_sets(&self, d: &Deployment) -> Vec<Arc<ReplicaSet>> {
+        let key = object_key(&d.metadata);
+        let Ok(selector) = deployment_selector(d, &key) else {
+            return Vec::new();
+        };
+        let uid = d.metadata.uid.as_deref();
+        self.rs_lister
+            .list(namespace_of(&d.metadata), &selector)
+            .into_iter()
+            .filter(|rs| {
+                get_controller_of(&rs.metadata).is_some_and(|r| Some(r.uid.as_str()) == uid)
+            })
+            .collect()
+    }
+
+    fn enqueue(&self, d: &Deployment) {
+        match meta_namespace_key(d) {
+            Ok(key) => self.queue.add(key),
+            Err(err) => tracing::error!(%err, "couldn't get key for Deployment"),
+        }
+    }
+}
+
+fn namespace_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
+    meta.namespace.as_deref().unwrap_or_default()
+}
+
+/// The informer side: Deployment notifications.
+impl ResourceEventHandler<Deployment> for DeploymentEventHandlers {
+    fn on_add(&self, d: Arc<Deployment>, _is_in_initial_list: bool) {
+        self.add_deployment(&d);
+    }
+
+    fn on_update(&self, old: Arc<Deployment>, new: Arc<Deployment>) {
+        self.update_deployment(&old, &new);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<Deployment>) {
+        self.delete_deployment(&obj);
+    }
+}
+
+/// The informer side: ReplicaSet notifications.
+impl ResourceEventHandler<ReplicaSet> for DeploymentEventHandlers {
+    fn on_add(&self, rs: Arc<ReplicaSet>, _is_in_initial_list: bool) {
+        self.add_replica_set(&rs);
+    }
+
+    fn on_update(&self, old: Arc<ReplicaSet>, new: Arc<ReplicaSet>) {
+        self.update_replica_set(&old, &new);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<ReplicaSet>) {
+        self.delete_replica_set(&obj);
+    }
+}
+
+/// The informer side: pod notifications (only deletions matter).
+impl ResourceEventHandler<Pod> for DeploymentEventHandlers {
+    fn on_delete(&self, obj: DeletedObject<Pod>) {
+        self.delete_pod(&obj);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker wiring
+// ---------------------------------------------------------------------------------------------
+
+impl DeploymentController {
+    /// Takes one key and syncs it through the shared worker with [`ERROR_POLICY`] (forget,
+    /// requeue rate limited, or drop after [`MAX_RETRIES`]), as upstream's
+    /// `processNextWorkItem` + `handleErr`. False once the queue has shut down.
+    pub async fn process_next_work_item(&self) -> bool {
+        process_next_work_item(QUEUE_NAME, &self.queue, &ERROR_POLICY, |key| {
+            self.sync_key(key)
+        })
+        .await
+    }
+
+    /// What the workers run for a key: the injected sync handler if any, else [`Self::sync`].
+    async fn sync_key(&self, key: String) -> Result<()> {
+        match &self.sync_handler {
+            Some(handler) => handler(key).await,
+            None => self.sync(&key).await,
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -683,233 +963,6 @@ pub(super) fn pod_map(
     map
 }
 
-/// The text of a panic payload.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use kcm_machinery::controller::api_status;
-
-    use super::super::client::{DeploymentAction, Verb};
-    use super::super::test_support::{deployment, fixture, key, now, rs_for};
-    use super::super::util::accessors::name;
-    use super::*;
-
-    #[tokio::test]
-    async fn deployment_gone_from_the_cache_is_done_with() {
-        let f = fixture();
-        f.controller
-            .sync("default/nope")
-            .await
-            .expect("nothing to do");
-        assert!(f.client.actions().is_empty());
-        let err = f.controller.sync("a/b/c").await.expect_err("bad key");
-        assert!(matches!(err, Error::InvalidKey { .. }));
-    }
-
-    #[tokio::test]
-    async fn orphan_replica_set_is_adopted_after_an_uncached_check() {
-        let f = fixture();
-        let d = deployment("web", 2, 1, 0);
-        f.add_deployment(&d);
-        let mut orphan = rs_for(&d, 2, 2, "1", 0);
-        orphan.metadata.owner_references = None;
-        f.add_rs(&orphan);
-        f.sync(&d).await.expect("sync");
-        let actions = f.client.actions();
-        assert!(
-            matches!(&actions[0], DeploymentAction::GetDeployment { name, .. } if name == "web"),
-            "{actions:?}"
-        );
-        assert!(
-            matches!(&actions[1], DeploymentAction::PatchReplicaSet { name: n, .. } if n == name(&orphan.metadata)),
-            "{actions:?}"
-        );
-        assert!(
-            f.created().is_empty(),
-            "the adopted ReplicaSet is the new one"
-        );
-    }
-
-    #[tokio::test]
-    async fn replaced_deployment_adopts_nothing() {
-        let f = fixture();
-        let d = deployment("web", 2, 1, 0);
-        f.add_deployment(&d);
-        let mut namesake = d.clone();
-        namesake.metadata.uid = Some("uid-other".into());
-        f.client.insert_deployment(namesake);
-        let mut orphan = rs_for(&d, 2, 2, "1", 0);
-        orphan.metadata.owner_references = None;
-        f.add_rs(&orphan);
-        let err = f.sync(&d).await.expect_err("cannot adopt");
-        assert!(matches!(err, Error::ClaimReplicaSets { .. }), "{err}");
-        assert!(f.client.actions_of(Verb::PatchReplicaSet).is_empty());
-    }
-
-    #[tokio::test]
-    async fn replica_set_no_longer_selected_is_released() {
-        let f = fixture();
-        let d = deployment("web", 2, 1, 0);
-        f.add_deployment(&d);
-        let mut relabelled = rs_for(&d, 2, 2, "1", 0);
-        relabelled.metadata.labels = Some(BTreeMap::from([("app".into(), "other".into())]));
-        f.add_rs(&relabelled);
-        f.sync(&d).await.expect("sync");
-        assert_eq!(f.client.actions_of(Verb::PatchReplicaSet).len(), 1);
-        assert_eq!(
-            f.created().len(),
-            1,
-            "a new ReplicaSet replaces the released one"
-        );
-    }
-
-    #[tokio::test]
-    async fn deployment_being_deleted_only_gets_its_status() {
-        let f = fixture();
-        let mut d = deployment("web", 2, 1, 0);
-        d.metadata.deletion_timestamp = Some(Time(now()));
-        f.add_deployment(&d);
-        f.sync(&d).await.expect("sync");
-        assert!(f.created().is_empty());
-        assert!(f.rs_updates().is_empty());
-        assert_eq!(f.status_updates().len(), 1);
-    }
-
-    #[tokio::test]
-    async fn selecting_everything_is_refused_with_a_warning() {
-        let f = fixture();
-        let mut d = deployment("web", 2, 1, 0);
-        d.metadata.generation = Some(3);
-        if let Some(s) = d.spec.as_mut() {
-            s.selector = Default::default();
-        }
-        f.add_deployment(&d);
-        f.sync(&d).await.expect("sync");
-        let events = f.recorder.events();
-        assert_eq!(events.len(), 1);
-        assert_eq!(events[0].type_, EventType::Warning);
-        assert_eq!(events[0].reason, "SelectingAll");
-        assert!(f.created().is_empty());
-        let status = f.stored(&d).status.expect("status");
-        assert_eq!(status.observed_generation, Some(3));
-    }
-
-    #[tokio::test]
-    async fn unknown_strategy_fails_the_sync() {
-        let f = fixture();
-        let mut d = deployment("web", 2, 1, 0);
-        if let Some(s) = d.spec.as_mut().and_then(|s| s.strategy.as_mut()) {
-            s.type_ = Some("Blue".into());
-        }
-        f.add_deployment(&d);
-        let err = f.sync(&d).await.expect_err("unexpected strategy");
-        assert_eq!(err.to_string(), "unexpected deployment strategy type: Blue");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn failing_key_is_retried_rate_limited_then_dropped() {
-        let f = fixture();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&calls);
-        let controller = f.controller.with_sync_handler(Arc::new(move |key: String| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move { Err(Error::UnexpectedStrategy { strategy: key }) })
-        }));
-        controller.queue().add("default/web".to_owned());
-        for attempt in 0..=MAX_RETRIES {
-            assert!(
-                controller.process_next_work_item().await,
-                "attempt {attempt}"
-            );
-            // The next retry comes after the rate limiter's delay.
-            tokio::time::advance(Duration::from_secs(120)).await;
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(calls.load(Ordering::SeqCst), MAX_RETRIES + 1);
-        assert!(
-            controller.queue().is_empty(),
-            "dropped after {MAX_RETRIES} retries"
-        );
-        assert_eq!(
-            controller.queue().num_requeues(&"default/web".to_owned()),
-            0
-        );
-    }
-
-    #[tokio::test]
-    async fn namespace_terminating_errors_are_not_retried() {
-        let f = fixture();
-        let controller = f.controller.with_sync_handler(Arc::new(|key: String| {
-            Box::pin(async move {
-                Err(Error::Api {
-                    operation: Operation::CreateReplicaSet,
-                    object: key,
-                    source: kube::Error::Api(
-                        api_status::namespace_terminating("replicasets", "web-1", "default")
-                            .boxed(),
-                    ),
-                })
-            })
-        }));
-        controller.queue().add("default/web".to_owned());
-        assert!(controller.process_next_work_item().await);
-        assert_eq!(
-            controller.queue().num_requeues(&"default/web".to_owned()),
-            0
-        );
-        assert!(controller.queue().is_empty());
-    }
-
-    #[tokio::test]
-    async fn panicking_sync_is_caught_and_retried() {
-        let f = fixture();
-        let controller = f
-            .controller
-            .with_sync_handler(Arc::new(|_key: String| Box::pin(async { panic!("boom") })));
-        controller.queue().add("default/web".to_owned());
-        assert!(controller.process_next_work_item().await);
-        assert_eq!(
-            controller.queue().num_requeues(&"default/web".to_owned()),
-            1
-        );
-    }
-
-    #[tokio::test]
-    async fn run_stops_on_cancel() {
-        let f = fixture();
-        let controller = Arc::new(f.controller.with_caches_synced(vec![Arc::new(|| true)]));
-        let cancel = CancellationToken::new();
-        let task = tokio::spawn(Arc::clone(&controller).run(2, cancel.clone()));
-        let d = deployment("web", 1, 1, 0);
-        f.d_cache.add(Arc::new(d.clone())).expect("cache");
-        f.client.insert_deployment(d.clone());
-        controller.queue().add(key(&d));
-        for _ in 0..100 {
-            if !f.client.actions_of(Verb::CreateReplicaSet).is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(
-            f.client.actions_of(Verb::CreateReplicaSet).len(),
-            1,
-            "a worker synced the key"
-        );
-        cancel.cancel();
-        task.await.expect("run returns");
-        assert!(controller.queue().shutting_down());
-    }
-}
+#[path = "controller_tests.rs"]
+mod tests;

@@ -12,12 +12,13 @@
 //!
 //! | upstream | here |
 //! |---|---|
-//! | `deployment_controller.go` | [`controller`](DeploymentController): handlers, queue, workers, `syncDeployment` |
+//! | `deployment_controller.go` | `controller` ([`DeploymentController`]): constants, construction, `Run`, event handlers ([`DeploymentEventHandlers`]), worker wiring, `syncDeployment` |
 //! | `sync.go` | `sync`: the new ReplicaSet, scaling, cleanup, status |
-//! | `rolling.go` | `rolling`: one step of a rolling update |
-//! | `recreate.go` | `recreate`: one step of a recreate rollout |
-//! | `rollback.go` | `rollback`: the deprecated rollback annotation |
-//! | `progress.go` | `progress`: progress conditions and the deadline requeue |
+//! | `rolling.go` | `rolling`: one step of a rolling update (its arithmetic: [`util::rolling_plan`]) |
+//! | `recreate.go` | `recreate`: one step of a recreate rollout ([`util::recreate_plan`]) |
+//! | `rollback.go` | `rollback`: the deprecated rollback annotation ([`util::rollback_plan`]) |
+//! | `progress.go` | `progress`: progress conditions and the deadline requeue ([`util::progress_plan`]) |
+//! | `util/deployment_util.go` | [`util`]: the pure decision layer |
 //!
 //! Every number, name, annotation and condition comes from the pure decision layer in
 //! [`util`]; this module reads the caches, applies those decisions through the API
@@ -36,7 +37,6 @@
 
 mod client;
 mod controller;
-mod handlers;
 mod progress;
 mod recreate;
 mod rollback;
@@ -53,10 +53,9 @@ pub use client::{
 };
 pub use controller::{
     CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_DEPLOYMENT_SYNCS, DeploymentController,
-    DeploymentControllerOptions, InformerSynced, MAX_RETRIES, OWN_WRITE_WAIT, QUEUE_NAME,
-    SyncHandler,
+    DeploymentControllerOptions, DeploymentEventHandlers, ERROR_POLICY, InformerSynced,
+    MAX_RETRIES, OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
 };
-pub use handlers::DeploymentEventHandlers;
 
 use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::controller::api_status::error_message;
@@ -95,8 +94,8 @@ impl std::fmt::Display for Operation {
 }
 
 /// Why syncing a Deployment failed. The worker requeues the key rate-limited (at most
-/// [`MAX_RETRIES`] times), except for [`Error::InvalidKey`] failures of a namespace being
-/// deleted, which are forgotten as upstream's `handleErr` does.
+/// [`MAX_RETRIES`] times), except for API failures of a namespace being deleted, which are
+/// forgotten as upstream's `handleErr` does ([`ERROR_POLICY`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The work-queue key is not `namespace/name`.
@@ -166,21 +165,13 @@ pub enum Error {
         deployment: String,
         /// The planning error.
         #[source]
-        source: util::rolling::Error,
+        source: util::rolling_plan::Error,
     },
     /// `spec.strategy.type` is neither `RollingUpdate` nor `Recreate`.
     #[error("unexpected deployment strategy type: {strategy}")]
     UnexpectedStrategy {
         /// The strategy type found.
         strategy: String,
-    },
-    /// The sync panicked; the worker caught it and requeues the key.
-    #[error("syncing Deployment {key} panicked: {message}")]
-    Panicked {
-        /// The work-queue key.
-        key: String,
-        /// The panic payload, when it was a string.
-        message: String,
     },
 }
 

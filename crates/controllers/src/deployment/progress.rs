@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet};
 use super::Result;
 use super::controller::DeploymentController;
 use super::sync::refs;
-use super::util::progress::{StuckCheck, requeue_stuck_deployment, sync_rollout_status};
+use super::util::progress_plan::{StuckCheck, requeue_stuck_deployment, sync_rollout_status};
 use super::util::status::deployment_status_equal;
 
 impl DeploymentController {

@@ -11,8 +11,8 @@ use super::controller::DeploymentController;
 use super::sync::{all_of, arcs_of, current, owned_targets, refs};
 use super::util::accessors::deployment_replicas;
 use super::util::counts::filter_active_replica_sets;
-use super::util::progress::deployment_complete;
-use super::util::recreate::{old_pods_running, scale_down_old_replica_sets_for_recreate};
+use super::util::progress_plan::deployment_complete;
+use super::util::recreate_plan::{old_pods_running, scale_down_old_replica_sets_for_recreate};
 
 impl DeploymentController {
     /// One Recreate step, as upstream's `rolloutRecreate`: scale every active old ReplicaSet

@@ -12,7 +12,7 @@ use super::Result;
 use super::controller::DeploymentController;
 use super::sync::{all_of, refs};
 use super::util::conditions::ROLLBACK_DONE;
-use super::util::rollback::rollback;
+use super::util::rollback_plan::rollback;
 
 impl DeploymentController {
     /// Handles a rollback request, as upstream's `rollback`: finds the ReplicaSet of the

@@ -8,8 +8,8 @@ use super::controller::DeploymentController;
 use super::sync::{all_of, arcs_of, current, owned_targets, refs};
 use super::util::accessors::{deployment_replicas, rs_replicas, rs_status_replicas};
 use super::util::counts::filter_active_replica_sets;
-use super::util::progress::deployment_complete;
-use super::util::rolling::{reconcile_new_replica_set, reconcile_old_replica_sets};
+use super::util::progress_plan::deployment_complete;
+use super::util::rolling_plan::{reconcile_new_replica_set, reconcile_old_replica_sets};
 use super::util::strategy::max_surge;
 use super::{Error, Result};
 

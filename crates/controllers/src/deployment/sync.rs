@@ -24,8 +24,8 @@ use super::util::new_replica_set::{
     record_new_replica_set_create_failure, record_new_replica_set_created,
     sync_existing_new_replica_set,
 };
-use super::util::progress::check_paused_conditions;
-use super::util::rollback::rollback_to;
+use super::util::progress_plan::check_paused_conditions;
+use super::util::rollback_plan::rollback_to;
 use super::util::scale::{
     ScalePlan, is_scaling_event, scale, scaled_replica_set, scaling_event_message,
 };

@@ -1,24 +1,23 @@
 //! Builders and a fixture for the controller's unit tests: caches seeded directly, a fake API and event recorder, `sync(key)` called, actions counted (as upstream's `deployment_controller_test.go`).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, ReplicaSet, ReplicaSetStatus,
-    RollingUpdateDeployment,
-};
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, ObjectMeta, OwnerReference, Time,
-};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kcm_machinery::events::FakeRecorder;
 use kcm_machinery::informer::store::Indexer;
+pub use kcm_testing::labels;
+use kcm_testing::{
+    MetaBuilder, PodSpecBuilder, WorkloadBuilder, container, controller_ref_of, pod_template,
+    selector,
+};
 
 use super::client::{DeploymentAction, FakeDeploymentClient, Verb};
 use super::controller::{DeploymentController, DeploymentControllerOptions};
-use super::util::accessors::{ROLLING_UPDATE_STRATEGY, name, rs_replicas};
+use super::util::accessors::{name, rs_replicas};
 use super::util::annotations::REVISION_ANNOTATION;
 use super::util::new_replica_set::new_replica_set;
 
@@ -32,65 +31,34 @@ pub fn at(secs: i64) -> Timestamp {
     now() + SignedDuration::from_secs(secs)
 }
 
-/// A label map.
-pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
 /// A pod template labelled `app=<app>` running `image`.
 pub fn template(app: &str, image: &str) -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels(&[("app", app)])),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some(image.into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    }
+    pod_template()
+        .label("app", app)
+        .container(container("app").image(image))
+        .build()
 }
 
 /// A rolling-update Deployment `default/<name>` selecting `app=<name>`, running `image:v2`,
 /// with the API server's defaults (10 revisions of history, a 600 s progress deadline) and
 /// its status observed.
 pub fn deployment(name: &str, replicas: i32, max_surge: i32, max_unavailable: i32) -> Deployment {
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".into()),
-            uid: Some(format!("uid-{name}")),
-            generation: Some(1),
-            resource_version: Some("1".into()),
-            ..Default::default()
-        },
-        spec: Some(DeploymentSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels(&[("app", name)])),
-                match_expressions: None,
-            },
-            template: template(name, "image:v2"),
-            strategy: Some(DeploymentStrategy {
-                type_: Some(ROLLING_UPDATE_STRATEGY.into()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(IntOrString::Int(max_surge)),
-                    max_unavailable: Some(IntOrString::Int(max_unavailable)),
-                }),
-            }),
-            revision_history_limit: Some(10),
-            progress_deadline_seconds: Some(600),
-            ..Default::default()
-        }),
-        status: Some(Default::default()),
-    }
+    kcm_testing::deployment(name)
+        .namespace("default")
+        .uid(format!("uid-{name}"))
+        .generation(1)
+        .resource_version("1")
+        .replicas(replicas)
+        .selector(selector(&[("app", name)]))
+        .template(template(name, "image:v2"))
+        .rolling_update(
+            IntOrString::Int(max_surge),
+            IntOrString::Int(max_unavailable),
+        )
+        .revision_history_limit(10)
+        .progress_deadline_seconds(600)
+        .default_status()
+        .build()
 }
 
 /// `d` running `image` instead.
@@ -161,34 +129,20 @@ pub fn old_rs_for(
 
 /// A running pod `name` of `rs` (its template's labels, controlled by it).
 pub fn pod_of(rs: &ReplicaSet, pod_name: &str, phase: &str) -> Pod {
-    let owner = OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: name(&rs.metadata).to_owned(),
-        uid: rs.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    };
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(pod_name.to_owned()),
-            namespace: rs.metadata.namespace.clone(),
-            uid: Some(format!("uid-{pod_name}")),
-            labels: rs
-                .spec
-                .as_ref()
-                .and_then(|s| s.template.as_ref())
-                .and_then(|t| t.metadata.as_ref())
-                .and_then(|m| m.labels.clone()),
-            owner_references: Some(vec![owner]),
-            ..Default::default()
-        },
-        spec: Some(PodSpec::default()),
-        status: Some(PodStatus {
-            phase: Some(phase.to_owned()),
-            ..Default::default()
-        }),
-    }
+    let mut pod = kcm_testing::pod(pod_name)
+        .uid(format!("uid-{pod_name}"))
+        .owner(controller_ref_of(rs))
+        .default_spec()
+        .phase(phase)
+        .build();
+    pod.metadata.namespace = rs.metadata.namespace.clone();
+    pod.metadata.labels = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone());
+    pod
 }
 
 /// The `namespace/name` key of a Deployment.

@@ -54,6 +54,9 @@ struct State {
     failures: HashMap<(String, String, String), VecDeque<Status>>,
     /// The last resourceVersion handed out.
     revision: u64,
+    /// When set, the next call through the client trait panics (and clears it): a sync that
+    /// panics once, for the shared worker's panic recovery.
+    panic_next_call: bool,
 }
 
 /// An in-memory [`MetadataClient`], as upstream's fake metadata client with reactors.
@@ -93,6 +96,21 @@ impl FakeMetadataClient {
     /// An empty fake.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes the next call through the client trait panic, once (tests of the shared worker's
+    /// panic recovery).
+    pub fn panic_on_next_call(&self) {
+        self.state().panic_next_call = true;
+    }
+
+    /// Panics if [`Self::panic_on_next_call`] armed it; the state's lock is released first, so
+    /// the fake stays usable.
+    fn take_injected_panic(&self) {
+        let armed = std::mem::take(&mut self.state().panic_next_call);
+        if armed {
+            panic!("FakeMetadataClient: injected panic");
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -278,6 +296,7 @@ impl MetadataClient for FakeMetadataClient {
         namespace: &str,
         name: &str,
     ) -> Result<ObjectMeta, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         let key = Self::begin(&mut state, "get", resource, namespace, name, None)?;
         state
@@ -294,6 +313,7 @@ impl MetadataClient for FakeMetadataClient {
         name: &str,
         params: &DeleteParams,
     ) -> Result<(), kube::Error> {
+        self.take_injected_panic();
         let policy = params.propagation_policy.as_ref().map(|p| {
             match p {
                 PropagationPolicy::Orphan => "Orphan",
@@ -348,6 +368,7 @@ impl MetadataClient for FakeMetadataClient {
         name: &str,
         patch: &PatchBody,
     ) -> Result<ObjectMeta, kube::Error> {
+        self.take_injected_panic();
         let detail = match patch {
             PatchBody::Strategic(_) => "strategic",
             PatchBody::Merge(_) => "merge",
@@ -400,6 +421,7 @@ impl MetadataClient for FakeMetadataClient {
 
 #[cfg(test)]
 mod tests {
+    use kcm_testing::MetaBuilder;
     use kube::core::ApiResource;
 
     use super::*;
@@ -418,13 +440,13 @@ mod tests {
     }
 
     fn pod(name: &str, finalizers: &[&str]) -> ObjectMeta {
-        ObjectMeta {
-            namespace: Some("ns".into()),
-            name: Some(name.into()),
-            uid: Some(format!("uid-{name}")),
-            finalizers: (!finalizers.is_empty())
-                .then(|| finalizers.iter().map(|f| f.to_string()).collect()),
-            ..ObjectMeta::default()
+        let m = kcm_testing::meta(name)
+            .namespace("ns")
+            .uid(format!("uid-{name}"));
+        if finalizers.is_empty() {
+            m.build()
+        } else {
+            m.finalizers(finalizers).build()
         }
     }
 

@@ -1,14 +1,12 @@
 //! The garbage collector: workers deciding, object by object, whether to delete, orphan or wait (upstream `garbagecollector.go`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::join_all;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kcm_machinery::controller::ApiStatus;
+use kcm_machinery::controller::{ApiStatus, ErrorPolicy, process_next_work_item, run_workers};
 use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_machinery::workqueue::{
@@ -116,14 +114,25 @@ pub enum DeleteOutcome {
     VirtualDeleteEnqueued,
 }
 
-/// What a worker does with a queue item after processing it.
+/// Upstream's `requeueItem`: a worker's item must be tried again after the rate limiter's
+/// delay. The worker has logged why; `Ok(())` is upstream's `forgetItem`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Action {
-    /// Done with it (`Forget`).
-    Forget,
-    /// Try again after the rate limiter's delay (`AddRateLimited`).
-    Requeue,
+struct Requeue;
+
+impl std::fmt::Display for Requeue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("requeued")
+    }
 }
+
+/// How the `attemptToDelete` and `attemptToOrphan` workers requeue an item: rate limited,
+/// forever (the worker already logged the reason at its own level), as upstream's
+/// `processAttemptToDeleteWorker` and `processAttemptToOrphanWorker`.
+const ITEM_ERROR_POLICY_DELETE: ErrorPolicy<NodeKey, Requeue> =
+    ErrorPolicy::new("attemptToDelete item requeued").with_requeue_level(tracing::Level::TRACE);
+/// As [`ITEM_ERROR_POLICY_DELETE`], for `attemptToOrphan`.
+const ITEM_ERROR_POLICY_ORPHAN: ErrorPolicy<String, Requeue> =
+    ErrorPolicy::new("attemptToOrphan item requeued").with_requeue_level(tracing::Level::TRACE);
 
 /// An owner reference classified by the owner's live state, as upstream's
 /// `classifyReferences`.
@@ -358,18 +367,7 @@ impl GarbageCollector {
 
         if !cancel.is_cancelled() {
             tracing::info!("proceeding to collect garbage");
-            for _ in 0..workers {
-                tasks.spawn({
-                    let gc = self.clone();
-                    let cancel = cancel.clone();
-                    async move { gc.run_attempt_to_delete_worker(cancel).await }
-                });
-                tasks.spawn({
-                    let gc = self.clone();
-                    let cancel = cancel.clone();
-                    async move { gc.run_attempt_to_orphan_worker(cancel).await }
-                });
-            }
+            self.run_workers(workers, &cancel).await;
         }
 
         cancel.cancelled().await;
@@ -385,6 +383,40 @@ impl GarbageCollector {
         if let Some(monitors) = &self.monitors {
             monitors.stop().await;
         }
+    }
+
+    /// Runs `workers` `attemptToDelete` and `workers` `attemptToOrphan` workers until `cancel`
+    /// fires, then shuts both queues down; an item taken after cancellation is handed back
+    /// untouched (no API call after shutdown).
+    pub(crate) async fn run_workers(self: &Arc<Self>, workers: usize, cancel: &CancellationToken) {
+        let gc = Arc::clone(self);
+        let delete = move |key: NodeKey| {
+            let gc = Arc::clone(&gc);
+            async move { gc.attempt_to_delete_worker(&key).await }
+        };
+        let gc = Arc::clone(self);
+        let orphan = move |uid: String| {
+            let gc = Arc::clone(&gc);
+            async move { gc.attempt_to_orphan_worker(&uid).await }
+        };
+        tokio::join!(
+            run_workers(
+                CONTROLLER_ALIAS,
+                &self.attempt_to_delete,
+                ITEM_ERROR_POLICY_DELETE,
+                workers,
+                cancel,
+                delete,
+            ),
+            run_workers(
+                CONTROLLER_ALIAS,
+                &self.attempt_to_orphan,
+                ITEM_ERROR_POLICY_ORPHAN,
+                workers,
+                cancel,
+                orphan,
+            ),
+        );
     }
 
     /// Waits until the monitors have synced (true), or `timeout` passes or `cancel` fires.
@@ -498,72 +530,40 @@ impl GarbageCollector {
     // attemptToDelete workers
     // -----------------------------------------------------------------------------------------
 
-    /// Processes `attemptToDelete` items until the queue shuts down; once `cancel` has fired,
-    /// items still queued are handed back untouched (no API call after shutdown).
-    async fn run_attempt_to_delete_worker(&self, cancel: CancellationToken) {
-        while let Some(key) = self.attempt_to_delete.get().await {
-            if cancel.is_cancelled() {
-                self.attempt_to_delete.done(&key);
-                return;
-            }
-            self.process_attempt_to_delete_key(key).await;
-        }
-    }
-
-    /// Takes one node off `attemptToDelete` and processes it; false once the queue has shut
-    /// down, as upstream's `processAttemptToDeleteWorker`.
+    /// Takes one node off `attemptToDelete` and processes it through the shared worker; false
+    /// once the queue has shut down, as upstream's `processAttemptToDeleteWorker`.
     pub async fn process_attempt_to_delete_worker(&self) -> bool {
-        let Some(key) = self.attempt_to_delete.get().await else {
-            return false;
-        };
-        self.process_attempt_to_delete_key(key).await;
-        true
-    }
-
-    async fn process_attempt_to_delete_key(&self, key: NodeKey) {
-        let action = match AssertUnwindSafe(self.attempt_to_delete_worker(&key))
-            .catch_unwind()
-            .await
-        {
-            Ok(action) => action,
-            Err(panic) => {
-                let err = Error::Panicked {
-                    item: key.uid.clone(),
-                    message: panic_message(&panic),
-                };
-                tracing::error!(%err, "attemptToDelete worker");
-                Action::Requeue
-            }
-        };
-        match action {
-            Action::Forget => self.attempt_to_delete.forget(&key),
-            Action::Requeue => self.attempt_to_delete.add_rate_limited(key.clone()),
-        }
-        self.attempt_to_delete.done(&key);
+        process_next_work_item(
+            CONTROLLER_ALIAS,
+            &self.attempt_to_delete,
+            &ITEM_ERROR_POLICY_DELETE,
+            |key| async move { self.attempt_to_delete_worker(&key).await },
+        )
+        .await
     }
 
     /// Decides what to do with a queued node, as upstream's `attemptToDeleteWorker`.
-    async fn attempt_to_delete_worker(&self, key: &NodeKey) -> Action {
+    async fn attempt_to_delete_worker(&self, key: &NodeKey) -> Result<(), Requeue> {
         let Some(item) = self.graph().snapshot(&key.uid) else {
             // Gone from the graph: its deletion was observed, nothing left to do.
             tracing::trace!(uid = %key.uid, "item no longer in the graph, skipping attemptToDeleteItem");
-            return Action::Forget;
+            return Ok(());
         };
         if key.is_virtual && !item.is_virtual {
             // Queued to verify a virtual node; the informer has reported the object since.
             tracing::trace!(item = %item.identity, "item no longer virtual in the graph, skipping attemptToDeleteItem on virtual node");
-            return Action::Forget;
+            return Ok(());
         }
         match self.attempt_to_delete_item(&item).await {
-            Ok(DeleteOutcome::VirtualDeleteEnqueued) => Action::Forget,
-            Err(Error::NamespacedOwnerOfClusterScopedObject { .. }) => Action::Forget,
+            Ok(DeleteOutcome::VirtualDeleteEnqueued) => Ok(()),
+            Err(Error::NamespacedOwnerOfClusterScopedObject { .. }) => Ok(()),
             Err(err) => {
                 if matches!(err, Error::RestMapping { .. }) {
                     tracing::error!(%err, item = %item.identity, "error syncing item");
                 } else {
                     tracing::error!(%err, "error syncing item {}", item.identity);
                 }
-                Action::Requeue
+                Err(Requeue)
             }
             Ok(DeleteOutcome::Done) => {
                 let still_virtual = self
@@ -575,9 +575,9 @@ impl GarbageCollector {
                     // an object added and removed while a watch was down stays forever
                     // (kubernetes#56121).
                     tracing::trace!(item = %item.identity, "item hasn't been observed via informer yet");
-                    Action::Requeue
+                    Err(Requeue)
                 } else {
-                    Action::Forget
+                    Ok(())
                 }
             }
         }
@@ -829,63 +829,32 @@ impl GarbageCollector {
     // attemptToOrphan workers
     // -----------------------------------------------------------------------------------------
 
-    /// Processes `attemptToOrphan` items until the queue shuts down; once `cancel` has fired,
-    /// items still queued are handed back untouched.
-    async fn run_attempt_to_orphan_worker(&self, cancel: CancellationToken) {
-        while let Some(uid) = self.attempt_to_orphan.get().await {
-            if cancel.is_cancelled() {
-                self.attempt_to_orphan.done(&uid);
-                return;
-            }
-            self.process_attempt_to_orphan_key(uid).await;
-        }
-    }
-
     /// Takes one owner off `attemptToOrphan`, removes it from its dependents' owner
     /// references, then removes its `orphan` finalizer; requeued on any failure, as upstream's
     /// `processAttemptToOrphanWorker`. False once the queue has shut down.
     pub async fn process_attempt_to_orphan_worker(&self) -> bool {
-        let Some(uid) = self.attempt_to_orphan.get().await else {
-            return false;
-        };
-        self.process_attempt_to_orphan_key(uid).await;
-        true
+        process_next_work_item(
+            CONTROLLER_ALIAS,
+            &self.attempt_to_orphan,
+            &ITEM_ERROR_POLICY_ORPHAN,
+            |uid| async move { self.attempt_to_orphan_worker(&uid).await },
+        )
+        .await
     }
 
-    async fn process_attempt_to_orphan_key(&self, uid: String) {
-        let action = match AssertUnwindSafe(self.attempt_to_orphan_worker(&uid))
-            .catch_unwind()
-            .await
-        {
-            Ok(action) => action,
-            Err(panic) => {
-                let err = Error::Panicked {
-                    item: uid.clone(),
-                    message: panic_message(&panic),
-                };
-                tracing::error!(%err, "attemptToOrphan worker");
-                Action::Requeue
-            }
-        };
-        match action {
-            Action::Forget => self.attempt_to_orphan.forget(&uid),
-            Action::Requeue => self.attempt_to_orphan.add_rate_limited(uid.clone()),
-        }
-        self.attempt_to_orphan.done(&uid);
-    }
-
-    async fn attempt_to_orphan_worker(&self, uid: &str) -> Action {
+    /// Orphans the dependents of one owner, as upstream's `attemptToOrphanWorker`.
+    async fn attempt_to_orphan_worker(&self, uid: &str) -> Result<(), Requeue> {
         let (owner, dependents) = {
             let nodes = self.graph().read();
             let Some(owner) = nodes.get(uid) else {
                 tracing::trace!(uid, "owner no longer in the graph, nothing to orphan");
-                return Action::Forget;
+                return Ok(());
             };
             (owner.identity().clone(), nodes.dependents_of(uid))
         };
         if let Err(err) = self.orphan_dependents(&owner, &dependents).await {
             tracing::error!(%err, "orphanDependents for {owner} failed");
-            return Action::Requeue;
+            return Err(Requeue);
         }
         if let Err(err) = self
             .ops
@@ -893,9 +862,9 @@ impl GarbageCollector {
             .await
         {
             tracing::error!(%err, "removeOrphanFinalizer for {owner} failed");
-            return Action::Requeue;
+            return Err(Requeue);
         }
-        Action::Forget
+        Ok(())
     }
 
     /// Removes the owner reference to `owner` from every dependent, concurrently; a dependent
@@ -936,15 +905,6 @@ impl GarbageCollector {
         tracing::trace!(%owner, "successfully updated all dependents");
         Ok(())
     }
-}
-
-/// The text of a panic payload.
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic".to_owned())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::events::FakeRecorder;
+use kcm_testing::MetaBuilder;
 use kube::api::ObjectMeta;
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta, Status, TypeMeta};
 
@@ -94,13 +95,7 @@ impl Kind {
     }
 
     fn owner_ref(&self, name: &str) -> OwnerReference {
-        OwnerReference {
-            api_version: self.api_version.into(),
-            kind: self.kind.into(),
-            name: name.into(),
-            uid: uid(name),
-            ..OwnerReference::default()
-        }
+        kcm_testing::owner_ref(self.api_version, self.kind, name, &uid(name)).build()
     }
 
     fn identity(&self, ns: &str, name: &str) -> ObjectIdentity {
@@ -128,12 +123,11 @@ fn blocking(mut r: OwnerReference) -> OwnerReference {
 }
 
 fn object(ns: &str, name: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
-    ObjectMeta {
-        namespace: (!ns.is_empty()).then(|| ns.to_owned()),
-        name: Some(name.into()),
-        uid: Some(uid(name)),
-        owner_references: (!owners.is_empty()).then_some(owners),
-        ..ObjectMeta::default()
+    let m = (owners.into_iter()).fold(kcm_testing::meta(name).uid(uid(name)), |m, o| m.owner(o));
+    if ns.is_empty() {
+        m.build()
+    } else {
+        m.namespace(ns).build()
     }
 }
 
@@ -1032,8 +1026,7 @@ async fn workers_make_no_request_once_cancelled() {
     cancel.cancel();
     c.gc.attempt_to_delete.shut_down();
     c.gc.attempt_to_orphan.shut_down();
-    c.gc.run_attempt_to_delete_worker(cancel.clone()).await;
-    c.gc.run_attempt_to_orphan_worker(cancel).await;
+    c.gc.run_workers(1, &cancel).await;
     assert!(c.actions().is_empty(), "{:?}", c.actions());
     assert!(c.get(&POD, "ns", "p").is_some());
 }
@@ -1080,4 +1073,40 @@ async fn a_resource_without_strategic_merge_gets_a_json_merge_patch() {
         .map(|r| r.uid)
         .collect();
     assert_eq!(owners, vec![uid("a")]);
+}
+
+/// A panic injected in an `attemptToDelete` item (the fake client panics once) is recovered by
+/// the shared worker, counted in `kcm_workqueue_sync_panics_total{name="garbage_collector_attempt_to_delete"}`,
+/// and the item retried: the dependent of a gone owner is collected on the retry.
+#[tokio::test(start_paused = true)]
+async fn panicking_attempt_to_delete_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let mut c = Cluster::with_options(GarbageCollectorOptions {
+        metrics: Some(metrics.clone()),
+        ..GarbageCollectorOptions::default()
+    });
+    c.create(&POD, object("ns", "p", vec![RS.owner_ref("gone")]));
+    c.process_graph_changes().await;
+    // Whatever the graph builder queued is set aside: the panic must hit `p`.
+    while !c.gc.attempt_to_delete.is_empty() {
+        if let Some(queued) = c.gc.attempt_to_delete.get().await {
+            c.gc.attempt_to_delete.done(&queued);
+        }
+    }
+    let key = NodeKey {
+        uid: uid("p"),
+        is_virtual: false,
+    };
+    c.api.panic_on_next_call();
+    c.gc.attempt_to_delete.add(key.clone());
+    assert!(c.gc.process_attempt_to_delete_worker().await, "recovered");
+    assert_eq!(
+        metrics.sync_panics_total(super::ATTEMPT_TO_DELETE_QUEUE),
+        1,
+        "counted"
+    );
+    assert_eq!(c.gc.attempt_to_delete.num_requeues(&key), 1, "retried");
+    assert!(c.get(&POD, "ns", "p").is_some());
+    assert!(c.gc.process_attempt_to_delete_worker().await);
+    assert!(c.get(&POD, "ns", "p").is_none(), "collected on the retry");
 }

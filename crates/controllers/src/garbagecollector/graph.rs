@@ -369,13 +369,10 @@ mod tests {
     use super::*;
 
     fn owner(uid: &str, block: Option<bool>) -> OwnerReference {
-        OwnerReference {
-            api_version: "apps/v1".into(),
-            kind: "ReplicaSet".into(),
-            name: format!("rs-{uid}"),
-            uid: uid.into(),
-            block_owner_deletion: block,
-            ..OwnerReference::default()
+        let r = kcm_testing::owner_ref("apps/v1", "ReplicaSet", &format!("rs-{uid}"), uid);
+        match block {
+            Some(block) => r.block_owner_deletion(block).build(),
+            None => r.build(),
         }
     }
 

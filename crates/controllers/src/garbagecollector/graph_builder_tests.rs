@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kcm_machinery::events::{EventType, FakeRecorder};
 use kcm_machinery::workqueue::{Queue, RateLimitingQueue, default_controller_rate_limiter};
+use kcm_testing::MetaBuilder;
 use kube::api::ObjectMeta;
 use kube::core::TypeMeta;
 
@@ -16,13 +17,7 @@ use super::*;
 // ----- builders -------------------------------------------------------------------------------
 
 fn owner_ref(kind: &str, api_version: &str, name: &str, uid: &str) -> OwnerReference {
-    OwnerReference {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        name: name.into(),
-        uid: uid.into(),
-        ..OwnerReference::default()
-    }
+    kcm_testing::owner_ref(api_version, kind, name, uid).build()
 }
 
 fn rs_ref(uid: &str) -> OwnerReference {
@@ -35,12 +30,11 @@ fn blocking(mut r: OwnerReference) -> OwnerReference {
 }
 
 fn meta(ns: &str, name: &str, uid: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
-    ObjectMeta {
-        namespace: (!ns.is_empty()).then(|| ns.to_owned()),
-        name: Some(name.into()),
-        uid: Some(uid.into()),
-        owner_references: (!owners.is_empty()).then_some(owners),
-        ..ObjectMeta::default()
+    let m = (owners.into_iter()).fold(kcm_testing::meta(name).uid(uid), |m, o| m.owner(o));
+    if ns.is_empty() {
+        m.build()
+    } else {
+        m.namespace(ns).build()
     }
 }
 

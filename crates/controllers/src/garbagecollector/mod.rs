@@ -119,14 +119,6 @@ pub enum Error {
     /// Some resources could not be monitored.
     #[error("failed to sync resource monitors: {0}")]
     Monitors(String),
-    /// A worker panicked while processing an item; it is requeued.
-    #[error("processing {item} panicked: {message}")]
-    Panicked {
-        /// The queue item.
-        item: String,
-        /// The panic payload, when it was a string.
-        message: String,
-    },
 }
 
 impl Error {

@@ -88,13 +88,10 @@ mod tests {
     use super::*;
 
     fn owner(uid: &str, block: Option<bool>) -> OwnerReference {
-        OwnerReference {
-            api_version: "v1".into(),
-            kind: "ReplicationController".into(),
-            name: format!("rc-{uid}"),
-            uid: uid.into(),
-            block_owner_deletion: block,
-            controller: None,
+        let r = kcm_testing::owner_ref("v1", "ReplicationController", &format!("rc-{uid}"), uid);
+        match block {
+            Some(block) => r.block_owner_deletion(block).build(),
+            None => r.build(),
         }
     }
 

@@ -1,9 +1,14 @@
-//! The descriptors of the controllers kcm implements, one function each.
+//! The descriptors of the controllers kcm implements, one function each, and [`ControllerRegistry::builtin`] registering them.
 
 use std::sync::Arc;
 
 use super::context::ControllerContext;
-use super::registry::{ControllerDescriptor, StartedController};
+use super::names::{
+    DEPLOYMENT, DEPLOYMENT_CONTROLLER, GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, NAMESPACE,
+    NAMESPACE_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER, REPLICASET,
+    REPLICASET_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER, TAINT_EVICTION_CONTROLLER,
+};
+use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::deployment::{DeploymentController, DeploymentControllerOptions};
 use crate::garbagecollector::{GarbageCollector, GarbageCollectorOptions};
 use crate::namespace::{NamespaceController, NamespaceControllerOptions};
@@ -19,8 +24,30 @@ use crate::serviceaccount::{
 };
 use crate::tainteviction::TaintEvictionController;
 
-/// kube-controller-manager's name of the ReplicaSet controller.
-pub const REPLICASET_CONTROLLER: &str = "replicaset-controller";
+impl ControllerRegistry {
+    /// The controllers kcm implements, under the names of [`super::names`]. Adding a
+    /// controller is one [`ControllerDescriptor`] here, its names in [`super::names`], plus its
+    /// flags in [`ManagerOptions`](super::ManagerOptions).
+    pub fn builtin() -> Self {
+        let mut registry = Self::new();
+        for descriptor in [
+            replicaset_controller(),
+            deployment_controller(),
+            garbage_collector_controller(),
+            namespace_controller(),
+            node_lifecycle_controller(),
+            serviceaccount_controller(),
+            taint_eviction_controller(),
+        ] {
+            if let Err(err) = registry.register(descriptor) {
+                // The list above is fixed at compile time; a clash is a programming error,
+                // caught by the unit test below.
+                tracing::error!(%err, "built-in controller not registered");
+            }
+        }
+        registry
+    }
+}
 
 /// `replicaset-controller` (alias `replicaset`): ReplicaSets and Pods informers,
 /// `--concurrent-replicaset-syncs` workers, queue `replicaset`.
@@ -44,11 +71,8 @@ pub fn replicaset_controller() -> ControllerDescriptor {
             controller.run(workers, ctx.cancel.clone()),
         )))
     })
-    .with_aliases(&["replicaset"])
+    .with_aliases(REPLICASET.aliases)
 }
-
-/// kube-controller-manager's name of the Deployment controller.
-pub const DEPLOYMENT_CONTROLLER: &str = crate::deployment::CONTROLLER_NAME;
 
 /// `deployment-controller` (alias `deployment`): Deployments, ReplicaSets and Pods informers,
 /// `--concurrent-deployment-syncs` workers, queue `deployment`.
@@ -67,11 +91,8 @@ pub fn deployment_controller() -> ControllerDescriptor {
             controller.run(workers, ctx.cancel.clone()),
         )))
     })
-    .with_aliases(&["deployment"])
+    .with_aliases(DEPLOYMENT.aliases)
 }
-
-/// kube-controller-manager's name of the garbage collector.
-pub const GARBAGE_COLLECTOR_CONTROLLER: &str = crate::garbagecollector::CONTROLLER_NAME;
 
 /// `garbage-collector-controller` (alias `garbagecollector`): typed informers from the shared
 /// factory plus metadata-only informers for every other deletable resource found by
@@ -101,13 +122,8 @@ pub fn garbage_collector_controller() -> ControllerDescriptor {
             )))
         },
     )
-    .with_aliases(&[crate::garbagecollector::CONTROLLER_ALIAS])
+    .with_aliases(GARBAGE_COLLECTOR.aliases)
 }
-
-/// kube-controller-manager's name of the node lifecycle controller.
-pub const NODE_LIFECYCLE_CONTROLLER: &str = crate::nodelifecycle::CONTROLLER_NAME;
-/// kube-controller-manager's name of the taint eviction controller.
-pub const TAINT_EVICTION_CONTROLLER: &str = crate::tainteviction::CONTROLLER_NAME;
 
 /// `node-lifecycle-controller` (alias `nodelifecycle`): Node, Pod, Lease and DaemonSet
 /// informers, the `--node-*` and eviction-rate flags; events from `node-controller`.
@@ -141,7 +157,7 @@ pub fn node_lifecycle_controller() -> ControllerDescriptor {
             )))
         },
     )
-    .with_aliases(&["nodelifecycle"])
+    .with_aliases(NODE_LIFECYCLE.aliases)
 }
 
 /// `taint-eviction-controller`: deletes pods not tolerating their node's NoExecute taints.
@@ -164,9 +180,6 @@ pub fn taint_eviction_controller() -> ControllerDescriptor {
     )
 }
 
-/// kube-controller-manager's name of the namespace controller.
-pub const NAMESPACE_CONTROLLER: &str = crate::namespace::CONTROLLER_NAME;
-
 /// `namespace-controller` (alias `namespace`): the Namespaces informer (handler resync
 /// `--namespace-sync-period`), `--concurrent-namespace-syncs` workers, queue `namespace`;
 /// discovery, list and delete of every namespaced resource.
@@ -186,11 +199,8 @@ pub fn namespace_controller() -> ControllerDescriptor {
             controller.run(workers, ctx.cancel.clone()),
         )))
     })
-    .with_aliases(&[crate::namespace::CONTROLLER_ALIAS])
+    .with_aliases(NAMESPACE.aliases)
 }
-
-/// kube-controller-manager's name of the service account controller.
-pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NAME;
 
 /// `serviceaccount-controller` (alias `serviceaccount`): the ServiceAccounts and Namespaces
 /// informers, one worker (upstream has no flag), queue `serviceaccount`; creates the `default`
@@ -212,5 +222,39 @@ pub fn serviceaccount_controller() -> ControllerDescriptor {
             )))
         },
     )
-    .with_aliases(&[crate::serviceaccount::CONTROLLER_ALIAS])
+    .with_aliases(SERVICEACCOUNT.aliases)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::super::names::BUILTIN_CONTROLLERS;
+    use super::*;
+
+    /// The registry holds exactly the controllers of [`super::super::names`], with their
+    /// aliases and defaults, so `--controllers`' help and validation agree.
+    #[test]
+    fn builtin_registers_exactly_the_names() {
+        let registry = ControllerRegistry::builtin();
+        let registered: BTreeSet<String> = registry.known_names();
+        let named: BTreeSet<String> = BUILTIN_CONTROLLERS
+            .iter()
+            .map(|c| c.name.to_owned())
+            .collect();
+        assert_eq!(registered, named);
+        for names in BUILTIN_CONTROLLERS {
+            let descriptor = registry.get(names.name).expect("registered");
+            assert_eq!(descriptor.aliases(), names.aliases, "{}", names.name);
+            assert_eq!(
+                descriptor.is_disabled_by_default(),
+                names.disabled_by_default,
+                "{}",
+                names.name
+            );
+        }
+        registry
+            .select(&["*"])
+            .expect("the default selection is valid for the built-in controllers");
+    }
 }

@@ -137,10 +137,11 @@ impl std::fmt::Debug for ControllerManager {
 }
 
 impl ControllerManager {
-    /// A manager for `options` over `registry`; fails when the options are invalid
-    /// (see [`ManagerOptions::validate`]).
+    /// A manager for `options` over `registry`; fails when `--controllers` names a controller
+    /// `registry` does not know or the options are invalid (see [`ManagerOptions::validate`]).
     pub fn new(options: ManagerOptions, registry: ControllerRegistry) -> Result<Self> {
-        let selection = options.validate(&registry)?;
+        let selection = registry.select(&options.generic.controllers)?;
+        options.validate()?;
         Ok(Self {
             options: Arc::new(options),
             registry: Arc::new(registry),

@@ -2,11 +2,29 @@
 
 use std::path::PathBuf;
 
-use super::registry::RegistryError;
 use super::selection::UnknownControllers;
 
 /// A boxed error, what controller init functions return.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Registering a controller broke a rule of upstream's `NewControllerDescriptors`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// A name was empty.
+    #[error("controller registered without a name")]
+    EmptyName,
+    /// A name was registered twice.
+    #[error("controller name {0:?} was registered twice")]
+    DuplicateName(String),
+    /// An alias was used twice, or equals a controller name.
+    #[error("controller {controller:?} has a duplicate or conflicting alias {alias:?}")]
+    DuplicateAlias {
+        /// The controller declaring the alias.
+        controller: String,
+        /// The alias.
+        alias: String,
+    },
+}
 
 /// Controller manager errors. Each names what failed (a flag, a file, a controller, the lease).
 #[derive(Debug, thiserror::Error)]

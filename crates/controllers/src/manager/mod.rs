@@ -6,14 +6,16 @@
 //! [`run`](ControllerManager::run) it with a cancellation token (cancelled by
 //! [`install_signal_handler`] on SIGINT/SIGTERM).
 //!
-//! Adding a controller: one [`ControllerDescriptor`] in [`ControllerRegistry::builtin`] whose
+//! Adding a controller: its names in [`names`], one [`ControllerDescriptor`] in
+//! [`ControllerRegistry::builtin`] (in [`builtin`]) whose
 //! init function takes a [`ControllerContext`], requests its informers from
 //! [`ControllerContext::factory`], and returns a [`StartedController`] running it until
 //! [`ControllerContext::cancel`] fires; plus its flags in [`ManagerOptions`].
 //!
 //! - [`options`] / [`duration`] / [`selection`]: flags, Go durations, `--controllers`.
 //! - [`registry`] / [`context`]: controller descriptors and what their init functions get;
-//!   [`builtin`]: the descriptors of kcm's controllers.
+//!   [`names`]: kube-controller-manager's controller names and aliases; [`builtin`]: the
+//!   descriptors of kcm's controllers.
 //! - [`controller_manager`]: the run sequence (serve, elect, build, start informers, sync,
 //!   run, stop in order).
 //! - [`health`] / [`metrics`] / [`server`] / [`tls`]: the HTTPS endpoint.
@@ -28,6 +30,7 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod metrics;
+pub mod names;
 pub mod options;
 pub mod registry;
 pub mod selection;
@@ -42,7 +45,7 @@ pub use controller_manager::{
     RunningManager,
 };
 pub use duration::{GoDuration, ParseDurationError};
-pub use error::{BoxError, Error, Result};
+pub use error::{BoxError, Error, RegistryError, Result};
 pub use events::{EventPipeline, LoggingEvents};
 pub use health::{CheckFn, HealthChecks, HealthEndpoints, HealthResponse};
 pub use metrics::{MANAGER_NAME, ManagerMetrics};
@@ -51,8 +54,7 @@ pub use options::{
     LeaderElectionFlags, ManagerOptions, MiscFlags, ReplicaSetControllerFlags, SecureServingFlags,
 };
 pub use registry::{
-    ControllerDescriptor, ControllerRegistry, HealthCheckFn, InitFn, InitFuture, RegistryError,
-    StartedController,
+    ControllerDescriptor, ControllerRegistry, HealthCheckFn, InitFn, InitFuture, StartedController,
 };
 pub use selection::{ControllerSelection, UnknownControllers};
 pub use signals::{handle_shutdown_signals, install_signal_handler, shutdown_signals};

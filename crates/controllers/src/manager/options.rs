@@ -9,8 +9,7 @@ use kcm_machinery::leaderelection::LeaderElectionConfig;
 
 use super::duration::GoDuration;
 use super::error::{Error, Result};
-use super::registry::ControllerRegistry;
-use super::selection::ControllerSelection;
+use super::names::builtin_names;
 
 /// Default `--secure-port` of kube-controller-manager.
 pub const DEFAULT_SECURE_PORT: u16 = 10257;
@@ -411,9 +410,7 @@ pub struct MiscFlags {
 
 /// The `--controllers` help, listing the registered controllers as kube-controller-manager does.
 pub fn controllers_help() -> String {
-    let registry = ControllerRegistry::builtin();
-    let all: Vec<String> = registry.known_names().into_iter().collect();
-    let off = registry.disabled_by_default();
+    let (all, off) = builtin_names();
     format!(
         "A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' \
          enables the controller named 'foo', '-foo' disables the controller named 'foo'.\n\
@@ -433,12 +430,11 @@ pub fn parse_go_bool(value: &str) -> std::result::Result<bool, String> {
 }
 
 impl ManagerOptions {
-    /// Checks the options against `registry`, as kube-controller-manager's `Validate`: every
-    /// `--controllers` entry must name a known controller or alias, the resource lock must be
-    /// `leases`, and the leader election timings must satisfy client-go's rules. Returns the
-    /// resolved controller selection.
-    pub fn validate(&self, registry: &ControllerRegistry) -> Result<ControllerSelection> {
-        let selection = registry.select(&self.generic.controllers)?;
+    /// Checks the options, as kube-controller-manager's `Validate`: the resource lock must be
+    /// `leases`, and the leader election timings must satisfy client-go's rules. (That every
+    /// `--controllers` entry names a known controller or alias is checked against the
+    /// registry: [`ControllerRegistry::select`](super::ControllerRegistry::select).)
+    pub fn validate(&self) -> Result<()> {
         let le = &self.leader_election;
         if le.leader_elect {
             if le.resource_lock != RESOURCE_LOCK_LEASES {
@@ -458,7 +454,7 @@ impl ManagerOptions {
                 .validate()
                 .map_err(|e| Error::InvalidOption(format!("leader election: {e}")))?;
         }
-        Ok(selection)
+        Ok(())
     }
 
     /// The leader election configuration for `identity` (lease released on graceful shutdown).
@@ -502,18 +498,6 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         options: ManagerOptions,
-    }
-
-    /// The registry of kube-controller-manager's names for the controllers kcm has or plans.
-    fn registry() -> ControllerRegistry {
-        let noop = |name: &str, alias: &str| {
-            crate::manager::ControllerDescriptor::new(name, |_ctx| async { Ok(None) })
-                .with_aliases(&[alias])
-        };
-        ControllerRegistry::new()
-            .with(noop("replicaset-controller", "replicaset"))
-            .and_then(|r| r.with(noop("deployment-controller", "deployment")))
-            .expect("registry")
     }
 
     fn parse(args: &[&str]) -> std::result::Result<ManagerOptions, clap::Error> {
@@ -572,9 +556,7 @@ mod tests {
         assert_eq!(o.node_lifecycle.large_cluster_size_threshold, 50);
         assert_eq!(o.node_lifecycle.unhealthy_zone_threshold, 0.55);
         assert_eq!(o.misc, MiscFlags::default());
-        o.validate(&registry()).expect("defaults are valid");
-        o.validate(&ControllerRegistry::builtin())
-            .expect("defaults are valid for the built-in controllers");
+        o.validate().expect("defaults are valid");
     }
 
     #[test]
@@ -724,25 +706,9 @@ mod tests {
 
     #[test]
     fn validation_matches_kube_controller_manager() {
-        let registry = registry();
-        let ok = parse(&["--controllers=*,-replicaset,-deployment-controller"]).expect("parse");
-        let selection = ok.validate(&registry).expect("known names and aliases");
-        assert!(!selection.is_enabled("replicaset-controller", false));
-        let unknown = parse(&["--controllers=*,-frobnicator"]).expect("parse");
-        let err = unknown.validate(&registry).expect_err("unknown controller");
-        let msg = err.to_string();
-        assert!(
-            msg.contains("\"frobnicator\" is not in the list of known controllers"),
-            "{msg}"
-        );
-        assert!(
-            msg.contains("replicaset-controller"),
-            "lists known ones: {msg}"
-        );
-
         let lock = parse(&["--leader-elect-resource-lock=endpoints"]).expect("parse");
         assert!(
-            lock.validate(&registry)
+            lock.validate()
                 .expect_err("lock")
                 .to_string()
                 .contains("resourceLock value must be \"leases\"")
@@ -753,9 +719,7 @@ mod tests {
             "--leader-elect-resource-lock=endpoints",
         ])
         .expect("parse");
-        no_le
-            .validate(&registry)
-            .expect("valid without leader election");
+        no_le.validate().expect("valid without leader election");
 
         let timings = parse(&[
             "--leader-elect-lease-duration=10s",
@@ -764,7 +728,7 @@ mod tests {
         .expect("parse");
         assert!(
             timings
-                .validate(&registry)
+                .validate()
                 .expect_err("timings")
                 .to_string()
                 .contains("leaseDuration must be greater than renewDeadline")

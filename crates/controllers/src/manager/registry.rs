@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::context::ControllerContext;
-use super::error::BoxError;
+use super::error::{BoxError, RegistryError};
 use super::selection::{ControllerSelection, UnknownControllers};
 
 /// What an init function hands back for a controller it started: the future running it until
@@ -132,25 +132,6 @@ impl ControllerDescriptor {
     }
 }
 
-/// Registering a controller broke a rule of upstream's `NewControllerDescriptors`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
-    /// A name was empty.
-    #[error("controller registered without a name")]
-    EmptyName,
-    /// A name was registered twice.
-    #[error("controller name {0:?} was registered twice")]
-    DuplicateName(String),
-    /// An alias was used twice, or equals a controller name.
-    #[error("controller {controller:?} has a duplicate or conflicting alias {alias:?}")]
-    DuplicateAlias {
-        /// The controller declaring the alias.
-        controller: String,
-        /// The alias.
-        alias: String,
-    },
-}
-
 /// Every controller the manager can run, by canonical name (iteration is in name order, so
 /// start-up order is deterministic).
 #[derive(Clone, Debug, Default)]
@@ -165,28 +146,6 @@ impl ControllerRegistry {
     /// An empty registry (tests and embedders register their own controllers).
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The controllers kcm implements. Adding a controller is one [`ControllerDescriptor`] here
-    /// plus its flags in [`ManagerOptions`](super::ManagerOptions).
-    pub fn builtin() -> Self {
-        let mut registry = Self::new();
-        for descriptor in [
-            super::builtin::replicaset_controller(),
-            super::builtin::deployment_controller(),
-            super::builtin::garbage_collector_controller(),
-            super::builtin::namespace_controller(),
-            super::builtin::node_lifecycle_controller(),
-            super::builtin::serviceaccount_controller(),
-            super::builtin::taint_eviction_controller(),
-        ] {
-            if let Err(err) = registry.register(descriptor) {
-                // The list above is fixed at compile time; a clash is a programming error,
-                // caught by the unit test of `builtin`.
-                tracing::error!(%err, "built-in controller not registered");
-            }
-        }
-        registry
     }
 
     /// Adds `descriptor`, refusing empty or duplicate names and aliases.
@@ -391,5 +350,32 @@ mod tests {
             vec!["bootstrap-signer-controller"]
         );
         assert!(registry.select(&["-garbagecollector"]).is_err());
+    }
+
+    /// `--controllers` as kube-controller-manager validates it: names and aliases resolve, an
+    /// unknown name is refused with the list of known ones.
+    #[test]
+    fn controllers_flag_resolves_names_and_aliases_and_refuses_unknown_ones() {
+        let registry = ControllerRegistry::new()
+            .with(noop("replicaset-controller").with_aliases(&["replicaset"]))
+            .and_then(|r| r.with(noop("deployment-controller").with_aliases(&["deployment"])))
+            .expect("registry");
+        let selection = registry
+            .select(&["*", "-replicaset", "-deployment-controller"])
+            .expect("known names and aliases");
+        assert!(!selection.is_enabled("replicaset-controller", false));
+        assert!(!selection.is_enabled("deployment-controller", false));
+        let err = registry
+            .select(&["*", "-frobnicator"])
+            .expect_err("unknown controller");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("\"frobnicator\" is not in the list of known controllers"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("replicaset-controller"),
+            "lists known ones: {msg}"
+        );
     }
 }

@@ -213,6 +213,9 @@ struct FakeState {
     sticky: HashSet<String>,
     /// Every call, in order (failed ones too).
     actions: Vec<NamespaceAction>,
+    /// When set, the next call through the client trait panics (and clears it): a sync that
+    /// panics once, for the shared worker's panic recovery.
+    panic_next_call: bool,
 }
 
 /// A [`NamespaceClient`] serving namespaces, pods and other objects from memory and recording
@@ -230,6 +233,21 @@ impl FakeNamespaceClient {
     /// A fake holding nothing and failing nothing.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes the next call through the client trait panic, once (tests of the shared worker's
+    /// panic recovery).
+    pub fn panic_on_next_call(&self) {
+        self.state().panic_next_call = true;
+    }
+
+    /// Panics if [`Self::panic_on_next_call`] armed it; the state's lock is released first, so
+    /// the fake stays usable.
+    fn take_injected_panic(&self) {
+        let armed = std::mem::take(&mut self.state().panic_next_call);
+        if armed {
+            panic!("FakeNamespaceClient: injected panic");
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, FakeState> {
@@ -389,6 +407,7 @@ fn write_namespace(state: &mut FakeState, ns: &Namespace) -> Result<Namespace, k
 #[async_trait]
 impl NamespaceClient for FakeNamespaceClient {
     async fn get_namespace(&self, name: &str) -> Result<Namespace, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state
             .actions
@@ -401,6 +420,7 @@ impl NamespaceClient for FakeNamespaceClient {
     }
 
     async fn update_status(&self, ns: &Namespace) -> Result<Namespace, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state
             .actions
@@ -415,6 +435,7 @@ impl NamespaceClient for FakeNamespaceClient {
     }
 
     async fn finalize(&self, ns: &Namespace) -> Result<Namespace, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state.actions.push(NamespaceAction::Finalize(ns.clone()));
         let mut merged = match state.namespaces.get(name_of(ns)) {
@@ -442,6 +463,7 @@ impl NamespaceClient for FakeNamespaceClient {
     }
 
     async fn list_pods(&self, namespace: &str) -> Result<Vec<Pod>, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state
             .actions
@@ -453,6 +475,7 @@ impl NamespaceClient for FakeNamespaceClient {
     }
 
     async fn discover(&self) -> Result<DiscoveryResult, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state.actions.push(NamespaceAction::Discover);
         if let Some(status) = &state.discovery_error {
@@ -489,6 +512,7 @@ impl NamespaceClient for FakeNamespaceClient {
         resource: &ApiResource,
         namespace: &str,
     ) -> Result<(), kube::Error> {
+        self.take_injected_panic();
         let key = resource_key(resource);
         let mut state = self.state();
         state.actions.push(NamespaceAction::DeleteCollection(
@@ -514,6 +538,7 @@ impl NamespaceClient for FakeNamespaceClient {
         resource: &ApiResource,
         namespace: &str,
     ) -> Result<Vec<ObjectMeta>, kube::Error> {
+        self.take_injected_panic();
         let key = resource_key(resource);
         let mut state = self.state();
         state
@@ -543,6 +568,7 @@ impl NamespaceClient for FakeNamespaceClient {
         namespace: &str,
         name: &str,
     ) -> Result<(), kube::Error> {
+        self.take_injected_panic();
         let key = resource_key(resource);
         let mut state = self.state();
         state.actions.push(NamespaceAction::Delete(
@@ -580,18 +606,12 @@ fn resource_key(resource: &ApiResource) -> String {
 #[cfg(test)]
 mod tests {
     use kcm_machinery::controller::ApiStatus;
+    use kcm_testing::MetaBuilder;
 
     use super::*;
 
     fn ns(name: &str, rv: &str) -> Namespace {
-        Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                resource_version: Some(rv.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        kcm_testing::namespace(name).resource_version(rv).build()
     }
 
     #[tokio::test]

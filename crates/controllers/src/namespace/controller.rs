@@ -1,12 +1,10 @@
 //! The namespace controller: event handlers, the `namespace` work queue, workers and the sync (upstream `namespace_controller.go`).
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::Namespace;
-use kcm_machinery::controller::run_workers;
+use kcm_machinery::controller::{ErrorPolicy, Retry, process_next_work_item, run_workers};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
     ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_for_cache_sync,
@@ -45,6 +43,19 @@ pub const DEFAULT_NAMESPACE_SYNC_PERIOD: Duration = Duration::from_secs(5 * 60);
 /// deletion and refuse new content, and for last-moment creations to become visible, so the
 /// cleanup does not miss them.
 pub const NAMESPACE_DELETION_GRACE_PERIOD: Duration = Duration::from_secs(5);
+
+/// How the workers treat a failed pass, as upstream's worker: content still remaining brings
+/// the namespace back after half the estimate plus a second; any other error (or a panic)
+/// requeues it rate-limited rather than waiting for a full resync.
+const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("deletion of namespace failed")
+    .with_classifier(|key, err| match err {
+        Error::ResourcesRemaining { estimate, .. } => {
+            let wait = requeue_after_remaining(*estimate);
+            tracing::debug!(namespace = %key, wait_seconds = wait.as_secs(), "Content remaining in namespace");
+            Retry::After(wait)
+        }
+        _ => Retry::RateLimited,
+    });
 
 /// The queue's rate limiter, as upstream's `nsControllerRateLimiter`: the larger of a per-item
 /// exponential back-off from 5 ms capped at 60 s (a failing namespace is retried at least every
@@ -217,13 +228,19 @@ impl NamespaceController {
             return;
         }
         tracing::debug!("Starting workers of namespace controller");
-        let worker = || {
-            let (this, cancel) = (Arc::clone(&self), cancel.clone());
-            async move { this.worker(cancel).await }
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync(&key).await }
         };
-        run_workers(CONTROLLER_NAME, workers, &cancel, worker, || {
-            self.queue.shut_down()
-        })
+        run_workers(
+            CONTROLLER_NAME,
+            &self.queue,
+            ERROR_POLICY,
+            workers,
+            &cancel,
+            sync,
+        )
         .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
@@ -235,71 +252,6 @@ impl NamespaceController {
             return true;
         };
         wait_for_cache_sync(CONTROLLER_NAME, cancel, &[informer]).await
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Worker loop
-    // -----------------------------------------------------------------------------------------
-
-    /// Processes names until the queue shuts down or `cancel` fires, as upstream's `worker`.
-    async fn worker(&self, cancel: CancellationToken) {
-        while !cancel.is_cancelled() && self.process_next_work_item().await {}
-    }
-
-    /// Takes one name and syncs it. On success the name is forgotten; when content remains it
-    /// comes back after half the estimate plus a second; on any other failure it is requeued
-    /// rate-limited. False once the queue has shut down.
-    ///
-    /// A panicking sync is caught and handled as a failure, so the name is marked done and
-    /// retried instead of being stuck "processing" with a dead worker.
-    pub async fn process_next_work_item(&self) -> bool {
-        let Some(key) = self.queue.get().await else {
-            return false;
-        };
-        let result = match AssertUnwindSafe(self.sync(&key)).catch_unwind().await {
-            Ok(result) => result,
-            Err(panic) => Err(Error::Panicked {
-                key: key.clone(),
-                message: panic_message(panic.as_ref()),
-            }),
-        };
-        match result {
-            Ok(()) => self.queue.forget(&key),
-            Err(Error::ResourcesRemaining { estimate, .. }) => {
-                let wait = requeue_after_remaining(estimate);
-                tracing::debug!(namespace = %key, wait_seconds = wait.as_secs(), "Content remaining in namespace");
-                self.queue.add_after(key.clone(), wait);
-            }
-            Err(err) => {
-                // Rather than wait for a full resync, retry with back-off.
-                self.queue.add_rate_limited(key.clone());
-                tracing::error!(namespace = %key, error = %err, "deletion of namespace failed");
-            }
-        }
-        self.queue.done(&key);
-        true
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Sync
-    // -----------------------------------------------------------------------------------------
-
-    /// Syncs namespace `key` (its name), as upstream's `syncNamespaceFromKey`: a namespace gone
-    /// from the cache needs nothing; otherwise one deletion pass runs.
-    pub async fn sync(&self, key: &str) -> Result<()> {
-        let start = tokio::time::Instant::now();
-        let result = match self.cache.get_by_key(key) {
-            None => {
-                tracing::info!(namespace = key, "Namespace has been deleted");
-                Ok(())
-            }
-            Some(namespace) => {
-                let name = namespace.metadata.name.as_deref().unwrap_or(key);
-                self.deleter.delete(name).await
-            }
-        };
-        tracing::debug!(namespace = key, duration = ?start.elapsed(), "Finished syncing namespace");
-        result
     }
 }
 
@@ -349,6 +301,47 @@ impl ResourceEventHandler<Namespace> for NamespaceEventHandlers {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Worker wiring and sync
+// ---------------------------------------------------------------------------------------------
+
+impl NamespaceController {
+    /// Takes one name and syncs it through the shared worker with [`ERROR_POLICY`]: forgotten
+    /// on success, back after half the estimate plus a second while content remains, requeued
+    /// rate-limited on any other failure (or a panic). False once the queue has shut down.
+    pub async fn process_next_work_item(&self) -> bool {
+        process_next_work_item(
+            CONTROLLER_NAME,
+            &self.queue,
+            &ERROR_POLICY,
+            |key| async move { self.sync(&key).await },
+        )
+        .await
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Sync
+    // -----------------------------------------------------------------------------------------
+
+    /// Syncs namespace `key` (its name), as upstream's `syncNamespaceFromKey`: a namespace gone
+    /// from the cache needs nothing; otherwise one deletion pass runs.
+    pub async fn sync(&self, key: &str) -> Result<()> {
+        let start = tokio::time::Instant::now();
+        let result = match self.cache.get_by_key(key) {
+            None => {
+                tracing::info!(namespace = key, "Namespace has been deleted");
+                Ok(())
+            }
+            Some(namespace) => {
+                let name = namespace.metadata.name.as_deref().unwrap_or(key);
+                self.deleter.delete(name).await
+            }
+        };
+        tracing::debug!(namespace = key, duration = ?start.elapsed(), "Finished syncing namespace");
+        result
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Free helpers
 // ---------------------------------------------------------------------------------------------
 
@@ -357,17 +350,6 @@ impl ResourceEventHandler<Namespace> for NamespaceEventHandlers {
 fn requeue_after_remaining(estimate: i64) -> Duration {
     let seconds = estimate / 2 + 1;
     Duration::from_secs(u64::try_from(seconds).unwrap_or(1))
-}
-
-/// The text of a panic payload.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
 }
 
 #[cfg(test)]

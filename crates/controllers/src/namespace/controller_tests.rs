@@ -4,32 +4,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec, NamespaceStatus, Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList, Time};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
 use kcm_machinery::controller::api_status;
 use kcm_machinery::workqueue::RateLimiter;
-use kube::api::ObjectMeta;
+use kcm_testing::{MetaBuilder, PodSpecBuilder, pod};
 
 use super::*;
 use crate::namespace::FakeNamespaceClient;
 use crate::namespace::deleter::FINALIZER_KUBERNETES;
 
 fn namespace(name: &str, deleting: bool) -> Namespace {
-    Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            uid: Some(format!("uid-{name}")),
-            resource_version: Some("1".into()),
-            deletion_timestamp: deleting.then_some(Time(Timestamp::UNIX_EPOCH)),
-            ..Default::default()
-        },
-        spec: Some(NamespaceSpec {
-            finalizers: Some(vec![FINALIZER_KUBERNETES.into()]),
-        }),
-        status: Some(NamespaceStatus {
-            phase: Some(if deleting { "Terminating" } else { "Active" }.into()),
-            conditions: None,
-        }),
+    let ns = kcm_testing::namespace(name)
+        .uid(format!("uid-{name}"))
+        .resource_version("1")
+        .spec_finalizers(&[FINALIZER_KUBERNETES]);
+    if deleting {
+        ns.deleted_at(Timestamp::UNIX_EPOCH)
+            .phase("Terminating")
+            .build()
+    } else {
+        ns.phase("Active").build()
     }
 }
 
@@ -124,18 +119,12 @@ async fn remaining_content_requeues_after_half_the_estimate_plus_one_second() {
         .set_sticky(&crate::garbagecollector::GroupVersionResource::new(
             "", "v1", "pods",
         ));
-    fx.fake.insert_pod(Pod {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            namespace: Some("team".into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            termination_grace_period_seconds: Some(60),
-            ..Default::default()
-        }),
-        status: None,
-    });
+    fx.fake.insert_pod(
+        pod("web")
+            .namespace("team")
+            .termination_grace_period(60)
+            .build(),
+    );
     fx.controller.queue().add("team".into());
     assert!(fx.controller.process_next_work_item().await);
     // Not rate limited: waiting 60/2 + 1 = 31 s.
@@ -187,4 +176,39 @@ async fn the_rate_limiter_backs_off_exponentially_up_to_a_minute() {
     assert_eq!(limiter.when(&key), Duration::from_secs(60));
     limiter.forget(&key);
     assert_eq!(limiter.when(&key), Duration::from_millis(5));
+}
+
+/// A panic injected in the sync (the fake client panics once) is recovered by the shared
+/// worker, counted in `kcm_workqueue_sync_panics_total{name="namespace"}`, and the namespace
+/// retried.
+#[tokio::test(start_paused = true)]
+async fn panicking_sync_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let fake = Arc::new(FakeNamespaceClient::new());
+    let cache = Indexer::new();
+    let controller = NamespaceController::with_cache(
+        cache.clone(),
+        NamespacedResourcesDeleter::new(fake.clone(), FINALIZER_KUBERNETES),
+        NamespaceControllerOptions {
+            metrics: Some(metrics.clone()),
+            ..NamespaceControllerOptions::default()
+        },
+    );
+    let team = namespace("team", true);
+    cache.add(Arc::new(team.clone())).expect("cache");
+    fake.insert_namespace(team);
+    fake.panic_on_next_call();
+    let key = "team".to_owned();
+    controller.queue().add(key.clone());
+    assert!(controller.process_next_work_item().await, "recovered");
+    assert_eq!(metrics.sync_panics_total(QUEUE_NAME), 1, "counted");
+    assert_eq!(controller.queue().num_requeues(&key), 1, "retried");
+    assert!(fake.namespace("team").is_some());
+    assert!(controller.process_next_work_item().await);
+    assert_eq!(
+        controller.queue().num_requeues(&key),
+        0,
+        "the retry succeeded"
+    );
+    assert!(fake.namespace("team").is_none(), "finalized on the retry");
 }

@@ -3,11 +3,10 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{
-    Namespace, NamespaceCondition, NamespaceSpec, NamespaceStatus, Pod, PodSpec, PodStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList, Time};
+use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
 use kcm_machinery::controller::api_status;
+use kcm_testing::{MetaBuilder, PodSpecBuilder};
 use kube::api::ObjectMeta;
 
 use super::*;
@@ -36,21 +35,15 @@ fn at(seconds: i64) -> Timestamp {
 }
 
 fn namespace(phase: &str, deleting: bool, finalizers: &[&str]) -> Namespace {
-    Namespace {
-        metadata: ObjectMeta {
-            name: Some(NS.into()),
-            uid: Some("uid-1".into()),
-            resource_version: Some("1".into()),
-            deletion_timestamp: deleting.then(|| Time(at(1000))),
-            ..Default::default()
-        },
-        spec: Some(NamespaceSpec {
-            finalizers: Some(finalizers.iter().map(|f| f.to_string()).collect()),
-        }),
-        status: Some(NamespaceStatus {
-            phase: Some(phase.into()),
-            conditions: None,
-        }),
+    let ns = kcm_testing::namespace(NS)
+        .uid("uid-1")
+        .resource_version("1")
+        .spec_finalizers(finalizers)
+        .phase(phase);
+    if deleting {
+        ns.deleted_at(at(1000)).build()
+    } else {
+        ns.build()
     }
 }
 
@@ -70,27 +63,20 @@ fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
 }
 
 fn meta(name: &str, finalizers: &[&str]) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(NS.into()),
-        finalizers: (!finalizers.is_empty())
-            .then(|| finalizers.iter().map(|f| f.to_string()).collect()),
-        ..Default::default()
+    let m = kcm_testing::meta(name).namespace(NS);
+    if finalizers.is_empty() {
+        m.build()
+    } else {
+        m.finalizers(finalizers).build()
     }
 }
 
 fn pod(name: &str, grace: i64, phase: &str) -> Pod {
-    Pod {
-        metadata: meta(name, &[]),
-        spec: Some(PodSpec {
-            termination_grace_period_seconds: Some(grace),
-            ..Default::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some(phase.into()),
-            ..Default::default()
-        }),
-    }
+    kcm_testing::pod(name)
+        .namespace(NS)
+        .termination_grace_period(grace)
+        .phase(phase)
+        .build()
 }
 
 /// A server with core pods, configmaps, events (list+delete only, no deletecollection),

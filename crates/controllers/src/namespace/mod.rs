@@ -101,14 +101,6 @@ pub enum Error {
     /// Several of the above, from one pass (upstream's `utilerrors.NewAggregate`).
     #[error("[{}]", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
     Aggregate(Vec<Error>),
-    /// The sync panicked; the worker caught it and requeues the namespace.
-    #[error("syncing namespace {key} panicked: {message}")]
-    Panicked {
-        /// The work-queue key.
-        key: String,
-        /// The panic payload, when it was a string.
-        message: String,
-    },
 }
 
 /// Go's `%v` of a `GroupVersionResource`: `{group version resource}`.

@@ -141,6 +141,9 @@ struct FakeState {
     actions: Vec<LifecycleAction>,
     /// Last resourceVersion handed out.
     revision: u64,
+    /// When set, the next call through the client trait panics (and clears it): a sync that
+    /// panics once, for the shared worker's panic recovery.
+    panic_next_call: bool,
 }
 
 /// An in-memory [`LifecycleClient`]: writes with a stale resourceVersion are 409s, writes
@@ -162,6 +165,21 @@ impl FakeLifecycleClient {
     /// An empty fake.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes the next call through the client trait panic, once (tests of the shared worker's
+    /// panic recovery).
+    pub fn panic_on_next_call(&self) {
+        self.state().panic_next_call = true;
+    }
+
+    /// Panics if [`Self::panic_on_next_call`] armed it; the state's lock is released first, so
+    /// the fake stays usable.
+    fn take_injected_panic(&self) {
+        let armed = std::mem::take(&mut self.state().panic_next_call);
+        if armed {
+            panic!("FakeLifecycleClient: injected panic");
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, FakeState> {
@@ -250,10 +268,12 @@ impl FakeLifecycleClient {
 #[async_trait]
 impl LifecycleClient for FakeLifecycleClient {
     async fn get_node(&self, name: &str) -> Result<Node, kube::Error> {
+        self.take_injected_panic();
         self.node(name).ok_or_else(|| not_found("nodes", name))
     }
 
     async fn update_node(&self, node: &Node) -> Result<Node, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state
             .actions
@@ -262,6 +282,7 @@ impl LifecycleClient for FakeLifecycleClient {
     }
 
     async fn update_node_status(&self, node: &Node) -> Result<Node, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state
             .actions
@@ -274,6 +295,7 @@ impl LifecycleClient for FakeLifecycleClient {
         name: &str,
         labels: &BTreeMap<String, String>,
     ) -> Result<Node, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state.actions.push(LifecycleAction::PatchNodeLabels(
             name.to_owned(),
@@ -291,11 +313,13 @@ impl LifecycleClient for FakeLifecycleClient {
     }
 
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, kube::Error> {
+        self.take_injected_panic();
         self.pod(namespace, name)
             .ok_or_else(|| not_found("pods", name))
     }
 
     async fn update_pod_status(&self, pod: &Pod) -> Result<Pod, kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         state
             .actions
@@ -317,6 +341,7 @@ impl LifecycleClient for FakeLifecycleClient {
     }
 
     async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), kube::Error> {
+        self.take_injected_panic();
         let mut state = self.state();
         let key = object_key(namespace, name);
         state.actions.push(LifecycleAction::DeletePod(key.clone()));

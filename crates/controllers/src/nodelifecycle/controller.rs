@@ -2,6 +2,7 @@
 //! (upstream's `pkg/controller/nodelifecycle/node_lifecycle_controller.go`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
 use kcm_machinery::events::{EventRecorder, EventType, SystemClock, WallClock};
 use kcm_machinery::informer::{
     HasSynced, Lister, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
@@ -16,7 +18,7 @@ use kcm_machinery::informer::{
 };
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
-    Queue, QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
+    QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
 };
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -50,6 +52,34 @@ pub const NAMESPACE_NODE_LEASE: &str = "kube-node-lease";
 pub const NODE_QUEUE: &str = "node_lifecycle_controller";
 /// The pod work queue's name, as upstream.
 pub const POD_QUEUE: &str = "node_lifecycle_controller_pods";
+/// How the node workers treat a failed node: never retried (the node's sync logs its own
+/// failures and returns Ok); only a panic requeues the node rate-limited.
+const NODE_ERROR_POLICY: ErrorPolicy<String, Infallible> =
+    ErrorPolicy::new("Failed to process node");
+/// How the pod workers treat a failed pod, as upstream's `processPod`: requeued rate-limited.
+const POD_ERROR_POLICY: ErrorPolicy<PodKey, PodError> =
+    ErrorPolicy::new("Failed to process pod").with_requeue_level(tracing::Level::INFO);
+
+/// Why a pod bound to a not-ready node could not be marked; the pod is requeued rate-limited.
+#[derive(Debug, thiserror::Error)]
+pub enum PodError {
+    /// The pod's node is not in the node cache.
+    #[error("Failed to read node {node}")]
+    NodeNotFound {
+        /// The node the pod is bound to.
+        node: String,
+    },
+    /// Writing the pod's Ready condition failed.
+    #[error("Unable to mark pod NotReady on node {node}: {source}")]
+    MarkNotReady {
+        /// The node the pod is bound to.
+        node: String,
+        /// The write's error.
+        #[source]
+        source: super::node_ops::Error,
+    },
+}
+
 /// Workers of the NoSchedule tainting pass and of a monitor pass (`nodeUpdateWorkerSize`).
 pub const NODE_UPDATE_WORKER_SIZE: usize = 8;
 /// Workers marking late-bound pods not ready (`podUpdateWorkerSize`).
@@ -144,7 +174,7 @@ pub struct NodeLifecycleController {
     /// Mutable state.
     state: Mutex<State>,
     /// Node names for the NoSchedule pass.
-    node_queue: Queue<String>,
+    node_queue: RateLimitingQueue<String>,
     /// Pods bound after their node was judged.
     pod_queue: RateLimitingQueue<PodKey>,
     /// `node_collector_*`.
@@ -197,7 +227,12 @@ impl NodeLifecycleController {
             name: name.to_owned(),
             metrics: options.queue_metrics.clone(),
         };
-        let node_queue = Queue::with_config(queue_config(NODE_QUEUE));
+        // Upstream's node queue is a plain one: nothing in it is ever rate limited, the
+        // limiter only backs a panic's retry.
+        let node_queue = RateLimitingQueue::with_config(
+            default_controller_rate_limiter(),
+            queue_config(NODE_QUEUE),
+        );
         let pod_queue = RateLimitingQueue::with_config(
             default_controller_rate_limiter(),
             queue_config(POD_QUEUE),
@@ -266,14 +301,6 @@ impl NodeLifecycleController {
             return;
         }
         let mut tasks = JoinSet::new();
-        for _ in 0..NODE_UPDATE_WORKER_SIZE {
-            let this = Arc::clone(&self);
-            tasks.spawn(async move { while this.process_next_node().await {} });
-        }
-        for _ in 0..POD_UPDATE_WORKER_SIZE {
-            let this = Arc::clone(&self);
-            tasks.spawn(async move { while this.process_next_pod().await {} });
-        }
         let this = Arc::clone(&self);
         let c = cancel.clone();
         tasks.spawn(async move {
@@ -288,35 +315,79 @@ impl NodeLifecycleController {
         tasks.spawn(async move {
             every(period, &c, || this.monitor_node_health()).await;
         });
-        cancel.cancelled().await;
-        self.node_queue.shut_down();
-        self.pod_queue.shut_down();
+        let this = Arc::clone(&self);
+        let node_sync = move |name: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync_node(&name).await }
+        };
+        let this = Arc::clone(&self);
+        let pod_sync = move |key: PodKey| {
+            let this = Arc::clone(&this);
+            async move { this.process_pod(&key).await }
+        };
+        // Each returns once `cancel` has fired, its queue has shut down and its workers stopped.
+        tokio::join!(
+            run_workers(
+                CONTROLLER_NAME,
+                &self.node_queue,
+                NODE_ERROR_POLICY,
+                NODE_UPDATE_WORKER_SIZE,
+                &cancel,
+                node_sync,
+            ),
+            run_workers(
+                CONTROLLER_NAME,
+                &self.pod_queue,
+                POD_ERROR_POLICY,
+                POD_UPDATE_WORKER_SIZE,
+                &cancel,
+                pod_sync,
+            ),
+        );
         while tasks.join_next().await.is_some() {}
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
 
-    async fn process_next_node(&self) -> bool {
-        let Some(name) = self.node_queue.get().await else {
-            return false;
-        };
-        if let Err(err) = self.do_no_schedule_tainting_pass(&name).await {
+    /// One node of the node queue, as upstream's `doNodeProcessingPassWorker`: the NoSchedule
+    /// taints, then the beta labels. Failures are logged and not retried (upstream does not
+    /// requeue either: the next node update brings the node back).
+    async fn sync_node(&self, name: &str) -> Result<(), Infallible> {
+        if let Err(err) = self.do_no_schedule_tainting_pass(name).await {
             tracing::error!(node = %name, %err, "Failed to taint NoSchedule on node");
         }
-        if let Err(err) = self.reconcile_node_labels(&name).await {
-            // Upstream does not requeue either: the next node update brings it back.
+        if let Err(err) = self.reconcile_node_labels(name).await {
             tracing::error!(node = %name, %err, "Failed to reconcile labels for node");
         }
-        self.node_queue.done(&name);
-        true
+        Ok(())
     }
 
-    async fn process_next_pod(&self) -> bool {
-        let Some(key) = self.pod_queue.get().await else {
-            return false;
-        };
-        self.process_pod(&key).await;
-        self.pod_queue.done(&key);
-        true
+    /// The queue of node names (tests).
+    pub fn node_queue(&self) -> &RateLimitingQueue<String> {
+        &self.node_queue
+    }
+
+    /// Takes one node off the node queue and runs [`Self::sync_node`] through the shared
+    /// worker. False once the queue has shut down (tests).
+    pub async fn process_next_node(&self) -> bool {
+        process_next_work_item(
+            CONTROLLER_NAME,
+            &self.node_queue,
+            &NODE_ERROR_POLICY,
+            |name| async move { self.sync_node(&name).await },
+        )
+        .await
+    }
+
+    /// Takes one pod off the pod queue and runs [`Self::process_pod`] through the shared
+    /// worker (requeued rate-limited on failure). False once the queue has shut down (tests).
+    pub async fn process_next_pod(&self) -> bool {
+        process_next_work_item(
+            CONTROLLER_NAME,
+            &self.pod_queue,
+            &POD_ERROR_POLICY,
+            |key| async move { self.process_pod(&key).await },
+        )
+        .await
     }
 
     // -----------------------------------------------------------------------------------------
@@ -786,10 +857,10 @@ impl NodeLifecycleController {
     // -----------------------------------------------------------------------------------------
 
     /// Marks a newly bound pod not ready if its node is not ready, as upstream's
-    /// `processPod`.
-    pub async fn process_pod(&self, key: &PodKey) {
+    /// `processPod`. An error requeues the pod rate-limited ([`POD_ERROR_POLICY`]).
+    pub async fn process_pod(&self, key: &PodKey) -> Result<(), PodError> {
         let Some(pod) = self.pods.get(&key.0, &key.1) else {
-            return;
+            return Ok(());
         };
         let node_name = pod
             .spec
@@ -799,17 +870,16 @@ impl NodeLifecycleController {
         let ready = {
             let state = self.state();
             match state.health.get(&node_name) {
-                None => return,
+                None => return Ok(()),
                 Some(h) => h.ready.clone(),
             }
         };
         if self.nodes.get_cluster(&node_name).is_none() {
-            self.pod_queue.add_rate_limited(key.clone());
-            return;
+            return Err(PodError::NodeNotFound { node: node_name });
         }
-        let Some(ready) = ready else { return };
-        if ready.status != CONDITION_TRUE
-            && let Err(err) = mark_pods_not_ready(
+        let Some(ready) = ready else { return Ok(()) };
+        if ready.status != CONDITION_TRUE {
+            mark_pods_not_ready(
                 self.client.as_ref(),
                 self.recorder.as_ref(),
                 self.clock.as_ref(),
@@ -817,10 +887,12 @@ impl NodeLifecycleController {
                 &node_name,
             )
             .await
-        {
-            tracing::info!(%err, "Unable to mark pod NotReady on node");
-            self.pod_queue.add_rate_limited(key.clone());
+            .map_err(|source| PodError::MarkNotReady {
+                node: node_name,
+                source,
+            })?;
         }
+        Ok(())
     }
 }
 

@@ -354,3 +354,50 @@ async fn beta_os_and_arch_labels_follow_the_stable_ones() {
         .expect("reconcile");
     assert!(f.client.actions().is_empty(), "{:?}", f.client.actions());
 }
+
+/// A panic injected in a node's sync (the fake client panics once) is recovered by the shared
+/// worker, counted in `kcm_workqueue_sync_panics_total{name="node_lifecycle_controller"}`, and
+/// the node retried: the NoSchedule taint lands on the retry.
+#[tokio::test(start_paused = true)]
+async fn panicking_node_sync_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let client = Arc::new(FakeLifecycleClient::new());
+    let nodes = informer::<Node>();
+    let controller = NodeLifecycleController::with_informers(
+        nodes.clone(),
+        informer::<Pod>(),
+        informer::<Lease>(),
+        informer::<DaemonSet>(),
+        client.clone(),
+        Arc::new(FakeRecorder::new()),
+        Arc::new(TokioClock::starting_at(ts(0))),
+        NodeLifecycleOptions {
+            queue_metrics: Some(metrics.clone()),
+            ..NodeLifecycleOptions::default()
+        },
+    );
+    let n1 = node("n1", "z", "False", 0, vec![]);
+    client.insert_node(n1.clone());
+    seed(&nodes, n1);
+    client.panic_on_next_call();
+    let key = "n1".to_owned();
+    controller.node_queue().add(key.clone());
+    assert!(controller.process_next_node().await, "recovered");
+    assert_eq!(
+        metrics.sync_panics_total(super::controller::NODE_QUEUE),
+        1,
+        "counted"
+    );
+    assert_eq!(controller.node_queue().num_requeues(&key), 1, "retried");
+    assert!(controller.process_next_node().await);
+    assert_eq!(controller.node_queue().num_requeues(&key), 0);
+    let taints: Vec<String> = client
+        .node("n1")
+        .and_then(|n| n.spec)
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .iter()
+        .map(|t| format!("{}:{}", t.key, t.effect))
+        .collect();
+    assert_eq!(taints, ["node.kubernetes.io/not-ready:NoSchedule"]);
+}

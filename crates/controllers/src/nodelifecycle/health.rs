@@ -208,7 +208,7 @@ pub fn after_status_written(observation: &HealthObservation, now: Instant) -> No
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kcm_testing::{MetaBuilder, node_condition};
 
     use super::*;
 
@@ -222,28 +222,17 @@ mod tests {
     }
 
     fn cond(type_: &str, status: &str, heartbeat: i64) -> NodeCondition {
-        NodeCondition {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            last_heartbeat_time: Some(Time(ts(heartbeat))),
-            last_transition_time: Some(Time(ts(0))),
-            ..NodeCondition::default()
-        }
+        node_condition(type_, status)
+            .heartbeat(ts(heartbeat))
+            .transitioned_at(ts(0))
+            .build()
     }
 
     fn node(conditions: Vec<NodeCondition>) -> Node {
-        Node {
-            metadata: ObjectMeta {
-                name: Some("n1".to_owned()),
-                creation_timestamp: Some(Time(ts(0))),
-                ..ObjectMeta::default()
-            },
-            status: Some(NodeStatus {
-                conditions: Some(conditions),
-                ..NodeStatus::default()
-            }),
-            ..Node::default()
-        }
+        kcm_testing::node("n1")
+            .created_at(ts(0))
+            .conditions(conditions)
+            .build()
     }
 
     fn healthy(heartbeat: i64) -> Node {

@@ -62,22 +62,15 @@ pub fn labels_to_reconcile(node: &Node) -> BTreeMap<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kcm_testing::MetaBuilder;
 
     use super::*;
 
     fn node(labels: Option<&[(&str, &str)]>) -> Node {
-        Node {
-            metadata: ObjectMeta {
-                name: Some("n".into()),
-                labels: labels.map(|l| {
-                    l.iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect()
-                }),
-                ..ObjectMeta::default()
-            },
-            ..Node::default()
+        let n = kcm_testing::node("n");
+        match labels {
+            Some(labels) => n.labels(labels).build(),
+            None => n.build(),
         }
     }
 

@@ -208,32 +208,21 @@ fn stamped(t: &Taint, now: jiff::Timestamp) -> Taint {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
+    use kcm_testing::{NodeBuilder, node_condition};
 
     use super::*;
 
     fn node(conditions: &[(&str, &str)], unschedulable: bool, taints: Vec<Taint>) -> Node {
-        Node {
-            spec: Some(NodeSpec {
-                unschedulable: Some(unschedulable),
-                taints: Some(taints),
-                ..NodeSpec::default()
-            }),
-            status: Some(NodeStatus {
-                conditions: Some(
-                    conditions
-                        .iter()
-                        .map(|(t, s)| NodeCondition {
-                            type_: (*t).to_owned(),
-                            status: (*s).to_owned(),
-                            ..NodeCondition::default()
-                        })
-                        .collect(),
-                ),
-                ..NodeStatus::default()
-            }),
-            ..Node::default()
-        }
+        NodeBuilder::default()
+            .unschedulable(unschedulable)
+            .taints(taints)
+            .conditions(
+                conditions
+                    .iter()
+                    .map(|(t, s)| node_condition(t, s).build())
+                    .collect(),
+            )
+            .build()
     }
 
     fn keys(taints: &[Taint]) -> Vec<String> {

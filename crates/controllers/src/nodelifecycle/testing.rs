@@ -1,14 +1,10 @@
 //! Test helpers: informers that never talk to a server (caches seeded directly) and builders.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodCondition, PodSpec, PodStatus, Taint,
-    Toleration,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
 use kcm_machinery::informer::{NeverListerWatcher, SharedIndexInformer};
+use kcm_testing::{MetaBuilder, PodSpecBuilder, node_condition, pod_condition, toleration};
 
 /// An informer that is never started; seed it through `indexer()`.
 pub fn informer<K>() -> SharedIndexInformer<K>
@@ -42,74 +38,46 @@ pub fn ts(s: i64) -> jiff::Timestamp {
 
 /// A node with a Ready condition of `ready` heartbeating at `heartbeat`, in `zone`.
 pub fn node(name: &str, zone: &str, ready: &str, heartbeat: i64, taints: Vec<Taint>) -> Node {
-    let cond = |type_: &str, status: &str| NodeCondition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        last_heartbeat_time: Some(Time(ts(heartbeat))),
-        last_transition_time: Some(Time(ts(0))),
-        ..NodeCondition::default()
+    let cond = |type_: &str, status: &str| {
+        node_condition(type_, status)
+            .heartbeat(ts(heartbeat))
+            .transitioned_at(ts(0))
     };
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            uid: Some(format!("uid-{name}")),
-            resource_version: Some("1".to_owned()),
-            creation_timestamp: Some(Time(ts(0))),
-            labels: Some(BTreeMap::from([(
-                "topology.kubernetes.io/zone".to_owned(),
-                zone.to_owned(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            taints: (!taints.is_empty()).then_some(taints),
-            ..NodeSpec::default()
-        }),
-        status: Some(NodeStatus {
-            conditions: Some(vec![
-                cond("Ready", ready),
-                cond("MemoryPressure", "False"),
-                cond("DiskPressure", "False"),
-                cond("PIDPressure", "False"),
-            ]),
-            ..NodeStatus::default()
-        }),
+    let node = kcm_testing::node(name)
+        .uid(format!("uid-{name}"))
+        .resource_version("1")
+        .created_at(ts(0))
+        .label("topology.kubernetes.io/zone", zone)
+        .default_spec()
+        .condition(cond("Ready", ready))
+        .condition(cond("MemoryPressure", "False"))
+        .condition(cond("DiskPressure", "False"))
+        .condition(cond("PIDPressure", "False"));
+    if taints.is_empty() {
+        node.build()
+    } else {
+        node.taints(taints).build()
     }
 }
 
 /// A ready pod `default/name` on `node` with `tolerations`.
 pub fn pod(name: &str, node: &str, tolerations: Vec<Toleration>) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".to_owned()),
-            uid: Some(format!("uid-{name}")),
-            resource_version: Some("1".to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(node.to_owned()),
-            tolerations: (!tolerations.is_empty()).then_some(tolerations),
-            ..PodSpec::default()
-        }),
-        status: Some(PodStatus {
-            conditions: Some(vec![PodCondition {
-                type_: "Ready".to_owned(),
-                status: "True".to_owned(),
-                ..PodCondition::default()
-            }]),
-            ..PodStatus::default()
-        }),
-    }
+    tolerations
+        .into_iter()
+        .fold(kcm_testing::pod(name), |p, t| p.toleration(t))
+        .namespace("default")
+        .uid(format!("uid-{name}"))
+        .resource_version("1")
+        .node(node)
+        .condition(pod_condition("Ready", "True"))
+        .build()
 }
 
 /// A NoExecute toleration of `key` for `seconds` (forever with `None`).
 pub fn tolerate(key: &str, seconds: Option<i64>) -> Toleration {
-    Toleration {
-        key: Some(key.to_owned()),
-        operator: Some("Exists".to_owned()),
-        effect: Some("NoExecute".to_owned()),
-        toleration_seconds: seconds,
-        ..Toleration::default()
+    let t = toleration(key).exists().effect("NoExecute");
+    match seconds {
+        Some(seconds) => t.seconds(seconds).build(),
+        None => t.build(),
     }
 }

@@ -216,17 +216,10 @@ impl ReplicaSetClient for FakeReplicaSetClient {
 mod tests {
     use super::*;
     use kcm_machinery::controller::ApiStatus;
-    use kube::api::ObjectMeta;
+    use kcm_testing::MetaBuilder;
 
     fn rs(name: &str) -> ReplicaSet {
-        ReplicaSet {
-            metadata: ObjectMeta {
-                namespace: Some("default".into()),
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        kcm_testing::replica_set(name).namespace("default").build()
     }
 
     #[tokio::test]

@@ -1,30 +1,24 @@
-//! The ReplicaSet controller: event handlers, workers and the sync pass (upstream `replica_set.go`).
+//! The ReplicaSet controller: constants, the controller and its construction, `Run`, the event handlers and the worker wiring (upstream `replica_set.go` up to `processNextWorkItem`).
 
-use std::collections::{BTreeMap, HashSet};
-use std::panic::AssertUnwindSafe;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, join_all};
+use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kcm_machinery::controller::expectations::pod_keys;
-use kcm_machinery::controller::ref_manager::recheck_owner;
-use kcm_machinery::controller::run_workers;
 use kcm_machinery::controller::{
-    ApiStatus, ControllerExpectations, PodControl, PodControllerRefManager, RealPodControl,
-    SLOW_START_INITIAL_BATCH_SIZE, UidTrackingControllerExpectations, filter_active_pods,
-    get_controller_of, get_pods_to_delete, is_pod_ready, new_controller_ref, pod_key,
-    slow_start_batch,
+    ControllerExpectations, PodControl, RealPodControl, UidTrackingControllerExpectations,
+    get_controller_of, is_pod_ready, pod_key,
 };
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
 use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::OwnWrites;
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::index::{IndexFunc, Indexers, NAMESPACE_INDEX};
-use kcm_machinery::informer::keys::{meta_namespace_key, split_meta_namespace_key};
+use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::wait_until_synced;
 use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
@@ -38,9 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiReplicaSetClient, ReplicaSetClient};
 use super::metrics::ReplicaSetMetrics;
-use super::status::{
-    calculate_status, desired_replicas, min_ready_seconds, update_replica_set_status,
-};
+use super::status::{desired_replicas, min_ready_seconds};
 use super::{Error, Result};
 
 // ---------------------------------------------------------------------------------------------
@@ -52,10 +44,6 @@ use super::{Error, Result};
 /// observed them all.
 pub const BURST_REPLICAS: usize = 500;
 
-/// How many times a failed `/status` update is retried (after re-reading the ReplicaSet), as
-/// upstream's `statusUpdateRetries`.
-pub const STATUS_UPDATE_RETRIES: usize = 1;
-
 /// The ReplicaSet cache's index by the UID of the ReplicaSet's controller (its Deployment),
 /// as upstream's `controllerUIDIndex`.
 pub const CONTROLLER_UID_INDEX: &str = "controllerUID";
@@ -63,12 +51,17 @@ pub const CONTROLLER_UID_INDEX: &str = "controllerUID";
 /// The work queue's name: the `name` label of its `workqueue_*` metrics.
 pub const QUEUE_NAME: &str = "replicaset";
 
-/// The controller's name in logs (kube-controller-manager's `replicaset-controller`).
-const CONTROLLER_NAME: &str = "replicaset-controller";
+/// The controller's name in logs and `--controllers` (kube-controller-manager's
+/// `replicaset-controller`).
+pub const CONTROLLER_NAME: &str = "replicaset-controller";
+
+/// How the workers treat a failed sync, as upstream's `processNextWorkItem`: every error
+/// (and every panic) requeues the key rate-limited, forever.
+const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("sync failed");
 
 /// The kind this controller owns pods for; controller references of any other kind are not
 /// ours.
-const KIND: &str = "ReplicaSet";
+pub(super) const KIND: &str = "ReplicaSet";
 
 /// The longest a sync waits for the ReplicaSet cache to catch up with this controller's own
 /// last status write to that ReplicaSet before going ahead with the stale copy.
@@ -130,39 +123,39 @@ impl std::fmt::Debug for ReplicaSetControllerOptions {
 /// [`run`](Self::run) it. A key is never synced by two workers at once (the queue's promise).
 pub struct ReplicaSetController {
     /// `apps/v1 ReplicaSet`: written into the controller references of created and adopted pods.
-    gvk: GroupVersionKind,
+    pub(super) gvk: GroupVersionKind,
     /// The direct ReplicaSet API calls (uncached GET before adopting, `/status` writes). Test
     /// seam: [`super::FakeReplicaSetClient`].
-    rs_client: Arc<dyn ReplicaSetClient>,
+    pub(super) rs_client: Arc<dyn ReplicaSetClient>,
     /// Creates, deletes and patches pods, recording events. Test seam:
     /// `kcm_machinery::controller::FakePodControl`.
-    pod_control: Arc<dyn PodControl>,
+    pub(super) pod_control: Arc<dyn PodControl>,
     /// The most pods created or deleted per ReplicaSet per sync pass.
-    burst_replicas: usize,
+    pub(super) burst_replicas: usize,
     /// Per ReplicaSet key, the pod creations and deletions (by pod key) issued and not yet
     /// observed by the pod informer. A key with unfulfilled, unexpired expectations is not
     /// scaled: its cache is known to be behind its own writes.
-    expectations: Arc<UidTrackingControllerExpectations>,
+    pub(super) expectations: Arc<UidTrackingControllerExpectations>,
     /// The ReplicaSet informer's cache (read only), indexed by namespace and by
     /// [`CONTROLLER_UID_INDEX`].
-    rs_cache: Indexer<ReplicaSet>,
+    pub(super) rs_cache: Indexer<ReplicaSet>,
     /// The pod informer's cache (read only), indexed by namespace.
-    pod_cache: Indexer<Pod>,
+    pub(super) pod_cache: Indexer<Pod>,
     /// Whether the informers feeding the two caches have synced; `run` waits for all.
-    caches_synced: Vec<InformerSynced>,
+    pub(super) caches_synced: Vec<InformerSynced>,
     /// ReplicaSet keys (`namespace/name`) to sync. Shared with the event handlers.
-    queue: RateLimitingQueue<String>,
+    pub(super) queue: RateLimitingQueue<String>,
     /// The informer-facing handlers; they share `queue`, `expectations` and `rs_cache`.
-    handlers: ReplicaSetEventHandlers,
+    pub(super) handlers: ReplicaSetEventHandlers,
     /// Replaces [`Self::sync`] in the workers when set (test seam, upstream's `syncHandler`).
-    sync_handler: Option<SyncHandler>,
+    pub(super) sync_handler: Option<SyncHandler>,
     /// Wall-clock time (test seam).
-    clock: Clock,
+    pub(super) clock: Clock,
     /// The `replicaset_controller_*` metrics, if recorded.
-    metrics: Option<Arc<ReplicaSetMetrics>>,
+    pub(super) metrics: Option<Arc<ReplicaSetMetrics>>,
     /// This controller's status writes (per ReplicaSet key) not yet seen in the ReplicaSet
     /// cache; `None` without an informer (unit tests over bare caches).
-    own_writes: Option<OwnWrites>,
+    pub(super) own_writes: Option<OwnWrites>,
 }
 
 impl std::fmt::Debug for ReplicaSetController {
@@ -366,13 +359,19 @@ impl ReplicaSetController {
             tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
             return;
         }
-        let worker = || {
-            let (this, cancel) = (Arc::clone(&self), cancel.clone());
-            async move { this.worker(cancel).await }
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync_key(key).await }
         };
-        run_workers(CONTROLLER_NAME, workers, &cancel, worker, || {
-            self.queue.shut_down()
-        })
+        run_workers(
+            CONTROLLER_NAME,
+            &self.queue,
+            ERROR_POLICY,
+            workers,
+            &cancel,
+            sync,
+        )
         .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
@@ -384,370 +383,6 @@ impl ReplicaSetController {
             self.caches_synced.iter().all(|synced| synced())
         })
         .await
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Worker loop
-    // -----------------------------------------------------------------------------------------
-
-    /// Processes keys until the queue shuts down or `cancel` fires, as upstream's `worker`.
-    async fn worker(&self, cancel: CancellationToken) {
-        while !cancel.is_cancelled() && self.process_next_work_item().await {}
-    }
-
-    /// Takes one key, syncs it, and forgets it on success or requeues it rate-limited on
-    /// failure, as upstream's `processNextWorkItem`. False once the queue has shut down.
-    ///
-    /// A panicking sync is caught and handled as a failure, so the key is marked done and
-    /// retried instead of being stuck "processing" with a dead worker.
-    pub async fn process_next_work_item(&self) -> bool {
-        let Some(key) = self.queue.get().await else {
-            return false;
-        };
-        let sync = match &self.sync_handler {
-            Some(handler) => handler(key.clone()),
-            None => Box::pin(self.sync(&key)),
-        };
-        let result = match AssertUnwindSafe(sync).catch_unwind().await {
-            Ok(result) => result,
-            Err(panic) => Err(Error::Panicked {
-                key: key.clone(),
-                message: panic_message(panic.as_ref()),
-            }),
-        };
-        match result {
-            Ok(()) => self.queue.forget(&key),
-            Err(err) => {
-                tracing::error!(key = %key, error = %err, "sync failed");
-                self.queue.add_rate_limited(key.clone());
-            }
-        }
-        self.queue.done(&key);
-        true
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Sync
-    // -----------------------------------------------------------------------------------------
-
-    /// Syncs the ReplicaSet with key `namespace/name`, as upstream's `syncReplicaSet`: claims
-    /// its pods, creates or deletes pods when its expectations are satisfied and it is not
-    /// being deleted, and writes its status. Never run concurrently for one key.
-    ///
-    /// A ReplicaSet gone from the cache drops its expectations; an unusable selector is
-    /// logged and not retried. The error returned (claim, status write, or the pod
-    /// creations/deletions) makes the worker requeue the key rate-limited.
-    pub async fn sync(&self, key: &str) -> Result<()> {
-        let start = tokio::time::Instant::now();
-        let result = self.sync_replica_set(key).await;
-        tracing::debug!(kind = KIND, key, duration = ?start.elapsed(), "Finished syncing");
-        result
-    }
-
-    async fn sync_replica_set(&self, key: &str) -> Result<()> {
-        split_meta_namespace_key(key).map_err(|source| Error::InvalidKey {
-            key: key.to_owned(),
-            source,
-        })?;
-        self.wait_for_own_write(key).await;
-        let Some(rs) = self.rs_cache.get_by_key(key) else {
-            tracing::debug!(kind = KIND, key, "deleted");
-            self.expectations.delete_expectations(key);
-            return Ok(());
-        };
-
-        // Checked before listing pods: a pod observed in between can only make the list
-        // fresher than the expectations, never staler.
-        let rs_needs_sync = self.expectations.satisfied_expectations(key);
-        let selector = match replica_set_selector(&rs) {
-            Ok(selector) => selector,
-            Err(err) => {
-                tracing::error!(replica_set = key, %err, "error converting pod selector to selector");
-                return Ok(());
-            }
-        };
-
-        // Every pod of the namespace, so owned pods that no longer match are released.
-        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        let all_pods = self.pods_in_namespace(namespace);
-        let filtered_pods = filter_active_pods(&all_pods);
-        let filtered_pods = self.claim_pods(&rs, key, selector, filtered_pods).await?;
-
-        let manage_replicas_err = if rs_needs_sync && rs.metadata.deletion_timestamp.is_none() {
-            self.manage_replicas(&filtered_pods, &rs, key).await.err()
-        } else {
-            None
-        };
-
-        let now = (self.clock)();
-        let message = manage_replicas_err.as_ref().map(Error::condition_message);
-        let new_status = calculate_status(&rs, &filtered_pods, message.as_deref(), now);
-        let updated = update_replica_set_status(self.rs_client.as_ref(), &rs, new_status).await?;
-        if let Some(updated) = &updated {
-            self.record_own_write(key, updated);
-        }
-        let current = updated.as_ref().unwrap_or(&rs);
-
-        // A last line of defence against clock skew: look again once the ready pods should
-        // have become available.
-        let min_ready = min_ready_seconds(current);
-        let desired = desired_replicas(current);
-        let (ready, available) = current.status.as_ref().map_or((0, 0), |s| {
-            (
-                s.ready_replicas.unwrap_or(0),
-                s.available_replicas.unwrap_or(0),
-            )
-        });
-        if manage_replicas_err.is_none()
-            && min_ready > 0
-            && ready == desired
-            && available != desired
-        {
-            self.queue
-                .add_after(key.to_owned(), seconds(i64::from(min_ready)));
-        }
-        manage_replicas_err.map_or(Ok(()), Err)
-    }
-
-    /// Waits, at most [`OWN_WRITE_WAIT`], until the ReplicaSet cache holds this controller's
-    /// last status write to `key`: a pass over an older copy would compute a status against
-    /// stale numbers and rewrite it with a stale resourceVersion (a conflict, a re-read and a
-    /// second write). Past the bound the pass goes ahead, as upstream always does.
-    async fn wait_for_own_write(&self, key: &str) {
-        if let Some(writes) = &self.own_writes {
-            writes.wait(key, OWN_WRITE_WAIT).await;
-        }
-    }
-
-    /// Remembers the resourceVersion of a status write to `key` (when there is a cache to
-    /// compare it with).
-    fn record_own_write(&self, key: &str, written: &ReplicaSet) {
-        if let Some(writes) = &self.own_writes {
-            writes.record(key, written.metadata.resource_version.as_deref());
-        }
-    }
-
-    /// Adopts the orphans `rs` selects and releases the pods it owns but no longer selects,
-    /// returning the pods it owns afterwards, as upstream's `claimPods`. Before the first
-    /// adoption the ReplicaSet is re-read from the API server: a ReplicaSet that is being
-    /// deleted (or was replaced by a namesake) adopts nothing.
-    async fn claim_pods(
-        &self,
-        rs: &ReplicaSet,
-        key: &str,
-        selector: Selector,
-        filtered_pods: Vec<Arc<Pod>>,
-    ) -> Result<Vec<Arc<Pod>>> {
-        let client = Arc::clone(&self.rs_client);
-        let namespace = rs.metadata.namespace.clone().unwrap_or_default();
-        let name = rs.metadata.name.clone().unwrap_or_default();
-        let can_adopt = recheck_owner(
-            rs,
-            move || async move { client.get(&namespace, &name).await },
-        );
-        let manager = PodControllerRefManager::for_pods(
-            Arc::clone(&self.pod_control),
-            &rs.metadata,
-            selector,
-            self.gvk.clone(),
-            Some(can_adopt),
-        );
-        manager
-            .claim_pods(&filtered_pods, |_| true)
-            .await
-            .map_err(|source| Error::ClaimPods {
-                replica_set: key.to_owned(),
-                source,
-            })
-    }
-
-    /// Creates or deletes pods so that `filtered_pods` moves toward `spec.replicas`, at most
-    /// `burst_replicas` of them, as upstream's `manageReplicas`.
-    ///
-    /// Expectations are raised before acting. Creations go in slow-start batches; the ones
-    /// never attempted after a failing batch are taken off the expectations, and a creation
-    /// refused because the namespace is terminating counts as done (the namespace will
-    /// never take it). Deletions pick victims by [`get_pods_to_delete`], run concurrently,
-    /// and take each failed one off the expectations; NotFound is not an error.
-    async fn manage_replicas(
-        &self,
-        filtered_pods: &[Arc<Pod>],
-        rs: &ReplicaSet,
-        key: &str,
-    ) -> Result<()> {
-        let desired = usize::try_from(desired_replicas(rs)).unwrap_or(0);
-        let current = filtered_pods.len();
-        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        let controller = rs.object_ref(&());
-
-        if current < desired {
-            let diff = (desired - current).min(self.burst_replicas);
-            // Raised before the first request, or a fast watch could observe a pod before
-            // the expectation exists.
-            self.expectations.expect_creations(key, as_i64(diff));
-            tracing::info!(
-                replica_set = key,
-                need = desired,
-                creating = diff,
-                "Too few replicas"
-            );
-            let default_template = PodTemplateSpec::default();
-            let template = rs
-                .spec
-                .as_ref()
-                .and_then(|s| s.template.as_ref())
-                .unwrap_or(&default_template);
-            let controller_ref = new_controller_ref(&rs.metadata, &self.gvk);
-            let (successes, err) = slow_start_batch(diff, SLOW_START_INITIAL_BATCH_SIZE, || {
-                self.create_pod(namespace, template, &controller, &controller_ref)
-            })
-            .await;
-            let skipped = diff - successes;
-            if skipped > 0 {
-                tracing::info!(
-                    replica_set = key,
-                    pods_skipped = skipped,
-                    "Slow-start failure. Skipping creation of pods, decrementing expectations"
-                );
-                self.expectations
-                    .lower_expectations(key, as_i64(skipped), 0);
-            }
-            return match err {
-                Some(source) => Err(Error::CreatePods {
-                    replica_set: key.to_owned(),
-                    source,
-                }),
-                None => Ok(()),
-            };
-        }
-
-        if current > desired {
-            let diff = (current - desired).min(self.burst_replicas);
-            tracing::info!(
-                replica_set = key,
-                need = desired,
-                deleting = diff,
-                "Too many replicas"
-            );
-            let related_pods = self.get_indirectly_related_pods(rs);
-            let now = (self.clock)();
-            let pods_to_delete =
-                get_pods_to_delete(filtered_pods.to_vec(), &related_pods, diff, now);
-            if diff < filtered_pods.len()
-                && let Some(metrics) = &self.metrics
-            {
-                metrics.report_sorting_deletion_age_ratio(filtered_pods, &pods_to_delete, now);
-            }
-            // Keys, not a count: each deletion is observed exactly once, whether seen as a
-            // deletionTimestamp update or as the delete itself.
-            self.expectations
-                .expect_deletions(key, pod_keys(pods_to_delete.iter().map(Arc::as_ref)));
-            let deletions = pods_to_delete.iter().map(|pod| {
-                let controller = &controller;
-                async move {
-                    let name = pod.metadata.name.as_deref().unwrap_or_default();
-                    let err = self
-                        .pod_control
-                        .delete_pod(namespace, name, controller)
-                        .await
-                        .err()?;
-                    // The informer will never see this deletion.
-                    let pod_key = pod_key(pod);
-                    self.expectations.deletion_observed(key, &pod_key);
-                    if err.is_not_found() {
-                        return None;
-                    }
-                    tracing::info!(
-                        replica_set = key,
-                        pod = %pod_key,
-                        "Failed to delete pod, decremented expectations"
-                    );
-                    Some(err)
-                }
-            });
-            let first_error = join_all(deletions).await.into_iter().flatten().next();
-            if let Some(source) = first_error {
-                return Err(Error::DeletePods {
-                    replica_set: key.to_owned(),
-                    source,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// One creation of a slow-start batch: a refusal because the namespace is terminating
-    /// counts as success, as upstream's closure passed to `slowStartBatch`.
-    async fn create_pod(
-        &self,
-        namespace: &str,
-        template: &PodTemplateSpec,
-        controller: &k8s_openapi::api::core::v1::ObjectReference,
-        controller_ref: &OwnerReference,
-    ) -> std::result::Result<(), kcm_machinery::controller::pod_control::Error> {
-        match self
-            .pod_control
-            .create_pods(namespace, template, controller, controller_ref)
-            .await
-        {
-            Err(err) if err.is_namespace_terminating() => Ok(()),
-            other => other,
-        }
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Helpers
-    // -----------------------------------------------------------------------------------------
-
-    /// Every cached pod of `namespace`.
-    fn pods_in_namespace(&self, namespace: &str) -> Vec<Arc<Pod>> {
-        objects_in_namespace(&self.pod_cache, namespace)
-    }
-
-    /// The ReplicaSets with the same controller (Deployment) as `rs`, `rs` included, as
-    /// upstream's `getReplicaSetsWithSameController`. Empty when `rs` has no controller.
-    pub fn get_replica_sets_with_same_controller(&self, rs: &ReplicaSet) -> Vec<Arc<ReplicaSet>> {
-        let Some(controller_ref) = get_controller_of(&rs.metadata) else {
-            tracing::error!(
-                replica_set = ?rs.metadata.name,
-                "ReplicaSet has no controller"
-            );
-            return Vec::new();
-        };
-        match self
-            .rs_cache
-            .by_index(CONTROLLER_UID_INDEX, &controller_ref.uid)
-        {
-            Ok(related) => related,
-            Err(err) => {
-                tracing::error!(%err, "listing ReplicaSets by controller UID");
-                Vec::new()
-            }
-        }
-    }
-
-    /// The pods selected by any ReplicaSet with the same controller as `rs` (each once), as
-    /// upstream's `getIndirectlyRelatedPods`: the co-location context for scale-down ranking.
-    pub fn get_indirectly_related_pods(&self, rs: &ReplicaSet) -> Vec<Arc<Pod>> {
-        let mut seen: HashSet<String> = HashSet::new();
-        let mut related = Vec::new();
-        for related_rs in self.get_replica_sets_with_same_controller(rs) {
-            // An invalid selector matches no pods.
-            let Ok(selector) = replica_set_selector(&related_rs) else {
-                continue;
-            };
-            let namespace = related_rs.metadata.namespace.as_deref().unwrap_or_default();
-            for pod in self.pods_in_namespace(namespace) {
-                if !selector.matches_opt(pod.metadata.labels.as_ref()) {
-                    continue;
-                }
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
-                if seen.insert(uid) {
-                    related.push(pod);
-                }
-            }
-        }
-        related
     }
 }
 
@@ -805,20 +440,19 @@ impl ReplicaSetEventHandlers {
     /// A ReplicaSet was deleted (possibly seen only as a tombstone): drop its expectations so
     /// a namesake starts clean, and sync the key (which finds nothing and stops).
     pub fn delete_rs(&self, obj: &DeletedObject<ReplicaSet>) {
-        match obj {
-            DeletedObject::Object(rs) => self.delete_rs_object(rs),
-            DeletedObject::Tombstone(tombstone) => {
-                tracing::trace!(key = %tombstone.key, "Deleting (tombstone)");
-                self.expectations.delete_expectations(&tombstone.key);
-                self.queue.add(tombstone.key.clone());
-            }
+        match obj.key() {
+            Ok(key) => self.delete_rs_key(key),
+            Err(err) => tracing::error!(%err, "couldn't get key for ReplicaSet"),
         }
     }
 
     fn delete_rs_object(&self, rs: &ReplicaSet) {
-        let Some(key) = key_of(rs) else {
-            return;
-        };
+        if let Some(key) = key_of(rs) {
+            self.delete_rs_key(key);
+        }
+    }
+
+    fn delete_rs_key(&self, key: String) {
         tracing::trace!(key = %key, "Deleting");
         self.expectations.delete_expectations(&key);
         self.queue.add(key);
@@ -1025,12 +659,36 @@ impl ResourceEventHandler<Pod> for ReplicaSetEventHandlers {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Worker wiring
+// ---------------------------------------------------------------------------------------------
+
+impl ReplicaSetController {
+    /// Takes one key and syncs it through the shared worker (forgotten on success, requeued
+    /// rate-limited on failure or panic), as upstream's `processNextWorkItem`. False once the
+    /// queue has shut down.
+    pub async fn process_next_work_item(&self) -> bool {
+        process_next_work_item(CONTROLLER_NAME, &self.queue, &ERROR_POLICY, |key| {
+            self.sync_key(key)
+        })
+        .await
+    }
+
+    /// What the workers run for a key: the injected sync handler if any, else [`Self::sync`].
+    async fn sync_key(&self, key: String) -> Result<()> {
+        match &self.sync_handler {
+            Some(handler) => handler(key).await,
+            None => self.sync(&key).await,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Free helpers
 // ---------------------------------------------------------------------------------------------
 
 /// The selector of `rs`, as upstream's `metav1.LabelSelectorAsSelector(rs.Spec.Selector)`;
 /// a ReplicaSet without a spec selects nothing.
-fn replica_set_selector(rs: &ReplicaSet) -> kcm_machinery::labels::Result<Selector> {
+pub(super) fn replica_set_selector(rs: &ReplicaSet) -> kcm_machinery::labels::Result<Selector> {
     match &rs.spec {
         Some(spec) => Selector::from_label_selector(&spec.selector),
         None => Ok(Selector::nothing()),
@@ -1058,7 +716,7 @@ fn labels_of(pod: &Pod) -> Option<&BTreeMap<String, String>> {
 }
 
 /// The objects of `namespace` in `cache`, through its namespace index.
-fn objects_in_namespace<K>(cache: &Indexer<K>, namespace: &str) -> Vec<Arc<K>>
+pub(super) fn objects_in_namespace<K>(cache: &Indexer<K>, namespace: &str) -> Vec<Arc<K>>
 where
     K: Resource + Send + Sync + 'static,
 {
@@ -1073,23 +731,8 @@ where
     }
 }
 
-fn seconds(n: i64) -> Duration {
+pub(super) fn seconds(n: i64) -> Duration {
     Duration::from_secs(u64::try_from(n).unwrap_or(0))
-}
-
-fn as_i64(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// The text of a panic payload.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
 }
 
 #[cfg(test)]

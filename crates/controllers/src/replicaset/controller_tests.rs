@@ -1,23 +1,23 @@
 //! Unit tests of the ReplicaSet controller: caches seeded directly, fake pod control and API,
 //! `sync(key)` called, actions counted — as upstream's `replica_set_test.go`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{
-    Container, Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, ObjectMeta, OwnerReference, Time,
-};
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kcm_machinery::controller::api_status;
 use kcm_machinery::controller::pod_control::FakePodControl;
 use kcm_machinery::informer::delta::{DeletedFinalStateUnknown, DeletedObject};
 use kcm_machinery::informer::store::Indexer;
+use kcm_testing::{
+    MetaBuilder, OwnerRefBuilder, PodSpecBuilder, WorkloadBuilder, container, labels, owner_ref,
+    owner_ref_of, pod_condition, pod_template, replica_set,
+};
 use kube::api::Patch;
 
 use super::*;
@@ -38,64 +38,26 @@ fn uid() -> String {
     format!("uid-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
 /// A ReplicaSet `default/foobar` selecting `selector`, controlled by an owner of UID `123`, as
 /// upstream's `newReplicaSet`.
 fn new_replica_set(replicas: i32, selector: &[(&str, &str)]) -> ReplicaSet {
-    ReplicaSet {
-        metadata: ObjectMeta {
-            uid: Some(uid()),
-            name: Some("foobar".into()),
-            namespace: Some("default".into()),
-            owner_references: Some(vec![OwnerReference {
-                uid: "123".into(),
-                controller: Some(true),
-                ..Default::default()
-            }]),
-            resource_version: Some("18".into()),
-            ..Default::default()
-        },
-        spec: Some(ReplicaSetSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels(selector)),
-                match_expressions: None,
-            },
-            template: Some(PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels(&[("name", "foo"), ("type", "production")])),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "c".into(),
-                        image: Some("foo/bar".into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            }),
-            min_ready_seconds: None,
-        }),
-        status: None,
-    }
+    replica_set("foobar")
+        .uid(uid())
+        .namespace("default")
+        .owner(OwnerRefBuilder::default().uid("123").controller(true))
+        .resource_version("18")
+        .replicas(replicas)
+        .selector(kcm_testing::selector(selector))
+        .template(
+            pod_template()
+                .labels(&[("name", "foo"), ("type", "production")])
+                .container(container("c").image("foo/bar")),
+        )
+        .build()
 }
 
 fn controller_ref_to(rs: &ReplicaSet) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: rs.metadata.name.clone().unwrap_or_default(),
-        uid: rs.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }
+    owner_ref_of(rs).controller(true).build()
 }
 
 /// A pod of `rs`'s namespace with its selector's labels, in `phase` (ready when Running,
@@ -107,34 +69,33 @@ fn new_pod(
     ready_since: Option<Timestamp>,
     owned: bool,
 ) -> Pod {
-    let conditions = (phase == "Running").then(|| {
-        vec![PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            last_transition_time: ready_since.map(Time),
-            ..Default::default()
-        }]
-    });
-    Pod {
-        metadata: ObjectMeta {
-            uid: Some(uid()),
-            name: Some(name.into()),
-            namespace: rs.metadata.namespace.clone(),
-            labels: rs
-                .spec
-                .as_ref()
-                .and_then(|s| s.selector.match_labels.clone()),
-            owner_references: owned.then(|| vec![controller_ref_to(rs)]),
-            resource_version: Some("1".into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec::default()),
-        status: Some(PodStatus {
-            phase: Some(phase.into()),
-            conditions,
-            ..Default::default()
-        }),
+    let mut pod = kcm_testing::pod(name)
+        .uid(uid())
+        .resource_version("1")
+        .default_spec()
+        .phase(phase);
+    if phase == "Running" {
+        let ready = pod_condition("Ready", "True");
+        pod = pod.condition(match ready_since {
+            Some(since) => ready.transitioned_at(since),
+            None => ready,
+        });
     }
+    if owned {
+        pod = pod.owner(controller_ref_to(rs));
+    }
+    pod.with(|p| {
+        p.metadata.namespace = rs.metadata.namespace.clone();
+        p.metadata.labels = selector_labels(rs);
+    })
+    .build()
+}
+
+/// `rs`'s `matchLabels`.
+fn selector_labels(rs: &ReplicaSet) -> Option<std::collections::BTreeMap<String, String>> {
+    rs.spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.clone())
 }
 
 /// `count` pods `<prefix>0..` owned by `rs` with `pod_labels`, added to `cache` when given,
@@ -546,19 +507,11 @@ async fn controller_burst_replicas(burst: usize, num_replicas: usize) {
 
 fn owned_pod_from_key(pod_key: &str, rs: &ReplicaSet) -> Pod {
     let (namespace, name) = pod_key.split_once('/').expect("namespace/name");
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(namespace.into()),
-            labels: rs
-                .spec
-                .as_ref()
-                .and_then(|s| s.selector.match_labels.clone()),
-            owner_references: Some(vec![controller_ref_to(rs)]),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    kcm_testing::pod(name)
+        .namespace(namespace)
+        .owner(controller_ref_to(rs))
+        .with(|p| p.metadata.labels = selector_labels(rs))
+        .build()
 }
 
 #[tokio::test(start_paused = true)]
@@ -959,14 +912,11 @@ async fn never_touches_pods_controlled_by_another() {
     let rs = new_replica_set(2, &[("foo", "bar")]);
     fx.add_rs(&rs);
     let mut pod = new_pod("pod", &rs, "Running", None, true);
-    pod.metadata.owner_references = Some(vec![OwnerReference {
-        uid: "someone-else".into(),
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: "AnotherRS".into(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }]);
+    pod.metadata.owner_references = Some(vec![
+        owner_ref("apps/v1", "ReplicaSet", "AnotherRS", "someone-else")
+            .controller(true)
+            .build(),
+    ]);
     fx.add_pod(&pod);
     fx.controller.sync(&key(&rs)).await.expect("sync");
     fx.validate(2, 0, 0);
@@ -1621,9 +1571,9 @@ async fn workers_never_sync_one_key_concurrently_and_stop_on_cancel() {
                 in_flight.lock().expect("lock").remove(&key);
                 synced.lock().expect("lock").push(key.clone());
                 if key == "ns/fails" {
-                    return Err(Error::Panicked {
-                        key,
-                        message: "test".into(),
+                    return Err(Error::UpdateStatus {
+                        replica_set: key,
+                        source: kube::Error::Api(api_status::internal_error("test").boxed()),
                     });
                 }
                 if key == "ns/panics" {
@@ -1936,5 +1886,48 @@ async fn scale_down_reports_the_deletion_age_ratio() {
     assert!(
         text.contains("replicaset_controller_sorting_deletion_age_ratio_sum 1.0"),
         "{text}"
+    );
+}
+
+/// A panic injected in the sync is recovered by the shared worker, counted in
+/// `kcm_workqueue_sync_panics_total{name="replicaset"}`, and the key retried.
+#[tokio::test(start_paused = true)]
+async fn panicking_sync_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let attempts = Arc::new(AtomicU64::new(0));
+    let handler: SyncHandler = {
+        let attempts = attempts.clone();
+        Arc::new(move |_key: String| {
+            let attempts = attempts.clone();
+            Box::pin(async move {
+                if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("injected panic");
+                }
+                Ok(())
+            })
+        })
+    };
+    let controller = ReplicaSetController::with_caches(
+        Indexer::new(),
+        Indexer::new(),
+        Arc::new(FakeReplicaSetClient::new()),
+        Arc::new(FakePodControl::new()),
+        ReplicaSetControllerOptions {
+            metrics: Some(metrics.clone()),
+            ..ReplicaSetControllerOptions::default()
+        },
+    )
+    .with_sync_handler(handler);
+    let key = "ns/rs".to_owned();
+    controller.queue().add(key.clone());
+    assert!(controller.process_next_work_item().await, "recovered");
+    assert_eq!(metrics.sync_panics_total(QUEUE_NAME), 1, "counted");
+    assert_eq!(controller.queue().num_requeues(&key), 1, "retried");
+    assert!(controller.process_next_work_item().await);
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        controller.queue().num_requeues(&key),
+        0,
+        "the retry succeeded"
     );
 }

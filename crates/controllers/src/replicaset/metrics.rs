@@ -88,29 +88,17 @@ impl ReplicaSetMetrics {
 mod tests {
     use super::*;
     use jiff::SignedDuration;
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use kcm_testing::{MetaBuilder, PodBuilder, pod_condition};
 
     fn now() -> Timestamp {
         "2024-05-01T12:00:00Z".parse().expect("timestamp")
     }
 
     fn pod(age_secs: i64, ready: bool) -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                creation_timestamp: Some(Time(now() - SignedDuration::from_secs(age_secs))),
-                ..Default::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: if ready { "True" } else { "False" }.into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-        })
+        PodBuilder::default()
+            .created_at(now() - SignedDuration::from_secs(age_secs))
+            .condition(pod_condition("Ready", if ready { "True" } else { "False" }))
+            .arc()
     }
 
     fn encoded(metrics: &ReplicaSetMetrics) -> String {

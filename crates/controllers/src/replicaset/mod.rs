@@ -10,6 +10,13 @@
 //! (at most [`BURST_REPLICAS`] per pass, gated by expectations so a pass never acts on a cache
 //! that has not seen its previous pass's writes), then write the status.
 //!
+//! The files follow upstream's `pkg/controller/replicaset`:
+//!
+//! - `controller`: constants, [`ReplicaSetController`] with its test seams, construction
+//!   (handlers, the controller-UID index), `Run`, the event handlers
+//!   ([`ReplicaSetEventHandlers`]) and the worker wiring (`replica_set.go` up to
+//!   `processNextWorkItem`).
+//! - `sync`: `syncReplicaSet`, `claimPods`, `manageReplicas` (the rest of `replica_set.go`).
 //! - [`status`]: `calculateStatus`, the `ReplicaFailure` condition and the `/status` update
 //!   (upstream's `replica_set_utils.go`).
 //! - [`metrics`]: the `replicaset_controller_sorting_deletion_age_ratio` histogram.
@@ -20,14 +27,16 @@ pub mod client;
 mod controller;
 pub mod metrics;
 pub mod status;
+mod sync;
 
 pub use client::{ApiReplicaSetClient, FakeReplicaSetClient, ReplicaSetAction, ReplicaSetClient};
 pub use controller::{
-    BURST_REPLICAS, CONTROLLER_UID_INDEX, Clock, InformerSynced, OWN_WRITE_WAIT, QUEUE_NAME,
-    ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetEventHandlers,
-    STATUS_UPDATE_RETRIES, SyncHandler,
+    BURST_REPLICAS, CONTROLLER_NAME, CONTROLLER_UID_INDEX, Clock, InformerSynced, OWN_WRITE_WAIT,
+    QUEUE_NAME, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetEventHandlers,
+    SyncHandler,
 };
 pub use metrics::ReplicaSetMetrics;
+pub use status::STATUS_UPDATE_RETRIES;
 
 use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::controller::api_status::error_message;
@@ -96,14 +105,6 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The sync panicked; the worker caught it and requeues the key.
-    #[error("syncing ReplicaSet {key} panicked: {message}")]
-    Panicked {
-        /// The work-queue key.
-        key: String,
-        /// The panic payload, when it was a string.
-        message: String,
-    },
 }
 
 impl Error {
@@ -135,7 +136,7 @@ impl ApiStatus for Error {
             Error::UpdateStatus { source, .. } | Error::GetForStatusUpdate { source, .. } => {
                 source.api_status()
             }
-            Error::InvalidKey { .. } | Error::Panicked { .. } => None,
+            Error::InvalidKey { .. } => None,
         }
     }
 }

@@ -19,8 +19,11 @@ use kcm_machinery::controller::pod_control::{FAILED_CREATE_POD_REASON, FAILED_DE
 use kcm_machinery::controller::{is_pod_available, is_pod_ready};
 
 use super::client::ReplicaSetClient;
-use super::controller::STATUS_UPDATE_RETRIES;
 use super::{Error, Result};
+
+/// How many times a failed `/status` update is retried (after re-reading the ReplicaSet), as
+/// upstream's `statusUpdateRetries`.
+pub const STATUS_UPDATE_RETRIES: usize = 1;
 
 /// The condition type set while creating or deleting pods fails, as apps/v1
 /// `ReplicaSetReplicaFailure`.
@@ -255,69 +258,36 @@ pub async fn update_replica_set_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::ReplicaSetSpec;
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus, PodTemplateSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    use kcm_testing::{
+        MetaBuilder, PodBuilder, WorkloadBuilder, pod_condition, pod_template, selector,
+    };
 
     fn now() -> Timestamp {
         "2024-05-01T12:00:00Z".parse().expect("timestamp")
     }
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
     fn replica_set(replicas: i32, min_ready: i32) -> ReplicaSet {
-        ReplicaSet {
-            metadata: ObjectMeta {
-                namespace: Some("default".into()),
-                name: Some("rs".into()),
-                ..Default::default()
-            },
-            spec: Some(ReplicaSetSpec {
-                replicas: Some(replicas),
-                min_ready_seconds: Some(min_ready),
-                selector: LabelSelector {
-                    match_labels: Some(labels(&[("foo", "bar")])),
-                    match_expressions: None,
-                },
-                template: Some(PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(labels(&[("foo", "bar"), ("tier", "web")])),
-                        ..Default::default()
-                    }),
-                    spec: None,
-                }),
-            }),
-            status: None,
-        }
+        kcm_testing::replica_set("rs")
+            .namespace("default")
+            .replicas(replicas)
+            .min_ready_seconds(min_ready)
+            .selector(selector(&[("foo", "bar")]))
+            .template(pod_template().labels(&[("foo", "bar"), ("tier", "web")]))
+            .build()
     }
 
     /// A pod with `pod_labels`, ready since `ready_for` seconds before now when given.
     fn pod(pod_labels: &[(&str, &str)], ready_for: Option<i64>) -> Arc<Pod> {
-        let conditions = ready_for.map(|secs| {
-            vec![PodCondition {
-                type_: "Ready".into(),
-                status: "True".into(),
-                last_transition_time: Some(Time(now() - jiff::SignedDuration::from_secs(secs))),
-                ..Default::default()
-            }]
-        });
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                labels: Some(labels(pod_labels)),
-                ..Default::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                conditions,
-                ..Default::default()
-            }),
-        })
+        let pod = PodBuilder::default().labels(pod_labels).phase("Running");
+        match ready_for {
+            Some(secs) => pod
+                .condition(
+                    pod_condition("Ready", "True")
+                        .transitioned_at(now() - jiff::SignedDuration::from_secs(secs)),
+                )
+                .arc(),
+            None => pod.arc(),
+        }
     }
 
     fn condition(type_: &str, reason: &str) -> ReplicaSetCondition {

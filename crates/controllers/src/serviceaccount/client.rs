@@ -72,6 +72,9 @@ struct FakeState {
     creates: Vec<String>,
     /// When set, every `create` fails with this status (and stores nothing).
     error: Option<Status>,
+    /// When set, the next call through the client trait panics (and clears it): a sync that
+    /// panics once, for the shared worker's panic recovery.
+    panic_next_call: bool,
 }
 
 /// An in-memory [`ServiceAccountClient`] recording its calls.
@@ -85,6 +88,21 @@ impl FakeServiceAccountClient {
     /// An empty fake.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes the next call through the client trait panic, once (tests of the shared worker's
+    /// panic recovery).
+    pub fn panic_on_next_call(&self) {
+        self.state().panic_next_call = true;
+    }
+
+    /// Panics if [`Self::panic_on_next_call`] armed it; the state's lock is released first, so
+    /// the fake stays usable.
+    fn take_injected_panic(&self) {
+        let armed = std::mem::take(&mut self.state().panic_next_call);
+        if armed {
+            panic!("FakeServiceAccountClient: injected panic");
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, FakeState> {
@@ -144,6 +162,7 @@ impl ServiceAccountClient for FakeServiceAccountClient {
         namespace: &str,
         account: &ServiceAccount,
     ) -> Result<ServiceAccount, kube::Error> {
+        self.take_injected_panic();
         let name = account.metadata.name.clone().unwrap_or_default();
         let key = format!("{namespace}/{name}");
         let mut state = self.state();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kcm_machinery::controller::ApiStatus;
-use kcm_machinery::controller::run_workers;
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
     DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
@@ -39,6 +39,10 @@ pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 /// How many workers kube-controller-manager runs: a fixed one (`sac.Run(ctx, 1)` in
 /// `startServiceAccountController`; no flag).
 pub const SERVICE_ACCOUNT_WORKERS: usize = 1;
+
+/// How the workers treat a failed sync, as upstream's `processNextWorkItem` (`"%v failed with
+/// : %v"`): every error (and every panic) requeues the namespace rate-limited.
+const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("sync failed");
 
 /// Which accounts to ensure and how the handlers resync, as upstream's
 /// `ServiceAccountsControllerOptions`.
@@ -239,41 +243,86 @@ impl ServiceAccountsController {
             tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
             return;
         }
-        let worker = || {
-            let (this, cancel) = (Arc::clone(&self), cancel.clone());
-            async move { this.worker(cancel).await }
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync(&key).await }
         };
-        run_workers(CONTROLLER_NAME, workers, &cancel, worker, || {
-            self.queue.shut_down()
-        })
+        run_workers(
+            CONTROLLER_NAME,
+            &self.queue,
+            ERROR_POLICY,
+            workers,
+            &cancel,
+            sync,
+        )
         .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
+}
 
-    // -----------------------------------------------------------------------------------------
-    // Worker loop
-    // -----------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------
+// Event handlers
+// ---------------------------------------------------------------------------------------------
 
-    /// Processes names until the queue shuts down or `cancel` fires.
-    async fn worker(&self, cancel: CancellationToken) {
-        while !cancel.is_cancelled() && self.process_next_work_item().await {}
+/// Both informers' handlers: a namespace added or updated, or a ServiceAccount deleted, queues
+/// the namespace's name. Cheap to clone (shares the queue).
+#[derive(Clone)]
+pub struct ServiceAccountEventHandlers {
+    /// The controller's queue.
+    queue: RateLimitingQueue<String>,
+}
+
+impl std::fmt::Debug for ServiceAccountEventHandlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceAccountEventHandlers")
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceAccountEventHandlers {
+    fn enqueue(&self, name: Option<&str>) {
+        match name.filter(|n| !n.is_empty()) {
+            Some(name) => self.queue.add(name.to_owned()),
+            None => tracing::error!("Couldn't get the namespace of an object without one"),
+        }
+    }
+}
+
+impl ResourceEventHandler<Namespace> for ServiceAccountEventHandlers {
+    /// Upstream's `namespaceAdded`.
+    fn on_add(&self, namespace: Arc<Namespace>, _is_in_initial_list: bool) {
+        self.enqueue(namespace.metadata.name.as_deref());
     }
 
-    /// Takes one name and syncs it: forgotten on success, requeued rate-limited on failure.
-    /// False once the queue has shut down.
+    /// Upstream's `namespaceUpdated` (also resyncs and relists).
+    fn on_update(&self, _old: Arc<Namespace>, new: Arc<Namespace>) {
+        self.enqueue(new.metadata.name.as_deref());
+    }
+}
+
+impl ResourceEventHandler<ServiceAccount> for ServiceAccountEventHandlers {
+    /// Upstream's `serviceAccountDeleted`: the namespace may need the account again.
+    fn on_delete(&self, account: DeletedObject<ServiceAccount>) {
+        self.enqueue(account.object().metadata.namespace.as_deref());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker wiring and sync
+// ---------------------------------------------------------------------------------------------
+
+impl ServiceAccountsController {
+    /// Takes one name and syncs it through the shared worker: forgotten on success, requeued
+    /// rate-limited on failure or panic. False once the queue has shut down.
     pub async fn process_next_work_item(&self) -> bool {
-        let Some(key) = self.queue.get().await else {
-            return false;
-        };
-        match self.sync(&key).await {
-            Ok(()) => self.queue.forget(&key),
-            Err(err) => {
-                tracing::error!(namespace = %key, error = %err, "{key} failed with : {err}");
-                self.queue.add_rate_limited(key.clone());
-            }
-        }
-        self.queue.done(&key);
-        true
+        process_next_work_item(
+            CONTROLLER_NAME,
+            &self.queue,
+            &ERROR_POLICY,
+            |key| async move { self.sync(&key).await },
+        )
+        .await
     }
 
     // -----------------------------------------------------------------------------------------
@@ -323,53 +372,6 @@ impl ServiceAccountsController {
             None => Ok(()),
             Some(err) => Err(err),
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Event handlers
-// ---------------------------------------------------------------------------------------------
-
-/// Both informers' handlers: a namespace added or updated, or a ServiceAccount deleted, queues
-/// the namespace's name. Cheap to clone (shares the queue).
-#[derive(Clone)]
-pub struct ServiceAccountEventHandlers {
-    /// The controller's queue.
-    queue: RateLimitingQueue<String>,
-}
-
-impl std::fmt::Debug for ServiceAccountEventHandlers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceAccountEventHandlers")
-            .finish_non_exhaustive()
-    }
-}
-
-impl ServiceAccountEventHandlers {
-    fn enqueue(&self, name: Option<&str>) {
-        match name.filter(|n| !n.is_empty()) {
-            Some(name) => self.queue.add(name.to_owned()),
-            None => tracing::error!("Couldn't get the namespace of an object without one"),
-        }
-    }
-}
-
-impl ResourceEventHandler<Namespace> for ServiceAccountEventHandlers {
-    /// Upstream's `namespaceAdded`.
-    fn on_add(&self, namespace: Arc<Namespace>, _is_in_initial_list: bool) {
-        self.enqueue(namespace.metadata.name.as_deref());
-    }
-
-    /// Upstream's `namespaceUpdated` (also resyncs and relists).
-    fn on_update(&self, _old: Arc<Namespace>, new: Arc<Namespace>) {
-        self.enqueue(new.metadata.name.as_deref());
-    }
-}
-
-impl ResourceEventHandler<ServiceAccount> for ServiceAccountEventHandlers {
-    /// Upstream's `serviceAccountDeleted`: the namespace may need the account again.
-    fn on_delete(&self, account: DeletedObject<ServiceAccount>) {
-        self.enqueue(account.object().metadata.namespace.as_deref());
     }
 }
 

@@ -3,38 +3,27 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Namespace, NamespaceStatus, ServiceAccount};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kcm_machinery::controller::api_status;
 use kcm_machinery::informer::DeletedObject;
-use kube::api::ObjectMeta;
+use kcm_testing::MetaBuilder;
 
 use super::*;
 use crate::serviceaccount::FakeServiceAccountClient;
 
 fn namespace(name: &str, phase: Option<&str>) -> Namespace {
-    Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            deletion_timestamp: (phase == Some("Terminating"))
-                .then_some(Time(Timestamp::UNIX_EPOCH)),
-            ..Default::default()
-        },
-        spec: None,
-        status: Some(NamespaceStatus {
-            phase: phase.map(Into::into),
-            conditions: None,
-        }),
+    let ns = kcm_testing::namespace(name).default_status();
+    match phase {
+        Some("Terminating") => ns.deleted_at(Timestamp::UNIX_EPOCH).phase("Terminating"),
+        Some(phase) => ns.phase(phase),
+        None => ns,
     }
+    .build()
 }
 
 fn account(namespace: &str, name: &str) -> ServiceAccount {
     ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(namespace.into()),
-            ..Default::default()
-        },
+        metadata: kcm_testing::meta(name).namespace(namespace).build(),
         ..Default::default()
     }
 }
@@ -250,5 +239,33 @@ async fn a_deleted_default_account_is_recreated() {
     );
     assert!(fx.controller.process_next_work_item().await);
     assert_eq!(fx.fake.creates(), ["ns/default"]);
+    assert!(fx.fake.contains("ns", "default"));
+}
+
+/// A panic injected in the sync (the fake client panics once) is recovered by the shared
+/// worker, counted in `kcm_workqueue_sync_panics_total{name="serviceaccount"}`, and the
+/// namespace retried.
+#[tokio::test(start_paused = true)]
+async fn panicking_sync_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let fx = fixture_with(ServiceAccountsControllerOptions {
+        metrics: Some(metrics.clone()),
+        ..ServiceAccountsControllerOptions::default()
+    });
+    fx.namespaces
+        .add(Arc::new(namespace("ns", Some("Active"))))
+        .expect("cache");
+    fx.fake.panic_on_next_call();
+    let key = "ns".to_owned();
+    fx.controller.queue().add(key.clone());
+    assert!(fx.controller.process_next_work_item().await, "recovered");
+    assert_eq!(metrics.sync_panics_total(QUEUE_NAME), 1, "counted");
+    assert_eq!(fx.controller.queue().num_requeues(&key), 1, "retried");
+    assert!(fx.controller.process_next_work_item().await);
+    assert_eq!(
+        fx.controller.queue().num_requeues(&key),
+        0,
+        "the retry succeeded"
+    );
     assert!(fx.fake.contains("ns", "default"));
 }

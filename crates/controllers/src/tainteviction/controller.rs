@@ -2,18 +2,21 @@
 //! tolerate (upstream's `pkg/controller/tainteviction/taint_eviction.go`).
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, PodCondition, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
 use kcm_machinery::events::{EventRecorder, EventType, SystemClock, WallClock};
 use kcm_machinery::informer::{
     HasSynced, Lister, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
     wait_for_cache_sync,
 };
-use kcm_machinery::workqueue::{Queue, QueueConfig, WorkqueueMetrics};
-use tokio::task::JoinSet;
+use kcm_machinery::workqueue::{
+    QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
+};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +44,13 @@ pub const MESSAGE_DELETION_BY_TAINT_MANAGER: &str =
 pub const NODE_QUEUE: &str = "noexec_taint_node";
 /// The pod work queue's name, as upstream.
 pub const POD_QUEUE: &str = "noexec_taint_pod";
+/// How the node workers treat a failure: the handlers never fail, so only a panic requeues
+/// the node, rate-limited.
+const NODE_ERROR_POLICY: ErrorPolicy<String, Infallible> =
+    ErrorPolicy::new("Failed to handle node update");
+/// As [`NODE_ERROR_POLICY`], for pod updates.
+const POD_ERROR_POLICY: ErrorPolicy<PodUpdate, Infallible> =
+    ErrorPolicy::new("Failed to handle pod update");
 /// The event reason for scheduling and cancelling deletions.
 pub const REASON_TAINT_MANAGER_EVICTION: &str = "TaintManagerEviction";
 
@@ -73,9 +83,11 @@ pub struct TaintEvictionController {
     /// Scheduled deletions by `namespace/name`.
     evictions: Arc<TimedWorkerQueue>,
     /// Nodes whose NoExecute taints changed.
-    node_queue: Queue<String>,
+    /// Upstream's are plain queues: the handlers never fail, so the rate limiter only backs a
+    /// panic's retry.
+    node_queue: RateLimitingQueue<String>,
     /// Pods whose node or tolerations changed.
-    pod_queue: Queue<PodUpdate>,
+    pod_queue: RateLimitingQueue<PodUpdate>,
     /// `taint_eviction_controller_*`.
     metrics: TaintEvictionMetrics,
 }
@@ -159,8 +171,14 @@ impl TaintEvictionController {
             synced: vec![Arc::new(pods.clone()), Arc::new(nodes.clone())],
             tainted_nodes: Mutex::new(HashMap::new()),
             evictions,
-            node_queue: Queue::with_config(queue_config(NODE_QUEUE)),
-            pod_queue: Queue::with_config(queue_config(POD_QUEUE)),
+            node_queue: RateLimitingQueue::with_config(
+                default_controller_rate_limiter(),
+                queue_config(NODE_QUEUE),
+            ),
+            pod_queue: RateLimitingQueue::with_config(
+                default_controller_rate_limiter(),
+                queue_config(POD_QUEUE),
+            ),
             metrics,
         });
         let (q1, q2, q3) = (
@@ -205,28 +223,62 @@ impl TaintEvictionController {
             self.pod_queue.shut_down();
             return;
         }
-        let mut tasks = JoinSet::new();
-        for _ in 0..UPDATE_WORKER_SIZE {
-            let this = Arc::clone(&self);
-            tasks.spawn(async move {
-                while let Some(name) = this.node_queue.get().await {
-                    this.handle_node_update(&name);
-                    this.node_queue.done(&name);
-                }
-            });
-            let this = Arc::clone(&self);
-            tasks.spawn(async move {
-                while let Some(update) = this.pod_queue.get().await {
-                    this.handle_pod_update(&update);
-                    this.pod_queue.done(&update);
-                }
-            });
-        }
-        cancel.cancelled().await;
-        self.node_queue.shut_down();
-        self.pod_queue.shut_down();
-        while tasks.join_next().await.is_some() {}
+        let this = Arc::clone(&self);
+        let node_sync = move |name: String| {
+            let this = Arc::clone(&this);
+            async move {
+                this.handle_node_update(&name);
+                Ok::<(), Infallible>(())
+            }
+        };
+        let this = Arc::clone(&self);
+        let pod_sync = move |update: PodUpdate| {
+            let this = Arc::clone(&this);
+            async move {
+                this.handle_pod_update(&update);
+                Ok::<(), Infallible>(())
+            }
+        };
+        // Each returns once `cancel` has fired, its queue has shut down and its workers stopped.
+        tokio::join!(
+            run_workers(
+                CONTROLLER_NAME,
+                &self.node_queue,
+                NODE_ERROR_POLICY,
+                UPDATE_WORKER_SIZE,
+                &cancel,
+                node_sync,
+            ),
+            run_workers(
+                CONTROLLER_NAME,
+                &self.pod_queue,
+                POD_ERROR_POLICY,
+                UPDATE_WORKER_SIZE,
+                &cancel,
+                pod_sync,
+            ),
+        );
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
+    }
+
+    /// The queue of node names (tests).
+    pub fn node_queue(&self) -> &RateLimitingQueue<String> {
+        &self.node_queue
+    }
+
+    /// Takes one node off the node queue and handles it through the shared worker. False once
+    /// the queue has shut down (tests).
+    pub async fn process_next_node(&self) -> bool {
+        process_next_work_item(
+            CONTROLLER_NAME,
+            &self.node_queue,
+            &NODE_ERROR_POLICY,
+            |name| async move {
+                self.handle_node_update(&name);
+                Ok::<(), Infallible>(())
+            },
+        )
+        .await
     }
 
     fn cancel_work_with_event(&self, args: &WorkArgs) {
@@ -439,7 +491,7 @@ pub fn set_disruption_target(pod: &mut Pod, now: jiff::Timestamp) -> bool {
 }
 
 /// Queues a pod whose node or tolerations changed (upstream's `PodUpdated`).
-fn pod_updated(queue: &Queue<PodUpdate>, old: Option<&Pod>, new: Option<&Pod>) {
+fn pod_updated(queue: &RateLimitingQueue<PodUpdate>, old: Option<&Pod>, new: Option<&Pod>) {
     let node = |p: &Pod| {
         p.spec
             .as_ref()
@@ -467,7 +519,7 @@ fn pod_updated(queue: &Queue<PodUpdate>, old: Option<&Pod>, new: Option<&Pod>) {
 }
 
 /// Queues a node whose NoExecute taints changed (upstream's `NodeUpdated`).
-fn node_updated(queue: &Queue<String>, old: Option<&Node>, new: Option<&Node>) {
+fn node_updated(queue: &RateLimitingQueue<String>, old: Option<&Node>, new: Option<&Node>) {
     if let (Some(o), Some(n)) = (old, new)
         && no_execute_taints(o) == no_execute_taints(n)
     {

@@ -158,3 +158,71 @@ async fn forever_tolerating_pods_stay_and_untainted_nodes_evict_nothing() {
     settle().await;
     assert!(g.client.deleted_pods().is_empty());
 }
+
+/// Records events, panicking on the first one once armed: a sync that panics once.
+#[derive(Clone, Default)]
+struct PanicOnceRecorder {
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    inner: FakeRecorder,
+}
+
+impl kcm_machinery::events::EventRecorder for PanicOnceRecorder {
+    fn event(
+        &self,
+        regarding: &k8s_openapi::api::core::v1::ObjectReference,
+        type_: kcm_machinery::events::EventType,
+        reason: &str,
+        message: String,
+    ) {
+        if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            panic!("injected panic");
+        }
+        self.inner.event(regarding, type_, reason, message);
+    }
+}
+
+/// A panic injected in a node update (the event recorder panics once) is recovered by the
+/// shared worker, counted in `kcm_workqueue_sync_panics_total{name="noexec_taint_node"}`, and
+/// the node retried.
+#[tokio::test(start_paused = true)]
+async fn panicking_node_update_is_recovered_counted_and_retried() {
+    let metrics = Arc::new(kcm_machinery::workqueue::WorkqueueMetrics::new());
+    let recorder = PanicOnceRecorder::default();
+    let nodes = informer::<Node>();
+    let pods = informer::<Pod>();
+    let controller = TaintEvictionController::with_informers(
+        nodes.clone(),
+        pods.clone(),
+        Arc::new(FakeLifecycleClient::new()),
+        Arc::new(recorder.clone()),
+        Arc::new(TokioClock::starting_at(ts(0))),
+        Some(metrics.clone()),
+    );
+    seed(
+        &nodes,
+        node("n1", "z", "Unknown", 0, vec![unreachable_taint()]),
+    );
+    seed(
+        &pods,
+        pod("p", "n1", vec![tolerate(TAINT_NODE_UNREACHABLE, Some(5))]),
+    );
+    controller.handle_node_update("n1");
+    assert!(controller.is_scheduled("default/p"));
+    // The taint goes: cancelling the deletion records an event, which panics.
+    seed(&nodes, node("n1", "z", "True", 2, vec![]));
+    recorder
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let key = "n1".to_owned();
+    controller.node_queue().add(key.clone());
+    assert!(controller.process_next_node().await, "recovered");
+    assert_eq!(
+        metrics.sync_panics_total(super::controller::NODE_QUEUE),
+        1,
+        "counted"
+    );
+    assert_eq!(controller.node_queue().num_requeues(&key), 1, "retried");
+    assert!(controller.process_next_node().await);
+    assert_eq!(controller.node_queue().num_requeues(&key), 0);
+    assert!(!controller.is_scheduled("default/p"));
+}

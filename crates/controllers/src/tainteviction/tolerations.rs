@@ -65,11 +65,10 @@ mod tests {
     use super::*;
 
     fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
-        Taint {
-            key: key.to_owned(),
-            value: value.map(str::to_owned),
-            effect: effect.to_owned(),
-            ..Taint::default()
+        let t = kcm_testing::taint(key, effect);
+        match value {
+            Some(value) => t.value(value).build(),
+            None => t.build(),
         }
     }
 

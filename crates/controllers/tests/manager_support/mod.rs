@@ -3,17 +3,16 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::core::v1::Pod;
 use kcm_controllers::manager::ManagerOptions;
+use kcm_testing::{MetaBuilder, WorkloadBuilder, container};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use rustls::pki_types::ServerName;
@@ -131,37 +130,12 @@ fn dechunk(mut body: &str) -> String {
 
 /// A ReplicaSet `name` in `default` with `replicas` pods labelled `app=name`.
 pub fn replica_set(name: &str, replicas: i32) -> ReplicaSet {
-    let labels: BTreeMap<String, String> = [("app".to_owned(), name.to_owned())].into();
-    ReplicaSet {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ReplicaSetSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..LabelSelector::default()
-            },
-            template: Some(PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "app".to_owned(),
-                        image: Some("registry.k8s.io/pause:3.10".to_owned()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-            }),
-            ..ReplicaSetSpec::default()
-        }),
-        ..ReplicaSet::default()
-    }
+    kcm_testing::replica_set(name)
+        .namespace("default")
+        .replicas(replicas)
+        .selecting(&[("app", name)])
+        .container(container("app").image("registry.k8s.io/pause:3.10"))
+        .build()
 }
 
 /// Creates `rs` in `default`.

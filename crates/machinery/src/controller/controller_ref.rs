@@ -27,45 +27,33 @@ pub fn new_controller_ref(owner: &ObjectMeta, gvk: &GroupVersionKind) -> OwnerRe
 
 #[cfg(test)]
 mod tests {
+    use kcm_testing::{MetaBuilder, ObjectMetaBuilder, OwnerRefBuilder, meta};
+
     use super::*;
 
-    fn owner_ref(uid: &str, controller: Option<bool>) -> OwnerReference {
-        OwnerReference {
-            api_version: "apps/v1".into(),
-            kind: "ReplicaSet".into(),
-            name: format!("rs-{uid}"),
-            uid: uid.into(),
-            controller,
-            block_owner_deletion: None,
-        }
+    /// A reference to ReplicaSet `rs-<uid>`, controller flag unset.
+    fn rs_ref(uid: &str) -> OwnerRefBuilder {
+        kcm_testing::owner_ref("apps/v1", "ReplicaSet", &format!("rs-{uid}"), uid)
     }
 
     #[test]
     fn finds_the_controller_among_owners() {
-        let meta = ObjectMeta {
-            owner_references: Some(vec![
-                owner_ref("a", None),
-                owner_ref("b", Some(false)),
-                owner_ref("c", Some(true)),
-            ]),
-            ..Default::default()
-        };
-        assert_eq!(get_controller_of(&meta).map(|r| r.uid.as_str()), Some("c"));
-        let orphan = ObjectMeta {
-            owner_references: Some(vec![owner_ref("a", Some(false))]),
-            ..Default::default()
-        };
+        let owned = ObjectMetaBuilder::default()
+            .owner(rs_ref("a"))
+            .owner(rs_ref("b").controller(false))
+            .owner(rs_ref("c").controller(true))
+            .build();
+        assert_eq!(get_controller_of(&owned).map(|r| r.uid.as_str()), Some("c"));
+        let orphan = ObjectMetaBuilder::default()
+            .owner(rs_ref("a").controller(false))
+            .build();
         assert!(get_controller_of(&orphan).is_none());
         assert!(get_controller_of(&ObjectMeta::default()).is_none());
     }
 
     #[test]
     fn controller_ref_for_core_and_grouped_kinds() {
-        let owner = ObjectMeta {
-            name: Some("web".into()),
-            uid: Some("123".into()),
-            ..Default::default()
-        };
+        let owner = meta("web").uid("123").build();
         let rs = new_controller_ref(&owner, &GroupVersionKind::gvk("apps", "v1", "ReplicaSet"));
         assert_eq!(rs.api_version, "apps/v1");
         assert_eq!(rs.kind, "ReplicaSet");

@@ -336,7 +336,7 @@ impl UidTrackingControllerExpectations {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kcm_testing::MetaBuilder;
 
     const RC_KEY: &str = "default/foobar";
 
@@ -439,14 +439,7 @@ mod tests {
     }
 
     fn pod(ns: &str, name: &str) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        kcm_testing::pod(name).namespace(ns).build()
     }
 
     /// Upstream `TestUIDExpectations`: each controller expects the deletion of its pods, is

@@ -1,4 +1,4 @@
-//! Controller utilities from kubernetes `pkg/controller`: expectations, ref manager, pod control, ranking, slow start.
+//! Controller utilities from kubernetes `pkg/controller`: expectations, ref manager, pod control, ranking, slow start, the shared worker.
 //!
 //! Where to start:
 //! - [`expectations`]: [`ControllerExpectations`] and [`UidTrackingControllerExpectations`], which
@@ -11,11 +11,19 @@
 //!   readiness and availability.
 //! - [`slow_start`]: [`slow_start_batch`], batches of 1, 2, 4, … that stop at the first failure.
 //! - [`controller_ref`]: owner-reference helpers ([`get_controller_of`], [`new_controller_ref`]).
+//! - [`hash`]: the pod-template hash ([`compute_hash`], upstream's `controller.ComputeHash`,
+//!   go-spew compatible) that names ReplicaSets and labels DaemonSet pods.
+//! - [`history`]: ControllerRevision naming and hashing ([`hash_controller_revision`]), as
+//!   upstream's `pkg/controller/history`.
 //! - [`api_status`]: classifying API errors (NotFound, Invalid, NamespaceTerminating, …).
+//! - [`workers`]: the worker loop every queue-driven controller shares ([`run_workers`]): sync
+//!   each key under `catch_unwind`, then forget, requeue or drop it by an [`ErrorPolicy`].
 
 pub mod api_status;
 pub mod controller_ref;
 pub mod expectations;
+pub mod hash;
+pub mod history;
 pub mod pod_control;
 pub mod ranking;
 pub mod ref_manager;
@@ -27,6 +35,11 @@ pub use controller_ref::{get_controller_of, new_controller_ref};
 pub use expectations::{
     ControllerExpectations, EXPECTATIONS_TIMEOUT, UidTrackingControllerExpectations, pod_key,
 };
+pub use hash::compute_hash;
+pub use history::{
+    CONTROLLER_REVISION_HASH_LABEL, controller_revision_name, hash_controller_revision,
+    hash_controller_revision_raw,
+};
 pub use pod_control::{FakePodControl, PodControl, RealPodControl};
 pub use ranking::{
     ActivePodsWithRanks, filter_active_pods, get_pods_to_delete, is_pod_active, is_pod_available,
@@ -34,4 +47,4 @@ pub use ranking::{
 };
 pub use ref_manager::{ControllerRefManager, PodControllerRefManager};
 pub use slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
-pub use workers::run_workers;
+pub use workers::{ErrorPolicy, Retry, process_next_work_item, run_workers};

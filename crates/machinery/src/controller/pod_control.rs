@@ -573,51 +573,31 @@ impl PodControl for FakePodControl {
 mod tests {
     use super::*;
     use crate::controller::controller_ref::new_controller_ref;
-    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::api::core::v1::ReplicationController;
+    use kcm_testing::{MetaBuilder, PodSpecBuilder, container, object_ref_of, pod_template};
     use kube::core::GroupVersionKind;
-    use std::collections::BTreeMap;
 
     fn rc() -> (ObjectReference, OwnerReference) {
-        let meta = ObjectMeta {
-            name: Some("foobar".into()),
-            namespace: Some("default".into()),
-            uid: Some("uid-1".into()),
-            ..Default::default()
-        };
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("ReplicationController".into()),
-            name: meta.name.clone(),
-            namespace: meta.namespace.clone(),
-            uid: meta.uid.clone(),
-            ..Default::default()
+        let rc = ReplicationController {
+            metadata: kcm_testing::meta("foobar")
+                .namespace("default")
+                .uid("uid-1")
+                .build(),
+            ..ReplicationController::default()
         };
         let gvk = GroupVersionKind::gvk("", "v1", "ReplicationController");
-        (reference, new_controller_ref(&meta, &gvk))
+        (object_ref_of(&rc), new_controller_ref(&rc.metadata, &gvk))
     }
 
     fn template() -> PodTemplateSpec {
-        PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                labels: Some(BTreeMap::from([
-                    ("name".into(), "foo".into()),
-                    ("type".into(), "production".into()),
-                ])),
-                annotations: Some(BTreeMap::from([("note".into(), "x".into())])),
-                finalizers: Some(vec!["example.com/keep".into()]),
-                // Never copied: pods get their own names.
-                name: Some("template-name".into()),
-                ..Default::default()
-            }),
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "c".into(),
-                    image: Some("foo/bar".into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-        }
+        pod_template()
+            // Never copied: pods get their own names.
+            .name("template-name")
+            .labels(&[("name", "foo"), ("type", "production")])
+            .annotation("note", "x")
+            .finalizers(&["example.com/keep"])
+            .container(container("c").image("foo/bar"))
+            .build()
     }
 
     #[test]

@@ -473,11 +473,7 @@ fn merge_sort_by<T: Clone>(items: &mut [T], less: &impl Fn(&T, &T) -> bool) {
 mod tests {
     use super::*;
     use jiff::SignedDuration;
-    use k8s_openapi::api::core::v1::{
-        Container, ContainerStatus, PodCondition, PodSpec, PodStatus,
-    };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use std::collections::BTreeMap;
+    use kcm_testing::{MetaBuilder, PodSpecBuilder, container, container_status, pod_condition};
 
     fn ts(s: &str) -> Timestamp {
         s.parse().expect("timestamp")
@@ -496,45 +492,26 @@ mod tests {
 
     /// Upstream's helper in `TestSortingActivePodsWithRanks`.
     fn pod(args: PodArgs<'_>) -> Arc<Pod> {
-        let (conditions, container_statuses) = if args.ready {
-            (
-                Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    last_transition_time: args.ready_since.map(Time),
-                    ..Default::default()
-                }]),
-                Some(vec![ContainerStatus {
-                    restart_count: args.restarts,
-                    ..Default::default()
-                }]),
-            )
-        } else {
-            (None, None)
-        };
-        let annotations: BTreeMap<String, String> = args
-            .annotations
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                name: Some(args.name.into()),
-                creation_timestamp: args.created.map(Time),
-                annotations: (!annotations.is_empty()).then_some(annotations),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: (!args.node.is_empty()).then(|| args.node.to_owned()),
-                ..Default::default()
-            }),
-            status: Some(PodStatus {
-                phase: Some(args.phase.into()),
-                conditions,
-                container_statuses,
-                ..Default::default()
-            }),
-        })
+        let mut pod = kcm_testing::pod(args.name).default_spec().phase(args.phase);
+        if !args.node.is_empty() {
+            pod = pod.node(args.node);
+        }
+        if args.ready {
+            let ready = pod_condition("Ready", "True");
+            pod = pod
+                .condition(match args.ready_since {
+                    Some(since) => ready.transitioned_at(since),
+                    None => ready,
+                })
+                .container_status(container_status("").restarts(args.restarts));
+        }
+        if let Some(created) = args.created {
+            pod = pod.created_at(created);
+        }
+        if !args.annotations.is_empty() {
+            pod = pod.annotations(args.annotations);
+        }
+        pod.arc()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -856,10 +833,7 @@ mod tests {
                 status.container_statuses = Some(
                     restarts
                         .iter()
-                        .map(|r| ContainerStatus {
-                            restart_count: *r,
-                            ..Default::default()
-                        })
+                        .map(|r| container_status("").restarts(*r).build())
                         .collect(),
                 );
             }
@@ -1043,29 +1017,16 @@ mod tests {
             let mut pod = (*p("p", "n", "Running", false, 0, None, None, &[])).clone();
             if let Some(spec) = pod.spec.as_mut() {
                 spec.init_containers = Some(vec![
-                    Container {
-                        name: "sidecar".into(),
-                        restart_policy: Some("Always".into()),
-                        ..Default::default()
-                    },
-                    Container {
-                        name: "init".into(),
-                        ..Default::default()
-                    },
+                    container("sidecar").restart_policy("Always").build(),
+                    container("init").build(),
                 ]);
             }
             if let Some(status) = pod.status.as_mut() {
                 status.init_container_statuses = Some(vec![
-                    ContainerStatus {
-                        name: "sidecar".into(),
-                        restart_count: sidecar_restarts,
-                        ..Default::default()
-                    },
-                    ContainerStatus {
-                        name: "init".into(),
-                        restart_count: 50,
-                        ..Default::default()
-                    },
+                    container_status("sidecar")
+                        .restarts(sidecar_restarts)
+                        .build(),
+                    container_status("init").restarts(50).build(),
                 ]);
             }
             pod

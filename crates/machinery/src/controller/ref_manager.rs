@@ -717,7 +717,7 @@ mod tests {
     use crate::controller::pod_control::FakePodControl;
     use k8s_openapi::api::apps::v1::ReplicaSet;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use std::collections::BTreeMap;
+    use kcm_testing::{MetaBuilder, meta};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     const CONTROLLER_UID: &str = "123";
@@ -731,12 +731,10 @@ mod tests {
     }
 
     fn owner(uid: &str, namespace: &str) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(format!("rc-{uid}")),
-            namespace: Some(namespace.into()),
-            uid: Some(uid.into()),
-            ..Default::default()
-        }
+        meta(&format!("rc-{uid}"))
+            .namespace(namespace)
+            .uid(uid)
+            .build()
     }
 
     fn deleting(mut meta: ObjectMeta) -> ObjectMeta {
@@ -746,22 +744,15 @@ mod tests {
 
     /// Upstream's `newPod` in `controller_ref_manager_test.go`.
     fn new_pod(name: &str, label: &str, owner: Option<&ObjectMeta>) -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                uid: Some(format!("uid-{name}")),
-                labels: Some(BTreeMap::from([("type".to_owned(), label.to_owned())])),
-                owner_references: owner.map(|o| {
-                    vec![new_controller_ref(
-                        o,
-                        &GroupVersionKind::gvk("apps", "v1", "Fake"),
-                    )]
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
+        let fake = GroupVersionKind::gvk("apps", "v1", "Fake");
+        kcm_testing::pod(name)
+            .namespace("default")
+            .uid(format!("uid-{name}"))
+            .label("type", label)
+            .with(|p| {
+                p.metadata.owner_references = owner.map(|o| vec![new_controller_ref(o, &fake)]);
+            })
+            .arc()
     }
 
     fn with<F: FnOnce(&mut Pod)>(pod: Arc<Pod>, f: F) -> Arc<Pod> {
@@ -1226,15 +1217,13 @@ mod tests {
     }
 
     fn replica_set(uid: &str, deleted: bool) -> ReplicaSet {
-        ReplicaSet {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                namespace: Some("default".into()),
-                uid: Some(uid.into()),
-                deletion_timestamp: deleted.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
-                ..Default::default()
-            },
-            ..Default::default()
+        let rs = kcm_testing::replica_set("web")
+            .namespace("default")
+            .uid(uid);
+        if deleted {
+            rs.deleted_at(jiff::Timestamp::UNIX_EPOCH).build()
+        } else {
+            rs.build()
         }
     }
 
@@ -1276,12 +1265,7 @@ mod tests {
     #[tokio::test]
     async fn generic_manager_claims_replica_sets() {
         let patcher = Arc::new(FakePatcher::new());
-        let deployment = ObjectMeta {
-            name: Some("web".into()),
-            namespace: Some("default".into()),
-            uid: Some("d-1".into()),
-            ..Default::default()
-        };
+        let deployment = meta("web").namespace("default").uid("d-1").build();
         let manager = ControllerRefManager::new(
             patcher.clone(),
             &deployment,
@@ -1292,7 +1276,7 @@ mod tests {
         let rs = |name: &str, app: &str, owned: bool| {
             let mut rs = replica_set(&format!("rs-{name}"), false);
             rs.metadata.name = Some(name.into());
-            rs.metadata.labels = Some(BTreeMap::from([("app".to_owned(), app.to_owned())]));
+            rs.metadata.labels = Some(kcm_testing::labels(&[("app", app)]));
             if owned {
                 rs.metadata.owner_references = Some(vec![new_controller_ref(
                     &deployment,

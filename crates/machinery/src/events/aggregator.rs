@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use tokio::time::Instant;
 
 use super::clock::WallClock;
-use super::correlator::{aggregate_key, event_key};
+use super::keys::{aggregate_key, event_key};
 use super::lru::Lru;
 
 /// Prefix of an aggregated event's message, as client-go's `EventAggregatorByReasonMessageFunc`.

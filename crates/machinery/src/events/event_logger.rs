@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value};
 
-use super::correlator::event_key;
+use super::keys::event_key;
 use super::lru::Lru;
 
 /// What is remembered about the Event last written for one key.

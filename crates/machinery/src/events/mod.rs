@@ -15,6 +15,7 @@ mod broadcaster;
 pub mod clock;
 mod correlator;
 mod event_logger;
+mod keys;
 mod lru;
 mod sink;
 mod spam_filter;
@@ -27,9 +28,9 @@ pub use broadcaster::{
 pub use clock::{SystemClock, TokioClock, WallClock};
 pub use correlator::{
     CorrelateResult, CorrelatorOptions, DEFAULT_AGGREGATE_INTERVAL, DEFAULT_AGGREGATE_MAX_EVENTS,
-    DEFAULT_SPAM_BURST, DEFAULT_SPAM_QPS, EventCorrelator, MAX_LRU_CACHE_ENTRIES, aggregate_key,
-    event_key, spam_key,
+    DEFAULT_SPAM_BURST, DEFAULT_SPAM_QPS, EventCorrelator, MAX_LRU_CACHE_ENTRIES,
 };
+pub use keys::{aggregate_key, event_key, spam_key};
 pub use sink::{Error, EventSink, KubeEventSink, Result};
 
 use std::sync::{Arc, Mutex};

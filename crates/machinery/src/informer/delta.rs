@@ -1,6 +1,15 @@
 //! Deltas: the changes a DeltaFIFO accumulates per object, and deletion tombstones.
+//!
+//! A delete handler receives a [`DeletedObject`]: the object, or a tombstone when the deletion
+//! was only inferred from a relist. Handlers never match on it by hand: [`DeletedObject::object`]
+//! is the last known state either way (client-go's `obj.(*T)` or `tombstone.Obj.(*T)`), and
+//! [`DeletedObject::key`] the cache key (client-go's `DeletionHandlingMetaNamespaceKeyFunc`).
 
 use std::sync::Arc;
+
+use kube::Resource;
+
+use super::keys::{self, meta_namespace_key};
 
 /// The kind of a [`Delta`], as client-go's `DeltaType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -164,5 +173,68 @@ impl<K> DeletedObject<K> {
     /// True when the deletion was inferred from a relist.
     pub fn is_tombstone(&self) -> bool {
         matches!(self, Self::Tombstone(_))
+    }
+}
+
+impl<K: Resource> DeletedObject<K> {
+    /// The key the object had in the informer caches, as client-go's
+    /// `DeletionHandlingMetaNamespaceKeyFunc`: a tombstone's stored key (its last known state
+    /// may be stale), else the object's `namespace/name`.
+    pub fn key(&self) -> keys::Result<String> {
+        match self {
+            Self::Object(obj) => meta_namespace_key(obj.as_ref()),
+            Self::Tombstone(tombstone) => Ok(tombstone.key.clone()),
+        }
+    }
+}
+
+/// [`DeletedObject::key`] as a free function, under client-go's name
+/// (`DeletionHandlingMetaNamespaceKeyFunc`).
+pub fn deletion_handling_key<K: Resource>(obj: &DeletedObject<K>) -> keys::Result<String> {
+    obj.key()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn cm(namespace: &str, name: &str) -> Arc<ConfigMap> {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                namespace: Some(namespace.to_owned()),
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        })
+    }
+
+    #[test]
+    fn object_and_key_of_a_deletion_and_of_a_tombstone() {
+        let obj = cm("ns", "a");
+        let deleted = DeletedObject::Object(obj.clone());
+        assert_eq!(deleted.key().as_deref(), Ok("ns/a"));
+        assert_eq!(deletion_handling_key(&deleted).as_deref(), Ok("ns/a"));
+        assert!(Arc::ptr_eq(deleted.object(), &obj));
+        assert!(!deleted.is_tombstone());
+
+        // A tombstone keeps the key it was stored under, even if its last state says otherwise.
+        let tombstone = DeletedObject::Tombstone(DeletedFinalStateUnknown {
+            key: "other/b".into(),
+            obj: obj.clone(),
+        });
+        assert_eq!(tombstone.key().as_deref(), Ok("other/b"));
+        assert!(Arc::ptr_eq(tombstone.object(), &obj));
+        assert!(tombstone.is_tombstone());
+        assert!(Arc::ptr_eq(&tombstone.into_object(), &obj));
+    }
+
+    #[test]
+    fn an_object_without_a_name_has_no_key() {
+        let nameless = Arc::new(ConfigMap::default());
+        assert!(DeletedObject::Object(nameless).key().is_err());
     }
 }

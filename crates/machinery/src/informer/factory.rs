@@ -382,6 +382,8 @@ impl HasSynced for SharedInformerFactory {
 
 #[cfg(test)]
 mod tests {
+    use kcm_testing::MetaBuilder;
+
     use super::*;
 
     fn client() -> Client {
@@ -399,14 +401,7 @@ mod tests {
             .expect("add");
         // Same informer: what `a` caches, `b` sees.
         a.indexer()
-            .add(Arc::new(Pod {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("x".into()),
-                    namespace: Some("ns".into()),
-                    ..Default::default()
-                },
-                ..Pod::default()
-            }))
+            .add(kcm_testing::pod("x").namespace("ns").arc())
             .expect("add");
         assert!(b.lister().get("ns", "x").is_some());
         assert_eq!(factory.nodes().name(), "v1/Node");

@@ -181,19 +181,12 @@ fn update_index<K>(
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::Pod;
-    use kube::api::ObjectMeta;
+    use kcm_testing::MetaBuilder;
 
     use super::*;
 
     fn pod(ns: &str, name: &str) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            ..Pod::default()
-        }
+        kcm_testing::pod(name).namespace(ns).build()
     }
 
     #[test]

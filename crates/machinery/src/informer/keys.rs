@@ -2,8 +2,6 @@
 
 use kube::Resource;
 
-use super::delta::DeletedObject;
-
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -88,24 +86,12 @@ pub fn split_meta_namespace_key(key: &str) -> Result<(Option<&str>, &str)> {
     }
 }
 
-/// The key of an object handed to a delete handler, tombstone or not, as client-go's
-/// `DeletionHandlingMetaNamespaceKeyFunc`: a tombstone carries the key it was stored under.
-pub fn deletion_handling_key<K: Resource>(obj: &DeletedObject<K>) -> Result<String> {
-    match obj {
-        DeletedObject::Object(obj) => meta_namespace_key(obj.as_ref()),
-        DeletedObject::Tombstone(tombstone) => Ok(tombstone.key.clone()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use k8s_openapi::api::core::v1::{ConfigMap, Node};
+    use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ObjectMeta;
 
     use super::*;
-    use crate::informer::delta::DeletedFinalStateUnknown;
 
     fn cm(ns: Option<&str>, name: Option<&str>) -> ConfigMap {
         ConfigMap {
@@ -157,13 +143,7 @@ mod tests {
         for case in cases {
             assert_eq!(meta_namespace_key(&case.obj), case.want, "{}", case.name);
         }
-        let node = Node {
-            metadata: ObjectMeta {
-                name: Some("n1".into()),
-                ..ObjectMeta::default()
-            },
-            ..Node::default()
-        };
+        let node = kcm_testing::node("n1").build();
         assert_eq!(meta_namespace_key(&node).as_deref(), Ok("n1"));
     }
 
@@ -225,19 +205,5 @@ mod tests {
             split_meta_namespace_key(&object_key("ns", "a")).expect("valid"),
             (Some("ns"), "a")
         );
-    }
-
-    #[test]
-    fn deletion_handling_key_accepts_tombstones() {
-        let obj = Arc::new(cm(Some("ns"), Some("a")));
-        assert_eq!(
-            deletion_handling_key(&DeletedObject::Object(obj.clone())).as_deref(),
-            Ok("ns/a")
-        );
-        let tombstone = DeletedObject::Tombstone(DeletedFinalStateUnknown {
-            key: "other/b".into(),
-            obj,
-        });
-        assert_eq!(deletion_handling_key(&tombstone).as_deref(), Ok("other/b"));
     }
 }

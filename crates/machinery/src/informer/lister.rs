@@ -95,24 +95,16 @@ fn filter<K: Resource>(mut objs: Vec<Arc<K>>, selector: &Selector) -> Vec<Arc<K>
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeSet;
 
     use k8s_openapi::api::core::v1::{Node, Pod};
-    use kube::api::ObjectMeta;
+    use kcm_testing::MetaBuilder;
 
     use super::*;
     use crate::informer::keys::meta_namespace_key;
 
     fn pod(ns: &str, name: &str, app: &str) -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                labels: Some(BTreeMap::from([("app".to_owned(), app.to_owned())])),
-                ..ObjectMeta::default()
-            },
-            ..Pod::default()
-        })
+        kcm_testing::pod(name).namespace(ns).label("app", app).arc()
     }
 
     fn keys(objs: Vec<Arc<Pod>>) -> BTreeSet<String> {
@@ -139,15 +131,7 @@ mod tests {
         assert!(l.get("ns", "a").is_some());
         assert!(l.get("other", "a").is_none());
         let nodes = Indexer::<Node>::new();
-        nodes
-            .add(Arc::new(Node {
-                metadata: ObjectMeta {
-                    name: Some("n1".into()),
-                    ..ObjectMeta::default()
-                },
-                ..Node::default()
-            }))
-            .expect("add");
+        nodes.add(kcm_testing::node("n1").arc()).expect("add");
         let nodes = Lister::new(nodes);
         assert!(nodes.get_cluster("n1").is_some());
         assert!(nodes.get("", "n1").is_some());

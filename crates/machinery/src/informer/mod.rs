@@ -39,13 +39,15 @@ pub mod transform;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaType, Deltas};
+pub use delta::{
+    DeletedFinalStateUnknown, DeletedObject, Delta, DeltaType, Deltas, deletion_handling_key,
+};
 pub use delta_fifo::{DeltaFifo, DeltaFifoOptions, KnownObjects};
 pub use factory::SharedInformerFactory;
 pub use freshness::Freshness;
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX};
-pub use keys::{deletion_handling_key, meta_namespace_key, object_key, split_meta_namespace_key};
+pub use keys::{meta_namespace_key, object_key, split_meta_namespace_key};
 pub use lister::Lister;
 pub use lister_watcher::{ApiListerWatcher, ListerWatcher, NeverListerWatcher, WatchStream};
 pub use own_writes::OwnWrites;

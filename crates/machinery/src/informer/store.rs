@@ -189,24 +189,19 @@ impl<K: Send + Sync> KnownObjects<K> for Indexer<K> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet, HashMap};
+    use std::collections::{BTreeSet, HashMap};
 
     use k8s_openapi::api::core::v1::Pod;
-    use kube::api::ObjectMeta;
+    use kcm_testing::MetaBuilder;
 
     use super::*;
     use crate::informer::index::NAMESPACE_INDEX;
 
     fn pod(ns: &str, name: &str, owner: &str) -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                labels: Some(BTreeMap::from([("owner".to_owned(), owner.to_owned())])),
-                ..ObjectMeta::default()
-            },
-            ..Pod::default()
-        })
+        kcm_testing::pod(name)
+            .namespace(ns)
+            .label("owner", owner)
+            .arc()
     }
 
     fn keys(objs: Vec<Arc<Pod>>) -> BTreeSet<String> {

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, ObjectMeta, WatchEvent, WatchParams};
+use kcm_testing::MetaBuilder;
+use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::core::watch::{Bookmark, BookmarkMeta};
 use kube::core::{ListMeta, ObjectList, Status, TypeMeta};
 use tokio::time::Instant;
@@ -15,15 +16,10 @@ use tokio::time::Instant;
 use super::lister_watcher::{ListerWatcher, WatchStream};
 
 pub(crate) fn pod(name: &str, rv: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            namespace: Some("ns".into()),
-            name: Some(name.into()),
-            resource_version: Some(rv.into()),
-            ..ObjectMeta::default()
-        },
-        ..Pod::default()
-    }
+    kcm_testing::pod(name)
+        .namespace("ns")
+        .resource_version(rv)
+        .build()
 }
 
 pub(crate) fn list(rv: &str, cont: Option<&str>, items: Vec<Pod>) -> ObjectList<Pod> {

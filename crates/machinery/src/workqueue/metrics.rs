@@ -18,6 +18,11 @@
 //!   costs one wake-up per period and nothing else.
 //! - `workqueue_retries_total`: calls to `add_after` (and so `add_rate_limited`) on a queue
 //!   that is not shutting down.
+//!
+//! And one of kcm's own, which client-go has no equivalent of (a panicking Go controller
+//! crashes the process unless it recovers by hand):
+//! - `kcm_workqueue_sync_panics_total`: syncs of an item that panicked and were recovered by
+//!   the shared controller worker ([`crate::controller::workers`]), which then retries the item.
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -66,6 +71,7 @@ pub struct WorkqueueMetrics {
     unfinished_work: Family<QueueLabels, SecondsGauge>,
     longest_running_processor: Family<QueueLabels, SecondsGauge>,
     retries: Family<QueueLabels, Counter>,
+    sync_panics: Family<QueueLabels, Counter>,
 }
 
 impl Default for WorkqueueMetrics {
@@ -85,11 +91,13 @@ impl WorkqueueMetrics {
             unfinished_work: Family::default(),
             longest_running_processor: Family::default(),
             retries: Family::default(),
+            sync_panics: Family::default(),
         }
     }
 
-    /// Registers the seven families into `registry` under client-go's names. The registry
-    /// shares the families: later observations show up in its encodings.
+    /// Registers the seven families into `registry` under client-go's names, and kcm's own
+    /// `kcm_workqueue_sync_panics_total`. The registry shares the families: later observations
+    /// show up in its encodings.
     pub fn register(&self, registry: &mut Registry) {
         // Counters are registered without `_total`: the exposition appends it.
         registry.register(
@@ -129,6 +137,22 @@ impl WorkqueueMetrics {
             "Total number of retries handled by workqueue",
             self.retries.clone(),
         );
+        registry.register(
+            "kcm_workqueue_sync_panics",
+            "Total number of syncs of a workqueue item that panicked and were recovered by the \
+             controller's worker (kcm's own metric; client-go has none)",
+            self.sync_panics.clone(),
+        );
+    }
+
+    /// `kcm_workqueue_sync_panics_total` of the queue called `name`: how many syncs of its
+    /// items panicked and were recovered (0 for a queue that never recorded one).
+    pub fn sync_panics_total(&self, name: &str) -> u64 {
+        self.sync_panics
+            .get(&QueueLabels {
+                name: name.to_owned(),
+            })
+            .map_or(0, |counter| counter.get())
     }
 
     /// The series of the queue called `name`, fetched once so that the hot path touches only
@@ -144,6 +168,7 @@ impl WorkqueueMetrics {
             work_duration: self.work_duration.get_or_create_owned(&labels),
             unfinished_work: self.unfinished_work.get_or_create_owned(&labels),
             longest_running_processor: self.longest_running_processor.get_or_create_owned(&labels),
+            sync_panics: self.sync_panics.get_or_create_owned(&labels),
         }
     }
 
@@ -165,9 +190,15 @@ pub(crate) struct QueueMetrics {
     work_duration: Histogram,
     unfinished_work: SecondsGauge,
     longest_running_processor: SecondsGauge,
+    sync_panics: Counter,
 }
 
 impl QueueMetrics {
+    /// A worker recovered from a panic while syncing one of the queue's items.
+    pub(crate) fn sync_panicked(&self) {
+        self.sync_panics.inc();
+    }
+
     /// An item became dirty.
     pub(crate) fn added(&self) {
         self.adds.inc();
@@ -232,6 +263,7 @@ mod tests {
         let q = metrics.queue("pods");
         q.added();
         metrics.retries("pods").inc();
+        q.sync_panicked();
         let text = encoded(&registry);
         for line in [
             "# TYPE workqueue_depth gauge",
@@ -246,6 +278,8 @@ mod tests {
             "workqueue_unfinished_work_seconds{name=\"pods\"} 0.0",
             "workqueue_longest_running_processor_seconds{name=\"pods\"} 0.0",
             "workqueue_retries_total{name=\"pods\"} 1",
+            "# TYPE kcm_workqueue_sync_panics counter",
+            "kcm_workqueue_sync_panics_total{name=\"pods\"} 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

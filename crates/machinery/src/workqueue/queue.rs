@@ -269,6 +269,14 @@ where
         }
     }
 
+    /// Counts one recovered panic in a sync of one of this queue's items
+    /// (`kcm_workqueue_sync_panics_total`); the shared controller worker calls it.
+    pub(crate) fn record_sync_panic(&self) {
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.sync_panicked();
+        }
+    }
+
     /// Stops the queue at once (client-go's `ShutDown`): later adds are ignored, and `get`
     /// returns `None` as soon as the items already queued are handed out. Releases a waiting
     /// [`shut_down_with_drain`](Self::shut_down_with_drain). May be called more than once.

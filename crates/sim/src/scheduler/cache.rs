@@ -209,63 +209,25 @@ impl SchedulerCache {
 mod tests {
     use super::*;
     use crate::scheduler::resources::Resources;
-    use k8s_openapi::api::core::v1::{
-        Container, NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus, ResourceRequirements,
-    };
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-            .collect()
-    }
+    use k8s_openapi::api::core::v1::PodStatus;
+    use kcm_testing::{MetaBuilder, PodSpecBuilder, container, node_condition};
 
     fn node(name: &str, cpu: &str) -> Arc<Node> {
-        Arc::new(Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec::default()),
-            status: Some(NodeStatus {
-                allocatable: Some(quantities(&[
-                    ("cpu", cpu),
-                    ("memory", "8Gi"),
-                    ("pods", "110"),
-                ])),
-                conditions: Some(vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-        })
+        kcm_testing::node(name)
+            .default_spec()
+            .allocatable(&[("cpu", cpu), ("memory", "8Gi"), ("pods", "110")])
+            .condition(node_condition("Ready", "True"))
+            .arc()
     }
 
     fn pod(name: &str, uid: &str, cpu: &str, node: Option<&str>) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some(name.into()),
-                uid: Some(uid.into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: node.map(Into::into),
-                containers: vec![Container {
-                    name: "c".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: Some(quantities(&[("cpu", cpu)])),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            ..Default::default()
+        let pod = kcm_testing::pod(name)
+            .namespace("ns")
+            .uid(uid)
+            .container(container("c").request("cpu", cpu));
+        match node {
+            Some(node) => pod.node(node).build(),
+            None => pod.build(),
         }
     }
 

@@ -224,47 +224,24 @@ pub fn run_filters(pod: &Pod, want: Resources, info: &NodeInfo) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::scheduler::resources::{node_allocatable, pod_requests};
-    use k8s_openapi::api::core::v1::{
-        Affinity, NodeAffinity, NodeCondition, NodeSelector, NodeSpec, NodeStatus, PodSpec,
+    use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector};
+    use kcm_testing::{
+        MetaBuilder, NodeBuilder, PodBuilder, PodSpecBuilder, container, node_condition, taint,
     };
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use std::sync::Arc;
 
-    fn node(name: &str, labels: &[(&str, &str)]) -> Node {
-        let alloc: BTreeMap<String, Quantity> = [("cpu", "2"), ("memory", "4Gi"), ("pods", "110")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-            .collect();
-        Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec::default()),
-            status: Some(NodeStatus {
-                allocatable: Some(alloc),
-                conditions: Some(vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-        }
+    /// A ready node with 2 CPUs, 4Gi and room for 110 pods.
+    fn node(name: &str, labels: &[(&str, &str)]) -> NodeBuilder {
+        kcm_testing::node(name)
+            .labels(labels)
+            .default_spec()
+            .allocatable(&[("cpu", "2"), ("memory", "4Gi"), ("pods", "110")])
+            .condition(node_condition("Ready", "True"))
     }
 
-    fn pod() -> Pod {
-        Pod {
-            spec: Some(PodSpec::default()),
-            ..Default::default()
-        }
+    /// A pod with an empty spec.
+    fn pod() -> PodBuilder {
+        PodBuilder::default().default_spec()
     }
 
     fn toleration(key: &str, op: &str, value: &str, effect: &str) -> Toleration {
@@ -330,12 +307,8 @@ mod tests {
             },
         ];
         for case in cases {
-            let taint = Taint {
-                key: case.taint.0.into(),
-                value: Some(case.taint.1.into()),
-                effect: case.taint.2.into(),
-                time_added: None,
-            };
+            let (key, value, effect) = case.taint;
+            let taint = taint(key, effect).value(value).build();
             assert_eq!(
                 tolerates(&case.toleration, &taint),
                 case.want,
@@ -347,76 +320,53 @@ mod tests {
 
     #[test]
     fn cordoned_node_rejected_unless_tolerated() {
-        let mut n = node("n1", &[]);
-        n.spec = Some(NodeSpec {
-            unschedulable: Some(true),
-            ..Default::default()
-        });
-        let want = pod_requests(&pod(), false);
+        let n = node("n1", &[]).unschedulable(true).build();
+        let want = pod_requests(&pod().build(), false);
         assert_eq!(
-            run_filters(&pod(), want, &NodeInfo::new(Arc::new(n.clone()))),
+            run_filters(&pod().build(), want, &NodeInfo::new(Arc::new(n.clone()))),
             vec!["node(s) were unschedulable"]
         );
-        let mut tolerant = pod();
-        tolerant.spec = Some(PodSpec {
-            tolerations: Some(vec![toleration(
+        let tolerant = pod()
+            .toleration(toleration(
                 TAINT_NODE_UNSCHEDULABLE,
                 "Exists",
                 "",
                 "NoSchedule",
-            )]),
-            ..Default::default()
-        });
+            ))
+            .build();
         assert!(run_filters(&tolerant, want, &NodeInfo::new(Arc::new(n))).is_empty());
     }
 
     #[test]
     fn taints_and_not_ready() {
-        let mut n = node("n1", &[]);
-        n.spec = Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: "dedicated".into(),
-                value: Some("gpu".into()),
-                effect: "NoSchedule".into(),
-                time_added: None,
-            }]),
-            ..Default::default()
-        });
+        let n = node("n1", &[])
+            .taint(taint("dedicated", "NoSchedule").value("gpu"))
+            .build();
         assert_eq!(
-            taint_toleration(&pod(), &n).as_deref(),
+            taint_toleration(&pod().build(), &n).as_deref(),
             Some("node(s) had untolerated taint {dedicated: gpu}")
         );
-        let mut not_ready = node("n2", &[]);
+        let mut not_ready = node("n2", &[]).build();
         if let Some(status) = not_ready.status.as_mut() {
-            status.conditions = Some(vec![NodeCondition {
-                type_: "Ready".into(),
-                status: "Unknown".into(),
-                ..Default::default()
-            }]);
+            status.conditions = Some(vec![node_condition("Ready", "Unknown").build()]);
         }
         assert_eq!(
-            taint_toleration(&pod(), &not_ready).as_deref(),
+            taint_toleration(&pod().build(), &not_ready).as_deref(),
             Some("node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
         );
         // PreferNoSchedule taints never filter.
-        let mut soft = node("n3", &[]);
-        soft.spec = Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: "soft".into(),
-                effect: "PreferNoSchedule".into(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        });
-        assert_eq!(taint_toleration(&pod(), &soft), None);
+        let soft = node("n3", &[])
+            .taint(taint("soft", "PreferNoSchedule"))
+            .build();
+        assert_eq!(taint_toleration(&pod().build(), &soft), None);
     }
 
     #[test]
     fn node_selector_and_required_affinity() {
-        let n = node("n1", &[("zone", "a"), ("disk", "ssd"), ("gen", "5")]);
+        let n = node("n1", &[("zone", "a"), ("disk", "ssd"), ("gen", "5")]).build();
         let with = |selector: Option<&[(&str, &str)]>,
                     exprs: Option<Vec<NodeSelectorRequirement>>| {
-            let mut p = pod();
+            let mut p = pod().build();
             let spec = p.spec.get_or_insert_with(Default::default);
             spec.node_selector = selector.map(|s| {
                 s.iter()
@@ -474,24 +424,14 @@ mod tests {
 
     #[test]
     fn resources_fit_reports_every_shortage() {
-        let n = node("n1", &[]);
-        let mut p = pod();
-        p.spec = Some(PodSpec {
-            containers: vec![k8s_openapi::api::core::v1::Container {
-                name: "c".into(),
-                resources: Some(k8s_openapi::api::core::v1::ResourceRequirements {
-                    requests: Some(
-                        [("cpu", "1500m"), ("memory", "3Gi")]
-                            .iter()
-                            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-                            .collect(),
-                    ),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
+        let n = node("n1", &[]).build();
+        let p = pod()
+            .container(
+                container("c")
+                    .request("cpu", "1500m")
+                    .request("memory", "3Gi"),
+            )
+            .build();
         let want = pod_requests(&p, false);
         let alloc = node_allocatable(&n);
         assert!(resources_fit(want, alloc, Resources::default()).is_empty());

@@ -292,54 +292,24 @@ pub fn select_node_from(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, PodSpec};
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use kcm_testing::{MetaBuilder, OwnerRefBuilder, PodSpecBuilder, node_condition};
 
     fn node(name: &str, unschedulable: bool) -> Arc<Node> {
-        Arc::new(Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                unschedulable: Some(unschedulable),
-                ..Default::default()
-            }),
-            status: Some(NodeStatus {
-                allocatable: Some(
-                    [("cpu", "4"), ("memory", "8Gi"), ("pods", "2")]
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-                        .collect(),
-                ),
-                conditions: Some(vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-        })
+        kcm_testing::node(name)
+            .unschedulable(unschedulable)
+            .allocatable(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "2")])
+            .condition(node_condition("Ready", "True"))
+            .arc()
     }
 
     fn pod(name: &str, node: Option<&str>, owner: &str) -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                owner_references: Some(vec![OwnerReference {
-                    uid: owner.into(),
-                    controller: Some(true),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: node.map(Into::into),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
+        let pod = kcm_testing::pod(name)
+            .owner(OwnerRefBuilder::default().uid(owner).controller(true))
+            .default_spec();
+        match node {
+            Some(node) => pod.node(node).arc(),
+            None => pod.arc(),
+        }
     }
 
     #[test]

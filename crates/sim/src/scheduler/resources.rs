@@ -134,39 +134,24 @@ pub fn occupies_node(pod: &Pod) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
+    use kcm_testing::{ContainerBuilder, PodBuilder, PodSpecBuilder};
 
-    fn container(cpu: Option<&str>, memory: Option<&str>) -> Container {
-        let mut requests = BTreeMap::new();
-        if let Some(cpu) = cpu {
-            requests.insert("cpu".to_string(), K8sQuantity(cpu.into()));
-        }
-        if let Some(memory) = memory {
-            requests.insert("memory".to_string(), K8sQuantity(memory.into()));
-        }
-        Container {
-            name: "c".into(),
-            resources: Some(ResourceRequirements {
-                requests: Some(requests),
-                ..Default::default()
-            }),
-            ..Default::default()
+    /// Container `c` requesting `cpu` (always given here) and `memory`.
+    fn container(cpu: &str, memory: Option<&str>) -> ContainerBuilder {
+        let c = kcm_testing::container("c").request("cpu", cpu);
+        match memory {
+            Some(memory) => c.request("memory", memory),
+            None => c,
         }
     }
 
     #[test]
     fn requests_sum_containers_and_max_init() {
-        let pod = Pod {
-            spec: Some(PodSpec {
-                containers: vec![
-                    container(Some("100m"), Some("64Mi")),
-                    container(Some("200m"), None),
-                ],
-                init_containers: Some(vec![container(Some("500m"), Some("1Mi"))]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let pod = PodBuilder::default()
+            .container(container("100m", Some("64Mi")))
+            .container(container("200m", None))
+            .init_container(container("500m", Some("1Mi")))
+            .build();
         let r = pod_requests(&pod, false);
         assert_eq!(r.milli_cpu, 500, "init container's larger cpu wins");
         assert_eq!(r.memory, 64 * 1024 * 1024);
@@ -177,16 +162,9 @@ mod tests {
 
     #[test]
     fn no_requests_count_defaults_only_for_scoring() {
-        let pod = Pod {
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "c".into(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let pod = PodBuilder::default()
+            .container(kcm_testing::container("c"))
+            .build();
         assert_eq!(pod_requests(&pod, false).milli_cpu, 0);
         assert_eq!(
             pod_requests(&pod, true).milli_cpu,

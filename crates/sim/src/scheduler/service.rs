@@ -522,10 +522,8 @@ mod tests {
     use super::*;
     use crate::fake::{Action, FakeCluster, Verb, spawn_informer};
     use crate::node::{NodeTemplate, build_node};
-    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kcm_machinery::events::FakeRecorder;
+    use kcm_testing::{PodSpecBuilder, container};
 
     struct Harness {
         fake: FakeCluster,
@@ -602,24 +600,9 @@ mod tests {
     }
 
     fn pod(name: &str, cpu: &str) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "app".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: Some([("cpu".to_string(), Quantity(cpu.into()))].into()),
-                        ..ResourceRequirements::default()
-                    }),
-                    ..Container::default()
-                }],
-                ..PodSpec::default()
-            }),
-            ..Pod::default()
-        }
+        kcm_testing::pod(name)
+            .container(container("app").request("cpu", cpu))
+            .build()
     }
 
     async fn eventually(what: &str, f: impl Fn() -> bool) {

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodStatus};
+use kcm_testing::{MetaBuilder, PodSpecBuilder, container};
 use tokio_util::sync::CancellationToken;
 
 use super::{Simulator, SimulatorConfig};
@@ -106,27 +106,10 @@ async fn eventually(what: &str, f: impl Fn() -> bool) {
 }
 
 fn pod(name: &str, annotations: &[(&str, &str)]) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("nginx".into()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    }
+    kcm_testing::pod(name)
+        .annotations(annotations)
+        .container(container("app").image("nginx"))
+        .build()
 }
 
 fn phase(p: &Pod) -> Option<String> {

@@ -187,9 +187,8 @@ pub fn name(meta: &ObjectMeta) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::{
-        DeploymentSpec, DeploymentStrategy, ReplicaSetSpec, RollingUpdateDeployment,
-    };
+    use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
+    use kcm_testing::{ReplicaSetBuilder, WorkloadBuilder};
 
     #[test]
     fn missing_fields_read_as_api_defaults() {
@@ -234,13 +233,7 @@ mod tests {
         let mut rs = ReplicaSet::default();
         set_rs_replicas(&mut rs, 4);
         assert_eq!(rs_replicas(&rs), 4);
-        let mut rs = ReplicaSet {
-            spec: Some(ReplicaSetSpec {
-                replicas: Some(2),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let mut rs = ReplicaSetBuilder::default().replicas(2).build();
         set_rs_replicas(&mut rs, 0);
         assert_eq!(rs_replicas(&rs), 0);
     }

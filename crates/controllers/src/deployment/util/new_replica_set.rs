@@ -20,12 +20,12 @@ use super::conditions::{
     FOUND_NEW_RS_REASON, NEW_REPLICA_SET_REASON, get_condition_of, new_deployment_condition,
     set_deployment_condition,
 };
-use super::hash::{compute_hash, replica_set_name};
 use super::strategy::{self, has_progress_deadline, new_rs_new_replicas};
 use super::template::{
     DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY, clone_and_add_label, clone_selector_and_add_label,
     equal_ignore_hash,
 };
+use kcm_machinery::controller::hash::compute_hash;
 
 /// `apiVersion` of the Deployments that own ReplicaSets.
 pub const DEPLOYMENT_API_VERSION: &str = "apps/v1";
@@ -239,6 +239,30 @@ pub fn bump_collision_count(d: &mut Deployment) -> (i32, i32) {
     let after = before.saturating_add(1);
     status.collision_count = Some(after);
     (before, after)
+}
+
+/// Longest object name the API server accepts (`validation.DNS1123SubdomainMaxLength`).
+pub const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
+
+/// `<deployment>-<hash>`, with the Deployment name cut short when the result would exceed
+/// the 253-character name limit (the hash is never cut), as upstream `generateReplicaSetName`.
+pub fn replica_set_name(deployment_name: &str, hash: &str) -> String {
+    let max_name_len = DNS1123_SUBDOMAIN_MAX_LENGTH
+        .saturating_sub(1)
+        .saturating_sub(hash.len());
+    let mut name = deployment_name;
+    if name.len() > max_name_len && max_name_len > 0 {
+        let mut cut = max_name_len;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name = &name[..cut];
+    }
+    let mut out = String::with_capacity(name.len() + 1 + hash.len());
+    out.push_str(name);
+    out.push('-');
+    out.push_str(hash);
+    out
 }
 
 #[cfg(test)]
@@ -473,5 +497,49 @@ mod tests {
         );
         let mut d = deployment("web", 1);
         assert!(!record_new_replica_set_create_failure(&mut d, "web-3", "x", now).1);
+    }
+
+    #[test]
+    fn replica_set_name_truncates_like_upstream() {
+        struct Case {
+            name: &'static str,
+            deployment: String,
+            hash: String,
+            want: String,
+        }
+        let cases = [
+            Case {
+                name: "short name",
+                deployment: "my-deployment".into(),
+                hash: "abcde12345".into(),
+                want: "my-deployment-abcde12345".into(),
+            },
+            Case {
+                name: "maximum length without truncating",
+                deployment: "a".repeat(242),
+                hash: "abcde12345".into(),
+                want: "a".repeat(242) + "-abcde12345",
+            },
+            Case {
+                name: "very long deployment name is truncated",
+                deployment: "b".repeat(250),
+                hash: "abcde12345".into(),
+                want: "b".repeat(242) + "-abcde12345",
+            },
+            Case {
+                name: "very long hash is not truncated",
+                deployment: "d".repeat(252),
+                hash: "h".repeat(252),
+                want: "d".repeat(252) + "-" + &"h".repeat(252),
+            },
+        ];
+        for c in cases {
+            assert_eq!(
+                replica_set_name(&c.deployment, &c.hash),
+                c.want,
+                "{}",
+                c.name
+            );
+        }
     }
 }

@@ -4,15 +4,17 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 
-use super::accessors::{deployment_replicas, name, rs_replicas, set_rs_replicas};
+use super::accessors::{
+    deployment_replicas, name, rs_available_replicas, rs_replicas, set_rs_replicas,
+};
 use super::annotations::{
-    desired_replicas_annotation, max_replicas_annotation, replicas_annotations_need_update,
-    set_replicas_annotations,
+    DESIRED_REPLICAS_ANNOTATION, desired_replicas_annotation, max_replicas_annotation,
+    replicas_annotations_need_update, set_replicas_annotations,
 };
 use super::counts::{filter_active_replica_sets, get_replica_count_for_replica_sets};
 use super::find::find_active_or_latest;
 use super::sort::{sort_by_size_newer, sort_by_size_older};
-use super::strategy::{is_rolling_update, is_saturated, max_surge};
+use super::strategy::{is_rolling_update, max_surge};
 
 /// A ReplicaSet and the size the controller should give it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -214,6 +216,26 @@ pub fn scale<'a>(
         first.replicas = (first.replicas + to_add - added).max(0);
     }
     ScalePlan::Proportional(targets)
+}
+
+/// Whether `rs` holds all of the Deployment's pods: its size and its `desired-replicas`
+/// annotation both equal `spec.replicas` and all of them are available, as upstream
+/// `IsSaturated`.
+pub fn is_saturated(d: &Deployment, rs: Option<&ReplicaSet>) -> bool {
+    let Some(rs) = rs else {
+        return false;
+    };
+    let desired = rs
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DESIRED_REPLICAS_ANNOTATION))
+        .and_then(|v| v.parse::<i32>().ok());
+    let Some(desired) = desired else {
+        return false;
+    };
+    let replicas = deployment_replicas(d);
+    rs_replicas(rs) == replicas && desired == replicas && rs_available_replicas(rs) == replicas
 }
 
 #[cfg(test)]
@@ -728,5 +750,64 @@ mod tests {
             scaling_event_message("web-5d9", 3, 0),
             "Scaled down replica set web-5d9 from 3 to 0"
         );
+    }
+
+    #[test]
+    fn is_saturated_table() {
+        struct Case {
+            name: &'static str,
+            rs: Option<ReplicaSet>,
+            expected: bool,
+        }
+        let annotated = |replicas: i32, desired: &str, available: i32| {
+            with_status(
+                with_annotations(
+                    rs("foo", replicas),
+                    &[(DESIRED_REPLICAS_ANNOTATION, desired)],
+                ),
+                replicas,
+                available,
+            )
+        };
+        let cases = [
+            Case {
+                name: "no replica set",
+                rs: None,
+                expected: false,
+            },
+            Case {
+                name: "saturated",
+                rs: Some(annotated(1, "1", 1)),
+                expected: true,
+            },
+            Case {
+                name: "not all available",
+                rs: Some(annotated(1, "1", 0)),
+                expected: false,
+            },
+            Case {
+                name: "desired annotation differs",
+                rs: Some(annotated(1, "2", 1)),
+                expected: false,
+            },
+            Case {
+                name: "unparsable desired annotation",
+                rs: Some(annotated(1, "x", 1)),
+                expected: false,
+            },
+            Case {
+                name: "no annotation",
+                rs: Some(with_status(rs("foo", 1), 1, 1)),
+                expected: false,
+            },
+        ];
+        let d = deployment("nginx", 1);
+        for c in cases {
+            assert_eq!(is_saturated(&d, c.rs.as_ref()), c.expected, "{}", c.name);
+        }
+        // Upstream TestAnnotationUtils/IsSaturated: annotations set by set_replicas_annotations.
+        let mut r = with_status(rs("foo", 1), 1, 1);
+        set_replicas_annotations(&mut r, 1, 2);
+        assert!(is_saturated(&d, Some(&r)));
     }
 }

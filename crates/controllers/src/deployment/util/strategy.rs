@@ -1,5 +1,5 @@
 //! Rolling-update arithmetic: resolving `maxSurge`/`maxUnavailable`, the new ReplicaSet's
-//! next size, saturation, and the spec switches (`progressDeadlineSeconds`,
+//! next size, and the spec switches (`progressDeadlineSeconds`,
 //! `revisionHistoryLimit`) that turn features on.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -7,10 +7,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::accessors::{
     RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, deployment_replicas, object_key,
-    progress_deadline_seconds, revision_history_limit, rolling_update_params,
-    rs_available_replicas, rs_replicas, strategy_type,
+    progress_deadline_seconds, revision_history_limit, rolling_update_params, rs_replicas,
+    strategy_type,
 };
-use super::annotations::DESIRED_REPLICAS_ANNOTATION;
 use super::counts::get_replica_count_for_replica_sets;
 
 /// Errors of rolling-update arithmetic.
@@ -157,26 +156,6 @@ pub fn new_rs_new_replicas(
     }
 }
 
-/// Whether `rs` holds all of the Deployment's pods: its size and its `desired-replicas`
-/// annotation both equal `spec.replicas` and all of them are available, as upstream
-/// `IsSaturated`.
-pub fn is_saturated(d: &Deployment, rs: Option<&ReplicaSet>) -> bool {
-    let Some(rs) = rs else {
-        return false;
-    };
-    let desired = rs
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DESIRED_REPLICAS_ANNOTATION))
-        .and_then(|v| v.parse::<i32>().ok());
-    let Some(desired) = desired else {
-        return false;
-    };
-    let replicas = deployment_replicas(d);
-    rs_replicas(rs) == replicas && desired == replicas && rs_available_replicas(rs) == replicas
-}
-
 /// Whether the Deployment reports `ProgressDeadlineExceeded` at all: a deadline is set and is
 /// not `MaxInt32` (infinite), as upstream `HasProgressDeadline`.
 pub fn has_progress_deadline(d: &Deployment) -> bool {
@@ -191,10 +170,7 @@ pub fn has_revision_history_limit(d: &Deployment) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::annotations::{DESIRED_REPLICAS_ANNOTATION, set_replicas_annotations};
-    use super::super::test_support::{
-        deployment, deployment_with, rs, with_annotations, with_status, with_strategy,
-    };
+    use super::super::test_support::{deployment, deployment_with, rs, with_strategy};
     use super::*;
 
     fn pct(s: &str) -> IntOrString {
@@ -499,65 +475,6 @@ mod tests {
             new_rs_new_replicas(&d, &[], &rs("new", 0)),
             Err(Error::UnsupportedStrategy { .. })
         ));
-    }
-
-    #[test]
-    fn is_saturated_table() {
-        struct Case {
-            name: &'static str,
-            rs: Option<ReplicaSet>,
-            expected: bool,
-        }
-        let annotated = |replicas: i32, desired: &str, available: i32| {
-            with_status(
-                with_annotations(
-                    rs("foo", replicas),
-                    &[(DESIRED_REPLICAS_ANNOTATION, desired)],
-                ),
-                replicas,
-                available,
-            )
-        };
-        let cases = [
-            Case {
-                name: "no replica set",
-                rs: None,
-                expected: false,
-            },
-            Case {
-                name: "saturated",
-                rs: Some(annotated(1, "1", 1)),
-                expected: true,
-            },
-            Case {
-                name: "not all available",
-                rs: Some(annotated(1, "1", 0)),
-                expected: false,
-            },
-            Case {
-                name: "desired annotation differs",
-                rs: Some(annotated(1, "2", 1)),
-                expected: false,
-            },
-            Case {
-                name: "unparsable desired annotation",
-                rs: Some(annotated(1, "x", 1)),
-                expected: false,
-            },
-            Case {
-                name: "no annotation",
-                rs: Some(with_status(rs("foo", 1), 1, 1)),
-                expected: false,
-            },
-        ];
-        let d = deployment("nginx", 1);
-        for c in cases {
-            assert_eq!(is_saturated(&d, c.rs.as_ref()), c.expected, "{}", c.name);
-        }
-        // Upstream TestAnnotationUtils/IsSaturated: annotations set by set_replicas_annotations.
-        let mut r = with_status(rs("foo", 1), 1, 1);
-        set_replicas_annotations(&mut r, 1, 2);
-        assert!(is_saturated(&d, Some(&r)));
     }
 
     #[test]

@@ -219,15 +219,9 @@ pub fn clone_selector_and_add_label(
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use kcm_testing::{MetaBuilder, PodSpecBuilder, labels};
 
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
 
     /// Upstream `generatePodTemplateSpec`.
     fn pod_template(
@@ -236,18 +230,12 @@ mod tests {
         annotations: &[(&str, &str)],
         label_pairs: &[(&str, &str)],
     ) -> PodTemplateSpec {
-        PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                name: Some(name.to_owned()),
-                annotations: Some(labels(annotations)),
-                labels: Some(labels(label_pairs)),
-                ..Default::default()
-            }),
-            spec: Some(PodSpec {
-                node_name: Some(node_name.to_owned()),
-                ..Default::default()
-            }),
-        }
+        kcm_testing::pod_template()
+            .name(name)
+            .annotations(annotations)
+            .labels(label_pairs)
+            .node(node_name)
+            .build()
     }
 
     const HASH: &str = DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY;

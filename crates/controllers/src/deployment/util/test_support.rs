@@ -4,40 +4,21 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::Metadata;
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus,
-    RollingUpdateDeployment,
-};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-use super::accessors::ROLLING_UPDATE_STRATEGY;
-
-/// `{"foo": "bar"}`-style label maps.
-pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
+pub use kcm_testing::labels;
+use kcm_testing::{
+    MetaBuilder, PodSpecBuilder, WorkloadBuilder, container, pod_template, replica_set, selector,
+};
 
 /// A template with labels `foo=bar` and one `foo/bar` container.
 pub fn template() -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels(&[("foo", "bar")])),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "foo".into(),
-                image: Some("foo/bar".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    }
+    pod_template()
+        .labels(&[("foo", "bar")])
+        .container(container("foo").image("foo/bar"))
+        .build()
 }
 
 /// Upstream `newDeployment(name, replicas, nil, maxSurge=0, maxUnavailable=0, {foo: bar})`.
@@ -52,32 +33,15 @@ pub fn deployment_with(
     max_surge: IntOrString,
     max_unavailable: IntOrString,
 ) -> Deployment {
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".into()),
-            uid: Some(format!("uid-{name}")),
-            annotations: Some(BTreeMap::new()),
-            ..Default::default()
-        },
-        spec: Some(DeploymentSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels(&[("foo", "bar")])),
-                ..Default::default()
-            },
-            strategy: Some(DeploymentStrategy {
-                type_: Some(ROLLING_UPDATE_STRATEGY.into()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(max_surge),
-                    max_unavailable: Some(max_unavailable),
-                }),
-            }),
-            template: template(),
-            ..Default::default()
-        }),
-        status: None,
-    }
+    kcm_testing::deployment(name)
+        .namespace("default")
+        .uid(format!("uid-{name}"))
+        .annotations(&[])
+        .replicas(replicas)
+        .selector(selector(&[("foo", "bar")]))
+        .rolling_update(max_surge, max_unavailable)
+        .template(template())
+        .build()
 }
 
 /// A Deployment with the given strategy type and no rolling-update parameters.
@@ -93,24 +57,13 @@ pub fn with_strategy(mut d: Deployment, strategy: &str) -> Deployment {
 
 /// Upstream `rs(name, replicas, nil, noTimestamp)`: a ReplicaSet with the default template.
 pub fn rs(name: &str, replicas: i32) -> ReplicaSet {
-    ReplicaSet {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".into()),
-            uid: Some(format!("uid-{name}")),
-            ..Default::default()
-        },
-        spec: Some(ReplicaSetSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels(&[("foo", "bar")])),
-                ..Default::default()
-            },
-            template: Some(template()),
-            ..Default::default()
-        }),
-        status: None,
-    }
+    replica_set(name)
+        .namespace("default")
+        .uid(format!("uid-{name}"))
+        .replicas(replicas)
+        .selector(selector(&[("foo", "bar")]))
+        .template(template())
+        .build()
 }
 
 /// A ReplicaSet created at `ts`.

@@ -3,14 +3,14 @@
 //! kube-controller-manager decodes every quantity (protobuf or JSON) with apimachinery's
 //! `ParseQuantity`, and spew prints the resulting private fields:
 //! `{i:(resource.int64Amount){value scale} d:(resource.infDecAmount){Dec:(*inf.Dec)…} s:(string)… Format:(resource.Format)…}`.
-//! The parsing is [`kcm_machinery::quantity::parse`], an exact port that keeps Go's
+//! The parsing is [`crate::quantity::parse`], an exact port that keeps Go's
 //! representation (int64 fast path with the cached canonical string, or `inf.Dec` with the
 //! `big.Int` magnitude as little-endian 64-bit words like Go's `big.nat` on amd64/arm64).
 
-use kcm_machinery::quantity::{self, Amount, Quantity};
+use crate::quantity::{self, Amount, Quantity};
 use serde_json::Value;
 
-use super::spew::{Sink, put_i64, put_u64};
+use super::sink::{Sink, put_i64, put_u64};
 
 /// Prints the quantity held by `value` (a JSON string or number; `None` for the zero value).
 pub(super) fn write(out: &mut impl Sink, value: Option<&Value>) {

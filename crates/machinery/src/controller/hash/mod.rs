@@ -1,4 +1,4 @@
-//! The pod-template hash that names a Deployment's ReplicaSets, as upstream `controller.ComputeHash`.
+//! The pod-template hash that names a Deployment's ReplicaSets (and labels a DaemonSet's pods), as upstream `controller.ComputeHash`.
 //!
 //! kube-controller-manager v1.33 computes it as:
 //!
@@ -23,8 +23,9 @@
 //!   that table and streams spew's text straight into the hasher, reading a missing member as
 //!   the Go zero value and an empty list or map as nil, as kube-controller-manager sees objects
 //!   decoded from protobuf;
-//! - `quantity` prints a quantity's state as Go parses it ([`kcm_machinery::quantity`] is the
-//!   port of `ParseQuantity`).
+//! - `spew_quantity` prints a quantity's state as Go parses it ([`crate::quantity`] is the
+//!   port of `ParseQuantity`);
+//! - `sink` is where the text goes: the hasher ([`Fnv32a`], in `fnv`), or a buffer in tests.
 //!
 //! Known differences, all outside what an API server hands a controller for a pod template:
 //! a non-zero `metav1.Time` inside a template prints with the `Local` zone of a container
@@ -33,74 +34,21 @@
 //! it received. Both need an identical layout table: a Kubernetes release that adds a field to
 //! a pod template type changes every hash, upstream as here, and needs a regenerated table.
 
-use std::io;
-
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
+mod fnv;
 mod layout;
-mod quantity;
+mod sink;
 mod spew;
+mod spew_quantity;
+
+pub use fnv::{Fnv32, Fnv32a};
 
 #[cfg(test)]
 mod vectors;
 
 /// The characters `rand.SafeEncodeString` maps bytes onto (no vowels, no look-alikes).
 const SAFE_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// Longest object name the API server accepts (`validation.DNS1123SubdomainMaxLength`).
-pub const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
-
-/// FNV offset basis for 32-bit hashes.
-const FNV32_OFFSET: u32 = 0x811c_9dc5;
-/// FNV prime for 32-bit hashes.
-const FNV32_PRIME: u32 = 0x0100_0193;
-
-/// A 32-bit FNV-1a hasher (Go's `hash/fnv.New32a`), writable with [`io::Write`] so a
-/// serializer can stream into it without an intermediate buffer.
-#[derive(Debug, Clone, Copy)]
-pub struct Fnv32a {
-    /// The running hash; starts at the FNV offset basis.
-    state: u32,
-}
-
-impl Default for Fnv32a {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Fnv32a {
-    /// A fresh hasher.
-    pub fn new() -> Self {
-        Self {
-            state: FNV32_OFFSET,
-        }
-    }
-
-    /// Feeds `bytes` into the hash.
-    pub fn update(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.state ^= u32::from(b);
-            self.state = self.state.wrapping_mul(FNV32_PRIME);
-        }
-    }
-
-    /// The hash of everything fed so far (Go's `Sum32`).
-    pub fn sum32(&self) -> u32 {
-        self.state
-    }
-}
-
-impl io::Write for Fnv32a {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Maps every character of `s` onto the safe alphabet, as apimachinery's
 /// `rand.SafeEncodeString` (used on decimal digits, where it is a bijection).
@@ -124,7 +72,7 @@ pub fn compute_hash_u32(template: &PodTemplateSpec, collision_count: Option<i32>
 }
 
 /// Streams go-spew's `%#v` text of `template` (as upstream `dump.ForHash`) into `out`.
-fn write_spew(out: &mut impl spew::Sink, template: &PodTemplateSpec) {
+fn write_spew(out: &mut impl sink::Sink, template: &PodTemplateSpec) {
     match serde_json::to_value(template) {
         Ok(value) => spew::write_value(out, &layout::T_V1_POD_TEMPLATE_SPEC, Some(&value), true),
         // Cannot happen: the k8s-openapi `Serialize` impls only emit strings, numbers, maps
@@ -149,27 +97,6 @@ pub fn spew_text(template: &PodTemplateSpec) -> String {
 /// `controller.ComputeHash`.
 pub fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
     safe_encode_string(&compute_hash_u32(template, collision_count).to_string())
-}
-
-/// `<deployment>-<hash>`, with the Deployment name cut short when the result would exceed
-/// the 253-character name limit (the hash is never cut), as upstream `generateReplicaSetName`.
-pub fn replica_set_name(deployment_name: &str, hash: &str) -> String {
-    let max_name_len = DNS1123_SUBDOMAIN_MAX_LENGTH
-        .saturating_sub(1)
-        .saturating_sub(hash.len());
-    let mut name = deployment_name;
-    if name.len() > max_name_len && max_name_len > 0 {
-        let mut cut = max_name_len;
-        while !name.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        name = &name[..cut];
-    }
-    let mut out = String::with_capacity(name.len() + 1 + hash.len());
-    out.push_str(name);
-    out.push('-');
-    out.push_str(hash);
-    out
 }
 
 #[cfg(test)]
@@ -227,37 +154,6 @@ mod tests {
     fn template(version: usize) -> PodTemplateSpec {
         serde_json::from_str(&POD_SPEC.replace("@@VERSION@@", &version.to_string()))
             .expect("valid template")
-    }
-
-    #[test]
-    fn fnv32a_matches_reference_vectors() {
-        struct Case {
-            name: &'static str,
-            input: &'static [u8],
-            want: u32,
-        }
-        let cases = [
-            Case {
-                name: "empty",
-                input: b"",
-                want: 0x811c_9dc5,
-            },
-            Case {
-                name: "a",
-                input: b"a",
-                want: 0xe40c_292c,
-            },
-            Case {
-                name: "foobar",
-                input: b"foobar",
-                want: 0xbf9c_f968,
-            },
-        ];
-        for c in cases {
-            let mut h = Fnv32a::new();
-            h.update(c.input);
-            assert_eq!(h.sum32(), c.want, "{}", c.name);
-        }
     }
 
     #[test]
@@ -438,49 +334,5 @@ mod tests {
         a.metadata.get_or_insert_with(Default::default).labels = Some(labels_a);
         b.metadata.get_or_insert_with(Default::default).labels = Some(labels_b);
         assert_eq!(compute_hash(&a, None), compute_hash(&b, None));
-    }
-
-    #[test]
-    fn replica_set_name_truncates_like_upstream() {
-        struct Case {
-            name: &'static str,
-            deployment: String,
-            hash: String,
-            want: String,
-        }
-        let cases = [
-            Case {
-                name: "short name",
-                deployment: "my-deployment".into(),
-                hash: "abcde12345".into(),
-                want: "my-deployment-abcde12345".into(),
-            },
-            Case {
-                name: "maximum length without truncating",
-                deployment: "a".repeat(242),
-                hash: "abcde12345".into(),
-                want: "a".repeat(242) + "-abcde12345",
-            },
-            Case {
-                name: "very long deployment name is truncated",
-                deployment: "b".repeat(250),
-                hash: "abcde12345".into(),
-                want: "b".repeat(242) + "-abcde12345",
-            },
-            Case {
-                name: "very long hash is not truncated",
-                deployment: "d".repeat(252),
-                hash: "h".repeat(252),
-                want: "d".repeat(252) + "-" + &"h".repeat(252),
-            },
-        ];
-        for c in cases {
-            assert_eq!(
-                replica_set_name(&c.deployment, &c.hash),
-                c.want,
-                "{}",
-                c.name
-            );
-        }
     }
 }

@@ -44,23 +44,14 @@ pub fn old_pods_running<'a>(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::PodStatus;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
     use super::super::test_support::{rs, with_status};
     use super::*;
 
     fn pod(name: &str, phase: Option<&str>) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: None,
-            status: Some(PodStatus {
-                phase: phase.map(str::to_owned),
-                ..Default::default()
-            }),
+        let pod = kcm_testing::pod(name).default_status();
+        match phase {
+            Some(phase) => pod.phase(phase).build(),
+            None => pod.build(),
         }
     }
 

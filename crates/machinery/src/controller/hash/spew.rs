@@ -25,25 +25,8 @@
 
 use serde_json::Value;
 
-use super::quantity;
-
-/// Where the printed text goes: the FNV hasher in production, a buffer in tests.
-pub(super) trait Sink {
-    /// Appends `bytes` to the output.
-    fn put(&mut self, bytes: &[u8]);
-}
-
-impl Sink for super::Fnv32a {
-    fn put(&mut self, bytes: &[u8]) {
-        self.update(bytes);
-    }
-}
-
-impl Sink for Vec<u8> {
-    fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
-    }
-}
+use super::sink::{Sink, put_i64, put_u64};
+use super::spew_quantity;
 
 /// A Go type as spew sees it.
 #[derive(Debug)]
@@ -106,41 +89,6 @@ fn put_type(out: &mut impl Sink, ty: &GoType) {
     out.put(b"(");
     out.put(ty.name.as_bytes());
     out.put(b")");
-}
-
-/// Writes a signed decimal without allocating.
-pub(super) fn put_i64(out: &mut impl Sink, v: i64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = v.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        out.put(b"-");
-    }
-    out.put(&buf[i..]);
-}
-
-/// Writes an unsigned decimal without allocating.
-pub(super) fn put_u64(out: &mut impl Sink, v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = v;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.put(&buf[i..]);
 }
 
 /// `v` unless it is JSON `null` (which Go decodes as the zero value).
@@ -252,7 +200,7 @@ pub(super) fn write_value(
             };
             write_struct(out, fields, obj);
         }
-        Kind::Quantity => quantity::write(out, value),
+        Kind::Quantity => spew_quantity::write(out, value),
         Kind::IntOrString => write_int_or_string(out, value),
         Kind::Time => write_time(out, value),
         Kind::FieldsV1 => {

@@ -1,0 +1,122 @@
+//! kube-controller-manager's controller names and the older aliases `--controllers` accepts, as upstream's `cmd/kube-controller-manager/names`.
+//!
+//! A leaf: the flags ([`super::options`]) list these names in `--controllers`' help, and the
+//! descriptors ([`super::builtin`]) register under them, without either depending on the other.
+
+/// One controller's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerNames {
+    /// The canonical name (upstream's `names` constant).
+    pub name: &'static str,
+    /// Older names `--controllers` also accepts (upstream's `KCMControllerAliases`).
+    pub aliases: &'static [&'static str],
+    /// Whether `*` leaves the controller off (it runs only when named).
+    pub disabled_by_default: bool,
+}
+
+/// kube-controller-manager's name of the ReplicaSet controller.
+pub const REPLICASET_CONTROLLER: &str = crate::replicaset::CONTROLLER_NAME;
+/// kube-controller-manager's name of the Deployment controller.
+pub const DEPLOYMENT_CONTROLLER: &str = crate::deployment::CONTROLLER_NAME;
+/// kube-controller-manager's name of the garbage collector.
+pub const GARBAGE_COLLECTOR_CONTROLLER: &str = crate::garbagecollector::CONTROLLER_NAME;
+/// kube-controller-manager's name of the node lifecycle controller.
+pub const NODE_LIFECYCLE_CONTROLLER: &str = crate::nodelifecycle::CONTROLLER_NAME;
+/// kube-controller-manager's name of the taint eviction controller.
+pub const TAINT_EVICTION_CONTROLLER: &str = crate::tainteviction::CONTROLLER_NAME;
+/// kube-controller-manager's name of the namespace controller.
+pub const NAMESPACE_CONTROLLER: &str = crate::namespace::CONTROLLER_NAME;
+/// kube-controller-manager's name of the service account controller.
+pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NAME;
+
+/// `replicaset-controller`, alias `replicaset`.
+pub const REPLICASET: ControllerNames = ControllerNames {
+    name: REPLICASET_CONTROLLER,
+    aliases: &["replicaset"],
+    disabled_by_default: false,
+};
+/// `deployment-controller`, alias `deployment`.
+pub const DEPLOYMENT: ControllerNames = ControllerNames {
+    name: DEPLOYMENT_CONTROLLER,
+    aliases: &["deployment"],
+    disabled_by_default: false,
+};
+/// `garbage-collector-controller`, alias `garbagecollector`.
+pub const GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
+    name: GARBAGE_COLLECTOR_CONTROLLER,
+    aliases: &[crate::garbagecollector::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `node-lifecycle-controller`, alias `nodelifecycle`.
+pub const NODE_LIFECYCLE: ControllerNames = ControllerNames {
+    name: NODE_LIFECYCLE_CONTROLLER,
+    aliases: &["nodelifecycle"],
+    disabled_by_default: false,
+};
+/// `taint-eviction-controller` (no alias: it is newer than the aliases).
+pub const TAINT_EVICTION: ControllerNames = ControllerNames {
+    name: TAINT_EVICTION_CONTROLLER,
+    aliases: &[],
+    disabled_by_default: false,
+};
+/// `namespace-controller`, alias `namespace`.
+pub const NAMESPACE: ControllerNames = ControllerNames {
+    name: NAMESPACE_CONTROLLER,
+    aliases: &[crate::namespace::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `serviceaccount-controller`, alias `serviceaccount`.
+pub const SERVICEACCOUNT: ControllerNames = ControllerNames {
+    name: SERVICEACCOUNT_CONTROLLER,
+    aliases: &[crate::serviceaccount::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+
+/// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
+/// there checks it).
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 7] = [
+    REPLICASET,
+    DEPLOYMENT,
+    GARBAGE_COLLECTOR,
+    NAMESPACE,
+    NODE_LIFECYCLE,
+    SERVICEACCOUNT,
+    TAINT_EVICTION,
+];
+
+/// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
+/// `KnownControllers` and `ControllersDisabledByDefault`).
+pub fn builtin_names() -> (Vec<&'static str>, Vec<&'static str>) {
+    let mut all: Vec<&str> = BUILTIN_CONTROLLERS.iter().map(|c| c.name).collect();
+    all.sort_unstable();
+    let mut off: Vec<&str> = BUILTIN_CONTROLLERS
+        .iter()
+        .filter(|c| c.disabled_by_default)
+        .map(|c| c.name)
+        .collect();
+    off.sort_unstable();
+    (all, off)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_kube_controller_managers() {
+        let (all, off) = builtin_names();
+        assert_eq!(
+            all,
+            [
+                "deployment-controller",
+                "garbage-collector-controller",
+                "namespace-controller",
+                "node-lifecycle-controller",
+                "replicaset-controller",
+                "serviceaccount-controller",
+                "taint-eviction-controller",
+            ]
+        );
+        assert!(off.is_empty());
+    }
+}
