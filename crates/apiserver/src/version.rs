@@ -2,14 +2,16 @@
 
 use serde_json::{Value, json};
 
-/// The `gitVersion` the server reports: a v1.32 API (kubectl warns about larger skews).
-pub const GIT_VERSION: &str = concat!("v1.32.0+kcm-", env!("CARGO_PKG_VERSION"));
+/// The `gitVersion` the server reports: the v1.33 API it serves (the k8s-openapi `v1_33`
+/// types), with kcm's version as semver build metadata, as k3s' `v1.33.1+k3s1` — a
+/// pre-release suffix would fail Helm's `kubeVersion: ">=1.33.0"` constraints.
+pub const GIT_VERSION: &str = concat!("v1.33.0+kcm-", env!("CARGO_PKG_VERSION"));
 
-/// `/version`: a v1.32-style version.
+/// `/version`: a v1.33-style version.
 pub fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "32",
+        "minor": "33",
         "gitVersion": GIT_VERSION,
         "gitCommit": "",
         "gitTreeState": "clean",
@@ -18,4 +20,19 @@ pub fn version() -> Value {
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_the_v1_33_minor() {
+        let v = version();
+        assert_eq!(
+            (v["major"].as_str(), v["minor"].as_str()),
+            (Some("1"), Some("33"))
+        );
+        assert!(GIT_VERSION.starts_with("v1.33.0+kcm-"), "{GIT_VERSION}");
+    }
 }

@@ -61,14 +61,23 @@ pub fn group(registry: &Registry, name: &str) -> Option<Value> {
     Some(doc)
 }
 
-/// `/api/v1` or `/apis/{group}/{version}`, if served.
-pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
-    let defs: Vec<&ResourceDef> = registry
+/// The resources of one group version, sorted by name: upstream's installer registers a
+/// group version's paths in sorted order, so its discovery documents (and `kubectl
+/// api-resources`, which keeps their order within a group) list them alphabetically.
+fn served_in<'a>(registry: &'a Registry, group: &str, version: &str) -> Vec<&'a ResourceDef> {
+    let mut defs: Vec<&ResourceDef> = registry
         .resources()
         .iter()
         .filter(|d| d.group == group && d.version == version)
         .copied()
         .collect();
+    defs.sort_by_key(|d| d.plural);
+    defs
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`, if served.
+pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let defs = served_in(registry, group, version);
     if defs.is_empty() {
         return None;
     }
@@ -167,11 +176,9 @@ pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
             let versions: Vec<Value> = versions
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> = registry
-                        .resources()
-                        .iter()
-                        .filter(|d| d.group == *group && d.version == *v)
-                        .map(|d| aggregated_resource(d))
+                    let resources: Vec<Value> = served_in(registry, group, v)
+                        .into_iter()
+                        .map(aggregated_resource)
                         .collect();
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })

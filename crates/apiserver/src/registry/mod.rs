@@ -33,6 +33,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::auth::authenticator::{Authenticator, NoTokens};
+use crate::auth::authorizer::{Authorizer, BootstrapPolicy};
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::openapi::OpenApi;
@@ -60,6 +62,10 @@ pub struct Registry {
     /// Held from reading the used Service cluster IPs until the new Service is stored, so
     /// two creates never pick the same address.
     service_ips: tokio::sync::Mutex<()>,
+    /// Authenticates bearer tokens for `tokenreviews`.
+    authenticator: Arc<dyn Authenticator>,
+    /// Answers the access reviews.
+    authorizer: Arc<dyn Authorizer>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -87,7 +93,31 @@ impl Registry {
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
             openapi: OnceLock::new(),
             service_ips: tokio::sync::Mutex::new(()),
+            authenticator: Arc::new(NoTokens),
+            authorizer: Arc::new(BootstrapPolicy),
         }
+    }
+
+    /// Replaces the authenticator `tokenreviews` consult (none authenticates by default).
+    pub fn with_authenticator(mut self, authenticator: Arc<dyn Authenticator>) -> Self {
+        self.authenticator = authenticator;
+        self
+    }
+
+    /// Replaces the authorizer the access reviews consult ([`BootstrapPolicy`] by default).
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorizer = authorizer;
+        self
+    }
+
+    /// The authenticator of bearer tokens.
+    pub fn authenticator(&self) -> &dyn Authenticator {
+        self.authenticator.as_ref()
+    }
+
+    /// The authorizer.
+    pub fn authorizer(&self) -> &dyn Authorizer {
+        self.authorizer.as_ref()
     }
 
     /// The OpenAPI v3 documents and schemas of every served resource (built on first use).

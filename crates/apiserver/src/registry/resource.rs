@@ -97,6 +97,11 @@ impl Verbs {
         Verbs(self.0 | other.0)
     }
 
+    /// The set without the verbs of `other`.
+    pub const fn without(self, other: Verbs) -> Verbs {
+        Verbs(self.0 & !other.0)
+    }
+
     /// Whether every verb of `other` is in the set.
     pub const fn contains(self, other: Verbs) -> bool {
         self.0 & other.0 == other.0

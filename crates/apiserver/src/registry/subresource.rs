@@ -1,4 +1,4 @@
-//! The subresources a resource may serve (`/status`, `/scale`, `/binding`, `/eviction`, `/finalize`): their names, kinds and verbs.
+//! The subresources a resource may serve (`/status`, `/scale`, `/binding`, `/eviction`, `/finalize`, `/approval`): their names, kinds and verbs.
 
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::Binding;
@@ -20,6 +20,9 @@ pub enum Subresource {
     Eviction,
     /// `namespaces/finalize`: updates `spec.finalizers`.
     Finalize,
+    /// `certificatesigningrequests/approval`: get, update and patch of the approval
+    /// conditions (the strategy's `prepare_for_approval_update` says what may change).
+    Approval,
 }
 
 impl Subresource {
@@ -31,6 +34,7 @@ impl Subresource {
             Subresource::Binding => "binding",
             Subresource::Eviction => "eviction",
             Subresource::Finalize => "finalize",
+            Subresource::Approval => "approval",
         }
     }
 
@@ -49,7 +53,9 @@ impl Subresource {
     /// The verbs discovery lists for it.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Status | Subresource::Scale | Subresource::Approval => {
+                &["get", "patch", "update"]
+            }
             Subresource::Binding | Subresource::Eviction => &["create"],
             Subresource::Finalize => &["update"],
         }
@@ -59,7 +65,7 @@ impl Subresource {
     /// the OpenAPI documents; `None` when it carries the parent's kind.
     pub fn schema(self) -> Option<TypedKind> {
         match self {
-            Subresource::Status | Subresource::Finalize => None,
+            Subresource::Status | Subresource::Finalize | Subresource::Approval => None,
             Subresource::Scale => Some(TypedKind::of::<Scale>()),
             Subresource::Binding => Some(TypedKind::of::<Binding>()),
             Subresource::Eviction => Some(TypedKind::of::<Eviction>()),
@@ -77,6 +83,7 @@ mod tests {
         let cases = [
             (Subresource::Status, ("apps", "v1", "Deployment")),
             (Subresource::Finalize, ("apps", "v1", "Deployment")),
+            (Subresource::Approval, ("apps", "v1", "Deployment")),
             (Subresource::Scale, ("autoscaling", "v1", "Scale")),
             (Subresource::Binding, ("", "v1", "Binding")),
             (Subresource::Eviction, ("policy", "v1", "Eviction")),
