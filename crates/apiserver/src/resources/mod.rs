@@ -87,6 +87,24 @@ pub mod quantities;
 pub mod service;
 pub mod simple;
 
+// Issue 17b: RBAC, networking, storage, discovery, certificates, admissionregistration,
+// flowcontrol, apiregistration and the review APIs.
+pub mod csi;
+pub mod go_values;
+pub mod ingress;
+pub mod ingress_class;
+pub mod label_selector;
+pub mod net;
+pub mod network_policy;
+pub mod networking;
+pub mod rbac;
+pub mod role;
+pub mod role_binding;
+pub mod service_cidr;
+pub mod storage;
+pub mod storage_class;
+pub mod volume_attachment;
+
 use crate::registry::resource::ResourceDef;
 
 /// Every served resource, in discovery order.
@@ -107,6 +125,21 @@ pub static ALL: &[&ResourceDef] = &[
     &policy::LEASES,
     &event::EVENTS_V1,
     &policy::PDBS,
+    // Issue 17b.
+    &rbac::ROLES,
+    &rbac::ROLE_BINDINGS,
+    &rbac::CLUSTER_ROLES,
+    &rbac::CLUSTER_ROLE_BINDINGS,
+    &networking::INGRESSES,
+    &networking::INGRESS_CLASSES,
+    &networking::NETWORK_POLICIES,
+    &networking::IP_ADDRESSES,
+    &networking::SERVICE_CIDRS,
+    &storage::STORAGE_CLASSES,
+    &storage::CSI_DRIVERS,
+    &storage::CSI_NODES,
+    &storage::CSI_STORAGE_CAPACITIES,
+    &storage::VOLUME_ATTACHMENTS,
 ];
 
 #[cfg(test)]
