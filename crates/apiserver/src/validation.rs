@@ -30,6 +30,8 @@ pub enum FieldErrorKind {
     Forbidden,
     /// `Too long`.
     TooLong,
+    /// `Too many`: a list longer than allowed (the value is its length).
+    TooMany,
 }
 
 impl FieldErrorKind {
@@ -43,6 +45,7 @@ impl FieldErrorKind {
             FieldErrorKind::NotSupported => "FieldValueNotSupported",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::TooLong => "FieldValueTooLong",
+            FieldErrorKind::TooMany => "FieldValueTooMany",
         }
     }
 
@@ -55,6 +58,7 @@ impl FieldErrorKind {
             FieldErrorKind::NotSupported => "Unsupported value",
             FieldErrorKind::Forbidden => "Forbidden",
             FieldErrorKind::TooLong => "Too long",
+            FieldErrorKind::TooMany => "Too many",
         }
     }
 
@@ -66,6 +70,7 @@ impl FieldErrorKind {
                 | FieldErrorKind::Duplicate
                 | FieldErrorKind::Invalid
                 | FieldErrorKind::NotSupported
+                | FieldErrorKind::TooMany
         )
     }
 }
@@ -150,6 +155,16 @@ impl FieldError {
             field: field.into(),
             value: String::new(),
             detail: format!("must have at most {max} bytes"),
+        }
+    }
+
+    /// A `Too many` error: a list of `actual` items where at most `max` are allowed.
+    pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Self {
+        Self {
+            kind: FieldErrorKind::TooMany,
+            field: field.into(),
+            value: actual.to_string(),
+            detail: format!("must have at most {max} items"),
         }
     }
 

@@ -77,6 +77,18 @@ pub trait Strategy: Send + Sync + 'static {
     /// Deployments let annotations through (the revision annotation is written this way).
     fn prepare_for_status_update(&self, _new: &mut Value, _requested_meta: Option<&Value>) {}
 
+    /// [`Self::prepare_for_status_update`] with the stored object `old` at hand, for a status
+    /// strategy that keeps parts of the stored status (a CertificateSigningRequest's approval
+    /// conditions). Defaults to [`Self::prepare_for_status_update`].
+    fn prepare_for_status_update_from(
+        &self,
+        new: &mut Value,
+        _old: &Value,
+        requested_meta: Option<&Value>,
+    ) {
+        self.prepare_for_status_update(new, requested_meta);
+    }
+
     /// Validation of a `/status` update.
     fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
         Vec::new()

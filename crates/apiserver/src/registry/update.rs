@@ -334,8 +334,11 @@ impl Registry {
                 if target == Target::Approval {
                     def.strategy.prepare_for_approval_update(&mut new, old);
                 } else {
-                    def.strategy
-                        .prepare_for_status_update(&mut new, requested_meta.as_ref());
+                    def.strategy.prepare_for_status_update_from(
+                        &mut new,
+                        old,
+                        requested_meta.as_ref(),
+                    );
                 }
             }
         }

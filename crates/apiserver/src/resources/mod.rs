@@ -89,7 +89,11 @@ pub mod simple;
 
 // Issue 17b: RBAC, networking, storage, discovery, certificates, admissionregistration,
 // flowcontrol, apiregistration and the review APIs.
+pub mod certificates;
 pub mod csi;
+pub mod csr;
+pub mod discovery;
+pub mod endpoint_slice;
 pub mod go_values;
 pub mod ingress;
 pub mod ingress_class;
@@ -140,6 +144,8 @@ pub static ALL: &[&ResourceDef] = &[
     &storage::CSI_NODES,
     &storage::CSI_STORAGE_CAPACITIES,
     &storage::VOLUME_ATTACHMENTS,
+    &discovery::ENDPOINT_SLICES,
+    &certificates::CERTIFICATE_SIGNING_REQUESTS,
 ];
 
 #[cfg(test)]
