@@ -89,6 +89,8 @@ pub mod simple;
 
 // Issue 17b: RBAC, networking, storage, discovery, certificates, admissionregistration,
 // flowcontrol, apiregistration and the review APIs.
+pub mod admission_policy;
+pub mod admissionregistration;
 pub mod certificates;
 pub mod csi;
 pub mod csr;
@@ -108,6 +110,7 @@ pub mod service_cidr;
 pub mod storage;
 pub mod storage_class;
 pub mod volume_attachment;
+pub mod webhook;
 
 use crate::registry::resource::ResourceDef;
 
@@ -146,6 +149,10 @@ pub static ALL: &[&ResourceDef] = &[
     &storage::VOLUME_ATTACHMENTS,
     &discovery::ENDPOINT_SLICES,
     &certificates::CERTIFICATE_SIGNING_REQUESTS,
+    &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATIONS,
+    &admissionregistration::MUTATING_WEBHOOK_CONFIGURATIONS,
+    &admissionregistration::VALIDATING_ADMISSION_POLICIES,
+    &admissionregistration::VALIDATING_ADMISSION_POLICY_BINDINGS,
 ];
 
 #[cfg(test)]
