@@ -9,7 +9,9 @@
 //! each stored value is the object's JSON without `resourceVersion`, which is set from the
 //! store's revision on every read.
 
+pub mod apiservices;
 pub mod binding;
+pub mod bootstrap;
 pub mod create;
 pub mod delete;
 pub mod event_cache;

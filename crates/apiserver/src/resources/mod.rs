@@ -91,11 +91,14 @@ pub mod simple;
 // flowcontrol, apiregistration and the review APIs.
 pub mod admission_policy;
 pub mod admissionregistration;
+pub mod apiregistration;
 pub mod certificates;
 pub mod csi;
 pub mod csr;
 pub mod discovery;
 pub mod endpoint_slice;
+pub mod flowcontrol;
+pub mod flowcontrol_bootstrap;
 pub mod go_values;
 pub mod ingress;
 pub mod ingress_class;
@@ -153,6 +156,9 @@ pub static ALL: &[&ResourceDef] = &[
     &admissionregistration::MUTATING_WEBHOOK_CONFIGURATIONS,
     &admissionregistration::VALIDATING_ADMISSION_POLICIES,
     &admissionregistration::VALIDATING_ADMISSION_POLICY_BINDINGS,
+    &flowcontrol::FLOW_SCHEMAS,
+    &flowcontrol::PRIORITY_LEVEL_CONFIGURATIONS,
+    &apiregistration::API_SERVICES,
 ];
 
 #[cfg(test)]
