@@ -92,6 +92,8 @@ pub mod simple;
 pub mod admission_policy;
 pub mod admissionregistration;
 pub mod apiregistration;
+pub mod authentication;
+pub mod authorization;
 pub mod certificates;
 pub mod csi;
 pub mod csr;
@@ -107,6 +109,7 @@ pub mod net;
 pub mod network_policy;
 pub mod networking;
 pub mod rbac;
+pub mod review;
 pub mod role;
 pub mod role_binding;
 pub mod service_cidr;
@@ -159,6 +162,12 @@ pub static ALL: &[&ResourceDef] = &[
     &flowcontrol::FLOW_SCHEMAS,
     &flowcontrol::PRIORITY_LEVEL_CONFIGURATIONS,
     &apiregistration::API_SERVICES,
+    &authentication::SELF_SUBJECT_REVIEWS,
+    &authentication::TOKEN_REVIEWS,
+    &authorization::SELF_SUBJECT_ACCESS_REVIEWS,
+    &authorization::SELF_SUBJECT_RULES_REVIEWS,
+    &authorization::SUBJECT_ACCESS_REVIEWS,
+    &authorization::LOCAL_SUBJECT_ACCESS_REVIEWS,
 ];
 
 #[cfg(test)]
