@@ -6,7 +6,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::resources::label_selector;
@@ -70,9 +70,8 @@ pub struct PolicyStrategy;
 
 impl Strategy for PolicyStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        if let Some(map) = obj.as_object_mut() {
-            map.remove("status");
-        }
+        // The status starts empty; Go prints the empty status struct.
+        obj["status"] = json!({});
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

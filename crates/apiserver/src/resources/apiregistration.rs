@@ -49,9 +49,8 @@ impl Strategy for ApiServiceStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
-        if let Some(map) = obj.as_object_mut() {
-            map.remove("status");
-        }
+        // The status starts empty; Go prints the empty status struct.
+        obj["status"] = json!({});
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

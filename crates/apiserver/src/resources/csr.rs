@@ -136,21 +136,11 @@ impl Strategy for CsrStrategy {
 
     fn prepare_for_status_update_from(&self, new: &mut Value, old: &Value, _meta: Option<&Value>) {
         // The signer sets the certificate and its own conditions; the approval conditions
-        // stay as they are (preserveConditionInstances).
-        let approval = |o: &Value| -> Vec<Value> {
-            conditions(o)
-                .iter()
-                .filter(|c| matches!(condition_type(c), "Approved" | "Denied"))
-                .cloned()
-                .collect()
-        };
-        let mut kept: Vec<Value> = conditions(new)
-            .iter()
-            .filter(|c| !matches!(condition_type(c), "Approved" | "Denied"))
-            .cloned()
-            .collect();
-        kept.splice(0..0, approval(old));
-        set_conditions(new, kept);
+        // keep their stored values (preserveConditionInstances). Added or removed ones are
+        // left for validation to refuse.
+        for t in ["Approved", "Denied"] {
+            preserve_condition_instances(new, old, t);
+        }
         populate_condition_timestamps(new, old);
     }
 
@@ -201,16 +191,31 @@ fn condition_type(c: &Value) -> &str {
     c.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
-fn set_conditions(obj: &mut Value, conditions: Vec<Value>) {
-    if !obj.get("status").is_some_and(Value::is_object) {
-        obj["status"] = json!({});
+/// Upstream's `preserveConditionInstances`: when `new` has as many conditions of type `t`
+/// as `old`, they take the stored values.
+fn preserve_condition_instances(new: &mut Value, old: &Value, t: &str) {
+    let old_of_type: Vec<Value> = conditions(old)
+        .iter()
+        .filter(|c| condition_type(c) == t)
+        .cloned()
+        .collect();
+    let Some(list) = new
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let new_indices: Vec<usize> = list
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| condition_type(c) == t)
+        .map(|(i, _)| i)
+        .collect();
+    if new_indices.len() != old_of_type.len() {
+        return;
     }
-    if conditions.is_empty() {
-        if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
-            status.remove("conditions");
-        }
-    } else {
-        obj["status"]["conditions"] = Value::Array(conditions);
+    for (i, value) in new_indices.into_iter().zip(old_of_type) {
+        list[i] = value;
     }
 }
 
@@ -666,12 +671,29 @@ mod tests {
             CsrStrategy.validate_status_update(&approved, &stored)[0].to_string(),
             r#"status.conditions: Forbidden: updates may not add a condition of type "Approved""#
         );
-        // /status keeps the approval conditions whatever it is sent.
+        // /status keeps the stored approval conditions' values, and refuses removing them.
         let mut status = approved.clone();
-        status["status"]["conditions"] = json!([{"type": "Failed", "status": "True"}]);
+        status["status"]["conditions"] = json!([{"type": "Approved", "status": "True", "reason": "Forged"},
+            {"type": "Failed", "status": "True"}]);
         CsrStrategy.prepare_for_status_update_from(&mut status, &approved, None);
-        let types: Vec<&str> = conditions(&status).iter().map(condition_type).collect();
-        assert_eq!(types, ["Approved", "Failed"]);
+        assert_eq!(
+            status["status"]["conditions"][0],
+            approved["status"]["conditions"][0]
+        );
+        assert_eq!(condition_type(&status["status"]["conditions"][1]), "Failed");
+        assert!(
+            CsrStrategy
+                .validate_status_update(&status, &approved)
+                .is_empty()
+        );
+        let mut removed = approved.clone();
+        removed["status"]["conditions"] = json!([]);
+        CsrStrategy.prepare_for_status_update_from(&mut removed, &approved, None);
+        assert!(
+            !CsrStrategy
+                .validate_status_update(&removed, &approved)
+                .is_empty()
+        );
         // The main resource keeps spec and status.
         let mut main = approved.clone();
         main["spec"]["usages"] = json!(["server auth"]);

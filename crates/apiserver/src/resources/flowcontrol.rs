@@ -75,10 +75,9 @@ fn decode_priority_level(obj: Value) -> Result<Value, String> {
     })
 }
 
+/// A new object's status is empty (Go prints the empty status struct).
 fn drop_status(obj: &mut Value) {
-    if let Some(map) = obj.as_object_mut() {
-        map.remove("status");
-    }
+    obj["status"] = serde_json::json!({});
 }
 
 /// The FlowSchema strategy (upstream's `flowSchemaStrategy`, `ValidateFlowSchema`).

@@ -1,6 +1,6 @@
 //! networking.k8s.io/v1 ingresses: validation of rules, paths (`pathType`), backends and TLS hosts with upstream's messages; status reset on create (upstream's `ingressStrategy`, `ValidateIngressCreate`).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::registry::strategy::Strategy;
 use crate::resources::go_values;
@@ -21,9 +21,8 @@ pub struct IngressStrategy;
 
 impl Strategy for IngressStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        if let Some(map) = obj.as_object_mut() {
-            map.remove("status");
-        }
+        // A new Ingress has no load balancer yet; Go prints the empty status struct.
+        obj["status"] = json!({"loadBalancer": {}});
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -196,7 +195,12 @@ fn validate_host(host: &str, path: &str, errs: &mut Vec<FieldError>) {
 
 /// Upstream's `validateHTTPIngressPath`.
 fn validate_path(p: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    let Some(path_type) = p.get("pathType").and_then(Value::as_str) else {
+    // The typed decode reads a missing pathType as "": both are "not specified".
+    let Some(path_type) = p
+        .get("pathType")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    else {
         errs.push(FieldError::required(
             format!("{path}.pathType"),
             "pathType must be specified",
@@ -450,7 +454,7 @@ mod tests {
         let mut obj =
             json!({"spec": {}, "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
         IngressStrategy.prepare_for_create(&mut obj);
-        assert!(obj.get("status").is_none());
+        assert_eq!(obj["status"], json!({"loadBalancer": {}}));
         let bad = json!({"status": {"loadBalancer": {"ingress": [{"ip": "nope"}]}}});
         assert_eq!(IngressStrategy.validate_status_update(&bad, &bad).len(), 1);
     }

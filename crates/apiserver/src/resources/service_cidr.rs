@@ -35,9 +35,8 @@ pub struct ServiceCidrStrategy;
 
 impl Strategy for ServiceCidrStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        if let Some(map) = obj.as_object_mut() {
-            map.remove("status");
-        }
+        // The status starts empty; Go prints the empty status struct.
+        obj["status"] = json!({});
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

@@ -1,6 +1,6 @@
 //! storage.k8s.io/v1 volumeattachments: spec immutable, status through `/status` only, attacher and source validation (upstream's `volumeAttachmentStrategy`, `ValidateVolumeAttachment`).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::registry::strategy::Strategy;
 use crate::validation::{FieldError, NameRule};
@@ -11,9 +11,8 @@ pub struct VolumeAttachmentStrategy;
 
 impl Strategy for VolumeAttachmentStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        if let Some(map) = obj.as_object_mut() {
-            map.remove("status");
-        }
+        // The status starts empty; Go prints the empty status struct.
+        obj["status"] = json!({"attached": false});
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -114,6 +113,6 @@ mod tests {
         );
         let mut status = json!({"status": {"attached": true}});
         VolumeAttachmentStrategy.prepare_for_create(&mut status);
-        assert!(status.get("status").is_none());
+        assert_eq!(status["status"], json!({"attached": false}));
     }
 }
