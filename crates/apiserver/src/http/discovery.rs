@@ -268,6 +268,52 @@ mod tests {
     }
 
     #[test]
+    fn a_group_versions_resources_are_listed_by_name_as_upstream() {
+        let registry = Registry::new(Arc::new(MemoryStorage::new()));
+        let rbac = resources(&registry, "rbac.authorization.k8s.io", "v1").expect("rbac");
+        let names: Vec<&str> = rbac["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "clusterrolebindings",
+                "clusterroles",
+                "rolebindings",
+                "roles"
+            ]
+        );
+        let core = aggregated(&registry, true, "v2");
+        let core: Vec<&str> = core["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["resource"].as_str())
+            .collect();
+        let mut sorted = core.clone();
+        sorted.sort_unstable();
+        assert_eq!(core, sorted);
+        let csr = resources(&registry, "certificates.k8s.io", "v1").expect("certificates");
+        let names: Vec<&str> = csr["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "certificatesigningrequests",
+                "certificatesigningrequests/approval",
+                "certificatesigningrequests/status"
+            ]
+        );
+    }
+
+    #[test]
     fn a_group_prefers_the_version_listed_first() {
         let registry = Registry::with_resources(Arc::new(MemoryStorage::new()), fixtures::HPAS);
         let autoscaling = group(&registry, "autoscaling").expect("served");

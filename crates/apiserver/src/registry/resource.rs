@@ -332,7 +332,7 @@ impl ResourceDef {
     }
 
     /// Sets the `kubectl get` printer ([`printers::GENERIC`](crate::table::printers::GENERIC)
-    /// for NAME and AGE only, as upstream's default table convertor).
+    /// for NAME and CREATED AT only, as upstream's default table convertor).
     pub const fn printer(mut self, printer: Printer) -> Self {
         self.printer = Some(printer);
         self
@@ -495,7 +495,7 @@ impl ResourceDef {
         }
     }
 
-    /// The `kubectl get` printer; NAME and AGE when none was declared. Printers read the
+    /// The `kubectl get` printer; NAME and CREATED AT when none was declared. Printers read the
     /// stored form (a converted version is printed as its stored version is).
     pub fn table_printer(&self) -> Printer {
         self.printer.unwrap_or(Printer::GENERIC)

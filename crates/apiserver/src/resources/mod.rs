@@ -34,8 +34,9 @@
 //! - `.fields(&[SelectableField::string("spec.nodeName", "/spec/nodeName")])`: field
 //!   selectors beyond `metadata.name` / `metadata.namespace` (upstream's `GetAttrs`).
 //! - `.printer(printers::X)`: the `kubectl get` columns, from [`crate::table::printers`]
-//!   (upstream's `pkg/printers/internalversion`); a kind upstream prints with NAME and AGE
-//!   only says so with `printers::GENERIC`. Printers read the stored form.
+//!   (upstream's `pkg/printers/internalversion`); a kind upstream has no printer for
+//!   (Roles, ClusterRoles) says so with `printers::GENERIC`, upstream's default convertor
+//!   (NAME, CREATED AT). Printers read the stored form.
 //! - `.merge_schema(&kinds::X)`: the strategic merge patch tags, from
 //!   [`crate::strategic_merge::kinds`]; a kind whose only tags are in `ObjectMeta` uses
 //!   `kinds::METADATA_ONLY`. A new tagged type gets its `TypeDef` there.
@@ -190,7 +191,7 @@ mod tests {
             );
             assert!(
                 def.declares_printer(),
-                "{gvr:?}: no printer (name printers::GENERIC for NAME and AGE)"
+                "{gvr:?}: no printer (name printers::GENERIC for NAME and CREATED AT)"
             );
             let obj = json!({"metadata": {"name": "x", "creationTimestamp": created}});
             let table = crate::table::table_for(
