@@ -18,8 +18,19 @@ pub fn version() -> Value {
         "buildDate": "1970-01-01T00:00:00Z",
         "goVersion": "rust",
         "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch(std::env::consts::ARCH)),
     })
+}
+
+/// Rust's architecture name as Go's `GOARCH` spells it (`x86_64` is `amd64`).
+fn go_arch(arch: &str) -> &str {
+    match arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64",
+        other => other,
+    }
 }
 
 #[cfg(test)]
@@ -34,5 +45,7 @@ mod tests {
             (Some("1"), Some("33"))
         );
         assert!(GIT_VERSION.starts_with("v1.33.0+kcm-"), "{GIT_VERSION}");
+        assert_eq!(go_arch("x86_64"), "amd64");
+        assert_eq!(go_arch("aarch64"), "arm64");
     }
 }
