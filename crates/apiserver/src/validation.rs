@@ -30,7 +30,7 @@ pub enum FieldErrorKind {
     Forbidden,
     /// `Too long`.
     TooLong,
-    /// `Too many`.
+    /// `Too many`: a list longer than allowed (the value is its length).
     TooMany,
 }
 
@@ -228,6 +228,9 @@ pub enum NameRule {
     Dns1035Label,
     /// A path segment: anything without `/` or `%`, not `.` or `..` (events, leases).
     PathSegment,
+    /// An IP address in canonical form (networking.k8s.io IPAddresses, upstream's
+    /// `ValidateIPAddressName`).
+    IpAddress,
 }
 
 impl NameRule {
@@ -260,6 +263,13 @@ impl NameRule {
                     out.push(DNS1035_LABEL_MESSAGE.to_owned());
                 }
             }
+            NameRule::IpAddress => match name.parse::<std::net::IpAddr>() {
+                Err(_) => out.push(format!("ParseAddr({name:?}): unable to parse IP")),
+                Ok(ip) if ip.to_string() != name => {
+                    out.push("must be a canonical format IP address".to_owned());
+                }
+                Ok(_) => {}
+            },
             NameRule::PathSegment => {
                 if name == "." || name == ".." {
                     out.push(format!("may not be '{name}'"));
@@ -594,6 +604,16 @@ mod tests {
         assert!(NameRule::Label.check("a.b").len() == 1);
         assert!(NameRule::Subdomain.check("a.b").is_empty());
         assert!(NameRule::Dns1035Label.check("1abc").len() == 1);
+        assert!(NameRule::IpAddress.check("10.96.0.10").is_empty());
+        assert!(NameRule::IpAddress.check("2001:db8::1").is_empty());
+        assert_eq!(
+            NameRule::IpAddress.check("2001:db8:0::1"),
+            ["must be a canonical format IP address"]
+        );
+        assert_eq!(
+            NameRule::IpAddress.check("web"),
+            [r#"ParseAddr("web"): unable to parse IP"#]
+        );
         assert!(NameRule::PathSegment.check("a:b").is_empty());
         assert!(!NameRule::PathSegment.check("a/b").is_empty());
     }

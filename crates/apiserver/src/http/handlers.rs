@@ -10,6 +10,7 @@ use http::header::{CONTENT_TYPE, HeaderValue, WARNING};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::auth::user::UserInfo;
 use crate::error::GroupKind;
 use crate::error::{ApiError, Result};
 use crate::http::body::{self, decode_object};
@@ -74,6 +75,8 @@ async fn serve(
     };
     let query = Query::parse(req.uri().query())?;
     let headers = req.headers().clone();
+    // Set by the authentication filter; absent only when the router runs without it.
+    let user = req.extensions().get::<Arc<UserInfo>>().cloned();
     let media = body::media_type(&headers);
     let ns = r.namespace.clone().unwrap_or_default();
     let gr = def.group_resource();
@@ -115,7 +118,7 @@ async fn serve(
             Ok(repr.render(def, StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
-            let opts = write_options(&query, &headers, None)?;
+            let opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
             let outcome = registry.create(def, &ns, obj, &opts).await?;
@@ -133,18 +136,14 @@ async fn serve(
                 .await?;
             Ok(json_response(StatusCode::OK, &list))
         }
-        (&Method::GET, Some(name), None | Some(Subresource::Status)) => {
+        (&Method::GET, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
             let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
             let obj = registry.get(def, &ns, name).await?;
             Ok(repr.render(def, StatusCode::OK, &obj))
         }
-        (&Method::PUT, Some(name), None | Some(Subresource::Status)) => {
-            let target = if sub.is_some() {
-                Target::Status
-            } else {
-                Target::Main
-            };
-            let opts = write_options(&query, &headers, None)?;
+        (&Method::PUT, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
+            let target = write_target(sub);
+            let opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
             let outcome = registry.update(def, &ns, name, obj, target, &opts).await?;
@@ -155,14 +154,10 @@ async fn serve(
             };
             Ok(written(code, &outcome))
         }
-        (&Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
-            let target = if sub.is_some() {
-                Target::Status
-            } else {
-                Target::Main
-            };
+        (&Method::PATCH, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
+            let target = write_target(sub);
             let patch_type = patch_type(&headers)?;
-            let opts = write_options(&query, &headers, Some(patch_type))?;
+            let opts = write_options(&query, &headers, Some(patch_type), user)?;
             let bytes = read_body(req).await?;
             let outcome = registry
                 .patch(def, &ns, name, patch_type, &bytes, target, &opts)
@@ -216,7 +211,7 @@ async fn serve(
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PUT, Some(name), Some(Subresource::Scale)) => {
-            let opts = write_options(&query, &headers, None)?;
+            let opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
             let scale = decode_object(&bytes, &media)?;
             let scale = registry.update_scale(def, &ns, name, scale, &opts).await?;
@@ -224,7 +219,7 @@ async fn serve(
         }
         (&Method::PATCH, Some(name), Some(Subresource::Scale)) => {
             let patch_type = patch_type(&headers)?;
-            let opts = write_options(&query, &headers, Some(patch_type))?;
+            let opts = write_options(&query, &headers, Some(patch_type), user)?;
             let bytes = read_body(req).await?;
             let scale = registry
                 .patch_scale(def, &ns, name, patch_type, &bytes, &opts)
@@ -263,8 +258,10 @@ fn write_options(
     query: &Query,
     headers: &http::HeaderMap,
     patch: Option<PatchType>,
+    user: Option<Arc<UserInfo>>,
 ) -> Result<WriteOptions> {
     let mut opts = query.write_options()?;
+    opts.user = user;
     let patch_options = GroupKind {
         group: "meta.k8s.io",
         kind: "PatchOptions",
@@ -303,7 +300,17 @@ fn write_options(
     Ok(opts)
 }
 
-/// A written object, with a `Warning` header per warning.
+/// The part of the object a `PUT` or `PATCH` of the main resource or a status-like
+/// subresource writes.
+fn write_target(sub: Option<Subresource>) -> Target {
+    match sub {
+        Some(Subresource::Status) => Target::Status,
+        Some(Subresource::Approval) => Target::Approval,
+        _ => Target::Main,
+    }
+}
+
+/// A written object, with a `Warning` header per warning (`299 - "text"`, as upstream).
 fn written(code: StatusCode, outcome: &WriteOutcome) -> Response {
     let mut response = json_response(code, &outcome.object);
     for warning in &outcome.warnings {

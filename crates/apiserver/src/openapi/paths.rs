@@ -433,6 +433,14 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceDef, names: &
                 &write_params,
                 common,
             ),
+            Subresource::Approval => status_like_ops(
+                &format!("{tag}{scope}{kind}Approval"),
+                &format!("approval of the specified {kind}"),
+                &gvk,
+                names.kind,
+                &write_params,
+                common,
+            ),
             Subresource::Scale => match names.scale {
                 Some(scale) => status_like_ops(
                     &format!("{tag}{scope}{kind}Scale"),

@@ -11,6 +11,7 @@
 //! each stored value is the object's JSON without `resourceVersion`, which is set from the
 //! store's revision on every read.
 
+pub mod apiservices;
 pub mod binding;
 pub mod bootstrap;
 pub mod components;
@@ -40,6 +41,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::auth::authenticator::{Authenticator, NoTokens};
+use crate::auth::authorizer::{Authorizer, BootstrapPolicy};
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::openapi::OpenApi;
@@ -69,6 +72,10 @@ pub struct Registry {
     service_ips: tokio::sync::Mutex<()>,
     /// Health probes of the components beside the server, for `componentstatuses`.
     components: components::ComponentProbes,
+    /// Authenticates bearer tokens for `tokenreviews`.
+    authenticator: Arc<dyn Authenticator>,
+    /// Answers the access reviews.
+    authorizer: Arc<dyn Authorizer>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -97,6 +104,8 @@ impl Registry {
             openapi: OnceLock::new(),
             service_ips: tokio::sync::Mutex::new(()),
             components: components::ComponentProbes::default(),
+            authenticator: Arc::new(NoTokens),
+            authorizer: Arc::new(BootstrapPolicy),
         }
     }
 
@@ -119,6 +128,28 @@ impl Registry {
     /// scheduler or the controller manager registers theirs).
     pub fn components(&self) -> &components::ComponentProbes {
         &self.components
+    }
+
+    /// Replaces the authenticator `tokenreviews` consult (none authenticates by default).
+    pub fn with_authenticator(mut self, authenticator: Arc<dyn Authenticator>) -> Self {
+        self.authenticator = authenticator;
+        self
+    }
+
+    /// Replaces the authorizer the access reviews consult ([`BootstrapPolicy`] by default).
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorizer = authorizer;
+        self
+    }
+
+    /// The authenticator of bearer tokens.
+    pub fn authenticator(&self) -> &dyn Authenticator {
+        self.authenticator.as_ref()
+    }
+
+    /// The authorizer.
+    pub fn authorizer(&self) -> &dyn Authorizer {
+        self.authorizer.as_ref()
     }
 
     /// The OpenAPI v3 documents and schemas of every served resource (built on first use).

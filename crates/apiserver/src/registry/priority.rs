@@ -145,6 +145,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::registry::options::WriteOptions;
     use crate::storage::MemoryStorage;
 
     static ALL: &[&ResourceDef] = &[
@@ -224,11 +225,19 @@ mod tests {
                 "metadata": {"name": name}, "value": value, "globalDefault": true})
         };
         registry
-            .create_checked(&PRIORITY_CLASSES, class("standard", 100), false)
+            .create_checked(
+                &PRIORITY_CLASSES,
+                class("standard", 100),
+                &WriteOptions::default(),
+            )
             .await
             .expect("first default");
         let err = registry
-            .create_checked(&PRIORITY_CLASSES, class("other", 200), false)
+            .create_checked(
+                &PRIORITY_CLASSES,
+                class("other", 200),
+                &WriteOptions::default(),
+            )
             .await
             .expect_err("second default");
         assert_eq!(err.code, 403);

@@ -98,6 +98,11 @@ impl Verbs {
         Verbs(self.0 | other.0)
     }
 
+    /// The set without the verbs of `other`.
+    pub const fn without(self, other: Verbs) -> Verbs {
+        Verbs(self.0 & !other.0)
+    }
+
     /// Whether every verb of `other` is in the set.
     pub const fn contains(self, other: Verbs) -> bool {
         self.0 & other.0 == other.0
@@ -245,7 +250,12 @@ pub struct ResourceDef {
     pub openapi: TypedKind,
     /// The objects every cluster starts with, created at start when missing (upstream's
     /// post-start hooks, such as the system priority classes).
+    /// A bootstrap object's `status` is written through `/status` after its create (a create
+    /// drops it, as upstream's strategies do).
     pub bootstrap_objects: fn() -> Vec<Value>,
+    /// The field manager the bootstrap objects are written as (upstream's producer, e.g.
+    /// `api-priority-and-fairness-config-producer-v1`).
+    pub bootstrap_field_manager: &'static str,
     /// The `Warning` every answer about this resource carries, for a deprecated API
     /// (upstream's deprecated-API warning, e.g. `v1 ComponentStatus is deprecated in v1.19+`).
     pub deprecation: Option<&'static str>,
@@ -297,6 +307,7 @@ impl ResourceDef {
             merge_schema: None,
             openapi: TypedKind::of::<K>(),
             bootstrap_objects: Vec::new,
+            bootstrap_field_manager: "kube-apiserver",
             deprecation: None,
         }
     }
@@ -345,7 +356,7 @@ impl ResourceDef {
     }
 
     /// Sets the `kubectl get` printer ([`printers::GENERIC`](crate::table::printers::GENERIC)
-    /// for NAME and AGE only, as upstream's default table convertor).
+    /// for NAME and CREATED AT only, as upstream's default table convertor).
     pub const fn printer(mut self, printer: Printer) -> Self {
         self.printer = Some(printer);
         self
@@ -393,6 +404,17 @@ impl ResourceDef {
     /// [`ResourceDef::bootstrap_objects`]).
     pub const fn bootstrap(mut self, objects: fn() -> Vec<Value>) -> Self {
         self.bootstrap_objects = objects;
+        self
+    }
+
+    /// As [`Self::bootstrap`], written as the field manager `manager`.
+    pub const fn bootstrap_as(
+        mut self,
+        manager: &'static str,
+        objects: fn() -> Vec<Value>,
+    ) -> Self {
+        self.bootstrap_objects = objects;
+        self.bootstrap_field_manager = manager;
         self
     }
 
@@ -539,7 +561,7 @@ impl ResourceDef {
         }
     }
 
-    /// The `kubectl get` printer; NAME and AGE when none was declared. Printers read the
+    /// The `kubectl get` printer; NAME and CREATED AT when none was declared. Printers read the
     /// stored form (a converted version is printed as its stored version is).
     pub fn table_printer(&self) -> Printer {
         self.printer.unwrap_or(Printer::GENERIC)

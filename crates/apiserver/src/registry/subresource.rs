@@ -1,4 +1,4 @@
-//! The subresources a resource may serve (`/status`, `/scale`, `/binding`, `/eviction`, `/finalize`, and the connect subresources `/log`, `/exec`, `/attach`, `/portforward`, `/proxy`): their names, kinds and verbs.
+//! The subresources a resource may serve (`/status`, `/scale`, `/binding`, `/eviction`, `/finalize`, `/approval`, and the connect subresources `/log`, `/exec`, `/attach`, `/portforward`, `/proxy`): their names, kinds and verbs.
 
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::Binding;
@@ -31,6 +31,9 @@ pub enum Subresource {
     /// `pods/proxy`, `services/proxy`, `nodes/proxy`: HTTP proxied to the object, with any
     /// path after `/proxy/` (a connect subresource).
     Proxy,
+    /// `certificatesigningrequests/approval`: get, update and patch of the approval
+    /// conditions (the strategy's `prepare_for_approval_update` says what may change).
+    Approval,
 }
 
 impl Subresource {
@@ -47,6 +50,7 @@ impl Subresource {
             Subresource::Attach => "attach",
             Subresource::PortForward => "portforward",
             Subresource::Proxy => "proxy",
+            Subresource::Approval => "approval",
         }
     }
 
@@ -91,7 +95,9 @@ impl Subresource {
     /// The verbs discovery lists for it.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Status | Subresource::Scale | Subresource::Approval => {
+                &["get", "patch", "update"]
+            }
             Subresource::Binding | Subresource::Eviction => &["create"],
             Subresource::Finalize => &["update"],
             Subresource::Log => &["get"],
@@ -109,6 +115,7 @@ impl Subresource {
         match self {
             Subresource::Status
             | Subresource::Finalize
+            | Subresource::Approval
             | Subresource::Log
             | Subresource::Exec
             | Subresource::Attach
@@ -131,6 +138,7 @@ mod tests {
         let cases = [
             (Subresource::Status, ("apps", "v1", "Deployment")),
             (Subresource::Finalize, ("apps", "v1", "Deployment")),
+            (Subresource::Approval, ("apps", "v1", "Deployment")),
             (Subresource::Scale, ("autoscaling", "v1", "Scale")),
             (Subresource::Binding, ("", "v1", "Binding")),
             (Subresource::Eviction, ("policy", "v1", "Eviction")),

@@ -102,7 +102,7 @@ pub static LIMIT_RANGES: ResourceDef = ResourceDef::of::<LimitRange>()
     .short_names(&["limits"])
     .decode_with(decode_limit_range)
     .strategy(&LimitRangeStrategy)
-    .printer(printers::CREATED_AT)
+    .printer(printers::GENERIC)
     .merge_schema(&kinds::METADATA_ONLY);
 
 /// The replicationcontrollers resource.

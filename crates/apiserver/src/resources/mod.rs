@@ -34,8 +34,9 @@
 //! - `.fields(&[SelectableField::string("spec.nodeName", "/spec/nodeName")])`: field
 //!   selectors beyond `metadata.name` / `metadata.namespace` (upstream's `GetAttrs`).
 //! - `.printer(printers::X)`: the `kubectl get` columns, from [`crate::table::printers`]
-//!   (upstream's `pkg/printers/internalversion`); a kind upstream prints with NAME and AGE
-//!   only says so with `printers::GENERIC`. Printers read the stored form.
+//!   (upstream's `pkg/printers/internalversion`); a kind upstream has no printer for
+//!   (Roles, ClusterRoles) says so with `printers::GENERIC`, upstream's default convertor
+//!   (NAME, CREATED AT). Printers read the stored form.
 //! - `.merge_schema(&kinds::X)`: the strategic merge patch tags, from
 //!   [`crate::strategic_merge::kinds`]; a kind whose only tags are in `ObjectMeta` uses
 //!   `kinds::METADATA_ONLY`. A new tagged type gets its `TypeDef` there.
@@ -120,6 +121,37 @@ pub mod scheduling;
 pub mod service;
 pub mod simple;
 
+// Issue 17b: RBAC, networking, storage, discovery, certificates, admissionregistration,
+// flowcontrol, apiregistration and the review APIs.
+pub mod admission_policy;
+pub mod admissionregistration;
+pub mod apiregistration;
+pub mod authentication;
+pub mod authorization;
+pub mod certificates;
+pub mod csi;
+pub mod csr;
+pub mod discovery;
+pub mod endpoint_slice;
+pub mod flowcontrol;
+pub mod flowcontrol_bootstrap;
+pub mod go_values;
+pub mod ingress;
+pub mod ingress_class;
+pub mod label_selector;
+pub mod net;
+pub mod network_policy;
+pub mod networking;
+pub mod rbac;
+pub mod review;
+pub mod role;
+pub mod role_binding;
+pub mod service_cidr;
+pub mod storage;
+pub mod storage_class;
+pub mod volume_attachment;
+pub mod webhook;
+
 use crate::registry::resource::ResourceDef;
 
 /// Every served resource, in discovery order.
@@ -157,6 +189,36 @@ pub static ALL: &[&ResourceDef] = &[
     &policy::PDBS,
     &scheduling::PRIORITY_CLASSES,
     &node::RUNTIME_CLASSES,
+    // Issue 17b.
+    &rbac::ROLES,
+    &rbac::ROLE_BINDINGS,
+    &rbac::CLUSTER_ROLES,
+    &rbac::CLUSTER_ROLE_BINDINGS,
+    &networking::INGRESSES,
+    &networking::INGRESS_CLASSES,
+    &networking::NETWORK_POLICIES,
+    &networking::IP_ADDRESSES,
+    &networking::SERVICE_CIDRS,
+    &storage::STORAGE_CLASSES,
+    &storage::CSI_DRIVERS,
+    &storage::CSI_NODES,
+    &storage::CSI_STORAGE_CAPACITIES,
+    &storage::VOLUME_ATTACHMENTS,
+    &discovery::ENDPOINT_SLICES,
+    &certificates::CERTIFICATE_SIGNING_REQUESTS,
+    &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATIONS,
+    &admissionregistration::MUTATING_WEBHOOK_CONFIGURATIONS,
+    &admissionregistration::VALIDATING_ADMISSION_POLICIES,
+    &admissionregistration::VALIDATING_ADMISSION_POLICY_BINDINGS,
+    &flowcontrol::FLOW_SCHEMAS,
+    &flowcontrol::PRIORITY_LEVEL_CONFIGURATIONS,
+    &apiregistration::API_SERVICES,
+    &authentication::SELF_SUBJECT_REVIEWS,
+    &authentication::TOKEN_REVIEWS,
+    &authorization::SELF_SUBJECT_ACCESS_REVIEWS,
+    &authorization::SELF_SUBJECT_RULES_REVIEWS,
+    &authorization::SUBJECT_ACCESS_REVIEWS,
+    &authorization::LOCAL_SUBJECT_ACCESS_REVIEWS,
 ];
 
 #[cfg(test)]
@@ -179,7 +241,7 @@ mod tests {
             );
             assert!(
                 def.declares_printer(),
-                "{gvr:?}: no printer (name printers::GENERIC for NAME and AGE)"
+                "{gvr:?}: no printer (name printers::GENERIC for NAME and CREATED AT)"
             );
             let obj = json!({"metadata": {"name": "x", "creationTimestamp": created}});
             let table = crate::table::table_for(

@@ -247,8 +247,39 @@ pub static SERVICE_ACCOUNT: TypeDef = TypeDef {
     values: None,
 };
 
-/// Kinds whose only tagged fields beside ObjectMeta are `status.conditions`, merged on
-/// `type`: PersistentVolumeClaim, autoscaling/v2 HorizontalPodAutoscaler.
+// ---- Issue 17b: admissionregistration, storage, networking, apiregistration ----
+
+/// admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration and
+/// MutatingWebhookConfiguration: webhooks merge on `name`.
+pub static WEBHOOK_CONFIGURATION: TypeDef = TypeDef {
+    name: "WebhookConfiguration",
+    fields: &[
+        field("metadata", &OBJECT_META),
+        merge_list("webhooks", "name", OPAQUE),
+    ],
+    values: None,
+};
+
+/// storage.k8s.io/v1 CSINode: drivers merge on `name`.
+pub static CSI_NODE: TypeDef = TypeDef {
+    name: "CSINode",
+    fields: &[
+        field("metadata", &OBJECT_META),
+        field(
+            "spec",
+            &TypeDef {
+                name: "CSINodeSpec",
+                fields: &[merge_list("drivers", "name", OPAQUE)],
+                values: None,
+            },
+        ),
+    ],
+    values: None,
+};
+
+/// Kinds whose only tagged fields besides ObjectMeta are `status.conditions` merged on
+/// `type`: PersistentVolumeClaim, autoscaling/v2 HorizontalPodAutoscaler,
+/// networking.k8s.io/v1 ServiceCIDR, apiregistration.k8s.io/v1 APIService.
 pub static STATUS_CONDITIONS: TypeDef = TypeDef {
     name: "ObjectWithConditions",
     fields: &[

@@ -168,15 +168,6 @@ pub(super) fn runtime_class(obj: &Value, now: Timestamp) -> Row {
     ])
 }
 
-/// upstream's default table convertor: the name and the creation time (RFC 3339, UTC).
-pub(super) fn created_at(obj: &Value, _now: Timestamp) -> Row {
-    let created = time_at(obj, &["metadata", "creationTimestamp"]).map_or_else(
-        || "0001-01-01T00:00:00Z".to_owned(),
-        crate::object::format_time,
-    );
-    Row::new(vec![json!(name(obj)), json!(created)])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,11 +255,5 @@ mod tests {
         );
         let rc = json!({"metadata": {"name": "gvisor", "creationTimestamp": "2024-05-01T11:00:00Z"}, "handler": "runsc"});
         assert_eq!(texts(runtime_class(&rc, now())), ["gvisor", "runsc", "60m"]);
-        let lr =
-            json!({"metadata": {"name": "limits", "creationTimestamp": "2024-05-01T11:00:00Z"}});
-        assert_eq!(
-            texts(created_at(&lr, now())),
-            ["limits", "2024-05-01T11:00:00Z"]
-        );
     }
 }

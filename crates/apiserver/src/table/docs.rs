@@ -179,3 +179,131 @@ pub(super) const HPA_MIN_REPLICAS: &str = "minReplicas is the lower limit for th
 pub(super) const HPA_MAX_REPLICAS: &str = "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up. It cannot be less that minReplicas.";
 /// The documentation of `currentReplicas` (horizontal_pod_autoscaler_status, v2).
 pub(super) const HPA_CURRENT_REPLICAS: &str = "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.";
+
+// ---- Issue 17b: RBAC, networking, storage, certificates, flowcontrol (field docs from the v1.33 API) ----
+/// The documentation of `role_ref` (role_binding).
+pub(super) const ROLE_BINDING_ROLE_REF: &str = "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. This field is immutable.";
+/// The documentation of `role_ref` (cluster_role_binding).
+pub(super) const CLUSTER_ROLE_BINDING_ROLE_REF: &str = "RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error. This field is immutable.";
+/// The documentation of `pod_selector` (network_policy_spec).
+pub(super) const NETWORK_POLICY_POD_SELECTOR: &str = "podSelector selects the pods to which this NetworkPolicy object applies. The array of ingress rules is applied to any pods selected by this field. Multiple network policies can select the same set of pods. In this case, the ingress rules for each are combined additively. This field is NOT optional and follows standard label selector semantics. An empty podSelector matches all pods in this namespace.";
+/// The documentation of `cidrs` (service_cidr_spec).
+pub(super) const SERVICE_CIDR_CIDRS: &str = "CIDRs defines the IP blocks in CIDR notation (e.g. \"192.168.0.0/24\" or \"2001:db8::/64\") from which to assign service cluster IPs. Max of two CIDRs is allowed, one of each IP family. This field is immutable.";
+/// The documentation of `parent_ref` (ip_address_spec).
+pub(super) const IP_ADDRESS_PARENT_REF: &str = "ParentRef references the resource that an IPAddress is attached to. An IPAddress must reference a parent object.";
+/// The documentation of `provisioner` (storage_class).
+pub(super) const STORAGE_CLASS_PROVISIONER: &str =
+    "provisioner indicates the type of the provisioner.";
+/// The documentation of `reclaim_policy` (storage_class).
+pub(super) const STORAGE_CLASS_RECLAIM_POLICY: &str = "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class. Defaults to Delete.";
+/// The documentation of `volume_binding_mode` (storage_class).
+pub(super) const STORAGE_CLASS_VOLUME_BINDING_MODE: &str = "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.";
+/// The documentation of `allow_volume_expansion` (storage_class).
+pub(super) const STORAGE_CLASS_ALLOW_VOLUME_EXPANSION: &str =
+    "allowVolumeExpansion shows whether the storage class allow volume expand.";
+/// The documentation of `attach_required` (csi_driver_spec).
+pub(super) const CSI_DRIVER_ATTACH_REQUIRED: &str = "attachRequired indicates this CSI volume driver requires an attach operation (because it implements the CSI ControllerPublishVolume() method), and that the Kubernetes attach detach controller should call the attach volume interface which checks the volumeattachment status and waits until the volume is attached before proceeding to mounting. The CSI external-attacher coordinates with CSI volume driver and updates the volumeattachment status when the attach operation is complete. If the CSIDriverRegistry feature gate is enabled and the value is specified to false, the attach operation will be skipped. Otherwise the attach operation will be called.
+
+This field is immutable.";
+/// The documentation of `pod_info_on_mount` (csi_driver_spec).
+pub(super) const CSI_DRIVER_POD_INFO_ON_MOUNT: &str = "podInfoOnMount indicates this CSI volume driver requires additional pod information (like podName, podUID, etc.) during mount operations, if set to true. If set to false, pod information will not be passed on mount. Default is false.
+
+The CSI driver specifies podInfoOnMount as part of driver deployment. If true, Kubelet will pass pod information as VolumeContext in the CSI NodePublishVolume() calls. The CSI driver is responsible for parsing and validating the information passed in as VolumeContext.
+
+The following VolumeContext will be passed if podInfoOnMount is set to true. This list might grow, but the prefix will be used. \"csi.storage.k8s.io/pod.name\": pod.Name \"csi.storage.k8s.io/pod.namespace\": pod.Namespace \"csi.storage.k8s.io/pod.uid\": string(pod.UID) \"csi.storage.k8s.io/ephemeral\": \"true\" if the volume is an ephemeral inline volume defined by a CSIVolumeSource, otherwise \"false\"
+
+\"csi.storage.k8s.io/ephemeral\" is a new feature in Kubernetes 1.16. It is only required for drivers which support both the \"Persistent\" and \"Ephemeral\" VolumeLifecycleMode. Other drivers can leave pod info disabled and/or ignore this field. As Kubernetes 1.15 doesn't support this field, drivers can only support one mode when deployed on such a cluster and the deployment determines which mode that is, for example via a command line parameter of the driver.
+
+This field was immutable in Kubernetes \\< 1.29 and now is mutable.";
+/// The documentation of `storage_capacity` (csi_driver_spec).
+pub(super) const CSI_DRIVER_STORAGE_CAPACITY: &str = "storageCapacity indicates that the CSI volume driver wants pod scheduling to consider the storage capacity that the driver deployment will report by creating CSIStorageCapacity objects with capacity information, if set to true.
+
+The check can be enabled immediately when deploying a driver. In that case, provisioning new volumes with late binding will pause until the driver deployment has published some suitable CSIStorageCapacity object.
+
+Alternatively, the driver can be deployed with the field unset or false and it can be flipped later when storage capacity information has been published.
+
+This field was immutable in Kubernetes \\<= 1.22 and now is mutable.";
+/// The documentation of `token_requests` (csi_driver_spec).
+pub(super) const CSI_DRIVER_TOKEN_REQUESTS: &str = "tokenRequests indicates the CSI driver needs pods' service account tokens it is mounting volume for to do necessary authentication. Kubelet will pass the tokens in VolumeContext in the CSI NodePublishVolume calls. The CSI driver should parse and validate the following VolumeContext: \"csi.storage.k8s.io/serviceAccount.tokens\": { \"\\<audience\\>\": { \"token\": \\<token\\>, \"expirationTimestamp\": \\<expiration timestamp in RFC3339\\>, }, ... }
+
+Note: Audience in each TokenRequest should be different and at most one token is empty string. To receive a new token after expiry, RequiresRepublish can be used to trigger NodePublishVolume periodically.";
+/// The documentation of `requires_republish` (csi_driver_spec).
+pub(super) const CSI_DRIVER_REQUIRES_REPUBLISH: &str = "requiresRepublish indicates the CSI driver wants `NodePublishVolume` being periodically called to reflect any possible change in the mounted volume. This field defaults to false.
+
+Note: After a successful initial NodePublishVolume call, subsequent calls to NodePublishVolume should only update the contents of the volume. New mount points will not be seen by a running container.";
+/// The documentation of `volume_lifecycle_modes` (csi_driver_spec).
+pub(super) const CSI_DRIVER_VOLUME_LIFECYCLE_MODES: &str = "volumeLifecycleModes defines what kind of volumes this CSI volume driver supports. The default if the list is empty is \"Persistent\", which is the usage defined by the CSI specification and implemented in Kubernetes via the usual PV/PVC mechanism.
+
+The other mode is \"Ephemeral\". In this mode, volumes are defined inline inside the pod spec with CSIVolumeSource and their lifecycle is tied to the lifecycle of that pod. A driver has to be aware of this because it is only going to get a NodePublishVolume call for such a volume.
+
+For more information about implementing this mode, see https://kubernetes-csi.github.io/docs/ephemeral-local-volumes.html A driver can support one or more of these modes and more modes may be added in the future.
+
+This field is beta. This field is immutable.";
+/// The documentation of `storage_class_name` (csi_storage_capacity).
+pub(super) const CSI_STORAGE_CAPACITY_STORAGE_CLASS_NAME: &str = "storageClassName represents the name of the StorageClass that the reported capacity applies to. It must meet the same requirements as the name of a StorageClass object (non-empty, DNS subdomain). If that object no longer exists, the CSIStorageCapacity object is obsolete and should be removed by its creator. This field is immutable.";
+/// The documentation of `capacity` (csi_storage_capacity).
+pub(super) const CSI_STORAGE_CAPACITY_CAPACITY: &str = "capacity is the value reported by the CSI driver in its GetCapacityResponse for a GetCapacityRequest with topology and parameters that match the previous fields.
+
+The semantic is currently (CSI spec 1.2) defined as: The available capacity, in bytes, of the storage that can be used to provision volumes. If not set, that information is currently unavailable.";
+/// The documentation of `attacher` (volume_attachment_spec).
+pub(super) const VOLUME_ATTACHMENT_ATTACHER: &str = "attacher indicates the name of the volume driver that MUST handle this request. This is the name returned by GetPluginName().";
+/// The documentation of `persistent_volume_name` (volume_attachment_source).
+pub(super) const VOLUME_ATTACHMENT_PV: &str =
+    "persistentVolumeName represents the name of the persistent volume to attach.";
+/// The documentation of `node_name` (volume_attachment_spec).
+pub(super) const VOLUME_ATTACHMENT_NODE: &str =
+    "nodeName represents the node that the volume should be attached to.";
+/// The documentation of `attached` (volume_attachment_status).
+pub(super) const VOLUME_ATTACHMENT_ATTACHED: &str = "attached indicates the volume is successfully attached. This field must only be set by the entity completing the attach operation, i.e. the external-attacher.";
+/// The documentation of `signer_name` (certificate_signing_request_spec).
+pub(super) const CSR_SIGNER_NAME: &str = "signerName indicates the requested signer, and is a qualified name.
+
+List/watch requests for CertificateSigningRequests can filter on this field using a \"spec.signerName=NAME\" fieldSelector.
+
+Well-known Kubernetes signers are: 1. \"kubernetes.io/kube-apiserver-client\": issues client certificates that can be used to authenticate to kube-apiserver. Requests for this signer are never auto-approved by kube-controller-manager, can be issued by the \"csrsigning\" controller in kube-controller-manager. 2. \"kubernetes.io/kube-apiserver-client-kubelet\": issues client certificates that kubelets use to authenticate to kube-apiserver. Requests for this signer can be auto-approved by the \"csrapproving\" controller in kube-controller-manager, and can be issued by the \"csrsigning\" controller in kube-controller-manager. 3. \"kubernetes.io/kubelet-serving\" issues serving certificates that kubelets use to serve TLS endpoints, which kube-apiserver can connect to securely. Requests for this signer are never auto-approved by kube-controller-manager, and can be issued by the \"csrsigning\" controller in kube-controller-manager.
+
+More details are available at https://k8s.io/docs/reference/access-authn-authz/certificate-signing-requests/#kubernetes-signers
+
+Custom signerNames can also be specified. The signer defines: 1. Trust distribution: how trust (CA bundles) are distributed. 2. Permitted subjects: and behavior when a disallowed subject is requested. 3. Required, permitted, or forbidden x509 extensions in the request (including whether subjectAltNames are allowed, which types, restrictions on allowed values) and behavior when a disallowed extension is requested. 4. Required, permitted, or forbidden key usages / extended key usages. 5. Expiration/certificate lifetime: whether it is fixed by the signer, configurable by the admin. 6. Whether or not requests for CA certificates are allowed.";
+/// The documentation of `request` (certificate_signing_request_spec).
+pub(super) const CSR_REQUEST: &str = "request contains an x509 certificate signing request encoded in a \"CERTIFICATE REQUEST\" PEM block. When serialized as JSON or YAML, the data is additionally base64-encoded.";
+/// The documentation of `expiration_seconds` (certificate_signing_request_spec).
+pub(super) const CSR_EXPIRATION_SECONDS: &str = "expirationSeconds is the requested duration of validity of the issued certificate. The certificate signer may issue a certificate with a different validity duration so a client must check the delta between the notBefore and and notAfter fields in the issued certificate to determine the actual duration.
+
+The v1.22+ in-tree implementations of the well-known Kubernetes signers will honor this field as long as the requested duration is not greater than the maximum duration they will honor per the --cluster-signing-duration CLI flag to the Kubernetes controller manager.
+
+Certificate signers may not honor this field for various reasons:
+
+1. Old signer that is unaware of the field (such as the in-tree implementations prior to v1.22) 2. Signer whose configured maximum is shorter than the requested duration 3. Signer whose configured minimum is longer than the requested duration
+
+The minimum valid value for expirationSeconds is 600, i.e. 10 minutes.";
+/// The documentation of `conditions` (certificate_signing_request_status).
+pub(super) const CSR_CONDITIONS: &str = "conditions applied to the request. Known conditions are \"Approved\", \"Denied\", and \"Failed\".";
+/// The documentation of `name` (priority_level_configuration_reference).
+pub(super) const FLOW_SCHEMA_PRIORITY_LEVEL: &str =
+    "`name` is the name of the priority level configuration being referenced Required.";
+/// The documentation of `matching_precedence` (flow_schema_spec).
+pub(super) const FLOW_SCHEMA_MATCHING_PRECEDENCE: &str = "`matchingPrecedence` is used to choose among the FlowSchemas that match a given request. The chosen FlowSchema is among those with the numerically lowest (which we take to be logically highest) MatchingPrecedence.  Each MatchingPrecedence value must be ranged in \\[1,10000\\]. Note that if the precedence is not specified, it will be set to 1000 as default.";
+/// The documentation of `distinguisher_method` (flow_schema_spec).
+pub(super) const FLOW_SCHEMA_DISTINGUISHER_METHOD: &str = "`distinguisherMethod` defines how to compute the flow distinguisher for requests that match this schema. `nil` specifies that the distinguisher is disabled and thus will always be the empty string.";
+/// The documentation of `type_` (priority_level_configuration_spec).
+pub(super) const PRIORITY_LEVEL_TYPE: &str = "`type` indicates whether this priority level is subject to limitation on request execution.  A value of `\"Exempt\"` means that requests of this priority level are not subject to a limit (and thus are never queued) and do not detract from the capacity made available to other priority levels.  A value of `\"Limited\"` means that (a) requests of this priority level _are_ subject to limits and (b) some of the server's limited capacity is made available exclusively to this priority level. Required.";
+/// The documentation of `nominal_concurrency_shares` (limited_priority_level_configuration).
+pub(super) const PRIORITY_LEVEL_NOMINAL_CONCURRENCY_SHARES: &str = "`nominalConcurrencyShares` (NCS) contributes to the computation of the NominalConcurrencyLimit (NominalCL) of this level. This is the number of execution seats available at this priority level. This is used both for requests dispatched from this priority level as well as requests dispatched from other priority levels borrowing seats from this level. The server's concurrency limit (ServerCL) is divided among the Limited priority levels in proportion to their NCS values:
+
+NominalCL(i)  = ceil( ServerCL * NCS(i) / sum_ncs ) sum_ncs = sum\\[priority level k\\] NCS(k)
+
+Bigger numbers mean a larger nominal concurrency limit, at the expense of every other priority level.
+
+If not specified, this field defaults to a value of 30.
+
+Setting this field to zero supports the construction of a \"jail\" for this priority level that is used to hold some request(s)";
+/// The documentation of `queues` (queuing_configuration).
+pub(super) const PRIORITY_LEVEL_QUEUES: &str = "`queues` is the number of queues for this priority level. The queues exist independently at each apiserver. The value must be positive.  Setting it to 1 effectively precludes shufflesharding and thus makes the distinguisher method of associated flow schemas irrelevant.  This field has a default value of 64.";
+/// The documentation of `hand_size` (queuing_configuration).
+pub(super) const PRIORITY_LEVEL_HAND_SIZE: &str = "`handSize` is a small positive number that configures the shuffle sharding of requests into queues.  When enqueuing a request at this priority level the request's flow identifier (a string pair) is hashed and the hash value is used to shuffle the list of queues and deal a hand of the size specified here.  The request is put into one of the shortest queues in that hand. `handSize` must be no larger than `queues`, and should be significantly smaller (so that a few heavy flows do not saturate most of the queues).  See the user-facing documentation for more extensive guidance on setting this field.  This field has a default value of 8.";
+/// The documentation of `queue_length_limit` (queuing_configuration).
+pub(super) const PRIORITY_LEVEL_QUEUE_LENGTH_LIMIT: &str = "`queueLengthLimit` is the maximum number of requests allowed to be waiting in a given queue of this priority level at a time; excess requests are rejected.  This value must be positive.  If not specified, it will be defaulted to 50.";
+/// How upstream describes the CLASS column of Ingress tables.
+pub(super) const INGRESS_CLASS: &str =
+    "The name of the IngressClass resource that should be used for additional configuration";
