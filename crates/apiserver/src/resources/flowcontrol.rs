@@ -338,6 +338,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::resources::flowcontrol_bootstrap::flow_schemas;
 
     #[test]
     fn defaults() {
@@ -383,5 +384,52 @@ mod tests {
                 "spec.limited.limitResponse.queuing.handSize: Invalid value: 8: should not be greater than queues (4)"
             ]
         );
+    }
+
+    #[test]
+    fn bootstrap_objects_decode_unchanged_and_validate() {
+        // Upstream checks that defaulting leaves the bootstrap objects as they are.
+        for pl in priority_levels() {
+            let decoded = PRIORITY_LEVEL_CONFIGURATIONS
+                .decode(pl.clone())
+                .expect("decodes");
+            assert_eq!(decoded, pl, "{}", pl["metadata"]["name"]);
+            assert!(
+                PriorityLevelStrategy.validate(&decoded).is_empty(),
+                "{}",
+                pl["metadata"]["name"]
+            );
+        }
+        let levels: Vec<String> = priority_levels()
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap_or("").to_owned())
+            .collect();
+        for fs in flow_schemas() {
+            let decoded = FLOW_SCHEMAS.decode(fs.clone()).expect("decodes");
+            assert_eq!(decoded, fs, "{}", fs["metadata"]["name"]);
+            assert!(
+                FlowSchemaStrategy.validate(&decoded).is_empty(),
+                "{}",
+                fs["metadata"]["name"]
+            );
+            let level = fs["spec"]["priorityLevelConfiguration"]["name"]
+                .as_str()
+                .unwrap_or("");
+            assert!(levels.iter().any(|l| l == level), "{level} exists");
+        }
+        let names: Vec<&str> = [
+            "exempt",
+            "catch-all",
+            "system-leader-election",
+            "workload-high",
+        ]
+        .to_vec();
+        let all: Vec<Value> = priority_levels()
+            .into_iter()
+            .chain(flow_schemas())
+            .collect();
+        for name in names {
+            assert!(all.iter().any(|o| o["metadata"]["name"] == name), "{name}");
+        }
     }
 }
