@@ -7,6 +7,7 @@
 //! [`cronjob`] hold the decision layer (pure functions) of the Job and CronJob controllers.
 
 pub mod cronjob;
+pub mod daemon;
 pub mod deployment;
 pub mod garbagecollector;
 pub mod job;

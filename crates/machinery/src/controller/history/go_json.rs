@@ -6,7 +6,44 @@
 //! bytes, so equality and hashes of revisions agree with kube-controller-manager's and
 //! kubectl's (`kubectl rollout undo` compares these bytes to skip a no-op rollback).
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use serde_json::{Map, Value};
+
+/// A pod template as Go's `json.Marshal` of the typed `v1.PodTemplateSpec` has it: besides
+/// the set fields, the zero-valued struct fields Go never omits — `metadata` with
+/// `"creationTimestamp":null`, the pod `spec`, and every container's `"resources":{}`.
+/// This is what upstream's DaemonSet and StatefulSet controllers store as revision data, so
+/// revisions written here are byte-for-byte those kube-controller-manager writes.
+pub fn pod_template_value(template: &PodTemplateSpec) -> Value {
+    let mut value = serde_json::to_value(template).unwrap_or(Value::Null);
+    let Some(object) = value.as_object_mut() else {
+        return value;
+    };
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(m) = metadata.as_object_mut() {
+        m.entry("creationTimestamp").or_insert(Value::Null);
+    }
+    let spec = object.entry("spec").or_insert_with(|| {
+        let mut empty = Map::new();
+        empty.insert("containers".to_owned(), Value::Null);
+        Value::Object(empty)
+    });
+    if let Some(spec) = spec.as_object_mut() {
+        for list in ["containers", "initContainers", "ephemeralContainers"] {
+            let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+                container
+                    .entry("resources")
+                    .or_insert_with(|| Value::Object(Map::new()));
+            }
+        }
+    }
+    value
+}
 
 /// The bytes Go's `json.Marshal` writes for `value` (a value decoded from JSON, so every
 /// object is a string-keyed map).
@@ -123,6 +160,24 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn pod_template_value_has_gos_zero_valued_structs() {
+        let template: PodTemplateSpec = serde_json::from_value(json!({
+            "metadata": {"labels": {"app": "nginx"}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx"}], "terminationGracePeriodSeconds": 30},
+        }))
+        .unwrap_or_default();
+        assert_eq!(
+            String::from_utf8(marshal(&pod_template_value(&template))).unwrap_or_default(),
+            r#"{"metadata":{"creationTimestamp":null,"labels":{"app":"nginx"}},"spec":{"containers":[{"image":"nginx","name":"nginx","resources":{}}],"terminationGracePeriodSeconds":30}}"#
+        );
+        assert_eq!(
+            String::from_utf8(marshal(&pod_template_value(&PodTemplateSpec::default())))
+                .unwrap_or_default(),
+            r#"{"metadata":{"creationTimestamp":null},"spec":{"containers":null}}"#
+        );
     }
 
     #[test]

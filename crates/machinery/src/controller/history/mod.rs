@@ -19,6 +19,7 @@ pub use client::{
     ApiRevisionClient, FakeRevisionClient, RevisionAction, RevisionClient, RevisionPatcher,
 };
 pub use controller_history::History;
+pub use go_json::pod_template_value;
 pub use hash::{
     CONTROLLER_REVISION_HASH_LABEL, controller_revision_name, hash_controller_revision,
     hash_controller_revision_raw,
