@@ -16,4 +16,5 @@ pub mod namespace;
 pub mod nodelifecycle;
 pub mod replicaset;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod tainteviction;

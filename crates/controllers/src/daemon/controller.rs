@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiDaemonSetClient, DaemonSetClient};
 use super::placement::DaemonPlacement;
-use super::status::min_ready_seconds;
+use super::util::min_ready_seconds;
 use super::{Error, Result};
 
 // ---------------------------------------------------------------------------------------------

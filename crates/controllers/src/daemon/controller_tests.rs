@@ -1098,7 +1098,7 @@ async fn surge_starts_new_pods_beside_old_ones() {
 
 async fn drain(queue: &kcm_machinery::workqueue::RateLimitingQueue<String>) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
-    while queue.len() > 0 {
+    while !queue.is_empty() {
         match queue.get().await {
             Some(k) => {
                 queue.done(&k);

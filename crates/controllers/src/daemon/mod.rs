@@ -86,7 +86,7 @@ pub enum Error {
         daemon_set: String,
         /// The ref manager's (possibly aggregated) error.
         #[source]
-        source: ref_manager::Error,
+        source: Box<ref_manager::Error>,
     },
     /// Claiming ControllerRevisions failed for some of them.
     #[error("failed to construct revisions of DaemonSet {daemon_set}: {source}")]
@@ -95,16 +95,14 @@ pub enum Error {
         daemon_set: String,
         /// The ref manager's (possibly aggregated) error.
         #[source]
-        source: ref_manager::Error,
+        source: Box<ref_manager::Error>,
     },
     /// A ControllerRevision call failed.
-    #[error("failed to construct revisions of DaemonSet {daemon_set}: {verb} ControllerRevision {revision}: {message}", message = error_message(.source))]
+    #[error("failed to construct revisions of DaemonSet: {verb} ControllerRevision {revision}: {message}", message = error_message(.source))]
     Revision {
-        /// The DaemonSet, `namespace/name`.
-        daemon_set: String,
         /// `create`, `get`, `update` or `delete`.
         verb: &'static str,
-        /// The revision's name.
+        /// The revision, `namespace/name` (named after its DaemonSet).
         revision: String,
         /// The client error.
         #[source]
@@ -138,7 +136,7 @@ pub enum Error {
         daemon_set: String,
         /// The patch error.
         #[source]
-        source: pod_control::Error,
+        source: Box<pod_control::Error>,
     },
     /// Creating or deleting daemon pods failed (every failure of the pass).
     #[error("{}", .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]

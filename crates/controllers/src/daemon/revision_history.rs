@@ -16,8 +16,7 @@ use kube::api::Patch;
 use serde_json::{Value, json};
 
 use super::controller::{DaemonSetsController, daemon_set_selector, objects_in_namespace};
-use super::sync::ds_key;
-use super::util::DEFAULT_DAEMON_SET_UNIQUE_LABEL_KEY;
+use super::util::{DEFAULT_DAEMON_SET_UNIQUE_LABEL_KEY, ds_key};
 use super::{Error, Result};
 
 /// The strategic-merge patch that restores `ds`'s pod template (`{"spec":{"template":
@@ -57,10 +56,11 @@ impl DaemonSetsController {
         verb: &'static str,
         revision: &str,
     ) -> impl FnOnce(kube::Error) -> Error {
-        let daemon_set = ds_key(ds);
-        let revision = revision.to_owned();
+        let revision = format!(
+            "{}/{revision}",
+            ds.metadata.namespace.as_deref().unwrap_or_default()
+        );
         move |source| Error::Revision {
-            daemon_set,
             verb,
             revision,
             source,
@@ -149,7 +149,7 @@ impl DaemonSetsController {
             .await
             .map_err(|source| Error::ClaimRevisions {
                 daemon_set: key,
-                source,
+                source: Box::new(source),
             })
     }
 
@@ -193,7 +193,7 @@ impl DaemonSetsController {
                 .await
                 .map_err(|source| Error::RelabelPod {
                     daemon_set: ds_key(ds),
-                    source,
+                    source: Box::new(source),
                 })?;
         }
         for cur in current {

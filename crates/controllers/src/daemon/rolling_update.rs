@@ -9,9 +9,11 @@ use kcm_machinery::informer::keys::object_key;
 
 use super::controller::DaemonSetsController;
 use super::placement::DaemonPlacement;
-use super::status::min_ready_seconds;
-use super::sync::{NodeToDaemonPods, ds_key};
-use super::util::{get_template_generation, is_pod_updated, surge_count, unavailable_count};
+use super::sync::NodeToDaemonPods;
+use super::util::{
+    ds_key, get_template_generation, is_pod_updated, min_ready_seconds, surge_count,
+    unavailable_count,
+};
 use super::{Error, Result};
 
 fn name_of(pod: &Pod) -> String {

@@ -9,21 +9,15 @@ use kcm_machinery::controller::{is_pod_available, is_pod_ready};
 
 use super::controller::{DaemonSetsController, key_of};
 use super::placement::DaemonPlacement;
-use super::sync::ds_key;
-use super::util::{get_template_generation, is_pod_updated, sort_by_creation_timestamp_and_phase};
+use super::util::{
+    ds_key, get_template_generation, is_pod_updated, min_ready_seconds,
+    sort_by_creation_timestamp_and_phase,
+};
 use super::{Error, Result};
 
 /// How many times a failed `/status` write is retried after re-reading the DaemonSet, as
 /// upstream's `StatusUpdateRetries`.
 pub const STATUS_UPDATE_RETRIES: usize = 1;
-
-/// `spec.minReadySeconds`, 0 when unset.
-pub fn min_ready_seconds(ds: &DaemonSet) -> i32 {
-    ds.spec
-        .as_ref()
-        .and_then(|s| s.min_ready_seconds)
-        .unwrap_or(0)
-}
 
 /// The counts a status pass computes (upstream passes them as seven ints).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

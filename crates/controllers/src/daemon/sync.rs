@@ -21,11 +21,10 @@ use super::controller::{
     SUCCEEDED_DAEMON_POD_REASON, daemon_set_selector, objects_in_namespace,
 };
 use super::placement::DaemonPlacement;
-use super::status::min_ready_seconds;
 use super::util::{
-    DEFAULT_DAEMON_SET_UNIQUE_LABEL_KEY, allows_surge, create_pod_template, get_target_node_name,
-    get_template_generation, replace_daemon_set_pod_node_name_node_affinity,
-    sort_by_creation_timestamp_and_phase,
+    DEFAULT_DAEMON_SET_UNIQUE_LABEL_KEY, allows_surge, create_pod_template, ds_key,
+    get_target_node_name, get_template_generation, min_ready_seconds,
+    replace_daemon_set_pod_node_name_node_affinity, sort_by_creation_timestamp_and_phase,
 };
 use super::{Error, Result};
 
@@ -48,15 +47,6 @@ fn pod_phase(pod: &Pod) -> &str {
 
 fn name_of(pod: &Pod) -> String {
     pod.metadata.name.clone().unwrap_or_default()
-}
-
-/// `namespace/name` of `ds`.
-pub(super) fn ds_key(ds: &DaemonSet) -> String {
-    format!(
-        "{}/{}",
-        ds.metadata.namespace.as_deref().unwrap_or_default(),
-        ds.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 /// Whether the selector is the empty `{}` that would select every pod.
@@ -198,7 +188,7 @@ impl DaemonSetsController {
             .await
             .map_err(|source| Error::ClaimPods {
                 daemon_set: key,
-                source,
+                source: Box::new(source),
             })
     }
 

@@ -39,6 +39,23 @@ pub const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
 /// The taint of nodes whose network is not configured.
 pub const TAINT_NODE_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
 
+/// `spec.minReadySeconds`, 0 when unset.
+pub fn min_ready_seconds(ds: &DaemonSet) -> i32 {
+    ds.spec
+        .as_ref()
+        .and_then(|s| s.min_ready_seconds)
+        .unwrap_or(0)
+}
+
+/// `namespace/name` of `ds`.
+pub fn ds_key(ds: &DaemonSet) -> String {
+    format!(
+        "{}/{}",
+        ds.metadata.namespace.as_deref().unwrap_or_default(),
+        ds.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
 /// The DaemonSet's template generation from its annotation, as upstream's
 /// `GetTemplateGeneration`: `Ok(None)` without the annotation, an error when it does not
 /// parse (callers then use `None`).
