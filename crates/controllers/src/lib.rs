@@ -2,8 +2,9 @@
 //!
 //! Where to start: [`manager`] is the controller manager (`kcm run`): flags, the controller
 //! registry, leader election, health and metrics. Each controller lives in its own module
-//! ([`replicaset`], [`deployment`], [`garbagecollector`], [`namespace`], [`nodelifecycle`],
-//! [`serviceaccount`], [`tainteviction`]) with `new(...)` and `run(workers, cancel)`. [`job`] and
+//! ([`replicaset`], [`replication`], [`deployment`], [`daemon`], [`statefulset`],
+//! [`garbagecollector`], [`namespace`], [`nodelifecycle`], [`serviceaccount`],
+//! [`tainteviction`]) with `new(...)` and `run(workers, cancel)`. [`job`] and
 //! [`cronjob`] hold the decision layer (pure functions) of the Job and CronJob controllers.
 
 pub mod cronjob;
@@ -15,6 +16,7 @@ pub mod manager;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod replicaset;
+pub mod replication;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod tainteviction;

@@ -64,6 +64,7 @@ pub fn replicaset_controller() -> ControllerDescriptor {
                 burst_replicas: BURST_REPLICAS,
                 metrics: Some(ctx.workqueue_metrics()),
                 controller_metrics: Some(controller_metrics),
+                ..ReplicaSetControllerOptions::default()
             },
         ));
         let workers = ctx.options.replicaset.concurrent_replicaset_syncs as usize;
