@@ -298,15 +298,28 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "daemonset-controller",
                 "deployment-controller",
                 "garbage-collector-controller",
                 "namespace-controller",
                 "node-lifecycle-controller",
                 "replicaset-controller",
+                "replicationcontroller-controller",
                 "serviceaccount-controller",
+                "statefulset-controller",
                 "taint-eviction-controller"
             ]
         );
+        for (alias, name) in [
+            ("daemonset", "daemonset-controller"),
+            ("statefulset", "statefulset-controller"),
+            ("replicationcontroller", "replicationcontroller-controller"),
+        ] {
+            assert_eq!(
+                registry.aliases().get(alias).map(String::as_str),
+                Some(name)
+            );
+        }
         assert_eq!(
             registry.aliases().get("namespace").map(String::as_str),
             Some("namespace-controller")
