@@ -5,7 +5,8 @@
 //! is scheduled for `WaitForFirstConsumer`, the volume then pinned to that pod's node):
 //! create PV `pvc-<claim uid>` (the claim's request as capacity, its access modes, a
 //! `claimRef` to it, the class's reclaim policy, a hostPath), mark the PV `Bound`, set the
-//! claim's `volumeName` and binding annotations, and mark the claim `Bound`. A deleted claim's
+//! claim's `volumeName` (and its class, when it named none) and binding annotations, and mark
+//! the claim `Bound`. A deleted claim's
 //! volume is deleted when its reclaim policy is `Delete`. Nothing here blocks pods: the
 //! simulated kubelet runs pods whether their claims are bound or not, and the StatefulSet
 //! controller does not wait for binding either.
