@@ -238,7 +238,12 @@ fn help_reads_like_kube_controller_managers() {
         "The Kubernetes controller manager is a daemon",
         "Generic flags:",
         "--controllers <strings>",
-        "All controllers: deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller",
+        "All controllers: daemonset-controller, deployment-controller, garbage-collector-controller, namespace-controller, node-lifecycle-controller, replicaset-controller, replicationcontroller-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller",
+        "DaemonSet controller flags:",
+        "--concurrent-daemonset-syncs <int32>",
+        "StatefulSet controller flags:",
+        "--concurrent-statefulset-syncs <int32>",
+        "--concurrent-rc-syncs <int32>",
         "--leader-elect-lease-duration <duration>",
         "[default: 15s]",
         "[default: 12h0m0s]",
@@ -267,9 +272,10 @@ fn unknown_controllers_are_refused_listing_the_known_ones() {
     assert!(
         stderr.contains(
             "\"frobnicator\" is not in the list of known controllers; known controllers: \
-             deployment-controller, garbage-collector-controller, namespace-controller, \
-             node-lifecycle-controller, replicaset-controller, serviceaccount-controller, \
-             taint-eviction-controller"
+             daemonset-controller, deployment-controller, garbage-collector-controller, \
+             namespace-controller, node-lifecycle-controller, replicaset-controller, \
+             replicationcontroller-controller, serviceaccount-controller, \
+             statefulset-controller, taint-eviction-controller"
         ),
         "{stderr}"
     );
