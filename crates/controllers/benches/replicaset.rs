@@ -74,6 +74,7 @@ fn bench_controller(rt: &tokio::runtime::Runtime, burst: usize) -> Bench {
             burst_replicas: burst,
             metrics: None,
             controller_metrics: None,
+            ..ReplicaSetControllerOptions::default()
         },
     );
     Bench {

@@ -2,12 +2,14 @@
 //!
 //! Where to start: [`manager`] is the controller manager (`kcm run`): flags, the controller
 //! registry, leader election, health and metrics. Each controller lives in its own module
-//! ([`replicaset`], [`deployment`], [`garbagecollector`], [`namespace`], [`nodelifecycle`],
-//! [`serviceaccount`], [`tainteviction`], [`job`], [`cronjob`], [`ttlafterfinished`],
-//! [`podgc`]) with `new(...)` and `run(...)`. The [`job`] and [`cronjob`] modules also hold
-//! their decision layers as pure functions beside the controllers.
+//! ([`replicaset`], [`replication`], [`deployment`], [`daemon`], [`statefulset`],
+//! [`garbagecollector`], [`namespace`], [`nodelifecycle`], [`serviceaccount`],
+//! [`tainteviction`], [`job`], [`cronjob`], [`ttlafterfinished`], [`podgc`]) with `new(...)`
+//! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
+//! functions beside the controllers.
 
 pub mod cronjob;
+pub mod daemon;
 pub mod deployment;
 pub mod garbagecollector;
 pub mod job;
@@ -16,6 +18,8 @@ pub mod namespace;
 pub mod nodelifecycle;
 pub mod podgc;
 pub mod replicaset;
+pub mod replication;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod tainteviction;
 pub mod ttlafterfinished;

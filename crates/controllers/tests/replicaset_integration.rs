@@ -69,6 +69,7 @@ impl Running {
                 burst_replicas: BURST_REPLICAS,
                 metrics: None,
                 controller_metrics: None,
+                ..ReplicaSetControllerOptions::default()
             },
         ));
         let cancel = CancellationToken::new();

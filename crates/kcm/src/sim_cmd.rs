@@ -9,6 +9,7 @@ use clap::{ArgAction, Args};
 use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_sim::node::{DEFAULT_NODE_PREFIX, NodeTemplate};
+use kcm_sim::storage::{KubeVolumeClient, Provisioner, default_storage_class};
 use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +49,11 @@ pub struct SimArgs {
     /// `--scheduler=false` on a cluster that runs kube-scheduler).
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     pub scheduler: bool,
+    /// Create the default StorageClass `standard` (provisioner `sim.kcm.io/hostpath`) and bind
+    /// every PersistentVolumeClaim of it to a new PersistentVolume (turn off with
+    /// `--provisioner=false` on a cluster that has its own storage).
+    #[arg(long, default_value_t = true, action = ArgAction::Set)]
+    pub provisioner: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -108,6 +114,16 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    if args.provisioner {
+        let provisioner = Arc::new(Provisioner::new(
+            &factory,
+            Arc::new(KubeVolumeClient::new(client.clone())),
+        ));
+        let cancel = cancel.clone();
+        tasks.push(tokio::spawn(async move {
+            provisioner.run(Some(default_storage_class()), cancel).await
+        }));
+    }
     let simulator = Simulator::new(client, &factory, args.simulator_config())
         .context("starting the simulator")?;
     tasks.push(tokio::spawn({
@@ -119,7 +135,12 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
         "kcm sim: {} nodes ({}-0..){}",
         args.nodes,
         args.node_prefix,
-        if args.scheduler { ", scheduler on" } else { "" }
+        match (args.scheduler, args.provisioner) {
+            (true, true) => ", scheduler and provisioner on",
+            (true, false) => ", scheduler on",
+            (false, true) => ", provisioner on",
+            (false, false) => "",
+        }
     );
     wait_for_signal().await?;
     tracing::info!("shutting down");

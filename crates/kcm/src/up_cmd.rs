@@ -17,6 +17,7 @@ use kcm_controllers::manager::{
 use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_sim::scheduler::DEFAULT_SCHEDULER_NAME;
+use kcm_sim::storage::{KubeVolumeClient, Provisioner, default_storage_class};
 use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -160,7 +161,8 @@ fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
-/// The scheduler and the simulated nodes, sharing one informer factory, as `kcm sim` runs them.
+/// The scheduler, the simulated nodes and the storage provisioner, sharing one informer
+/// factory, as `kcm sim` runs them.
 struct SimulatedNodes {
     factory: SharedInformerFactory,
     /// Writes the scheduler's events; flushed on stop.
@@ -182,10 +184,18 @@ impl SimulatedNodes {
         let recorder = events.recorder(DEFAULT_SCHEDULER_NAME, None);
         let scheduler =
             Scheduler::new(client.clone(), &factory, recorder).context("starting the scheduler")?;
+        let provisioner = Arc::new(Provisioner::new(
+            &factory,
+            Arc::new(KubeVolumeClient::new(client.clone())),
+        ));
         let simulator =
             Simulator::new(client, &factory, config).context("starting the simulated nodes")?;
         let scheduler_running = Arc::new(AtomicBool::new(true));
         let tasks = vec![
+            tokio::spawn({
+                let cancel = cancel.clone();
+                async move { provisioner.run(Some(default_storage_class()), cancel).await }
+            }),
             tokio::spawn({
                 let cancel = cancel.clone();
                 let running = Arc::clone(&scheduler_running);

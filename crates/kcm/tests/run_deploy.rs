@@ -139,19 +139,63 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
         (&*sa_name, Some(&*ns))
     );
 
-    // The controllers' permissions: exactly what the ReplicaSet controller calls.
+    // The controllers' permissions: exactly what the ReplicaSet, ReplicationController,
+    // DaemonSet and StatefulSet controllers call.
     let role: ClusterRole = one("clusterrole.yaml");
+    let workloads = ["replicasets", "daemonsets", "statefulsets"];
+    let sub = |s: &str| workloads.map(|w| format!("{w}/{s}"));
+    let (status, finalizers) = (sub("status"), sub("finalizers"));
     assert_eq!(
         rules(role.rules),
         BTreeSet::from([
-            rule(&["apps"], &["replicasets"], &[], &["get", "list", "watch"]),
-            rule(&["apps"], &["replicasets/status"], &[], &["update"]),
-            rule(&["apps"], &["replicasets/finalizers"], &[], &["update"]),
+            rule(&["apps"], &workloads, &[], &["get", "list", "watch"]),
+            rule(
+                &["apps"],
+                &status.each_ref().map(String::as_str),
+                &[],
+                &["update"]
+            ),
+            rule(
+                &["apps"],
+                &finalizers.each_ref().map(String::as_str),
+                &[],
+                &["update"]
+            ),
+            rule(
+                &[""],
+                &["replicationcontrollers"],
+                &[],
+                &["get", "list", "watch"]
+            ),
+            rule(
+                &[""],
+                &[
+                    "replicationcontrollers/status",
+                    "replicationcontrollers/finalizers"
+                ],
+                &[],
+                &["update"]
+            ),
+            rule(
+                &["apps"],
+                &["controllerrevisions"],
+                &[],
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete"
+                ]
+            ),
             rule(
                 &[""],
                 &["pods"],
                 &[],
-                &["list", "watch", "create", "delete", "patch"]
+                &["list", "watch", "create", "update", "delete", "patch"]
+            ),
+            rule(&[""], &["nodes"], &[], &["list", "watch"]),
+            rule(
+                &[""],
+                &["persistentvolumeclaims"],
+                &[],
+                &["list", "watch", "create", "update"]
             ),
             rule(&[""], &["events"], &[], &["create", "patch"]),
         ])

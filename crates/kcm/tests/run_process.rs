@@ -238,7 +238,12 @@ fn help_reads_like_kube_controller_managers() {
         "The Kubernetes controller manager is a daemon",
         "Generic flags:",
         "--controllers <strings>",
-        "All controllers: cronjob-controller, deployment-controller, garbage-collector-controller, job-controller, namespace-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller, ttl-after-finished-controller",
+        "All controllers: cronjob-controller, daemonset-controller, deployment-controller, garbage-collector-controller, job-controller, namespace-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
+        "DaemonSet controller flags:",
+        "--concurrent-daemonset-syncs <int32>",
+        "StatefulSet controller flags:",
+        "--concurrent-statefulset-syncs <int32>",
+        "--concurrent-rc-syncs <int32>",
         "--leader-elect-lease-duration <duration>",
         "[default: 15s]",
         "[default: 12h0m0s]",
@@ -270,9 +275,10 @@ fn unknown_controllers_are_refused_listing_the_known_ones() {
     assert!(
         stderr.contains(
             "\"frobnicator\" is not in the list of known controllers; known controllers: \
-             cronjob-controller, deployment-controller, garbage-collector-controller, \
-             job-controller, namespace-controller, node-lifecycle-controller, \
-             pod-garbage-collector-controller, replicaset-controller, serviceaccount-controller, \
+             cronjob-controller, daemonset-controller, deployment-controller, \
+             garbage-collector-controller, job-controller, namespace-controller, \
+             node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, \
+             replicationcontroller-controller, serviceaccount-controller, statefulset-controller, \
              taint-eviction-controller, ttl-after-finished-controller"
         ),
         "{stderr}"

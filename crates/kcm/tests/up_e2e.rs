@@ -441,3 +441,281 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
         "exit status after SIGTERM: {status}"
     );
 }
+
+impl Up {
+    /// `kubectl get <what> -o jsonpath=<path>`.
+    fn jsonpath(&self, what: &[&str], path: &str) -> String {
+        let mut args = vec!["get"];
+        args.extend_from_slice(what);
+        let jp = format!("jsonpath={path}");
+        args.extend_from_slice(&["-o", &jp]);
+        self.kubectl_ok(&args)
+    }
+
+    /// `(name, ready)` of the pods matching `selector`, sorted by name.
+    fn pod_readiness(&self, selector: &str) -> Vec<(String, bool)> {
+        let mut rows: Vec<(String, bool)> = self
+            .pods(selector)
+            .into_iter()
+            .map(|p| (p.name, p.running_ready))
+            .collect();
+        rows.sort();
+        rows
+    }
+}
+
+/// The example manifest `file` as a path argument.
+fn example(file: &str) -> String {
+    examples_dir().join(file).to_string_lossy().into_owned()
+}
+
+/// The acceptance of the DaemonSet, StatefulSet and ReplicationController controllers on
+/// `kcm up` with three nodes, driven by `kubectl` as a user would.
+#[test]
+fn up_runs_daemon_sets_stateful_sets_and_replication_controllers() {
+    if !kubectl_installed() {
+        eprintln!("kubectl is not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = Up::start(&dir.path().join("data"), dir.path().join("up.log"));
+    up.wait_nodes_ready();
+
+    // ---- DaemonSet: exactly one pod per node.
+    const AGENT: &str = "app=node-agent";
+    up.kubectl_ok(&["apply", "-f", &example("node-agent-daemonset.yaml")]);
+    up.kubectl_ok(&["rollout", "status", "ds/node-agent", "--timeout=90s"]);
+    let agents = up.wait_running(AGENT, 3);
+    let nodes: BTreeSet<&str> = agents.iter().map(|p| p.node.as_str()).collect();
+    assert_eq!(nodes, NODES.into_iter().collect(), "{agents:?}");
+    let names = |pods: &[PodRow]| pods.iter().map(|p| p.name.clone()).collect::<BTreeSet<_>>();
+    let before = names(&agents);
+
+    // Cordoning evicts nothing (daemon pods tolerate the unschedulable taint).
+    up.kubectl_ok(&["cordon", "kcm-node-0"]);
+    up.wait_for("the unschedulable taint on kcm-node-0", || {
+        up.jsonpath(&["node", "kcm-node-0"], "{.spec.taints[*].key}")
+            .contains("node.kubernetes.io/unschedulable")
+            .then_some(())
+    });
+    assert_eq!(
+        names(&up.wait_running(AGENT, 3)),
+        before,
+        "cordon moved daemon pods"
+    );
+    up.kubectl_ok(&["uncordon", "kcm-node-0"]);
+
+    // A NoSchedule taint keeps the pod there but no longer counts the node as desired.
+    up.kubectl_ok(&["taint", "nodes", "kcm-node-1", "dedicated=x:NoSchedule"]);
+    up.wait_for("desired 2, misscheduled 1", || {
+        let s = up.jsonpath(
+            &["ds", "node-agent"],
+            "{.status.desiredNumberScheduled}/{.status.numberMisscheduled}",
+        );
+        (s == "2/1").then_some(())
+    });
+    assert_eq!(
+        names(&up.wait_running(AGENT, 3)),
+        before,
+        "the taint evicted a daemon pod"
+    );
+    up.kubectl_ok(&["taint", "nodes", "kcm-node-1", "dedicated-"]);
+
+    // A new nodeSelector moves the pods.
+    up.kubectl_ok(&["label", "node", "kcm-node-2", "role=edge"]);
+    up.kubectl_ok(&[
+        "patch",
+        "ds",
+        "node-agent",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"nodeSelector":{"role":"edge"}}}}}"#,
+    ]);
+    let edge = up.wait_for("the agent only on kcm-node-2", || {
+        let pods = up.pods(AGENT);
+        (pods.len() == 1 && pods[0].node == "kcm-node-2" && pods[0].running_ready).then_some(pods)
+    });
+    assert_eq!(edge.len(), 1);
+    up.kubectl_ok(&[
+        "patch",
+        "ds",
+        "node-agent",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]"#,
+    ]);
+    up.kubectl_ok(&["rollout", "status", "ds/node-agent", "--timeout=90s"]);
+    up.wait_running(AGENT, 3);
+
+    // A template change rolls one node at a time (maxUnavailable 1) and rolls back.
+    up.kubectl_ok(&[
+        "set",
+        "image",
+        "ds/node-agent",
+        "agent=registry.k8s.io/pause:3.10",
+    ]);
+    up.wait_for("the rolling update to finish, never two nodes down", || {
+        let s = up.jsonpath(
+            &["ds", "node-agent"],
+            "{.metadata.generation}/{.status.observedGeneration}/{.status.updatedNumberScheduled}/{.status.numberAvailable}/{.status.numberUnavailable}",
+        );
+        let f: Vec<&str> = s.split('/').collect();
+        let unavailable: i64 = f.get(4).and_then(|v| v.parse().ok()).unwrap_or(0);
+        assert!(unavailable <= 1, "maxUnavailable 1 exceeded: {s}");
+        (f.len() == 5 && f[0] == f[1] && f[2] == "3" && f[3] == "3").then_some(())
+    });
+    up.kubectl_ok(&["rollout", "status", "ds/node-agent", "--timeout=90s"]);
+    assert!(
+        up.wait_running(AGENT, 3)
+            .iter()
+            .all(|p| p.image.ends_with("pause:3.10"))
+    );
+    up.kubectl_ok(&["rollout", "undo", "ds/node-agent"]);
+    up.kubectl_ok(&["rollout", "status", "ds/node-agent", "--timeout=90s"]);
+    up.wait_for("the revision-1 image back on every node", || {
+        let pods = up.pods(AGENT);
+        (pods.len() == 3
+            && pods
+                .iter()
+                .all(|p| p.running_ready && p.image.ends_with("pause:3.9")))
+        .then_some(())
+    });
+    let history = up.kubectl_ok(&["rollout", "history", "ds/node-agent"]);
+    assert!(history.contains("REVISION"), "{history}");
+
+    // ---- StatefulSet: OrderedReady creation, claims, scale-down in reverse.
+    const WEB: &str = "app=web";
+    up.kubectl_ok(&["apply", "-f", &example("web-statefulset.yaml")]);
+    let mut seen_ready: BTreeSet<String> = BTreeSet::new();
+    up.wait_for("web-0..2 Running and Ready, created in order", || {
+        let pods = up.pod_readiness(WEB);
+        for (i, (name, _)) in pods.iter().enumerate() {
+            if let Some(pred) = name
+                .strip_prefix("web-")
+                .and_then(|o| o.parse::<usize>().ok())
+                .and_then(|o| o.checked_sub(1))
+            {
+                let pred = format!("web-{pred}");
+                let pred_ready_now = pods.iter().any(|(n, r)| *n == pred && *r);
+                assert!(
+                    seen_ready.contains(&pred) || pred_ready_now,
+                    "{name} exists before {pred} was Ready: {pods:?} (#{i})"
+                );
+            }
+        }
+        seen_ready.extend(pods.iter().filter(|(_, r)| *r).map(|(n, _)| n.clone()));
+        (pods.len() == 3 && pods.iter().all(|(_, r)| *r)).then_some(())
+    });
+    up.kubectl_ok(&["rollout", "status", "sts/web", "--timeout=90s"]);
+    up.wait_for("www-web-0..2 Bound", || {
+        let claims = up.jsonpath(
+            &["pvc"],
+            "{range .items[*]}{.metadata.name}={.status.phase}{\"\\n\"}{end}",
+        );
+        let bound: BTreeSet<&str> = claims
+            .lines()
+            .filter_map(|l| l.strip_suffix("=Bound"))
+            .collect();
+        (bound == BTreeSet::from(["www-web-0", "www-web-1", "www-web-2"])).then_some(())
+    });
+
+    up.kubectl_ok(&["scale", "sts", "web", "--replicas=1"]);
+    up.wait_for("web-2 then web-1 deleted", || {
+        let names: Vec<String> = up.pod_readiness(WEB).into_iter().map(|(n, _)| n).collect();
+        assert!(
+            !names.contains(&"web-2".to_owned()) || names.contains(&"web-1".to_owned()),
+            "web-1 went before web-2: {names:?}"
+        );
+        (names == ["web-0"]).then_some(())
+    });
+
+    // A never-ready pod blocks further creation.
+    up.kubectl_ok(&["annotate", "pod", "web-0", "sim.kcm.io/ready=false"]);
+    up.wait_for("web-0 not Ready", || {
+        (up.pod_readiness(WEB) == [("web-0".to_owned(), false)]).then_some(())
+    });
+    up.kubectl_ok(&["scale", "sts", "web", "--replicas=3"]);
+    up.wait_for("the scale observed", || {
+        let s = up.jsonpath(
+            &["sts", "web"],
+            "{.metadata.generation}/{.status.observedGeneration}",
+        );
+        let f: Vec<&str> = s.split('/').collect();
+        (f.len() == 2 && f[0] == f[1]).then_some(())
+    });
+    assert_eq!(
+        up.pod_readiness(WEB).len(),
+        1,
+        "web-1 created while web-0 is not Ready"
+    );
+    up.kubectl_ok(&["annotate", "pod", "web-0", "sim.kcm.io/ready-"]);
+    up.kubectl_ok(&["rollout", "status", "sts/web", "--timeout=90s"]);
+    up.wait_running(WEB, 3);
+
+    // Partition 2: only web-2 is updated; the history lists both revisions.
+    up.kubectl_ok(&[
+        "patch",
+        "sts",
+        "web",
+        "-p",
+        r#"{"spec":{"updateStrategy":{"rollingUpdate":{"partition":2}}}}"#,
+    ]);
+    up.kubectl_ok(&[
+        "set",
+        "image",
+        "sts/web",
+        "nginx=registry.k8s.io/nginx-slim:0.9",
+    ]);
+    let images = up.wait_for("web-2 updated", || {
+        let pods = up.pods(WEB);
+        let image = |n: &str| {
+            pods.iter()
+                .find(|p| p.name == n && p.running_ready)
+                .map(|p| p.image.clone())
+        };
+        match (image("web-0"), image("web-1"), image("web-2")) {
+            (Some(a), Some(b), Some(c)) if c.ends_with("0.9") => Some([a, b, c]),
+            _ => None,
+        }
+    });
+    assert!(
+        images[0].ends_with("0.8") && images[1].ends_with("0.8"),
+        "{images:?}"
+    );
+    let history = up.kubectl_ok(&["rollout", "history", "sts/web"]);
+    let revisions: Vec<&str> = history
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(revisions, ["1", "2"], "{history}");
+
+    // ---- ReplicationController: adopts a matching orphan, scales.
+    const RC: &str = "app=frontend-rc";
+    up.kubectl_ok(&[
+        "run",
+        "stray",
+        "--image=nginx:1.27",
+        "--labels=app=frontend-rc",
+    ]);
+    up.kubectl_ok(&["apply", "-f", &example("frontend-rc.yaml")]);
+    up.wait_for("three pods owned by the RC, the orphan adopted", || {
+        let owners = up.jsonpath(
+            &["pods", "-l", RC],
+            "{range .items[*]}{.metadata.name}={.metadata.ownerReferences[0].kind}{\"\\n\"}{end}",
+        );
+        let rows: Vec<&str> = owners.lines().collect();
+        (rows.len() == 3
+            && rows.iter().all(|r| r.ends_with("=ReplicationController"))
+            && rows.iter().any(|r| r.starts_with("stray=")))
+        .then_some(())
+    });
+    up.kubectl_ok(&["scale", "rc", "frontend-rc", "--replicas=5"]);
+    up.wait_running(RC, 5);
+
+    let status = up.terminate();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "exit status after SIGTERM: {status}"
+    );
+}

@@ -9,6 +9,8 @@
 //! - [`leaderelection`]: Lease-based leader election with client-go's algorithm.
 //! - [`client`]: a client-side QPS/burst limiter and request metrics for `kube::Client`.
 //! - [`labels`]: Kubernetes label selectors.
+//! - [`scheduling`]: node affinity and taint/toleration predicates (component-helpers).
+//! - [`intstr`]: int-or-percent values.
 //!
 //! Data flows one way: API server --list/watch--> Reflector --deltas--> DeltaFIFO --pop-->
 //! Indexer (cache) and event handlers --keys--> work queue --key--> worker.
@@ -17,7 +19,9 @@ pub mod client;
 pub mod controller;
 pub mod events;
 pub mod informer;
+pub mod intstr;
 pub mod labels;
 pub mod leaderelection;
 pub mod quantity;
+pub mod scheduling;
 pub mod workqueue;

@@ -18,6 +18,7 @@ pub mod node;
 pub mod quantity;
 pub mod scheduler;
 pub mod simulator;
+pub mod storage;
 
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use simulator::{Simulator, SimulatorConfig};

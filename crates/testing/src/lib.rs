@@ -1,7 +1,8 @@
 //! Fluent builders of Kubernetes objects for kcm's unit tests, integration tests and benches.
 //!
 //! Where to start: `use kcm_testing::prelude::*;`, then one entry function per kind —
-//! [`pod`], [`replica_set`], [`deployment`], [`job`], [`cron_job`], [`node`], [`service`],
+//! [`pod`], [`replica_set`], [`deployment`], [`daemon_set`], [`stateful_set`],
+//! [`replication_controller`], [`pvc`], [`job`], [`cron_job`], [`node`], [`service`],
 //! [`namespace`] — chained
 //! with setters and finished with `build()` (or `arc()` for the `Arc<T>` caches hand out):
 //!
@@ -24,8 +25,8 @@
 //! defaulted behind the test's back (no namespace, UID, spec or status), so a fixture says
 //! everything it relies on. A setter creates the `Option` it writes into on first use.
 //! Metadata setters are shared through [`MetaBuilder`], pod-spec setters (pods and pod
-//! templates) through [`PodSpecBuilder`], replicas/selector/template setters (ReplicaSets
-//! and Deployments) through [`WorkloadBuilder`]; `with(|obj| ...)` covers the rare field no setter
+//! templates) through [`PodSpecBuilder`], replicas/selector/template setters (ReplicaSets,
+//! Deployments and StatefulSets) through [`WorkloadBuilder`]; `with(|obj| ...)` covers the rare field no setter
 //! names. The parts objects are made of have their own small builders: [`owner_ref`] /
 //! [`controller_ref_of`], [`object_ref_of`], [`selector`], [`pod_template`], [`container`],
 //! [`container_status`], [`pod_condition`], [`node_condition`], [`job_condition`], [`taint`],
@@ -40,6 +41,7 @@ mod macros;
 mod conditions;
 mod container;
 mod cron_job;
+mod daemon_set;
 mod deployment;
 mod job;
 mod meta;
@@ -49,9 +51,12 @@ mod object_ref;
 mod owner;
 mod pod;
 mod pod_spec;
+mod pvc;
 mod replica_set;
+mod replication_controller;
 mod selector;
 mod service;
+mod stateful_set;
 mod taint;
 mod template;
 mod workload;
@@ -62,6 +67,7 @@ pub use conditions::{
 };
 pub use container::{ContainerBuilder, ContainerStatusBuilder, container, container_status};
 pub use cron_job::{CronJobBuilder, cron_job};
+pub use daemon_set::{DaemonSetBuilder, TEMPLATE_GENERATION_ANNOTATION, daemon_set};
 pub use deployment::{DeploymentBuilder, deployment};
 pub use job::{JobBuilder, job};
 pub use meta::{MetaBuilder, ObjectMetaBuilder, labels, meta, quantities};
@@ -71,9 +77,12 @@ pub use object_ref::object_ref_of;
 pub use owner::{OwnerRefBuilder, controller_ref_of, owner_ref, owner_ref_of};
 pub use pod::{PodBuilder, pod};
 pub use pod_spec::PodSpecBuilder;
+pub use pvc::{PvcBuilder, pvc};
 pub use replica_set::{ReplicaSetBuilder, replica_set};
+pub use replication_controller::{ReplicationControllerBuilder, replication_controller};
 pub use selector::{SelectorBuilder, label_selector, selector};
 pub use service::{ServiceBuilder, service};
+pub use stateful_set::{StatefulSetBuilder, stateful_set};
 pub use taint::{TaintBuilder, TolerationBuilder, taint, toleration};
 pub use template::{PodTemplateBuilder, pod_template};
 pub use workload::WorkloadBuilder;

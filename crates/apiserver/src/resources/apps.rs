@@ -150,6 +150,9 @@ impl Strategy for WorkloadStrategy {
         if let Some(map) = obj.as_object_mut() {
             map.remove("status");
         }
+        if self.0 == Workload::DaemonSet && template_generation(obj) < 1 {
+            set_template_generation(obj, 1);
+        }
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
@@ -160,6 +163,15 @@ impl Strategy for WorkloadStrategy {
             && new.pointer("/metadata/annotations") != old.pointer("/metadata/annotations")
         {
             object::set_meta(new, "generation", object::generation(old) + 1);
+        }
+        // A DaemonSet counts its template changes (upstream's `spec.templateGeneration`, kept in
+        // v1 as an annotation): the controller labels pods with it.
+        if self.0 == Workload::DaemonSet {
+            if new.pointer("/spec/template") != old.pointer("/spec/template") {
+                set_template_generation(new, template_generation(old) + 1);
+            } else if template_generation(new) == 0 {
+                set_template_generation(new, template_generation(old));
+            }
         }
     }
 
@@ -240,6 +252,37 @@ impl Strategy for WorkloadStrategy {
             }
         }
         errs
+    }
+}
+
+/// The annotation a v1 DaemonSet carries its template generation in, as apps/v1
+/// `DeprecatedTemplateGeneration`.
+pub const DEPRECATED_TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// The template generation of a DaemonSet (0 when absent or not a number).
+fn template_generation(obj: &Value) -> i64 {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(DEPRECATED_TEMPLATE_GENERATION))
+        .and_then(Value::as_str)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn set_template_generation(obj: &mut Value, generation: i64) {
+    if generation < 1 {
+        return;
+    }
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if let Some(a) = annotations.as_object_mut() {
+        a.insert(
+            DEPRECATED_TEMPLATE_GENERATION.to_owned(),
+            Value::String(generation.to_string()),
+        );
     }
 }
 
@@ -560,5 +603,31 @@ mod tests {
             errs.iter()
                 .any(|e| e.field == "spec.selector" && e.detail == "field is immutable")
         );
+    }
+
+    /// Upstream's `daemonSetStrategy`: a new DaemonSet is template generation 1, a template
+    /// change bumps it, other updates keep it (also when the request drops the annotation).
+    #[test]
+    fn daemon_sets_count_template_generations() {
+        let s = WorkloadStrategy(Workload::DaemonSet);
+        let generation = |v: &Value| template_generation(v);
+        let mut created = json!({"metadata": {"name": "ds"}, "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "v1"}]}}}});
+        s.prepare_for_create(&mut created);
+        assert_eq!(generation(&created), 1);
+        let mut relabelled = created.clone();
+        relabelled["metadata"]["labels"] = json!({"x": "y"});
+        s.prepare_for_update(&mut relabelled, &created);
+        assert_eq!(generation(&relabelled), 1, "no template change");
+        let mut stripped = created.clone();
+        stripped["metadata"]["annotations"] = json!({});
+        s.prepare_for_update(&mut stripped, &created);
+        assert_eq!(generation(&stripped), 1, "kept from the stored object");
+        let mut changed = created.clone();
+        changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("v2");
+        s.prepare_for_update(&mut changed, &created);
+        assert_eq!(generation(&changed), 2);
+        let mut other = json!({"metadata": {"name": "rs"}, "spec": {}});
+        WorkloadStrategy(Workload::ReplicaSet).prepare_for_create(&mut other);
+        assert_eq!(generation(&other), 0, "only DaemonSets");
     }
 }

@@ -4,15 +4,17 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::names::{
-    CRONJOB, CRONJOB_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER, GARBAGE_COLLECTOR,
-    GARBAGE_COLLECTOR_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER,
-    NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR,
-    POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER, SERVICEACCOUNT,
-    SERVICEACCOUNT_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
+    CRONJOB, CRONJOB_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER,
+    GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE,
+    NAMESPACE_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR,
+    POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER, REPLICATIONCONTROLLER,
+    REPLICATIONCONTROLLER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER, STATEFULSET,
+    STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
     TTL_AFTER_FINISHED_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::cronjob::{CronJobController, CronJobControllerOptions, CronJobMetrics};
+use crate::daemon::{DaemonSetsController, DaemonSetsControllerOptions};
 use crate::deployment::{DeploymentController, DeploymentControllerOptions};
 use crate::garbagecollector::{GarbageCollector, GarbageCollectorOptions};
 use crate::job::{JobController, JobControllerOptions, JobMetrics};
@@ -25,9 +27,11 @@ use crate::podgc::{PodGcController, PodGcControllerOptions, PodGcMetrics};
 use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
 };
+use crate::replication::ReplicationManager;
 use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
+use crate::statefulset::{StatefulSetController, StatefulSetControllerOptions};
 use crate::tainteviction::TaintEvictionController;
 use crate::ttlafterfinished::{
     TtlAfterFinishedController, TtlAfterFinishedControllerOptions, TtlAfterFinishedMetrics,
@@ -41,7 +45,10 @@ impl ControllerRegistry {
         let mut registry = Self::new();
         for descriptor in [
             replicaset_controller(),
+            replicationcontroller_controller(),
             deployment_controller(),
+            daemonset_controller(),
+            statefulset_controller(),
             garbage_collector_controller(),
             namespace_controller(),
             node_lifecycle_controller(),
@@ -77,6 +84,7 @@ pub fn replicaset_controller() -> ControllerDescriptor {
                 burst_replicas: BURST_REPLICAS,
                 metrics: Some(ctx.workqueue_metrics()),
                 controller_metrics: Some(controller_metrics),
+                ..ReplicaSetControllerOptions::default()
             },
         ));
         let workers = ctx.options.replicaset.concurrent_replicaset_syncs as usize;
@@ -85,6 +93,73 @@ pub fn replicaset_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(REPLICASET.aliases)
+}
+
+/// `replicationcontroller-controller` (alias `replicationcontroller`): ReplicationControllers
+/// and Pods informers, `--concurrent-rc-syncs` workers, queue `replicationmanager`; events
+/// from `replication-controller`, as upstream's.
+pub fn replicationcontroller_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        REPLICATIONCONTROLLER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let manager = ReplicationManager::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(crate::replication::EVENT_COMPONENT),
+                Some(ctx.workqueue_metrics()),
+            );
+            let workers = ctx.options.replicationcontroller.concurrent_rc_syncs as usize;
+            Ok(Some(StartedController::new(
+                manager.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(REPLICATIONCONTROLLER.aliases)
+}
+
+/// `daemonset-controller` (alias `daemonset`): DaemonSets, ControllerRevisions, Pods and Nodes
+/// informers, `--concurrent-daemonset-syncs` workers, queue `daemonset`.
+pub fn daemonset_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(DAEMONSET_CONTROLLER, |ctx: ControllerContext| async move {
+        let controller = Arc::new(DaemonSetsController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            ctx.recorder(DAEMONSET_CONTROLLER),
+            DaemonSetsControllerOptions {
+                metrics: Some(ctx.workqueue_metrics()),
+                ..DaemonSetsControllerOptions::default()
+            },
+        ));
+        let workers = ctx.options.daemonset.concurrent_daemonset_syncs as usize;
+        Ok(Some(StartedController::new(
+            controller.run(workers, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(DAEMONSET.aliases)
+}
+
+/// `statefulset-controller` (alias `statefulset`): Pods, StatefulSets,
+/// PersistentVolumeClaims and ControllerRevisions informers, `--concurrent-statefulset-syncs`
+/// workers, queue `statefulset`.
+pub fn statefulset_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        STATEFULSET_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(StatefulSetController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(STATEFULSET_CONTROLLER),
+                StatefulSetControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                },
+            ));
+            let workers = ctx.options.statefulset.concurrent_statefulset_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(STATEFULSET.aliases)
 }
 
 /// `deployment-controller` (alias `deployment`): Deployments, ReplicaSets and Pods informers,

@@ -26,6 +26,12 @@ pub const NODE_LIFECYCLE_CONTROLLER: &str = crate::nodelifecycle::CONTROLLER_NAM
 pub const TAINT_EVICTION_CONTROLLER: &str = crate::tainteviction::CONTROLLER_NAME;
 /// kube-controller-manager's name of the namespace controller.
 pub const NAMESPACE_CONTROLLER: &str = crate::namespace::CONTROLLER_NAME;
+/// kube-controller-manager's name of the DaemonSet controller.
+pub const DAEMONSET_CONTROLLER: &str = crate::daemon::CONTROLLER_NAME;
+/// kube-controller-manager's name of the StatefulSet controller.
+pub const STATEFULSET_CONTROLLER: &str = crate::statefulset::CONTROLLER_NAME;
+/// kube-controller-manager's name of the ReplicationController controller.
+pub const REPLICATIONCONTROLLER_CONTROLLER: &str = crate::replication::CONTROLLER_NAME;
 /// kube-controller-manager's name of the service account controller.
 pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NAME;
 /// kube-controller-manager's name of the Job controller.
@@ -73,6 +79,24 @@ pub const NAMESPACE: ControllerNames = ControllerNames {
     aliases: &[crate::namespace::CONTROLLER_ALIAS],
     disabled_by_default: false,
 };
+/// `daemonset-controller`, alias `daemonset`.
+pub const DAEMONSET: ControllerNames = ControllerNames {
+    name: DAEMONSET_CONTROLLER,
+    aliases: &["daemonset"],
+    disabled_by_default: false,
+};
+/// `statefulset-controller`, alias `statefulset`.
+pub const STATEFULSET: ControllerNames = ControllerNames {
+    name: STATEFULSET_CONTROLLER,
+    aliases: &["statefulset"],
+    disabled_by_default: false,
+};
+/// `replicationcontroller-controller`, alias `replicationcontroller`.
+pub const REPLICATIONCONTROLLER: ControllerNames = ControllerNames {
+    name: REPLICATIONCONTROLLER_CONTROLLER,
+    aliases: &["replicationcontroller"],
+    disabled_by_default: false,
+};
 /// `serviceaccount-controller`, alias `serviceaccount`.
 pub const SERVICEACCOUNT: ControllerNames = ControllerNames {
     name: SERVICEACCOUNT_CONTROLLER,
@@ -107,9 +131,12 @@ pub const POD_GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 11] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 14] = [
     REPLICASET,
+    REPLICATIONCONTROLLER,
     DEPLOYMENT,
+    DAEMONSET,
+    STATEFULSET,
     GARBAGE_COLLECTOR,
     NAMESPACE,
     NODE_LIFECYCLE,
@@ -146,6 +173,7 @@ mod tests {
             all,
             [
                 "cronjob-controller",
+                "daemonset-controller",
                 "deployment-controller",
                 "garbage-collector-controller",
                 "job-controller",
@@ -153,7 +181,9 @@ mod tests {
                 "node-lifecycle-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
+                "replicationcontroller-controller",
                 "serviceaccount-controller",
+                "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
             ]

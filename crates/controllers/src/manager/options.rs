@@ -30,6 +30,9 @@ pub struct ManagerOptions {
     /// The HTTPS endpoint serving health checks and metrics.
     #[command(flatten)]
     pub secure_serving: SecureServingFlags,
+    /// The DaemonSet controller.
+    #[command(flatten)]
+    pub daemonset: DaemonSetControllerFlags,
     /// The Deployment controller.
     #[command(flatten)]
     pub deployment: DeploymentControllerFlags,
@@ -42,6 +45,12 @@ pub struct ManagerOptions {
     /// The ReplicaSet controller.
     #[command(flatten)]
     pub replicaset: ReplicaSetControllerFlags,
+    /// The ReplicationController controller.
+    #[command(flatten)]
+    pub replicationcontroller: ReplicationControllerFlags,
+    /// The StatefulSet controller.
+    #[command(flatten)]
+    pub statefulset: StatefulSetControllerFlags,
     /// The node lifecycle controller.
     #[command(flatten)]
     pub node_lifecycle: NodeLifecycleControllerFlags,
@@ -315,6 +324,52 @@ pub struct ReplicaSetControllerFlags {
                 = more responsive replica management, but more CPU (and network) load."
     )]
     pub concurrent_replicaset_syncs: u32,
+}
+
+/// The DaemonSet controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "DaemonSet controller flags")]
+pub struct DaemonSetControllerFlags {
+    /// DaemonSet workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 2,
+        help = "The number of daemonset objects that are allowed to sync concurrently. Larger \
+                number = more responsive daemonsets, but more CPU (and network) load"
+    )]
+    pub concurrent_daemonset_syncs: u32,
+}
+
+/// The ReplicationController controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "ReplicationController flags")]
+pub struct ReplicationControllerFlags {
+    /// ReplicationController workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 5,
+        help = "The number of replication controllers that are allowed to sync concurrently. \
+                Larger number = more responsive replica management, but more CPU (and network) \
+                load"
+    )]
+    pub concurrent_rc_syncs: u32,
+}
+
+/// The StatefulSet controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "StatefulSet controller flags")]
+pub struct StatefulSetControllerFlags {
+    /// StatefulSet workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 5,
+        help = "The number of statefulset objects that are allowed to sync concurrently. Larger \
+                number = more responsive statefulsets, but more CPU (and network) load"
+    )]
+    pub concurrent_statefulset_syncs: u32,
 }
 
 /// The node lifecycle controller's flags (kube-controller-manager 1.33 defaults).
@@ -606,6 +661,9 @@ mod tests {
         assert_eq!(o.secure_serving.secure_port, 10257);
         assert_eq!(o.secure_serving.tls_cert_file, None);
         assert_eq!(o.replicaset.concurrent_replicaset_syncs, 5);
+        assert_eq!(o.daemonset.concurrent_daemonset_syncs, 2);
+        assert_eq!(o.statefulset.concurrent_statefulset_syncs, 5);
+        assert_eq!(o.replicationcontroller.concurrent_rc_syncs, 5);
         assert_eq!(o.deployment.concurrent_deployment_syncs, 5);
         assert_eq!(o.garbage_collector.concurrent_gc_syncs, 20);
         assert_eq!(o.namespace.concurrent_namespace_syncs, 10);
@@ -848,10 +906,13 @@ mod tests {
         let headings = [
             "Generic flags:",
             "Secure serving flags:",
+            "DaemonSet controller flags:",
             "Deployment controller flags:",
             "Garbage collector controller flags:",
             "Namespace controller flags:",
             "ReplicaSet controller flags:",
+            "ReplicationController flags:",
+            "StatefulSet controller flags:",
             "Misc flags:",
         ];
         let mut last = 0;
@@ -871,12 +932,15 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: cronjob-controller, deployment-controller, garbage-collector-controller, job-controller, namespace-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, serviceaccount-controller, taint-eviction-controller, ttl-after-finished-controller",
+            "All controllers: cronjob-controller, daemonset-controller, deployment-controller, garbage-collector-controller, job-controller, namespace-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
             "--concurrent-job-syncs <int32>",
             "--concurrent-cron-job-syncs <int32>",
             "--concurrent-ttl-after-finished-syncs <int32>",
             "--terminated-pod-gc-threshold <int32>",
             "[default: 12500]",
+            "--concurrent-daemonset-syncs <int32>",
+            "--concurrent-statefulset-syncs <int32>",
+            "--concurrent-rc-syncs <int32>",
             "--namespace-sync-period <duration>",
             "[default: 5m0s]",
         ] {

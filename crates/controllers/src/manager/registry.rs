@@ -299,6 +299,7 @@ mod tests {
             names,
             vec![
                 "cronjob-controller",
+                "daemonset-controller",
                 "deployment-controller",
                 "garbage-collector-controller",
                 "job-controller",
@@ -306,11 +307,23 @@ mod tests {
                 "node-lifecycle-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
+                "replicationcontroller-controller",
                 "serviceaccount-controller",
+                "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
             ]
         );
+        for (alias, name) in [
+            ("daemonset", "daemonset-controller"),
+            ("statefulset", "statefulset-controller"),
+            ("replicationcontroller", "replicationcontroller-controller"),
+        ] {
+            assert_eq!(
+                registry.aliases().get(alias).map(String::as_str),
+                Some(name)
+            );
+        }
         assert_eq!(
             registry.aliases().get("namespace").map(String::as_str),
             Some("namespace-controller")

@@ -59,8 +59,8 @@ pub const CONTROLLER_NAME: &str = "replicaset-controller";
 /// (and every panic) requeues the key rate-limited, forever.
 const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("sync failed");
 
-/// The kind this controller owns pods for; controller references of any other kind are not
-/// ours.
+/// The kind this controller owns pods for by default; controller references of any other
+/// kind are not ours.
 pub(super) const KIND: &str = "ReplicaSet";
 
 /// The longest a sync waits for the ReplicaSet cache to catch up with this controller's own
@@ -79,9 +79,37 @@ pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 /// injectable `syncHandler` (tests only).
 pub type SyncHandler = Arc<dyn Fn(String) -> BoxFuture<'static, Result<()>> + Send + Sync>;
 
+/// The kind a controller built on the ReplicaSet logic manages, and its names: the
+/// ReplicaSet itself, or (through `crate::replication`'s adapter) the ReplicationController,
+/// as the `gvk`, `metricOwnerName`-free and `queueName` arguments of upstream's
+/// `NewBaseController`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedKind {
+    /// Written into controller references of created and adopted pods, and into the
+    /// references events are recorded against.
+    pub gvk: GroupVersionKind,
+    /// The controller's name in logs (`replicaset-controller`).
+    pub controller_name: &'static str,
+    /// The work queue's name in the `workqueue_*` metrics (`replicaset`).
+    pub queue_name: &'static str,
+}
+
+impl ManagedKind {
+    /// apps/v1 ReplicaSet, `replicaset-controller`, queue `replicaset`.
+    pub fn replica_set() -> Self {
+        Self {
+            gvk: GroupVersionKind::gvk("apps", "v1", KIND),
+            controller_name: CONTROLLER_NAME,
+            queue_name: QUEUE_NAME,
+        }
+    }
+}
+
 /// Tuning and wiring of a [`ReplicaSetController`].
 #[derive(Clone)]
 pub struct ReplicaSetControllerOptions {
+    /// The kind managed (default: ReplicaSets).
+    pub kind: ManagedKind,
     /// The most pods created or deleted per ReplicaSet per sync (default [`BURST_REPLICAS`]).
     pub burst_replicas: usize,
     /// Where the queue records its `workqueue_*{name="replicaset"}` metrics; `None` records
@@ -95,6 +123,7 @@ pub struct ReplicaSetControllerOptions {
 impl Default for ReplicaSetControllerOptions {
     fn default() -> Self {
         Self {
+            kind: ManagedKind::replica_set(),
             burst_replicas: BURST_REPLICAS,
             metrics: None,
             controller_metrics: None,
@@ -105,6 +134,7 @@ impl Default for ReplicaSetControllerOptions {
 impl std::fmt::Debug for ReplicaSetControllerOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplicaSetControllerOptions")
+            .field("kind", &self.kind.gvk.kind)
             .field("burst_replicas", &self.burst_replicas)
             .field("metrics", &self.metrics.is_some())
             .field("controller_metrics", &self.controller_metrics.is_some())
@@ -122,8 +152,11 @@ impl std::fmt::Debug for ReplicaSetControllerOptions {
 /// Build it, hand it to the informers (its [`ReplicaSetEventHandlers`]), then
 /// [`run`](Self::run) it. A key is never synced by two workers at once (the queue's promise).
 pub struct ReplicaSetController {
-    /// `apps/v1 ReplicaSet`: written into the controller references of created and adopted pods.
+    /// `apps/v1 ReplicaSet` (or `v1 ReplicationController`): written into the controller
+    /// references of created and adopted pods.
     pub(super) gvk: GroupVersionKind,
+    /// The controller's name in logs and worker metrics.
+    pub(super) controller_name: &'static str,
     /// The direct ReplicaSet API calls (uncached GET before adopting, `/status` writes). Test
     /// seam: [`super::FakeReplicaSetClient`].
     pub(super) rs_client: Arc<dyn ReplicaSetClient>,
@@ -282,7 +315,7 @@ impl ReplicaSetController {
         }
 
         let config = QueueConfig {
-            name: QUEUE_NAME.to_owned(),
+            name: options.kind.queue_name.to_owned(),
             metrics: options.metrics,
         };
         let queue = RateLimitingQueue::with_config(default_controller_rate_limiter(), config);
@@ -293,9 +326,11 @@ impl ReplicaSetController {
             queue: queue.clone(),
             expectations: Arc::clone(&expectations),
             rs_cache: rs_cache.clone(),
+            kind: options.kind.gvk.kind.clone(),
         };
         Self {
-            gvk: GroupVersionKind::gvk("apps", "v1", KIND),
+            gvk: options.kind.gvk,
+            controller_name: options.kind.controller_name,
             rs_client,
             pod_control,
             burst_replicas: options.burst_replicas,
@@ -315,6 +350,13 @@ impl ReplicaSetController {
     /// Makes [`Self::run`] wait for these informers to sync before starting workers.
     pub fn with_caches_synced(mut self, synced: Vec<InformerSynced>) -> Self {
         self.caches_synced = synced;
+        self
+    }
+
+    /// Makes each sync wait for the informer to have seen this controller's own last status
+    /// write (what [`Self::with_informers`] sets up from the ReplicaSet informer).
+    pub fn with_own_writes(mut self, own_writes: OwnWrites) -> Self {
+        self.own_writes = Some(own_writes);
         self
     }
 
@@ -353,10 +395,13 @@ impl ReplicaSetController {
     /// until `cancel` fires, as upstream's `Run`. On cancellation the queue shuts down, syncs
     /// in progress finish, and `run` returns once every worker has stopped.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tracing::info!(controller = CONTROLLER_NAME, "Starting controller");
+        tracing::info!(controller = self.controller_name, "Starting controller");
         if !self.wait_for_caches_synced(&cancel).await {
             self.queue.shut_down();
-            tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
+            tracing::info!(
+                controller = self.controller_name,
+                "Shutting down controller"
+            );
             return;
         }
         let this = Arc::clone(&self);
@@ -365,7 +410,7 @@ impl ReplicaSetController {
             async move { this.sync_key(key).await }
         };
         run_workers(
-            CONTROLLER_NAME,
+            self.controller_name,
             &self.queue,
             ERROR_POLICY,
             workers,
@@ -373,13 +418,16 @@ impl ReplicaSetController {
             sync,
         )
         .await;
-        tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
+        tracing::info!(
+            controller = self.controller_name,
+            "Shutting down controller"
+        );
     }
 
     /// Polls the informers' sync state until all have synced (true) or `cancel` fires
     /// (false), as client-go's `WaitForNamedCacheSync`.
     async fn wait_for_caches_synced(&self, cancel: &CancellationToken) -> bool {
-        wait_until_synced(CONTROLLER_NAME, cancel, || {
+        wait_until_synced(self.controller_name, cancel, || {
             self.caches_synced.iter().all(|synced| synced())
         })
         .await
@@ -402,6 +450,9 @@ pub struct ReplicaSetEventHandlers {
     expectations: Arc<UidTrackingControllerExpectations>,
     /// The ReplicaSet cache, to resolve owners and find ReplicaSets selecting an orphan.
     rs_cache: Indexer<ReplicaSet>,
+    /// The kind controller references must name to be ours (`ReplicaSet`, or
+    /// `ReplicationController` behind the adapter).
+    kind: String,
 }
 
 impl std::fmt::Debug for ReplicaSetEventHandlers {
@@ -583,7 +634,7 @@ impl ReplicaSetEventHandlers {
         namespace: &str,
         controller_ref: &OwnerReference,
     ) -> Option<Arc<ReplicaSet>> {
-        if controller_ref.kind != KIND {
+        if controller_ref.kind != self.kind {
             return None;
         }
         let key = kcm_machinery::informer::keys::object_key(namespace, &controller_ref.name);
@@ -667,7 +718,7 @@ impl ReplicaSetController {
     /// rate-limited on failure or panic), as upstream's `processNextWorkItem`. False once the
     /// queue has shut down.
     pub async fn process_next_work_item(&self) -> bool {
-        process_next_work_item(CONTROLLER_NAME, &self.queue, &ERROR_POLICY, |key| {
+        process_next_work_item(self.controller_name, &self.queue, &ERROR_POLICY, |key| {
             self.sync_key(key)
         })
         .await

@@ -161,6 +161,7 @@ fn fixture(burst_replicas: usize) -> Fixture {
             burst_replicas,
             metrics: None,
             controller_metrics: None,
+            ..ReplicaSetControllerOptions::default()
         },
     )
     .with_clock(Arc::new(now));
@@ -1836,6 +1837,7 @@ async fn queue_metrics_carry_the_replicaset_name() {
             burst_replicas: BURST_REPLICAS,
             metrics: Some(metrics),
             controller_metrics: None,
+            ..ReplicaSetControllerOptions::default()
         },
     );
     controller.queue().add("ns/a".to_owned());

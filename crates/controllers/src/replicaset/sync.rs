@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::controller::expectations::pod_keys;
 use kcm_machinery::controller::ref_manager::recheck_owner;
@@ -15,10 +15,9 @@ use kcm_machinery::controller::{
 };
 use kcm_machinery::informer::keys::split_meta_namespace_key;
 use kcm_machinery::labels::Selector;
-use kube::Resource;
 
 use super::controller::{
-    CONTROLLER_UID_INDEX, KIND, OWN_WRITE_WAIT, ReplicaSetController, objects_in_namespace,
+    CONTROLLER_UID_INDEX, OWN_WRITE_WAIT, ReplicaSetController, objects_in_namespace,
     replica_set_selector, seconds,
 };
 use super::status::{
@@ -37,7 +36,7 @@ impl ReplicaSetController {
     pub async fn sync(&self, key: &str) -> Result<()> {
         let start = tokio::time::Instant::now();
         let result = self.sync_replica_set(key).await;
-        tracing::debug!(kind = KIND, key, duration = ?start.elapsed(), "Finished syncing");
+        tracing::debug!(kind = %self.gvk.kind, key, duration = ?start.elapsed(), "Finished syncing");
         result
     }
 
@@ -48,7 +47,7 @@ impl ReplicaSetController {
         })?;
         self.wait_for_own_write(key).await;
         let Some(rs) = self.rs_cache.get_by_key(key) else {
-            tracing::debug!(kind = KIND, key, "deleted");
+            tracing::debug!(kind = %self.gvk.kind, key, "deleted");
             self.expectations.delete_expectations(key);
             return Ok(());
         };
@@ -175,7 +174,17 @@ impl ReplicaSetController {
         let desired = usize::try_from(desired_replicas(rs)).unwrap_or(0);
         let current = filtered_pods.len();
         let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
-        let controller = rs.object_ref(&());
+        // Events name the managed kind (an RC behind the adapter), as upstream's
+        // `podControlAdapter` converts the object back before recording.
+        let controller = ObjectReference {
+            api_version: Some(self.gvk.api_version()),
+            kind: Some(self.gvk.kind.clone()),
+            name: rs.metadata.name.clone(),
+            namespace: rs.metadata.namespace.clone(),
+            uid: rs.metadata.uid.clone(),
+            resource_version: rs.metadata.resource_version.clone(),
+            ..ObjectReference::default()
+        };
 
         if current < desired {
             let diff = (desired - current).min(self.burst_replicas);

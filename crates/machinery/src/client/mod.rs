@@ -5,12 +5,16 @@
 //! `--kube-api-qps`/`--kube-api-burst`) and a [`MetricsLayer`] recording client-go's
 //! `rest_client_*` metrics into [`ClientMetrics`]. The layers also compose with any other
 //! tower stack given to `kube::Client::new`.
+//!
+//! [`backoff::Backoff`] is client-go's other `flowcontrol` piece: per-key exponential back-off.
 
+pub mod backoff;
 mod build;
 mod metrics;
 mod rate_limit;
 mod token_bucket;
 
+pub use backoff::Backoff;
 pub use build::{
     CLIENT_GO_DEFAULT_BURST, CLIENT_GO_DEFAULT_QPS, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS,
     Error, Result, build_client, rate_limit_layer,

@@ -125,6 +125,16 @@ pub fn not_found(resource: &str, name: &str) -> Status {
     )
 }
 
+/// A 409 AlreadyExists status for `resource` `name`, as apimachinery's `NewAlreadyExists`.
+pub fn already_exists(resource: &str, name: &str) -> Status {
+    failure(
+        409,
+        "AlreadyExists",
+        format!("{resource} \"{name}\" already exists"),
+        Some(details(resource, name, Vec::new())),
+    )
+}
+
 /// A 422 Invalid status for `resource` `name`, as apimachinery's `NewInvalid`.
 pub fn invalid(resource: &str, name: &str, message: &str) -> Status {
     failure(

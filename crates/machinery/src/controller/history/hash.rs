@@ -1,4 +1,4 @@
-//! ControllerRevision names and hashes, as upstream's `pkg/controller/history` (for the DaemonSet and StatefulSet controllers).
+//! ControllerRevision names and hashes, as upstream's `HashControllerRevision` and `ControllerRevisionName`.
 //!
 //! A DaemonSet or StatefulSet records each version of its pod template as a ControllerRevision
 //! named `<owner>-<hash>` and labelled [`CONTROLLER_REVISION_HASH_LABEL`]`=<hash>`, where the
@@ -10,7 +10,8 @@
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
-use super::hash::{Fnv32, safe_encode_string};
+use super::go_json::marshal;
+use crate::controller::hash::{Fnv32, safe_encode_string};
 
 /// The label holding a ControllerRevision's hash, as upstream's `ControllerRevisionHashLabel`.
 pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";
@@ -31,15 +32,16 @@ pub fn controller_revision_name(prefix: &str, hash: &str) -> String {
 /// The hash of `revision`'s data and the collision count `probe`, as upstream's
 /// `HashControllerRevision`.
 ///
-/// Upstream hashes `Data.Raw`, the bytes the controller marshalled (Go's `json.Marshal`:
-/// compact, map keys sorted). Here `data` is a parsed value, so its bytes are serde_json's
-/// compact encoding, which is the same text for data a controller builds from sorted maps.
-/// To hash bytes exactly as received, use [`hash_controller_revision_raw`].
+/// Upstream hashes `Data.Raw`, the bytes the controller marshalled. Here `data` is a parsed
+/// value, so its bytes are re-encoded as Go's `json.Marshal` writes them
+/// ([`super::go_json::marshal`]: compact, keys sorted, HTML characters escaped), which
+/// reproduces the bytes of any revision Go or this crate wrote. To hash bytes exactly as
+/// received, use [`hash_controller_revision_raw`].
 pub fn hash_controller_revision(revision: &ControllerRevision, probe: Option<i32>) -> String {
     let raw = revision
         .data
         .as_ref()
-        .and_then(|data| serde_json::to_vec(&data.0).ok())
+        .map(|data| marshal(&data.0))
         .unwrap_or_default();
     hash_controller_revision_raw(&raw, probe)
 }

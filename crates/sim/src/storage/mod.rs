@@ -1,0 +1,12 @@
+//! Simulated storage: the default StorageClass `standard` and a provisioner that binds every claim of it to a new PersistentVolume.
+//!
+//! Where to start: [`Provisioner`]. [`class::default_storage_class`] is what `kcm up` and
+//! `kcm sim` create; [`client::VolumeClient`] is the seam the provisioner writes through.
+
+pub mod class;
+pub mod client;
+pub mod provisioner;
+
+pub use class::{DEFAULT_CLASS, PROVISIONER, default_storage_class};
+pub use client::{FakeVolumes, KubeVolumeClient, VolumeClient};
+pub use provisioner::{Item, Provisioner, StorageCaches};
