@@ -8,6 +8,7 @@
 
 pub mod cronjob;
 pub mod deployment;
+pub mod endpointsliceutil;
 pub mod garbagecollector;
 pub mod job;
 pub mod manager;

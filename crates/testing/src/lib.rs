@@ -38,6 +38,7 @@ mod macros;
 mod conditions;
 mod container;
 mod deployment;
+mod endpoints;
 mod meta;
 mod namespace;
 mod node;
@@ -58,6 +59,10 @@ pub use conditions::{
 };
 pub use container::{ContainerBuilder, ContainerStatusBuilder, container, container_status};
 pub use deployment::{DeploymentBuilder, deployment};
+pub use endpoints::{
+    EndpointSliceBuilder, EndpointsBuilder, SliceEndpointBuilder, endpoint_slice, endpoints,
+    slice_endpoint,
+};
 pub use meta::{MetaBuilder, ObjectMetaBuilder, labels, meta, quantities};
 pub use namespace::{NamespaceBuilder, namespace};
 pub use node::{NodeBuilder, node};
