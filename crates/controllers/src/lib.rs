@@ -8,6 +8,7 @@
 
 pub mod cronjob;
 pub mod deployment;
+pub mod endpoint;
 pub mod endpointsliceutil;
 pub mod garbagecollector;
 pub mod job;

@@ -173,7 +173,16 @@ impl FakeEndpointSliceClient {
     /// Stores `slice` as if it existed on the server.
     pub fn insert(&self, slice: EndpointSlice) {
         let key = key(&slice);
-        self.state().slices.insert(key, slice);
+        let mut state = self.state();
+        // Later writes get newer resourceVersions than anything inserted.
+        let rv = slice
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse().ok())
+            .unwrap_or(0);
+        state.counter = state.counter.max(rv);
+        state.slices.insert(key, slice);
     }
 
     fn begin_call(&self) -> Result<MutexGuard<'_, FakeState>, kube::Error> {

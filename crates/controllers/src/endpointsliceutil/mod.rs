@@ -37,7 +37,12 @@ pub use trigger_time::TriggerTimeTracker;
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::ObjectReference;
+use kcm_machinery::informer::index::NAMESPACE_INDEX;
+use kcm_machinery::informer::store::Indexer;
+use kube::Resource;
 
 /// The label naming the Service an EndpointSlice belongs to (discovery/v1 `LabelServiceName`).
 pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
@@ -121,6 +126,22 @@ pub fn managed_by(slice: &k8s_openapi::api::discovery::v1::EndpointSlice) -> &st
         .as_ref()
         .and_then(|l| l.get(LABEL_MANAGED_BY))
         .map_or("", String::as_str)
+}
+
+/// The cached objects of `namespace`, through the namespace index when the cache has it (as
+/// client-go's namespace listers), else by filtering everything.
+pub fn list_namespace<K>(cache: &Indexer<K>, namespace: &str) -> Vec<Arc<K>>
+where
+    K: Resource + Send + Sync + 'static,
+{
+    match cache.by_index(NAMESPACE_INDEX, namespace) {
+        Ok(objects) => objects,
+        Err(_) => cache
+            .list()
+            .into_iter()
+            .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+            .collect(),
+    }
 }
 
 /// Formats a trigger time as Go's `time.RFC3339Nano` in UTC (fraction trimmed of trailing

@@ -1,11 +1,8 @@
 //! The Services a pod event concerns, as upstream's `GetPodUpdateProjectionKey`, `GetServicesToUpdate` and `getServicesForPod`.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kcm_machinery::informer::index::NAMESPACE_INDEX;
 use kcm_machinery::informer::store::Indexer;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::pod_endpoints_changed;
 
@@ -79,7 +76,7 @@ pub fn services_for_pod(
     namespace: &str,
     labels: &BTreeMap<String, String>,
 ) -> BTreeSet<String> {
-    services_in_namespace(services, namespace)
+    super::list_namespace(services, namespace)
         .iter()
         .filter(|svc| {
             svc.spec
@@ -105,20 +102,10 @@ pub fn selector_matches(
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
-fn services_in_namespace(services: &Indexer<Service>, namespace: &str) -> Vec<Arc<Service>> {
-    match services.by_index(NAMESPACE_INDEX, namespace) {
-        Ok(found) => found,
-        // Without the namespace index, filter everything (as client-go's listers do).
-        Err(_) => services
-            .list()
-            .into_iter()
-            .filter(|s| s.metadata.namespace.as_deref() == Some(namespace))
-            .collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use kcm_testing::prelude::*;
 
     use super::*;
