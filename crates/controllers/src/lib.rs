@@ -9,6 +9,7 @@
 pub mod cronjob;
 pub mod deployment;
 pub mod endpoint;
+pub mod endpointslice;
 pub mod endpointsliceutil;
 pub mod garbagecollector;
 pub mod job;
