@@ -10,6 +10,7 @@ pub mod cronjob;
 pub mod deployment;
 pub mod endpoint;
 pub mod endpointslice;
+pub mod endpointslicemirroring;
 pub mod endpointsliceutil;
 pub mod garbagecollector;
 pub mod job;
