@@ -18,5 +18,6 @@ pub mod manager;
 pub mod namespace;
 pub mod nodelifecycle;
 pub mod replicaset;
+pub mod rootcacertpublisher;
 pub mod serviceaccount;
 pub mod tainteviction;
