@@ -16,6 +16,7 @@ pub mod garbagecollector;
 pub mod job;
 pub mod manager;
 pub mod namespace;
+pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod replicaset;
 pub mod rootcacertpublisher;
