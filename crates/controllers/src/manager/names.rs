@@ -29,6 +29,18 @@ pub const NAMESPACE_CONTROLLER: &str = crate::namespace::CONTROLLER_NAME;
 /// kube-controller-manager's name of the service account controller.
 pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NAME;
 
+/// kube-controller-manager's name of the endpoints controller.
+pub const ENDPOINTS_CONTROLLER: &str = crate::endpoint::CONTROLLER_NAME;
+/// kube-controller-manager's name of the EndpointSlice controller.
+pub const ENDPOINTSLICE_CONTROLLER: &str = crate::endpointslice::CONTROLLER_NAME;
+/// kube-controller-manager's name of the EndpointSlice mirroring controller.
+pub const ENDPOINTSLICE_MIRRORING_CONTROLLER: &str = crate::endpointslicemirroring::CONTROLLER_NAME;
+/// kube-controller-manager's name of the node IPAM controller.
+pub const NODE_IPAM_CONTROLLER: &str = crate::nodeipam::CONTROLLER_NAME;
+/// kube-controller-manager's name of the root CA certificate publisher.
+pub const ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER: &str =
+    crate::rootcacertpublisher::CONTROLLER_NAME;
+
 /// `replicaset-controller`, alias `replicaset`.
 pub const REPLICASET: ControllerNames = ControllerNames {
     name: REPLICASET_CONTROLLER,
@@ -72,14 +84,51 @@ pub const SERVICEACCOUNT: ControllerNames = ControllerNames {
     disabled_by_default: false,
 };
 
+/// `endpoints-controller`, alias `endpoint`.
+pub const ENDPOINTS: ControllerNames = ControllerNames {
+    name: ENDPOINTS_CONTROLLER,
+    aliases: &[crate::endpoint::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `endpointslice-controller`, alias `endpointslice`.
+pub const ENDPOINTSLICE: ControllerNames = ControllerNames {
+    name: ENDPOINTSLICE_CONTROLLER,
+    aliases: &[crate::endpointslice::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `endpointslice-mirroring-controller`, alias `endpointslicemirroring`.
+pub const ENDPOINTSLICE_MIRRORING: ControllerNames = ControllerNames {
+    name: ENDPOINTSLICE_MIRRORING_CONTROLLER,
+    aliases: &[crate::endpointslicemirroring::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `node-ipam-controller`, alias `nodeipam` (on by default, as upstream; it only starts with
+/// `--allocate-node-cidrs`).
+pub const NODE_IPAM: ControllerNames = ControllerNames {
+    name: NODE_IPAM_CONTROLLER,
+    aliases: &[crate::nodeipam::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `root-ca-certificate-publisher-controller`, alias `root-ca-cert-publisher`.
+pub const ROOT_CA_CERTIFICATE_PUBLISHER: ControllerNames = ControllerNames {
+    name: ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER,
+    aliases: &[crate::rootcacertpublisher::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 7] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 12] = [
     REPLICASET,
     DEPLOYMENT,
+    ENDPOINTS,
+    ENDPOINTSLICE,
+    ENDPOINTSLICE_MIRRORING,
     GARBAGE_COLLECTOR,
     NAMESPACE,
+    NODE_IPAM,
     NODE_LIFECYCLE,
+    ROOT_CA_CERTIFICATE_PUBLISHER,
     SERVICEACCOUNT,
     TAINT_EVICTION,
 ];
@@ -109,10 +158,15 @@ mod tests {
             all,
             [
                 "deployment-controller",
+                "endpoints-controller",
+                "endpointslice-controller",
+                "endpointslice-mirroring-controller",
                 "garbage-collector-controller",
                 "namespace-controller",
+                "node-ipam-controller",
                 "node-lifecycle-controller",
                 "replicaset-controller",
+                "root-ca-certificate-publisher-controller",
                 "serviceaccount-controller",
                 "taint-eviction-controller",
             ]

@@ -299,14 +299,38 @@ mod tests {
             names,
             vec![
                 "deployment-controller",
+                "endpoints-controller",
+                "endpointslice-controller",
+                "endpointslice-mirroring-controller",
                 "garbage-collector-controller",
                 "namespace-controller",
+                "node-ipam-controller",
                 "node-lifecycle-controller",
                 "replicaset-controller",
+                "root-ca-certificate-publisher-controller",
                 "serviceaccount-controller",
                 "taint-eviction-controller"
             ]
         );
+        for (alias, name) in [
+            ("endpoint", "endpoints-controller"),
+            ("endpointslice", "endpointslice-controller"),
+            (
+                "endpointslicemirroring",
+                "endpointslice-mirroring-controller",
+            ),
+            ("nodeipam", "node-ipam-controller"),
+            (
+                "root-ca-cert-publisher",
+                "root-ca-certificate-publisher-controller",
+            ),
+        ] {
+            assert_eq!(
+                registry.aliases().get(alias).map(String::as_str),
+                Some(name),
+                "{alias}"
+            );
+        }
         assert_eq!(
             registry.aliases().get("namespace").map(String::as_str),
             Some("namespace-controller")
