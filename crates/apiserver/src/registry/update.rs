@@ -202,15 +202,12 @@ impl Registry {
             let tracked = !matches!(source, Source::Apply(_));
             let mut new =
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
-            // A Service that gains a cluster IP (from ExternalName) gets one allocated; the
-            // allocation lock stays held until the write is done.
-            let _service_ips = if target == Target::Main
+            // A Service's cluster IP and node ports follow its type; the allocation lock
+            // stays held until the write is done (uncommitted, the allocations go back).
+            let service_txn = if target == Target::Main
                 && std::ptr::eq(def, &crate::resources::service::SERVICES)
-                && crate::registry::service_ip::needs_allocation(&new, &current)
             {
-                let guard = self.service_ips.lock().await;
-                self.allocate_cluster_ip_locked(&mut new).await?;
-                Some(guard)
+                Some(self.begin_service_update(&mut new, &current).await?)
             } else {
                 None
             };
@@ -219,6 +216,11 @@ impl Registry {
                 .await
             {
                 Ok(object) => {
+                    if let Some(txn) = service_txn
+                        && !dry_run
+                    {
+                        txn.commit(self).await;
+                    }
                     return Ok(WriteOutcome {
                         object,
                         created: false,
