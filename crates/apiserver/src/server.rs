@@ -14,6 +14,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::auth::authenticator::StaticToken;
+use crate::auth::user::UserInfo;
 use crate::http::body::DEFAULT_MAX_BODY_BYTES;
 use crate::http::{AppState, router};
 use crate::kubeconfig;
@@ -59,8 +61,8 @@ pub enum Error {
         #[source]
         source: crate::storage::Error,
     },
-    /// Creating the default namespaces failed.
-    #[error("creating the default namespaces: {0}")]
+    /// Creating the default namespaces or the other bootstrap objects failed.
+    #[error("creating the bootstrap objects: {0}")]
     Bootstrap(#[source] crate::error::ApiError),
     /// Binding the listen address failed.
     #[error("listening on {addr}: {source}")]
@@ -174,9 +176,20 @@ impl Server {
             None
         };
         let storage = open_storage(&config).await?;
-        let registry = Arc::new(Registry::new(Arc::clone(&storage)));
+        let registry = Arc::new(
+            Registry::new(Arc::clone(&storage))
+                .with_authenticator(Arc::new(StaticToken::new(token.clone(), UserInfo::admin()))),
+        );
         registry
             .ensure_default_namespaces()
+            .await
+            .map_err(Error::Bootstrap)?;
+        registry
+            .ensure_bootstrap_objects()
+            .await
+            .map_err(Error::Bootstrap)?;
+        registry
+            .ensure_local_api_services()
             .await
             .map_err(Error::Bootstrap)?;
 

@@ -30,6 +30,8 @@ pub enum FieldErrorKind {
     Forbidden,
     /// `Too long`.
     TooLong,
+    /// `Too many`: a list longer than allowed (the value is its length).
+    TooMany,
 }
 
 impl FieldErrorKind {
@@ -43,6 +45,7 @@ impl FieldErrorKind {
             FieldErrorKind::NotSupported => "FieldValueNotSupported",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::TooLong => "FieldValueTooLong",
+            FieldErrorKind::TooMany => "FieldValueTooMany",
         }
     }
 
@@ -55,6 +58,7 @@ impl FieldErrorKind {
             FieldErrorKind::NotSupported => "Unsupported value",
             FieldErrorKind::Forbidden => "Forbidden",
             FieldErrorKind::TooLong => "Too long",
+            FieldErrorKind::TooMany => "Too many",
         }
     }
 
@@ -66,6 +70,7 @@ impl FieldErrorKind {
                 | FieldErrorKind::Duplicate
                 | FieldErrorKind::Invalid
                 | FieldErrorKind::NotSupported
+                | FieldErrorKind::TooMany
         )
     }
 }
@@ -95,6 +100,27 @@ impl FieldError {
             field: field.into(),
             value: render_value(&value.into()),
             detail: detail.into(),
+        }
+    }
+
+    /// An `Invalid value` error that does not show the value (upstream's
+    /// `field.OmitValueType`), for a rule about the field as a whole.
+    pub fn invalid_omitting_value(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            kind: FieldErrorKind::Invalid,
+            field: field.into(),
+            value: String::new(),
+            detail: detail.into(),
+        }
+    }
+
+    /// A `Too many` error: a list has `actual` items, more than `max`.
+    pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Self {
+        Self {
+            kind: FieldErrorKind::TooMany,
+            field: field.into(),
+            value: actual.to_string(),
+            detail: format!("must have at most {max} items"),
         }
     }
 
@@ -155,7 +181,7 @@ impl FieldError {
 
     /// The message without the field path (upstream's `ErrorBody`).
     pub fn body(&self) -> String {
-        let mut s = if self.kind.shows_value() {
+        let mut s = if self.kind.shows_value() && !self.value.is_empty() {
             format!("{}: {}", self.kind.text(), self.value)
         } else {
             self.kind.text().to_owned()
@@ -202,6 +228,9 @@ pub enum NameRule {
     Dns1035Label,
     /// A path segment: anything without `/` or `%`, not `.` or `..` (events, leases).
     PathSegment,
+    /// An IP address in canonical form (networking.k8s.io IPAddresses, upstream's
+    /// `ValidateIPAddressName`).
+    IpAddress,
 }
 
 impl NameRule {
@@ -234,6 +263,13 @@ impl NameRule {
                     out.push(DNS1035_LABEL_MESSAGE.to_owned());
                 }
             }
+            NameRule::IpAddress => match name.parse::<std::net::IpAddr>() {
+                Err(_) => out.push(format!("ParseAddr({name:?}): unable to parse IP")),
+                Ok(ip) if ip.to_string() != name => {
+                    out.push("must be a canonical format IP address".to_owned());
+                }
+                Ok(_) => {}
+            },
             NameRule::PathSegment => {
                 if name == "." || name == ".." {
                     out.push(format!("may not be '{name}'"));
@@ -568,6 +604,16 @@ mod tests {
         assert!(NameRule::Label.check("a.b").len() == 1);
         assert!(NameRule::Subdomain.check("a.b").is_empty());
         assert!(NameRule::Dns1035Label.check("1abc").len() == 1);
+        assert!(NameRule::IpAddress.check("10.96.0.10").is_empty());
+        assert!(NameRule::IpAddress.check("2001:db8::1").is_empty());
+        assert_eq!(
+            NameRule::IpAddress.check("2001:db8:0::1"),
+            ["must be a canonical format IP address"]
+        );
+        assert_eq!(
+            NameRule::IpAddress.check("web"),
+            [r#"ParseAddr("web"): unable to parse IP"#]
+        );
         assert!(NameRule::PathSegment.check("a:b").is_empty());
         assert!(!NameRule::PathSegment.check("a/b").is_empty());
     }

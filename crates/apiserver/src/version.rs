@@ -2,20 +2,50 @@
 
 use serde_json::{Value, json};
 
-/// The `gitVersion` the server reports: a v1.32 API (kubectl warns about larger skews).
-pub const GIT_VERSION: &str = concat!("v1.32.0+kcm-", env!("CARGO_PKG_VERSION"));
+/// The `gitVersion` the server reports: the v1.33 API it serves (the k8s-openapi `v1_33`
+/// types), with kcm's version as semver build metadata, as k3s' `v1.33.1+k3s1` — a
+/// pre-release suffix would fail Helm's `kubeVersion: ">=1.33.0"` constraints.
+pub const GIT_VERSION: &str = concat!("v1.33.0+kcm-", env!("CARGO_PKG_VERSION"));
 
-/// `/version`: a v1.32-style version.
+/// `/version`: a v1.33-style version.
 pub fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "32",
+        "minor": "33",
         "gitVersion": GIT_VERSION,
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "1970-01-01T00:00:00Z",
         "goVersion": "rust",
         "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch(std::env::consts::ARCH)),
     })
+}
+
+/// Rust's architecture name as Go's `GOARCH` spells it (`x86_64` is `amd64`).
+fn go_arch(arch: &str) -> &str {
+    match arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_the_v1_33_minor() {
+        let v = version();
+        assert_eq!(
+            (v["major"].as_str(), v["minor"].as_str()),
+            (Some("1"), Some("33"))
+        );
+        assert!(GIT_VERSION.starts_with("v1.33.0+kcm-"), "{GIT_VERSION}");
+        assert_eq!(go_arch("x86_64"), "amd64");
+        assert_eq!(go_arch("aarch64"), "arm64");
+    }
 }

@@ -949,3 +949,1095 @@ async fn get_svc_shows_the_kubernetes_service_and_allocation_errors() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 17, part a: the core/v1, apps, batch, autoscaling, scheduling and node kinds added
+// next to the first sixteen, one test per group, driving kubectl as a user does.
+// ---------------------------------------------------------------------------------------
+
+/// The cells of the table row whose first cell is `name`.
+fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.first() == Some(&name))
+        .unwrap_or_default()
+}
+
+const CORE_KINDS: &str = "apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: pv-data
+spec:
+  capacity:
+    storage: 5Gi
+  accessModes: [ReadWriteOnce, ReadOnlyMany]
+  storageClassName: manual
+  hostPath:
+    path: /mnt/data
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  resources:
+    requests:
+      storage: 1Gi
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata:
+  name: compute
+spec:
+  hard:
+    pods: \"10\"
+    limits.memory: 4Gi
+---
+apiVersion: v1
+kind: LimitRange
+metadata:
+  name: defaults
+spec:
+  limits:
+  - type: Container
+    max: {cpu: \"1\"}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata:
+  name: legacy
+spec:
+  template:
+    metadata:
+      labels: {app: legacy}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+---
+apiVersion: v1
+kind: PodTemplate
+metadata:
+  name: base
+template:
+  metadata:
+    labels: {app: base}
+  spec:
+    containers:
+    - name: c
+      image: busybox:1.36
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_kinds_apply_print_scale_and_explain_what_simulated_nodes_cannot_do() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let applied = env.ok_stdin(&["apply", "-f", "-"], CORE_KINDS).await;
+        for line in [
+            "persistentvolume/pv-data created",
+            "persistentvolumeclaim/data created",
+            "resourcequota/compute created",
+            "limitrange/defaults created",
+            "replicationcontroller/legacy created",
+            "podtemplate/base created",
+        ] {
+            assert!(applied.contains(line), "{line} in\n{applied}");
+        }
+        let pv = env.ok(&["get", "pv", "-o", "wide"]).await;
+        assert_eq!(
+            header(&pv),
+            ["NAME", "CAPACITY", "ACCESS", "MODES", "RECLAIM", "POLICY", "STATUS", "CLAIM",
+                "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "REASON", "AGE", "VOLUMEMODE"],
+            "{pv}"
+        );
+        let cells = row(&pv, "pv-data");
+        assert_eq!(cells[1..6], ["5Gi", "RWO,ROX", "Retain", "Pending", "manual"], "{pv}");
+        let pvc = env.ok(&["get", "pvc"]).await;
+        assert_eq!(row(&pvc, "data")[1..3], ["Pending", "manual"], "{pvc}");
+        let quota = env.ok(&["get", "quota"]).await;
+        assert_eq!(header(&quota), ["NAME", "AGE", "REQUEST", "LIMIT"], "{quota}");
+        let limits = env.ok(&["get", "limits"]).await;
+        assert_eq!(header(&limits), ["NAME", "CREATED", "AT"], "{limits}");
+        let range = env.json(&["get", "limitrange", "defaults"]).await;
+        assert_eq!(range["spec"]["limits"][0]["defaultRequest"]["cpu"], "1");
+
+        env.ok(&["scale", "rc", "legacy", "--replicas=3"]).await;
+        let rc = env.ok(&["get", "rc", "-o", "wide"]).await;
+        assert_eq!(row(&rc, "legacy")[..2], ["legacy", "3"], "{rc}");
+        assert!(rc.contains("app=legacy"), "{rc}");
+        let templates = env.ok(&["get", "podtemplates"]).await;
+        assert_eq!(header(&templates), ["NAME", "CONTAINERS", "IMAGES", "POD", "LABELS"], "{templates}");
+
+        let run = env.run(&["get", "cs"]).await;
+        assert!(run.ok, "{}", run.stderr);
+        assert!(run.stderr.contains("Warning: v1 ComponentStatus is deprecated in v1.19+"), "{}", run.stderr);
+        assert_eq!(header(&run.stdout), ["NAME", "STATUS", "MESSAGE", "ERROR"], "{}", run.stdout);
+        assert_eq!(row(&run.stdout, "etcd-0")[..2], ["etcd-0", "Healthy"], "{}", run.stdout);
+
+        env.ok_stdin(&["apply", "-f", "-"], POD).await;
+        env.bind("sim-1", &["web"]).await;
+        let err = env.fails(&["logs", "web"]).await;
+        assert_eq!(
+            err.trim(),
+            "Error from server (BadRequest): pod \"web\" runs on the simulated node \"sim-1\": there are no container logs to read"
+        );
+        let err = env.fails(&["exec", "web", "--", "ls"]).await;
+        assert!(
+            err.contains("pod \"web\" runs on the simulated node \"sim-1\": there is no container to exec into"),
+            "{err}"
+        );
+        let err = env.fails(&["get", "--raw", "/api/v1/nodes/sim-1/proxy/metrics"]).await;
+        assert!(err.contains("node \"sim-1\" is simulated: there is no kubelet to proxy to"), "{err}");
+    })
+    .await;
+}
+
+const CRON_JOB: &str = "apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: hello
+spec:
+  schedule: \"*/5 * * * *\"
+  timeZone: Europe/Paris
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+          - name: hello
+            image: busybox:1.36
+            command: [sh, -c, date]
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_jobs_from_cronjobs_and_their_tables() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        env.ok_stdin(&["apply", "-f", "-"], CRON_JOB).await;
+        let cj = env.ok(&["get", "cj"]).await;
+        assert_eq!(
+            header(&cj),
+            ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"],
+            "{cj}"
+        );
+        assert_eq!(row(&cj, "hello")[1..7], ["*/5", "*", "*", "*", "*", "Europe/Paris"], "{cj}");
+
+        let created = env.ok(&["create", "job", "--from=cronjob/hello", "manual-1"]).await;
+        assert_eq!(created.trim(), "job.batch/manual-1 created");
+        let job = env.json(&["get", "job", "manual-1"]).await;
+        assert_eq!(job["metadata"]["ownerReferences"][0]["kind"], "CronJob");
+        assert_eq!(job["metadata"]["ownerReferences"][0]["name"], "hello");
+        assert_eq!(job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"], "manual");
+        let uid = job["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(
+            job["spec"]["selector"],
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        );
+        assert_eq!(job["spec"]["backoffLimit"], 6);
+        assert_eq!(job["spec"]["template"]["metadata"]["labels"]["job-name"], "manual-1");
+
+        env.ok(&["create", "job", "pi", "--image=perl:5.34", "--", "perl", "-e", "print 1"]).await;
+        let jobs = env.ok(&["get", "jobs", "-o", "wide"]).await;
+        assert_eq!(
+            header(&jobs),
+            ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"],
+            "{jobs}"
+        );
+        assert_eq!(row(&jobs, "pi")[1..3], ["Running", "0/1"], "{jobs}");
+
+        let err = env
+            .fails(&["create", "cronjob", "bad", "--image=busybox", "--schedule=* * *"])
+            .await;
+        assert!(
+            err.contains("spec.schedule: Invalid value: \"* * *\": expected exactly 5 fields, found 3: [* * *]"),
+            "{err}"
+        );
+        env.ok(&["delete", "job", "pi"]).await;
+        let err = env.fails(&["get", "job", "pi"]).await;
+        assert!(err.contains("NotFound"), "kubectl deletes in the background: {err}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoscale_creates_an_hpa_both_versions_read() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        env.ok_stdin(&["apply", "-f", "-"], &deployment(2, "nginx:1.27", ""))
+            .await;
+        let out = env
+            .ok(&[
+                "autoscale",
+                "deployment",
+                "web",
+                "--min=2",
+                "--max=5",
+                "--cpu-percent=60",
+            ])
+            .await;
+        assert_eq!(
+            out.trim(),
+            "horizontalpodautoscaler.autoscaling/web autoscaled"
+        );
+        let hpa = env.ok(&["get", "hpa"]).await;
+        assert_eq!(
+            header(&hpa),
+            [
+                "NAME",
+                "REFERENCE",
+                "TARGETS",
+                "MINPODS",
+                "MAXPODS",
+                "REPLICAS",
+                "AGE"
+            ],
+            "{hpa}"
+        );
+        assert_eq!(
+            row(&hpa, "web")[1..7],
+            ["Deployment/web", "cpu:", "<unknown>/60%", "2", "5", "0"],
+            "{hpa}"
+        );
+        let v1 = env
+            .json(&["get", "horizontalpodautoscalers.v1.autoscaling", "web"])
+            .await;
+        assert_eq!(v1["apiVersion"], "autoscaling/v1");
+        assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 60);
+        let v2 = env.json(&["get", "hpa", "web"]).await;
+        assert_eq!(v2["apiVersion"], "autoscaling/v2");
+        assert_eq!(
+            v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            60
+        );
+        let err = env
+            .fails(&[
+                "patch",
+                "hpa",
+                "web",
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"minReplicas":9}}"#,
+            ])
+            .await;
+        assert!(
+            err.contains(
+                "spec.maxReplicas: Invalid value: 5: must be greater than or equal to `minReplicas`"
+            ),
+            "{err}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_runtime_classes_and_controller_revisions() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let pc = env.ok(&["get", "pc"]).await;
+        assert_eq!(
+            header(&pc),
+            ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+            "{pc}"
+        );
+        assert_eq!(row(&pc, "system-node-critical")[1..3], ["2000001000", "false"], "{pc}");
+        assert_eq!(row(&pc, "system-cluster-critical")[1], "2000000000", "{pc}");
+        env.ok(&["create", "priorityclass", "high", "--value=1000", "--description=important"])
+            .await;
+        env.ok(&["create", "priorityclass", "standard", "--value=10", "--global-default"])
+            .await;
+        let err = env
+            .fails(&["create", "priorityclass", "other", "--value=20", "--global-default"])
+            .await;
+        assert!(
+            err.contains("PriorityClass standard is already marked as default. Only one default can exist"),
+            "{err}"
+        );
+        let err = env.fails(&["delete", "pc", "system-node-critical"]).await;
+        assert!(err.contains("this is a system priority class and cannot be deleted"), "{err}");
+
+        env.ok_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor\nhandler: runsc\n",
+        )
+        .await;
+        let rc = env.ok(&["get", "runtimeclass"]).await;
+        assert_eq!(header(&rc), ["NAME", "HANDLER", "AGE"], "{rc}");
+        assert_eq!(row(&rc, "gvisor")[1], "runsc", "{rc}");
+
+        env.ok_stdin(
+            &["apply", "-f", "-"],
+            "apiVersion: apps/v1\nkind: ControllerRevision\nmetadata:\n  name: web-5d8f\nrevision: 1\ndata:\n  spec: {}\n",
+        )
+        .await;
+        let revisions = env.ok(&["get", "controllerrevisions"]).await;
+        assert_eq!(header(&revisions), ["NAME", "CONTROLLER", "REVISION", "AGE"], "{revisions}");
+        assert_eq!(row(&revisions, "web-5d8f")[1..3], ["<none>", "1"], "{revisions}");
+    })
+    .await;
+}
+
+// ---- Issue 17b: the APIs every v1.33 kube-apiserver serves (RBAC, networking, storage,
+// discovery, certificates, admissionregistration, flowcontrol, apiregistration, reviews) ----
+
+/// Every verb a stored resource serves, as `kubectl api-resources -o wide` prints them.
+const ALL_VERBS: &str = "create,delete,deletecollection,get,list,patch,update,watch";
+
+/// `kubectl api-resources -o wide` against a v1.33 kube-apiserver, row by row (NAME,
+/// SHORTNAMES, APIVERSION, NAMESPACED, KIND, VERBS, CATEGORIES; empty cells left out).
+/// Rows marked `17a` are served by the other half of issue 17 and appear once both
+/// branches are merged. Exception: `customresourcedefinitions` (apiextensions.k8s.io/v1,
+/// `crd,crds`, category `api-extensions`) comes with a later issue and is not listed.
+const API_RESOURCES_V1_33: &[&str] = &[
+    "bindings v1 true Binding create",                        // 17a
+    "componentstatuses cs v1 false ComponentStatus get,list", // 17a
+    "configmaps cm v1 true ConfigMap ALL",
+    "endpoints ep v1 true Endpoints ALL",
+    "events ev v1 true Event ALL",
+    "limitranges limits v1 true LimitRange ALL", // 17a
+    "namespaces ns v1 false Namespace create,delete,get,list,patch,update,watch",
+    "nodes no v1 false Node ALL",
+    "persistentvolumeclaims pvc v1 true PersistentVolumeClaim ALL", // 17a
+    "persistentvolumes pv v1 false PersistentVolume ALL",           // 17a
+    "pods po v1 true Pod ALL all",
+    "podtemplates v1 true PodTemplate ALL", // 17a
+    "replicationcontrollers rc v1 true ReplicationController ALL all", // 17a
+    "resourcequotas quota v1 true ResourceQuota ALL", // 17a
+    "secrets v1 true Secret ALL",
+    "serviceaccounts sa v1 true ServiceAccount ALL",
+    "services svc v1 true Service ALL all",
+    "mutatingwebhookconfigurations admissionregistration.k8s.io/v1 false MutatingWebhookConfiguration ALL api-extensions",
+    "validatingadmissionpolicies admissionregistration.k8s.io/v1 false ValidatingAdmissionPolicy ALL api-extensions",
+    "validatingadmissionpolicybindings admissionregistration.k8s.io/v1 false ValidatingAdmissionPolicyBinding ALL api-extensions",
+    "validatingwebhookconfigurations admissionregistration.k8s.io/v1 false ValidatingWebhookConfiguration ALL api-extensions",
+    "apiservices apiregistration.k8s.io/v1 false APIService ALL api-extensions",
+    "controllerrevisions apps/v1 true ControllerRevision ALL", // 17a
+    "daemonsets ds apps/v1 true DaemonSet ALL all",
+    "deployments deploy apps/v1 true Deployment ALL all",
+    "replicasets rs apps/v1 true ReplicaSet ALL all",
+    "statefulsets sts apps/v1 true StatefulSet ALL all",
+    "selfsubjectreviews authentication.k8s.io/v1 false SelfSubjectReview create",
+    "tokenreviews authentication.k8s.io/v1 false TokenReview create",
+    "localsubjectaccessreviews authorization.k8s.io/v1 true LocalSubjectAccessReview create",
+    "selfsubjectaccessreviews authorization.k8s.io/v1 false SelfSubjectAccessReview create",
+    "selfsubjectrulesreviews authorization.k8s.io/v1 false SelfSubjectRulesReview create",
+    "subjectaccessreviews authorization.k8s.io/v1 false SubjectAccessReview create",
+    "horizontalpodautoscalers hpa autoscaling/v2 true HorizontalPodAutoscaler ALL all", // 17a
+    "cronjobs cj batch/v1 true CronJob ALL all",                                        // 17a
+    "jobs batch/v1 true Job ALL all",                                                   // 17a
+    "certificatesigningrequests csr certificates.k8s.io/v1 false CertificateSigningRequest ALL",
+    "leases coordination.k8s.io/v1 true Lease ALL",
+    "endpointslices discovery.k8s.io/v1 true EndpointSlice ALL",
+    "events ev events.k8s.io/v1 true Event ALL",
+    "flowschemas flowcontrol.apiserver.k8s.io/v1 false FlowSchema ALL",
+    "prioritylevelconfigurations flowcontrol.apiserver.k8s.io/v1 false PriorityLevelConfiguration ALL",
+    "ingressclasses networking.k8s.io/v1 false IngressClass ALL",
+    "ingresses ing networking.k8s.io/v1 true Ingress ALL",
+    "ipaddresses ip networking.k8s.io/v1 false IPAddress ALL",
+    "networkpolicies netpol networking.k8s.io/v1 true NetworkPolicy ALL",
+    "servicecidrs networking.k8s.io/v1 false ServiceCIDR ALL",
+    "runtimeclasses node.k8s.io/v1 false RuntimeClass ALL", // 17a
+    "poddisruptionbudgets pdb policy/v1 true PodDisruptionBudget ALL",
+    "clusterrolebindings rbac.authorization.k8s.io/v1 false ClusterRoleBinding ALL",
+    "clusterroles rbac.authorization.k8s.io/v1 false ClusterRole ALL",
+    "rolebindings rbac.authorization.k8s.io/v1 true RoleBinding ALL",
+    "roles rbac.authorization.k8s.io/v1 true Role ALL",
+    "priorityclasses pc scheduling.k8s.io/v1 false PriorityClass ALL", // 17a
+    "csidrivers storage.k8s.io/v1 false CSIDriver ALL",
+    "csinodes storage.k8s.io/v1 false CSINode ALL",
+    "csistoragecapacities storage.k8s.io/v1 true CSIStorageCapacity ALL",
+    "storageclasses sc storage.k8s.io/v1 false StorageClass ALL",
+    "volumeattachments storage.k8s.io/v1 false VolumeAttachment ALL",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_resources_wide_lists_what_v1_33_serves() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let table = env.ok(&["api-resources", "-o", "wide"]).await;
+        assert_eq!(
+            header(&table),
+            [
+                "NAME",
+                "SHORTNAMES",
+                "APIVERSION",
+                "NAMESPACED",
+                "KIND",
+                "VERBS",
+                "CATEGORIES"
+            ],
+            "{table}"
+        );
+        let got: Vec<String> = table
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        let want: Vec<String> = API_RESOURCES_V1_33
+            .iter()
+            .map(|row| row.replace(" ALL", &format!(" {ALL_VERBS}")))
+            .collect();
+        assert_eq!(got, want, "kubectl api-resources -o wide:\n{table}");
+    })
+    .await;
+}
+
+/// The install manifests of `tests/data/install/` (an ingress controller's all-in-one and a
+/// metrics server's): every object is created on the first apply and unchanged on the
+/// second. The ingress controller's Jobs need batch/v1 (issue 17a's half).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn install_manifests_apply_cleanly_and_reapply_unchanged() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/install");
+        for manifest in ["edge-ingress.yaml", "cluster-metrics.yaml"] {
+            let path = dir.join(manifest);
+            let path = path.to_str().expect("utf-8 path");
+            let first = env.run(&["apply", "-f", path]).await;
+            assert!(
+                first.ok && first.stderr.is_empty(),
+                "{manifest}: {}\n{}",
+                first.stdout,
+                first.stderr
+            );
+            assert!(
+                first.stdout.lines().all(|l| l.ends_with(" created")),
+                "{manifest}:\n{}",
+                first.stdout
+            );
+            let second = env.run(&["apply", "-f", path]).await;
+            assert!(
+                second.ok && second.stderr.is_empty(),
+                "{manifest}: {}\n{}",
+                second.stdout,
+                second.stderr
+            );
+            assert!(
+                second.stdout.lines().all(|l| l.ends_with(" unchanged")),
+                "{manifest} re-applied:\n{}",
+                second.stdout
+            );
+            assert_eq!(first.stdout.lines().count(), second.stdout.lines().count());
+        }
+        let apiservice = env
+            .ok(&["get", "apiservice", "v1beta1.metrics.k8s.io"])
+            .await;
+        assert_eq!(
+            names(&apiservice),
+            ["v1beta1.metrics.k8s.io"],
+            "{apiservice}"
+        );
+        assert!(
+            apiservice.contains("kube-system/cluster-metrics"),
+            "{apiservice}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_create_role_binding_clusterrole_and_immutable_role_ref() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        env.ok(&["create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods,pods/log"]).await;
+        env.ok(&["create", "rolebinding", "read-pods", "--role=pod-reader", "--user=alice", "--group=devs",
+            "--serviceaccount=default:bot"]).await;
+        env.ok(&["create", "clusterrole", "monitoring",
+            "--aggregation-rule=rbac.example.com/aggregate-to-monitoring=true"]).await;
+        env.ok(&["create", "clusterrolebinding", "ops", "--clusterrole=view", "--group=ops"]).await;
+
+        let roles = env.ok(&["get", "roles"]).await;
+        assert_eq!(header(&roles), ["NAME", "CREATED", "AT"], "{roles}");
+        assert_eq!(names(&roles), ["pod-reader"]);
+        let bindings = env.ok(&["get", "rolebinding", "read-pods", "-o", "wide"]).await;
+        assert_eq!(header(&bindings), ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"], "{bindings}");
+        let row: Vec<&str> = bindings.lines().nth(1).unwrap_or("").split_whitespace().collect();
+        assert_eq!((row[0], row[1], row[3], row[4], row[5]), ("read-pods", "Role/pod-reader", "alice", "devs", "default/bot"), "{bindings}");
+        let role = env.json(&["get", "role", "pod-reader"]).await;
+        assert_eq!(role["rules"], json!([{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]}]));
+        let aggregated = env.json(&["get", "clusterrole", "monitoring"]).await;
+        assert_eq!(
+            aggregated["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]["rbac.example.com/aggregate-to-monitoring"],
+            "true"
+        );
+        let err = env.fails(&["patch", "clusterrolebinding", "ops", "--type=merge", "-p", r#"{"roleRef":{"name":"admin"}}"#]).await;
+        assert!(
+            err.contains(r#"roleRef: Invalid value: rbac.RoleRef{APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", Name:"admin"}: cannot change roleRef"#),
+            "{err}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn networking_ingresses_classes_and_policies() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        env.ok(&[
+            "create",
+            "ingress",
+            "web",
+            "--class=edge",
+            "--rule=web.example.com/*=web:80",
+            "--rule=api.example.com/v1=api:http,tls=api-tls",
+        ])
+        .await;
+        let table = env.ok(&["get", "ing"]).await;
+        assert_eq!(
+            header(&table),
+            ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"],
+            "{table}"
+        );
+        let row: Vec<&str> = table
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            row[..5],
+            [
+                "web",
+                "edge",
+                "web.example.com,api.example.com",
+                "80,",
+                "443"
+            ],
+            "{table}"
+        );
+        let ing = env.json(&["get", "ingress", "web"]).await;
+        assert_eq!(
+            ing["spec"]["rules"][0]["http"]["paths"][0]["pathType"],
+            "Prefix"
+        );
+        assert_eq!(ing["status"], json!({"loadBalancer": {}}));
+
+        let manifest = "apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: edge
+spec:
+  controller: example.io/edge
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: db
+spec:
+  podSelector:
+    matchLabels:
+      app: db
+  ingress:
+  - ports:
+    - port: 5432
+";
+        env.ok_stdin(&["apply", "-f", "-"], manifest).await;
+        let policies = env.ok(&["get", "netpol"]).await;
+        assert_eq!(
+            header(&policies),
+            ["NAME", "POD-SELECTOR", "AGE"],
+            "{policies}"
+        );
+        assert!(
+            policies.lines().nth(1).unwrap_or("").starts_with("db "),
+            "{policies}"
+        );
+        assert!(policies.contains("app=db"), "{policies}");
+        let policy = env.json(&["get", "networkpolicy", "db"]).await;
+        assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+        assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["protocol"], "TCP");
+        let classes = env.ok(&["get", "ingressclass"]).await;
+        assert_eq!(
+            header(&classes),
+            ["NAME", "CONTROLLER", "PARAMETERS", "AGE"],
+            "{classes}"
+        );
+        let cidrs = env.ok(&["get", "servicecidr"]).await;
+        assert!(
+            cidrs
+                .lines()
+                .nth(1)
+                .unwrap_or("")
+                .starts_with("kubernetes "),
+            "{cidrs}"
+        );
+        assert!(cidrs.contains("10.96.0.0/12"), "{cidrs}");
+
+        let bad = "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: bad
+spec:
+  rules:
+  - http:
+      paths:
+      - path: /
+        backend:
+          service:
+            name: web
+            port:
+              number: 80
+";
+        let run = env.run_with(&["apply", "-f", "-"], &[], Some(bad)).await;
+        assert!(!run.ok);
+        assert!(
+            run.stderr.contains(
+                "spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified"
+            ),
+            "{}",
+            run.stderr
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_classes_and_csi_objects() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let manifest = "apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations:
+    storageclass.kubernetes.io/is-default-class: \"true\"
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata:
+  name: hostpath.csi.k8s.io
+spec:
+  podInfoOnMount: true
+  volumeLifecycleModes: [Persistent, Ephemeral]
+";
+        env.ok_stdin(&["apply", "-f", "-"], manifest).await;
+        let classes = env.ok(&["get", "sc"]).await;
+        assert_eq!(
+            header(&classes),
+            [
+                "NAME",
+                "PROVISIONER",
+                "RECLAIMPOLICY",
+                "VOLUMEBINDINGMODE",
+                "ALLOWVOLUMEEXPANSION",
+                "AGE"
+            ],
+            "{classes}"
+        );
+        let row: Vec<&str> = classes
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            row[..6],
+            [
+                "standard",
+                "(default)",
+                "rancher.io/local-path",
+                "Delete",
+                "WaitForFirstConsumer",
+                "false"
+            ],
+            "{classes}"
+        );
+        let err = env
+            .fails(&[
+                "patch",
+                "sc",
+                "standard",
+                "--type=merge",
+                "-p",
+                r#"{"provisioner":"example.com/other"}"#,
+            ])
+            .await;
+        assert!(
+            err.contains("provisioner: Forbidden: updates to provisioner are forbidden."),
+            "{err}"
+        );
+        let drivers = env.ok(&["get", "csidrivers"]).await;
+        let row: Vec<&str> = drivers
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            row[..7],
+            [
+                "hostpath.csi.k8s.io",
+                "true",
+                "true",
+                "false",
+                "<unset>",
+                "false",
+                "Persistent,Ephemeral"
+            ],
+            "{drivers}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_slices_print_their_ports_and_addresses() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let manifest = "apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-abc12
+  labels:
+    kubernetes.io/service-name: web
+addressType: IPv4
+ports:
+- name: http
+  port: 8080
+endpoints:
+- addresses: [10.244.0.5]
+  conditions:
+    ready: true
+- addresses: [10.244.0.6]
+";
+        env.ok_stdin(&["apply", "-f", "-"], manifest).await;
+        let table = env.ok(&["get", "endpointslices"]).await;
+        assert_eq!(
+            header(&table),
+            ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"],
+            "{table}"
+        );
+        let row: Vec<&str> = table
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            row[..4],
+            ["web-abc12", "IPv4", "8080", "10.244.0.5,10.244.0.6"],
+            "{table}"
+        );
+        let slice = env.json(&["get", "endpointslice", "web-abc12"]).await;
+        assert_eq!(slice["ports"][0]["protocol"], "TCP");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_approve_and_deny() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        use base64::Engine;
+        let env = Env::start().await;
+        let csr = |name: &str| {
+            let key = rcgen::KeyPair::generate().expect("key");
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name);
+            let pem = params
+                .serialize_request(&key)
+                .expect("csr")
+                .pem()
+                .expect("pem");
+            format!(
+                "apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata:
+  name: {name}
+spec:
+  request: {}
+  signerName: kubernetes.io/kube-apiserver-client
+  expirationSeconds: 86400
+  usages: [client auth]
+",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            )
+        };
+        env.ok_stdin(&["apply", "-f", "-"], &csr("alice")).await;
+        env.ok_stdin(&["apply", "-f", "-"], &csr("bob")).await;
+        let table = env.ok(&["get", "csr"]).await;
+        assert_eq!(
+            header(&table),
+            [
+                "NAME",
+                "AGE",
+                "SIGNERNAME",
+                "REQUESTOR",
+                "REQUESTEDDURATION",
+                "CONDITION"
+            ],
+            "{table}"
+        );
+        let out = env.ok(&["certificate", "approve", "alice"]).await;
+        assert!(
+            out.contains("certificatesigningrequest.certificates.k8s.io/alice approved"),
+            "{out}"
+        );
+        env.ok(&["certificate", "deny", "bob"]).await;
+        let table = env.ok(&["get", "csr"]).await;
+        let rows: Vec<Vec<&str>> = table
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r[0], r[3], r[4], r[5]))
+                .collect::<Vec<_>>(),
+            [
+                ("alice", "kubernetes-admin", "24h", "Approved"),
+                ("bob", "kubernetes-admin", "24h", "Denied")
+            ],
+            "{table}"
+        );
+        let alice = env.json(&["get", "csr", "alice"]).await;
+        assert_eq!(alice["status"]["conditions"][0]["reason"], "KubectlApprove");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_configurations_are_listed_and_not_called() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let manifest = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: deny-all
+webhooks:
+- name: deny.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig:
+    url: https://deny.example.com/validate
+  rules:
+  - apiGroups: ['']
+    apiVersions: [v1]
+    operations: [CREATE]
+    resources: [configmaps]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: max-replicas
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [deployments]
+  validations:
+  - expression: object.spec.replicas <= 5
+";
+        env.ok_stdin(&["apply", "-f", "-"], manifest).await;
+        let hooks = env.ok(&["get", "validatingwebhookconfigurations"]).await;
+        assert_eq!(header(&hooks), ["NAME", "WEBHOOKS", "AGE"], "{hooks}");
+        assert!(
+            hooks.lines().nth(1).unwrap_or("").starts_with("deny-all "),
+            "{hooks}"
+        );
+        let policies = env.ok(&["get", "validatingadmissionpolicies"]).await;
+        assert_eq!(
+            header(&policies),
+            ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"],
+            "{policies}"
+        );
+        let hook = env
+            .json(&["get", "validatingwebhookconfiguration", "deny-all"])
+            .await;
+        assert_eq!(hook["webhooks"][0]["failurePolicy"], "Fail");
+        assert_eq!(hook["webhooks"][0]["timeoutSeconds"], 10);
+        // Stored, not called: the Fail webhook matching configmaps does not stop creating one.
+        env.ok(&["create", "configmap", "still-works", "--from-literal=a=b"])
+            .await;
+        let all = env.ok(&["get", "api-extensions", "-o", "name"]).await;
+        assert!(
+            all.contains("validatingwebhookconfiguration.admissionregistration.k8s.io/deny-all"),
+            "{all}"
+        );
+        assert!(
+            all.contains("apiservice.apiregistration.k8s.io/v1.apps"),
+            "{all}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flowcontrol_bootstrap_configuration_is_listed() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let schemas = env.ok(&["get", "flowschemas"]).await;
+        assert_eq!(
+            header(&schemas),
+            [
+                "NAME",
+                "PRIORITYLEVEL",
+                "MATCHINGPRECEDENCE",
+                "DISTINGUISHERMETHOD",
+                "AGE",
+                "MISSINGPL"
+            ],
+            "{schemas}"
+        );
+        let exempt: Vec<&str> = schemas
+            .lines()
+            .find(|l| l.starts_with("exempt "))
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            (exempt[1], exempt[2], exempt[3], exempt[5]),
+            ("exempt", "1", "<none>", "False"),
+            "{schemas}"
+        );
+        let levels = env.ok(&["get", "prioritylevelconfigurations"]).await;
+        let catch_all: Vec<&str> = levels
+            .lines()
+            .find(|l| l.starts_with("catch-all "))
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        assert_eq!(catch_all[1..3], ["Limited", "5"], "{levels}");
+        for name in [
+            "exempt",
+            "global-default",
+            "leader-election",
+            "node-high",
+            "system",
+            "workload-high",
+            "workload-low",
+        ] {
+            assert!(names(&levels).contains(&name), "{name} in\n{levels}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apiservices_list_every_served_group_version_as_local() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let table = env.ok(&["get", "apiservices"]).await;
+        assert_eq!(
+            header(&table),
+            ["NAME", "SERVICE", "AVAILABLE", "AGE"],
+            "{table}"
+        );
+        for row in table.lines().skip(1) {
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cells[1..3], ["Local", "True"], "{row}");
+        }
+        for name in [
+            "v1.",
+            "v1.apps",
+            "v1.rbac.authorization.k8s.io",
+            "v1.flowcontrol.apiserver.k8s.io",
+        ] {
+            assert!(names(&table).contains(&name), "{name} in\n{table}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_whoami_and_can_i_answer_for_the_admin() {
+    if !kubectl_installed() {
+        return;
+    }
+    timed(async {
+        let env = Env::start().await;
+        let me = env.ok(&["auth", "whoami"]).await;
+        let rows: Vec<Vec<&str>> = me.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(rows[0], ["ATTRIBUTE", "VALUE"], "{me}");
+        assert_eq!(rows[1], ["Username", "kubernetes-admin"], "{me}");
+        assert_eq!(
+            rows[2],
+            ["Groups", "[system:masters", "system:authenticated]"],
+            "{me}"
+        );
+        assert_eq!(
+            env.ok(&["auth", "can-i", "create", "pods"]).await.trim(),
+            "yes"
+        );
+        assert_eq!(
+            env.ok(&["auth", "can-i", "delete", "nodes", "--all-namespaces"])
+                .await
+                .trim(),
+            "yes"
+        );
+        let list = env.ok(&["auth", "can-i", "--list"]).await;
+        let rows: Vec<Vec<&str>> = list
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            [
+                "Resources",
+                "Non-Resource",
+                "URLs",
+                "Resource",
+                "Names",
+                "Verbs"
+            ],
+            "{list}"
+        );
+        assert_eq!(rows[1], ["*.*", "[]", "[]", "[*]"], "{list}");
+        assert_eq!(rows[2], ["[*]", "[]", "[*]"], "{list}");
+        assert!(
+            list.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+            "{list}"
+        );
+    })
+    .await;
+}

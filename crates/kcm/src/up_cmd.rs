@@ -4,13 +4,15 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser};
+use kcm_apiserver::registry::components::ComponentHealth;
 use kcm_apiserver::{RunningServer, Server, ServerConfig, StorageBackend};
 use kcm_controllers::manager::{
-    ControllerManager, ControllerRegistry, ManagerOptions, install_signal_handler,
+    ControllerManager, ControllerRegistry, ManagerOptions, RunningManager, install_signal_handler,
 };
 use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
@@ -178,6 +180,8 @@ struct SimulatedNodes {
     events: EventBroadcaster,
     /// The scheduler's and the simulator's run loops; they end when the token is cancelled.
     tasks: Vec<JoinHandle<()>>,
+    /// Set while the scheduler's run loop runs (what `componentstatuses` reports).
+    scheduler_running: Arc<AtomicBool>,
 }
 
 impl SimulatedNodes {
@@ -193,10 +197,15 @@ impl SimulatedNodes {
             Scheduler::new(client.clone(), &factory, recorder).context("starting the scheduler")?;
         let simulator =
             Simulator::new(client, &factory, config).context("starting the simulated nodes")?;
+        let scheduler_running = Arc::new(AtomicBool::new(true));
         let tasks = vec![
             tokio::spawn({
                 let cancel = cancel.clone();
-                async move { scheduler.run(cancel).await }
+                let running = Arc::clone(&scheduler_running);
+                async move {
+                    scheduler.run(cancel).await;
+                    running.store(false, Ordering::SeqCst);
+                }
             }),
             tokio::spawn({
                 let cancel = cancel.clone();
@@ -208,6 +217,7 @@ impl SimulatedNodes {
             factory,
             events,
             tasks,
+            scheduler_running,
         })
     }
 
@@ -222,6 +232,40 @@ impl SimulatedNodes {
         self.factory.shutdown().await;
         self.events.shutdown().await;
     }
+}
+
+/// Tells the API server how the in-process controller manager and scheduler are, for
+/// `kubectl get componentstatuses` (upstream probes their `/healthz` ports, which `kcm up`
+/// does not open).
+fn register_component_probes(
+    server: &RunningServer,
+    manager: &RunningManager,
+    nodes: &SimulatedNodes,
+) {
+    let components = server.registry().components();
+    let health = manager.health().clone();
+    components.register(
+        "controller-manager",
+        Arc::new(move || {
+            let answer = health.healthz.respond("healthz", None);
+            if answer.status == 200 {
+                ComponentHealth::healthy("ok")
+            } else {
+                ComponentHealth::unhealthy(answer.body.trim().to_owned())
+            }
+        }),
+    );
+    let running = Arc::clone(&nodes.scheduler_running);
+    components.register(
+        "scheduler",
+        Arc::new(move || {
+            if running.load(Ordering::SeqCst) {
+                ComponentHealth::healthy("ok")
+            } else {
+                ComponentHealth::unhealthy("the scheduler stopped")
+            }
+        }),
+    );
 }
 
 /// Runs the cluster until SIGINT/SIGTERM (exit 0 after a graceful stop; a second signal exits
@@ -292,6 +336,7 @@ async fn run_cluster(
         }
     };
 
+    register_component_probes(server, &manager, &nodes);
     print!(
         "{}",
         ready_banner(server.url(), server.kubeconfig_path(), args.nodes)

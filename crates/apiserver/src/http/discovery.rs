@@ -61,14 +61,23 @@ pub fn group(registry: &Registry, name: &str) -> Option<Value> {
     Some(doc)
 }
 
-/// `/api/v1` or `/apis/{group}/{version}`, if served.
-pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
-    let defs: Vec<&ResourceDef> = registry
+/// The resources of one group version, sorted by name: upstream's installer registers a
+/// group version's paths in sorted order, so its discovery documents (and `kubectl
+/// api-resources`, which keeps their order within a group) list them alphabetically.
+fn served_in<'a>(registry: &'a Registry, group: &str, version: &str) -> Vec<&'a ResourceDef> {
+    let mut defs: Vec<&ResourceDef> = registry
         .resources()
         .iter()
         .filter(|d| d.group == group && d.version == version)
         .copied()
         .collect();
+    defs.sort_by_key(|d| d.plural);
+    defs
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`, if served.
+pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let defs = served_in(registry, group, version);
     if defs.is_empty() {
         return None;
     }
@@ -167,11 +176,9 @@ pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
             let versions: Vec<Value> = versions
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> = registry
-                        .resources()
-                        .iter()
-                        .filter(|d| d.group == *group && d.version == *v)
-                        .map(|d| aggregated_resource(d))
+                    let resources: Vec<Value> = served_in(registry, group, v)
+                        .into_iter()
+                        .map(aggregated_resource)
                         .collect();
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
@@ -258,6 +265,52 @@ mod tests {
         let core = aggregated(&registry, true, "v2");
         let cs = &core["items"][0]["versions"][0]["resources"][0];
         assert_eq!(cs["verbs"], json!(["get", "list"]));
+    }
+
+    #[test]
+    fn a_group_versions_resources_are_listed_by_name_as_upstream() {
+        let registry = Registry::new(Arc::new(MemoryStorage::new()));
+        let rbac = resources(&registry, "rbac.authorization.k8s.io", "v1").expect("rbac");
+        let names: Vec<&str> = rbac["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "clusterrolebindings",
+                "clusterroles",
+                "rolebindings",
+                "roles"
+            ]
+        );
+        let core = aggregated(&registry, true, "v2");
+        let core: Vec<&str> = core["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["resource"].as_str())
+            .collect();
+        let mut sorted = core.clone();
+        sorted.sort_unstable();
+        assert_eq!(core, sorted);
+        let csr = resources(&registry, "certificates.k8s.io", "v1").expect("certificates");
+        let names: Vec<&str> = csr["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "certificatesigningrequests",
+                "certificatesigningrequests/approval",
+                "certificatesigningrequests/status"
+            ]
+        );
     }
 
     #[test]

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http::header::{CONTENT_TYPE, HeaderValue, WARNING};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::auth::user::UserInfo;
 use crate::error::GroupKind;
 use crate::error::{ApiError, Result};
 use crate::http::body::{self, decode_object};
@@ -25,12 +26,30 @@ use crate::registry::subresource::Subresource;
 use crate::registry::update::Target;
 use crate::validation::FieldError;
 
-/// Handles one resource request.
+/// Handles one resource request; every answer about a deprecated resource carries its
+/// deprecation `Warning`.
 pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> Result<Response> {
-    let registry = &state.registry;
-    let def = registry
+    let def = state
+        .registry
         .lookup(&r.group, &r.version, &r.resource)
         .ok_or_else(ApiError::path_not_found)?;
+    let answer = serve(state, def, r, req).await;
+    let Some(warning) = def.deprecation else {
+        return answer;
+    };
+    let mut response = answer.unwrap_or_else(IntoResponse::into_response);
+    add_warning(&mut response, warning);
+    Ok(response)
+}
+
+/// Serves one request to `def`.
+async fn serve(
+    state: &Arc<AppState>,
+    def: &'static ResourceDef,
+    r: ResourceRequest,
+    req: Request,
+) -> Result<Response> {
+    let registry = &state.registry;
     // Namespaced resources are addressed under /namespaces/{ns}/ (or across all namespaces
     // for collection reads); cluster-scoped ones never are.
     if !def.namespaced && r.namespace.is_some() {
@@ -56,6 +75,8 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
     };
     let query = Query::parse(req.uri().query())?;
     let headers = req.headers().clone();
+    // Set by the authentication filter; absent only when the router runs without it.
+    let user = req.extensions().get::<Arc<UserInfo>>().cloned();
     let media = body::media_type(&headers);
     let ns = r.namespace.clone().unwrap_or_default();
     let gr = def.group_resource();
@@ -74,6 +95,13 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         return Err(method_not_allowed(def, &method));
     }
     match (&method, r.name.as_deref(), sub) {
+        (_, Some(name), Some(sub)) if sub.is_connect() => {
+            if !sub.verbs().contains(&connect_verb(&method)) {
+                return Err(method_not_allowed(def, &method));
+            }
+            let answer = registry.connect(def, &ns, name, sub).await?;
+            Ok(json_response(StatusCode::OK, &answer))
+        }
         (&Method::GET, None, None) => {
             let opts = query.list_options(def, r.watch_prefix)?;
             if opts.watch && !def.serves(Verbs::WATCH) {
@@ -90,7 +118,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             Ok(repr.render(def, StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
-            let opts = write_options(&query, &headers, None)?;
+            let opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
             let outcome = registry.create(def, &ns, obj, &opts).await?;
@@ -108,18 +136,14 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
                 .await?;
             Ok(json_response(StatusCode::OK, &list))
         }
-        (&Method::GET, Some(name), None | Some(Subresource::Status)) => {
+        (&Method::GET, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
             let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
             let obj = registry.get(def, &ns, name).await?;
             Ok(repr.render(def, StatusCode::OK, &obj))
         }
-        (&Method::PUT, Some(name), None | Some(Subresource::Status)) => {
-            let target = if sub.is_some() {
-                Target::Status
-            } else {
-                Target::Main
-            };
-            let opts = write_options(&query, &headers, None)?;
+        (&Method::PUT, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
+            let target = write_target(sub);
+            let opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
             let obj = decode_object(&bytes, &media)?;
             let outcome = registry.update(def, &ns, name, obj, target, &opts).await?;
@@ -130,14 +154,10 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
             };
             Ok(written(code, &outcome))
         }
-        (&Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
-            let target = if sub.is_some() {
-                Target::Status
-            } else {
-                Target::Main
-            };
+        (&Method::PATCH, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
+            let target = write_target(sub);
             let patch_type = patch_type(&headers)?;
-            let opts = write_options(&query, &headers, Some(patch_type))?;
+            let opts = write_options(&query, &headers, Some(patch_type), user)?;
             let bytes = read_body(req).await?;
             let outcome = registry
                 .patch(def, &ns, name, patch_type, &bytes, target, &opts)
@@ -156,6 +176,10 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
                 opts.merge_body(&decode_object(&bytes, &media)?)?;
             }
             let outcome = registry.delete(def, &ns, name, &opts).await?;
+            let warning = def
+                .strategy
+                .orphan_warning()
+                .filter(|_| opts.propagation_policy.is_none() && opts.orphan_dependents.is_none());
             let render = |obj: Value| {
                 if def.strategy.returns_deleted_object() {
                     obj
@@ -163,7 +187,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
                     success_status(gr, &obj)
                 }
             };
-            Ok(match outcome {
+            let mut response = match outcome {
                 DeleteOutcome::Deleted(obj) | DeleteOutcome::AlreadyDeleting(obj) => {
                     json_response(StatusCode::OK, &render(obj))
                 }
@@ -176,14 +200,18 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
                     };
                     json_response(code, &obj)
                 }
-            })
+            };
+            if let Some(warning) = warning {
+                add_warning(&mut response, warning);
+            }
+            Ok(response)
         }
         (&Method::GET, Some(name), Some(Subresource::Scale)) => {
             let scale = registry.get_scale(def, &ns, name).await?;
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PUT, Some(name), Some(Subresource::Scale)) => {
-            let opts = write_options(&query, &headers, None)?;
+            let opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
             let scale = decode_object(&bytes, &media)?;
             let scale = registry.update_scale(def, &ns, name, scale, &opts).await?;
@@ -191,7 +219,7 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         }
         (&Method::PATCH, Some(name), Some(Subresource::Scale)) => {
             let patch_type = patch_type(&headers)?;
-            let opts = write_options(&query, &headers, Some(patch_type))?;
+            let opts = write_options(&query, &headers, Some(patch_type), user)?;
             let bytes = read_body(req).await?;
             let scale = registry
                 .patch_scale(def, &ns, name, patch_type, &bytes, &opts)
@@ -230,8 +258,10 @@ fn write_options(
     query: &Query,
     headers: &http::HeaderMap,
     patch: Option<PatchType>,
+    user: Option<Arc<UserInfo>>,
 ) -> Result<WriteOptions> {
     let mut opts = query.write_options()?;
+    opts.user = user;
     let patch_options = GroupKind {
         group: "meta.k8s.io",
         kind: "PatchOptions",
@@ -270,16 +300,44 @@ fn write_options(
     Ok(opts)
 }
 
+/// The part of the object a `PUT` or `PATCH` of the main resource or a status-like
+/// subresource writes.
+fn write_target(sub: Option<Subresource>) -> Target {
+    match sub {
+        Some(Subresource::Status) => Target::Status,
+        Some(Subresource::Approval) => Target::Approval,
+        _ => Target::Main,
+    }
+}
+
 /// A written object, with a `Warning` header per warning (`299 - "text"`, as upstream).
 fn written(code: StatusCode, outcome: &WriteOutcome) -> Response {
     let mut response = json_response(code, &outcome.object);
     for warning in &outcome.warnings {
-        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
-            response.headers_mut().append(WARNING, v);
-        }
+        add_warning(&mut response, warning);
     }
     response
+}
+
+/// Appends a `Warning` header (`299 - "text"`, as upstream).
+fn add_warning(response: &mut Response, warning: &str) {
+    let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+    if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+        response.headers_mut().append(WARNING, v);
+    }
+}
+
+/// The discovery verb of a request to a connect subresource (upstream's
+/// `RequestInfoFactory` mapping of methods to verbs).
+fn connect_verb(method: &Method) -> &'static str {
+    match *method {
+        Method::GET | Method::HEAD => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "",
+    }
 }
 
 /// The `Status` a successful binding or eviction answers with.

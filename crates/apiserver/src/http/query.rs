@@ -102,6 +102,7 @@ impl Query {
             field_manager: field_manager.map(str::to_owned),
             force: self.bool("force")?.unwrap_or(false),
             subresource: "",
+            user: None,
         })
     }
 

@@ -114,6 +114,12 @@ fn resource(group: String, version: &str, rest: &[&str]) -> Route {
             req.name = Some((*name).to_owned());
             req.subresource = Some((*sub).to_owned());
         }
+        // `.../{name}/proxy/{path...}`: the path goes to the proxied object.
+        [resource, name, "proxy", _, ..] => {
+            req.resource = (*resource).to_owned();
+            req.name = Some((*name).to_owned());
+            req.subresource = Some("proxy".to_owned());
+        }
         _ => return Route::Unknown,
     }
     Route::Resource(req)
@@ -197,6 +203,16 @@ mod tests {
                 "too deep",
                 "/api/v1/namespaces/ns/pods/p/status/x",
                 Route::Unknown,
+            ),
+            (
+                "pod proxy with a path",
+                "/api/v1/namespaces/ns/pods/p/proxy/metrics/x",
+                res("", Some("ns"), "pods", Some("p"), Some("proxy")),
+            ),
+            (
+                "node proxy",
+                "/api/v1/nodes/n/proxy/",
+                res("", None, "nodes", Some("n"), Some("proxy")),
             ),
             ("root", "/", Route::Unknown),
             ("openapi index", "/openapi/v3", Route::OpenApiV3Index),

@@ -433,6 +433,14 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceDef, names: &
                 &write_params,
                 common,
             ),
+            Subresource::Approval => status_like_ops(
+                &format!("{tag}{scope}{kind}Approval"),
+                &format!("approval of the specified {kind}"),
+                &gvk,
+                names.kind,
+                &write_params,
+                common,
+            ),
             Subresource::Scale => match names.scale {
                 Some(scale) => status_like_ops(
                     &format!("{tag}{scope}{kind}Scale"),
@@ -472,6 +480,13 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceDef, names: &
                 }],
                 None => continue,
             },
+            // Connect subresources stream or proxy bytes, not objects; the documents leave
+            // them out (kcm's simulated nodes do not serve them).
+            Subresource::Log
+            | Subresource::Exec
+            | Subresource::Attach
+            | Subresource::PortForward
+            | Subresource::Proxy => continue,
             Subresource::Finalize => vec![Op {
                 requires: Verbs::NONE,
                 verb: "put",

@@ -51,8 +51,60 @@ ROOTS = [
     ("autoscaling/v1", "Scale", "api.autoscaling.v1.Scale"),
     ("events.k8s.io/v1", "Event", "api.events.v1.Event"),
     ("discovery.k8s.io/v1", "EndpointSlice", "api.discovery.v1.EndpointSlice"),
+    # Issue 17, part a: the core/v1, apps, batch, autoscaling, scheduling and node kinds
+    # served next to the ones above (RC, PodTemplate, Binding, PVC, ControllerRevision, Job
+    # and CronJob are listed already).
+    ("v1", "PersistentVolume", "api.core.v1.PersistentVolume"),
+    ("v1", "ResourceQuota", "api.core.v1.ResourceQuota"),
+    ("v1", "LimitRange", "api.core.v1.LimitRange"),
+    ("v1", "ComponentStatus", "api.core.v1.ComponentStatus"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler", "api.autoscaling.v2.HorizontalPodAutoscaler"),
+    ("autoscaling/v1", "HorizontalPodAutoscaler", "api.autoscaling.v1.HorizontalPodAutoscaler"),
+    ("scheduling.k8s.io/v1", "PriorityClass", "api.scheduling.v1.PriorityClass"),
+    ("node.k8s.io/v1", "RuntimeClass", "api.node.v1.RuntimeClass"),
     # DeleteOptions is registered in every group version; "*" matches any apiVersion.
     ("*", "DeleteOptions", "apimachinery.pkg.apis.meta.v1.DeleteOptions"),
+] + [
+    # ---- Issue 17b: RBAC, networking, storage, certificates, admissionregistration,
+    # flowcontrol, apiregistration and the review APIs ----
+    ("rbac.authorization.k8s.io/v1", "Role", "api.rbac.v1.Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", "api.rbac.v1.RoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", "api.rbac.v1.ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "api.rbac.v1.ClusterRoleBinding"),
+    ("networking.k8s.io/v1", "Ingress", "api.networking.v1.Ingress"),
+    ("networking.k8s.io/v1", "IngressClass", "api.networking.v1.IngressClass"),
+    ("networking.k8s.io/v1", "NetworkPolicy", "api.networking.v1.NetworkPolicy"),
+    ("networking.k8s.io/v1", "IPAddress", "api.networking.v1.IPAddress"),
+    ("networking.k8s.io/v1", "ServiceCIDR", "api.networking.v1.ServiceCIDR"),
+    ("storage.k8s.io/v1", "StorageClass", "api.storage.v1.StorageClass"),
+    ("storage.k8s.io/v1", "CSIDriver", "api.storage.v1.CSIDriver"),
+    ("storage.k8s.io/v1", "CSINode", "api.storage.v1.CSINode"),
+    ("storage.k8s.io/v1", "CSIStorageCapacity", "api.storage.v1.CSIStorageCapacity"),
+    ("storage.k8s.io/v1", "VolumeAttachment", "api.storage.v1.VolumeAttachment"),
+    ("certificates.k8s.io/v1", "CertificateSigningRequest",
+     "api.certificates.v1.CertificateSigningRequest"),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration",
+     "api.admissionregistration.v1.ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration",
+     "api.admissionregistration.v1.MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy",
+     "api.admissionregistration.v1.ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
+     "api.admissionregistration.v1.ValidatingAdmissionPolicyBinding"),
+    ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "api.flowcontrol.v1.FlowSchema"),
+    ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration",
+     "api.flowcontrol.v1.PriorityLevelConfiguration"),
+    ("apiregistration.k8s.io/v1", "APIService",
+     "kube_aggregator.pkg.apis.apiregistration.v1.APIService"),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", "api.authentication.v1.SelfSubjectReview"),
+    ("authentication.k8s.io/v1", "TokenReview", "api.authentication.v1.TokenReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview",
+     "api.authorization.v1.SelfSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview",
+     "api.authorization.v1.SelfSubjectRulesReview"),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", "api.authorization.v1.SubjectAccessReview"),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview",
+     "api.authorization.v1.LocalSubjectAccessReview"),
 ]
 
 # Messages with a JSON form of their own.
@@ -150,6 +202,57 @@ POINTERS = {
         "holderIdentity", "leaseDurationSeconds", "leaseTransitions", "strategy",
         "preferredHolder"],
     "api.events.v1.Event": [],
+    # Issue 17, part a.
+    "api.core.v1.PersistentVolumeSpec": ["volumeMode", "volumeAttributesClassName"],
+    "api.core.v1.LocalVolumeSource": ["fsType"],
+    "api.core.v1.AzureDiskVolumeSource": ["cachingMode", "fsType", "readOnly", "kind"],
+    "api.core.v1.ISCSIPersistentVolumeSource": ["initiatorName"],
+    "api.core.v1.FCVolumeSource": ["lun"],
+    "api.core.v1.ReplicationControllerStatus": [],
+    "api.autoscaling.v1.HorizontalPodAutoscalerSpec": [
+        "minReplicas", "targetCPUUtilizationPercentage"],
+    "api.autoscaling.v1.HorizontalPodAutoscalerStatus": [
+        "observedGeneration", "currentCPUUtilizationPercentage"],
+    "api.autoscaling.v2.HorizontalPodAutoscalerSpec": ["minReplicas"],
+    "api.autoscaling.v2.HorizontalPodAutoscalerStatus": ["observedGeneration"],
+    "api.autoscaling.v2.MetricTarget": ["averageUtilization"],
+    "api.autoscaling.v2.MetricValueStatus": ["averageUtilization"],
+    "api.autoscaling.v2.HPAScalingRules": ["stabilizationWindowSeconds", "selectPolicy"],
+    "api.scheduling.v1.PriorityClass": ["preemptionPolicy"],
+    # ---- Issue 17b ----
+    "api.networking.v1.IngressSpec": ["ingressClassName"],
+    "api.networking.v1.HTTPIngressPath": ["pathType"],
+    "api.networking.v1.IngressClassParametersReference": ["apiGroup", "scope", "namespace"],
+    "api.networking.v1.NetworkPolicyPort": ["protocol", "endPort"],
+    "api.networking.v1.IngressPortStatus": ["error"],
+    "api.storage.v1.StorageClass": ["reclaimPolicy", "allowVolumeExpansion", "volumeBindingMode"],
+    "api.storage.v1.CSIDriverSpec": [
+        "attachRequired", "podInfoOnMount", "storageCapacity", "fsGroupPolicy",
+        "requiresRepublish", "seLinuxMount", "nodeAllocatableUpdatePeriodSeconds"],
+    "api.storage.v1.TokenRequest": ["expirationSeconds"],
+    "api.storage.v1.VolumeNodeResources": ["count"],
+    "api.storage.v1.VolumeAttachmentSource": ["persistentVolumeName"],
+    "api.storage.v1.VolumeError": ["errorCode"],
+    "api.discovery.v1.Endpoint": ["hostname", "nodeName", "zone"],
+    "api.discovery.v1.EndpointConditions": ["ready", "serving", "terminating"],
+    "api.discovery.v1.EndpointPort": ["name", "protocol", "port", "appProtocol"],
+    "api.certificates.v1.CertificateSigningRequestSpec": ["expirationSeconds"],
+    "api.admissionregistration.v1.ValidatingWebhook": [
+        "failurePolicy", "matchPolicy", "sideEffects", "timeoutSeconds"],
+    "api.admissionregistration.v1.MutatingWebhook": [
+        "failurePolicy", "matchPolicy", "sideEffects", "timeoutSeconds", "reinvocationPolicy"],
+    "api.admissionregistration.v1.WebhookClientConfig": ["url"],
+    "api.admissionregistration.v1.ServiceReference": ["path", "port"],
+    "api.admissionregistration.v1.Rule": ["scope"],
+    "api.admissionregistration.v1.ValidatingAdmissionPolicySpec": ["failurePolicy"],
+    "api.admissionregistration.v1.MatchResources": ["matchPolicy"],
+    "api.admissionregistration.v1.ParamRef": ["parameterNotFoundAction"],
+    "api.admissionregistration.v1.Validation": ["reason"],
+    "api.flowcontrol.v1.LimitedPriorityLevelConfiguration": [
+        "nominalConcurrencyShares", "lendablePercent", "borrowingLimitPercent"],
+    "api.flowcontrol.v1.ExemptPriorityLevelConfiguration": [
+        "nominalConcurrencyShares", "lendablePercent"],
+    "kube_aggregator.pkg.apis.apiregistration.v1.ServiceReference": ["port"],
 }
 
 
@@ -158,6 +261,11 @@ INLINE = {
     ("api.core.v1.Volume", "volume_source"),
     ("api.core.v1.EphemeralContainer", "ephemeral_container_common"),
     ("api.core.v1.Probe", "handler"),
+    # Issue 17b.
+    ("api.networking.v1.IngressRule", "ingress_rule_value"),
+    ("api.admissionregistration.v1.RuleWithOperations", "rule"),
+    ("api.admissionregistration.v1.NamedRuleWithOperations", "rule_with_operations"),
+    ("api.core.v1.PersistentVolumeSpec", "persistent_volume_source"),
 }
 
 # Messages that exist only inlined: their JSON names are those of the embedding type.
@@ -165,6 +273,10 @@ EMBEDDED_IN = {
     "VolumeSource": "Volume",
     "EphemeralContainerCommon": "EphemeralContainer",
     "ProbeHandler": "Probe",
+    # Issue 17b.
+    "IngressRuleValue": "IngressRule",
+    "Rule": "RuleWithOperations",
+    "PersistentVolumeSource": "PersistentVolumeSpec",
 }
 
 

@@ -1,4 +1,4 @@
-//! `pods/{name}/binding`: assigns a pod to a node (sets `spec.nodeName` and `PodScheduled=True`), as the scheduler does.
+//! `pods/{name}/binding` and the `bindings` collection: assigns a pod to a node (sets `spec.nodeName` and `PodScheduled=True`), as the scheduler does.
 
 use serde_json::{Value, json};
 
@@ -6,10 +6,40 @@ use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
 use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage};
+use crate::resources::pod::PODS;
 use crate::storage;
 use crate::validation::FieldError;
 
 impl Registry {
+    /// `POST .../namespaces/{ns}/bindings`: the collection form of `pods/{name}/binding`,
+    /// naming the pod in the Binding's `metadata.name` (upstream serves one `BindingREST`
+    /// under both). Answers the success `Status`.
+    pub(crate) async fn create_binding(
+        &self,
+        namespace: &str,
+        binding: &Value,
+        dry_run: bool,
+    ) -> Result<Value> {
+        let name = object::name(binding);
+        if name.is_empty() {
+            return Err(ApiError::invalid(
+                GroupKind {
+                    group: "",
+                    kind: "Binding",
+                },
+                "",
+                &[FieldError::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            ));
+        }
+        self.bind(&PODS, namespace, name, binding, dry_run).await?;
+        Ok(
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        )
+    }
+
     /// Binds pod `name` to the node in `binding.target`, as upstream's `BindingREST.Create`:
     /// 409 if the pod is already bound or being deleted.
     pub async fn bind(

@@ -3,10 +3,12 @@
 use rand::Rng;
 use serde_json::Value;
 
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::resource::ResourceDef;
+use crate::registry::strategy::RequestContext;
 use crate::registry::{Registry, encode_for_storage};
 use crate::storage;
 use crate::validation::validate_object_meta;
@@ -35,14 +37,24 @@ impl Registry {
         let mut obj = check_kind(def, body)?;
         bind_namespace(def, &mut obj, namespace)?;
         let warnings = self.check_fields(def, &obj, opts.field_validation, Decoded::Body)?;
-        if !def.is_stored() {
-            return create_transient(def, obj).map(|object| WriteOutcome {
+        if std::ptr::eq(def, &crate::resources::core::BINDINGS) {
+            let object = self.create_binding(namespace, &obj, opts.dry_run).await?;
+            return Ok(WriteOutcome {
                 object,
                 created: true,
                 warnings,
             });
         }
-        self.create_checked(def, obj, opts.dry_run)
+        if !def.is_stored() {
+            return self
+                .create_transient(def, namespace, obj, opts)
+                .map(|object| WriteOutcome {
+                    object,
+                    created: true,
+                    warnings,
+                });
+        }
+        self.create_checked(def, obj, opts)
             .await
             .map(|object| WriteOutcome {
                 object,
@@ -56,8 +68,9 @@ impl Registry {
         &self,
         def: &ResourceDef,
         obj: Value,
-        dry_run: bool,
+        opts: &WriteOptions,
     ) -> Result<Value> {
+        let dry_run = opts.dry_run;
         let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
         // FillObjectMetaSystemFields and BeforeCreate: the server owns these fields.
         object::set_meta(&mut obj, "uid", uuid::Uuid::new_v4().to_string());
@@ -78,8 +91,12 @@ impl Registry {
         if generated {
             object::set_meta(&mut obj, "name", generate(&generate_name));
         }
-        def.strategy.prepare_for_create(&mut obj);
+        let server = UserInfo::apiserver();
+        let namespace = object::namespace(&obj).to_owned();
+        let request = self.request_context(opts, &server, &namespace);
+        def.strategy.prepare_for_create_in(&mut obj, &request)?;
         self.admit_create(def, &obj).await?;
+        self.admit_priority(def, &mut obj, true).await?;
         let mut errs = validate_object_meta(&obj, def.namespaced, def.strategy.name_rule());
         errs.extend(def.strategy.validate(&obj));
         def.check(object::name(&obj), errs)?;
@@ -119,15 +136,42 @@ impl Registry {
     }
 }
 
-/// The create of a never-stored resource (a review API), as upstream's review `REST.Create`s:
-/// the decoded request is validated by the strategy, completed by its `prepare_for_create`
-/// (which fills `status`) and answered. Object metadata rules and admission do not apply
-/// (reviews have no name, and NamespaceLifecycle skips them).
-fn create_transient(def: &ResourceDef, obj: Value) -> Result<Value> {
-    let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
-    def.check(object::name(&obj), def.strategy.validate(&obj))?;
-    def.strategy.prepare_for_create(&mut obj);
-    Ok(obj)
+impl Registry {
+    /// The create of a never-stored resource (a review API), as upstream's review
+    /// `REST.Create`s: the decoded request is validated by the strategy, completed by its
+    /// `prepare_for_create_in` (which fills `status` from the request's user and the
+    /// server's authenticator or authorizer) and answered. Object metadata rules and
+    /// admission do not apply (reviews have no name, and NamespaceLifecycle skips them).
+    fn create_transient(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value> {
+        let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
+        def.check(object::name(&obj), def.strategy.validate(&obj))?;
+        let server = UserInfo::apiserver();
+        let request = self.request_context(opts, &server, namespace);
+        def.strategy.prepare_for_create_in(&mut obj, &request)?;
+        Ok(obj)
+    }
+
+    /// The request context of a write: its user (`fallback`, the server's identity, for
+    /// internal writes), its namespace, and the registry's authenticator and authorizer.
+    fn request_context<'a>(
+        &'a self,
+        opts: &'a WriteOptions,
+        fallback: &'a UserInfo,
+        namespace: &'a str,
+    ) -> RequestContext<'a> {
+        RequestContext {
+            user: opts.user.as_deref().unwrap_or(fallback),
+            namespace,
+            authenticator: self.authenticator(),
+            authorizer: self.authorizer(),
+        }
+    }
 }
 
 /// Checks `apiVersion` and `kind` of a request body against the resource (both optional).

@@ -134,6 +134,9 @@ impl Registry {
     ) -> Result<DeleteOutcome> {
         opts.validate()?;
         let gr = def.group_resource();
+        if let Some(why) = def.strategy.forbid_delete(name) {
+            return Err(ApiError::forbidden(gr, name, why));
+        }
         let namespace = if def.namespaced { namespace } else { "" };
         if std::ptr::eq(def, &ns_resource::NAMESPACES)
             && let Some(ns) = self.begin_namespace_delete(def, name, opts.dry_run).await?
@@ -149,7 +152,8 @@ impl Registry {
             if before.pending {
                 return Ok(DeleteOutcome::AlreadyDeleting(obj));
             }
-            let (finalizers_changed, finalizers) = gc_finalizers(&obj, opts);
+            let (finalizers_changed, finalizers) =
+                gc_finalizers(&obj, opts, def.strategy.orphans_by_default());
             if finalizers_changed {
                 object::set_finalizers(&mut obj, finalizers);
             }
@@ -372,7 +376,11 @@ fn mark_as_deleting(obj: &mut Value) {
 
 /// Upstream's `deletionFinalizersForGarbageCollection`: the finalizers after applying the
 /// propagation policy, and whether they changed.
-fn gc_finalizers(obj: &Value, opts: &DeleteOptions) -> (bool, Vec<String>) {
+fn gc_finalizers(
+    obj: &Value,
+    opts: &DeleteOptions,
+    orphan_by_default: bool,
+) -> (bool, Vec<String>) {
     let existing = object::finalizers(obj);
     let has = |f: &str| {
         existing
@@ -385,7 +393,9 @@ fn gc_finalizers(obj: &Value, opts: &DeleteOptions) -> (bool, Vec<String>) {
         (Some(o), _) => o,
         (None, Some("Orphan")) => true,
         (None, Some(_)) => false,
-        (None, None) => has(FINALIZER_ORPHAN),
+        // The resource's default policy, unless a finalizer already chose (upstream's
+        // `deletionFinalizersForGarbageCollection`).
+        (None, None) => has(FINALIZER_ORPHAN) || (orphan_by_default && !has(FINALIZER_FOREGROUND)),
     };
     let foreground = match (opts.orphan_dependents, policy) {
         (Some(_), _) => false,
@@ -483,7 +493,7 @@ mod tests {
         ];
         for case in cases {
             let obj = json!({"metadata": {"finalizers": case.finalizers}});
-            let (changed, got) = gc_finalizers(&obj, &case.opts);
+            let (changed, got) = gc_finalizers(&obj, &case.opts, false);
             assert_eq!(changed, case.changed, "case {}", case.name);
             assert_eq!(got, case.want, "case {}", case.name);
         }

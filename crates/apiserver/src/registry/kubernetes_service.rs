@@ -59,8 +59,9 @@ impl Registry {
     /// Creates the `default/kubernetes` Service if it is missing (an existing one is left
     /// as is, as upstream since 1.17), and creates or repairs the `default/kubernetes`
     /// Endpoints so they list `advertise:secure_port` only (upstream's endpoint reconciler
-    /// for a single server). kcm serves no discovery.k8s.io EndpointSlices, so there is no
-    /// `kubernetes` EndpointSlice.
+    /// for a single server). Upstream's reconciler also keeps a `kubernetes` EndpointSlice;
+    /// kcm advertises a loopback address, which EndpointSlice validation refuses
+    /// (`ValidateNonSpecialIP`), so it keeps none.
     pub async fn ensure_kubernetes_service(
         &self,
         advertise: IpAddr,

@@ -205,6 +205,23 @@ impl Registry {
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> Result<Value> {
+        if let Some(computed) = def.computed_by() {
+            // Computed on read: no revision, no pages; empty list metadata, as upstream's
+            // componentstatuses list.
+            opts.validate()?;
+            let items: Vec<Value> = computed
+                .objects(&self.view())
+                .await?
+                .into_iter()
+                .filter(|o| opts.matches(o))
+                .collect();
+            return Ok(json!({
+                "kind": format!("{}List", def.kind),
+                "apiVersion": def.api_version(),
+                "metadata": {},
+                "items": items,
+            }));
+        }
         opts.validate()?;
         let gr = def.group_resource();
         // A `metadata.namespace=x` field selector narrows an all-namespaces list to one prefix.
@@ -431,5 +448,80 @@ mod tests {
         for (name, opts, ok) in cases {
             assert_eq!(opts.validate().is_ok(), ok, "case {name}");
         }
+    }
+}
+
+/// Lists and gets of a resource computed on read.
+#[cfg(test)]
+mod computed_tests {
+    use std::sync::Arc;
+
+    use futures::FutureExt;
+    use futures::future::BoxFuture;
+    use k8s_openapi::api::core::v1::ComponentStatus;
+    use kcm_machinery::labels::Selector;
+    use serde_json::json;
+
+    use crate::error::Result;
+    use crate::registry::Registry;
+    use crate::registry::computed::{Computed, ServerView};
+    use crate::registry::list::ListOptions;
+    use crate::registry::resource::{ResourceDef, Verbs};
+    use crate::storage::MemoryStorage;
+    use crate::strategic_merge::kinds;
+    use crate::table::printers;
+    use serde_json::Value;
+
+    /// Two objects, one labelled.
+    struct Two;
+
+    impl Computed for Two {
+        fn objects<'a>(&'a self, _: &'a ServerView<'a>) -> BoxFuture<'a, Result<Vec<Value>>> {
+            async {
+                Ok(vec![
+                    json!({"apiVersion": "v1", "kind": "ComponentStatus",
+                        "metadata": {"name": "a", "labels": {"tier": "store"}}}),
+                    json!({"apiVersion": "v1", "kind": "ComponentStatus", "metadata": {"name": "b"}}),
+                ])
+            }
+            .boxed()
+        }
+    }
+
+    static TWO: ResourceDef = ResourceDef::of::<ComponentStatus>()
+        .computed(&Two)
+        .printer(printers::GENERIC)
+        .merge_schema(&kinds::METADATA_ONLY);
+    static ALL: &[&ResourceDef] = &[&TWO];
+
+    #[tokio::test]
+    async fn get_and_list_read_the_computed_objects_and_write_nothing() {
+        let storage = Arc::new(MemoryStorage::new());
+        let registry = Registry::with_resources(storage.clone(), ALL);
+        assert_eq!(TWO.verbs, Verbs::READ_ONLY);
+        assert!(!TWO.is_stored());
+
+        let a = registry.get(&TWO, "", "a").await.expect("get a");
+        assert_eq!(a["metadata"]["labels"]["tier"], "store");
+        let missing = registry.get(&TWO, "", "c").await.expect_err("c");
+        assert_eq!(missing.code, 404);
+
+        let all = registry
+            .list(&TWO, None, &ListOptions::default())
+            .await
+            .expect("list");
+        assert_eq!(all["kind"], "ComponentStatusList");
+        assert_eq!(all["items"].as_array().map(Vec::len), Some(2));
+        assert_eq!(all["metadata"], json!({}));
+        let selected = ListOptions {
+            label_selector: Some(Selector::parse("tier=store").expect("selector")),
+            ..ListOptions::default()
+        };
+        let store = registry.list(&TWO, None, &selected).await.expect("list");
+        assert_eq!(store["items"][0]["metadata"]["name"], "a");
+        assert_eq!(store["items"].as_array().map(Vec::len), Some(1));
+
+        use crate::storage::Storage;
+        assert_eq!(storage.current_revision().await.expect("revision"), 0);
     }
 }

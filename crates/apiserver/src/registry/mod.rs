@@ -3,13 +3,20 @@
 //! Every verb lives in its own file as an `impl Registry` block: [`create`], [`update`] (also
 //! patch and `/status`), [`delete`] (graceful deletion, finalizers, propagation), [`list`]
 //! (selectors, pagination), [`watch`]; subresources in [`scale`], [`binding`], [`eviction`];
+//! resources computed on read in [`computed`]; the objects a cluster starts with in
+//! [`bootstrap`];
 //! namespace lifecycle in [`namespace`]. What varies per resource is read from its
 //! [`resource::ResourceDef`] (names, verbs, storage, decode) and the [`strategy::Strategy`]
 //! it names (validation, preparation, graceful deletion). Objects are `serde_json::Value`s;
 //! each stored value is the object's JSON without `resourceVersion`, which is set from the
 //! store's revision on every read.
 
+pub mod apiservices;
 pub mod binding;
+pub mod bootstrap;
+pub mod components;
+pub mod computed;
+pub mod connect;
 pub mod create;
 pub mod delete;
 pub mod event_cache;
@@ -20,6 +27,7 @@ pub mod list;
 pub mod namespace;
 pub mod options;
 pub mod patch;
+pub mod priority;
 pub mod range_allocator;
 pub mod resource;
 pub mod scale;
@@ -35,6 +43,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::auth::authenticator::{Authenticator, NoTokens};
+use crate::auth::authorizer::{Authorizer, BootstrapPolicy};
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::openapi::OpenApi;
@@ -62,6 +72,12 @@ pub struct Registry {
     /// The Service cluster IP and node port bitmaps. Held from a Service's first allocation
     /// until it is stored, so two requests never get the same IP or port.
     service_ips: tokio::sync::Mutex<service_alloc::ServiceAllocators>,
+    /// Health probes of the components beside the server, for `componentstatuses`.
+    components: components::ComponentProbes,
+    /// Authenticates bearer tokens for `tokenreviews`.
+    authenticator: Arc<dyn Authenticator>,
+    /// Answers the access reviews.
+    authorizer: Arc<dyn Authorizer>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -89,7 +105,53 @@ impl Registry {
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
             openapi: OnceLock::new(),
             service_ips: tokio::sync::Mutex::new(service_alloc::ServiceAllocators::default()),
+            components: components::ComponentProbes::default(),
+            authenticator: Arc::new(NoTokens),
+            authorizer: Arc::new(BootstrapPolicy),
         }
+    }
+
+    /// What [computed](computed::Computed) resources read of the server.
+    pub(crate) fn view(&self) -> computed::ServerView<'_> {
+        let mut group_versions = Vec::new();
+        for def in self.resources {
+            if !group_versions.contains(&(def.group, def.version)) {
+                group_versions.push((def.group, def.version));
+            }
+        }
+        computed::ServerView {
+            storage: self.storage.as_ref(),
+            components: &self.components,
+            group_versions,
+        }
+    }
+
+    /// The health probes of the components beside the server (the process that starts the
+    /// scheduler or the controller manager registers theirs).
+    pub fn components(&self) -> &components::ComponentProbes {
+        &self.components
+    }
+
+    /// Replaces the authenticator `tokenreviews` consult (none authenticates by default).
+    pub fn with_authenticator(mut self, authenticator: Arc<dyn Authenticator>) -> Self {
+        self.authenticator = authenticator;
+        self
+    }
+
+    /// Replaces the authorizer the access reviews consult ([`BootstrapPolicy`] by default).
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorizer = authorizer;
+        self
+    }
+
+    /// The authenticator of bearer tokens.
+    pub fn authenticator(&self) -> &dyn Authenticator {
+        self.authenticator.as_ref()
+    }
+
+    /// The authorizer.
+    pub fn authorizer(&self) -> &dyn Authorizer {
+        self.authorizer.as_ref()
     }
 
     /// The OpenAPI v3 documents and schemas of every served resource (built on first use).
@@ -126,6 +188,14 @@ impl Registry {
 
     /// Reads one object (`GET .../{name}`).
     pub async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Value> {
+        if let Some(computed) = def.computed_by() {
+            return computed
+                .objects(&self.view())
+                .await?
+                .into_iter()
+                .find(|o| object::name(o) == name)
+                .ok_or_else(|| ApiError::not_found(def.group_resource(), name));
+        }
         let key = def.storage_key(namespace, name);
         match self.storage.get(&key).await {
             Ok(Some(kv)) => decode_stored(def, &kv),

@@ -1,6 +1,10 @@
 //! What every write verb (create, update, patch, apply) is asked and answers: dry run, field validation, field manager; the written object and its warnings.
 
+use std::sync::Arc;
+
 use serde_json::Value;
+
+use crate::auth::user::UserInfo;
 
 use crate::error::{ApiError, Result};
 use crate::openapi::field_validation::{self, FieldValidation};
@@ -21,6 +25,9 @@ pub struct WriteOptions {
     /// The subresource a main-resource write came through (`scale`), recorded in
     /// `managedFields`; empty otherwise.
     pub subresource: &'static str,
+    /// Who writes; `None` for the server's own writes (bootstrap objects), which run as
+    /// [`UserInfo::apiserver`].
+    pub user: Option<Arc<UserInfo>>,
 }
 
 impl WriteOptions {

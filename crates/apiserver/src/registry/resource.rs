@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, GroupKind, GroupResource};
 use crate::openapi::schemas::TypedKind;
+use crate::registry::computed::Computed;
 use crate::registry::strategy::{DefaultStrategy, Strategy, decode_as};
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::{Schema, TypeDef};
@@ -97,6 +98,11 @@ impl Verbs {
         Verbs(self.0 | other.0)
     }
 
+    /// The set without the verbs of `other`.
+    pub const fn without(self, other: Verbs) -> Verbs {
+        Verbs(self.0 & !other.0)
+    }
+
     /// Whether every verb of `other` is in the set.
     pub const fn contains(self, other: Verbs) -> bool {
         self.0 & other.0 == other.0
@@ -152,6 +158,15 @@ pub enum Storage {
     /// Never stored: only `create` is served, and it answers with the object the strategy
     /// completed (upstream's review APIs, such as `selfsubjectaccessreviews`).
     Transient,
+    /// Never stored: `get` and `list` answer with objects computed on each read (upstream's
+    /// `componentstatuses`).
+    Computed(&'static dyn Computed),
+}
+
+impl std::fmt::Debug for dyn Computed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Computed")
+    }
 }
 
 /// A field usable in a `fieldSelector`, read from the object at a JSON pointer.
@@ -233,6 +248,17 @@ pub struct ResourceDef {
     merge_schema: Option<Schema>,
     /// The typed kind behind the OpenAPI schema and strict field validation.
     pub openapi: TypedKind,
+    /// The objects every cluster starts with, created at start when missing (upstream's
+    /// post-start hooks, such as the system priority classes).
+    /// A bootstrap object's `status` is written through `/status` after its create (a create
+    /// drops it, as upstream's strategies do).
+    pub bootstrap_objects: fn() -> Vec<Value>,
+    /// The field manager the bootstrap objects are written as (upstream's producer, e.g.
+    /// `api-priority-and-fairness-config-producer-v1`).
+    pub bootstrap_field_manager: &'static str,
+    /// The `Warning` every answer about this resource carries, for a deprecated API
+    /// (upstream's deprecated-API warning, e.g. `v1 ComponentStatus is deprecated in v1.19+`).
+    pub deprecation: Option<&'static str>,
 }
 
 impl std::fmt::Debug for ResourceDef {
@@ -280,6 +306,9 @@ impl ResourceDef {
             printer: None,
             merge_schema: None,
             openapi: TypedKind::of::<K>(),
+            bootstrap_objects: Vec::new,
+            bootstrap_field_manager: "kube-apiserver",
+            deprecation: None,
         }
     }
 
@@ -327,7 +356,7 @@ impl ResourceDef {
     }
 
     /// Sets the `kubectl get` printer ([`printers::GENERIC`](crate::table::printers::GENERIC)
-    /// for NAME and AGE only, as upstream's default table convertor).
+    /// for NAME and CREATED AT only, as upstream's default table convertor).
     pub const fn printer(mut self, printer: Printer) -> Self {
         self.printer = Some(printer);
         self
@@ -361,6 +390,47 @@ impl ResourceDef {
         self.storage = Storage::Transient;
         self.verbs = Verbs::CREATE;
         self
+    }
+
+    /// Computes objects on every read instead of storing them: the resource serves `get` and
+    /// `list` only (upstream's read-only `componentstatuses`).
+    pub const fn computed(mut self, computed: &'static dyn Computed) -> Self {
+        self.storage = Storage::Computed(computed);
+        self.verbs = Verbs::READ_ONLY;
+        self
+    }
+
+    /// Names the objects created at start when missing (see
+    /// [`ResourceDef::bootstrap_objects`]).
+    pub const fn bootstrap(mut self, objects: fn() -> Vec<Value>) -> Self {
+        self.bootstrap_objects = objects;
+        self
+    }
+
+    /// As [`Self::bootstrap`], written as the field manager `manager`.
+    pub const fn bootstrap_as(
+        mut self,
+        manager: &'static str,
+        objects: fn() -> Vec<Value>,
+    ) -> Self {
+        self.bootstrap_objects = objects;
+        self.bootstrap_field_manager = manager;
+        self
+    }
+
+    /// Marks the resource deprecated: every answer carries `warning` (as upstream warns
+    /// about deprecated APIs).
+    pub const fn deprecated(mut self, warning: &'static str) -> Self {
+        self.deprecation = Some(warning);
+        self
+    }
+
+    /// The hook computing the objects of a [computed](Self::computed) resource.
+    pub fn computed_by(&self) -> Option<&'static dyn Computed> {
+        match self.storage {
+            Storage::Computed(c) => Some(c),
+            _ => None,
+        }
     }
 
     /// `apiVersion` of objects, e.g. `apps/v1` or `v1`.
@@ -422,19 +492,20 @@ impl ResourceDef {
             .copied()
     }
 
-    /// Whether objects are stored (not a [`Storage::Transient`] resource).
+    /// Whether objects are stored (not a [`Storage::Transient`] or [`Storage::Computed`]
+    /// resource).
     pub fn is_stored(&self) -> bool {
         matches!(self.storage, Storage::Stored { .. })
     }
 
-    /// The `(group, resource)` objects are stored under. A transient resource names its own,
-    /// under which nothing is ever written.
+    /// The `(group, resource)` objects are stored under. A transient or computed resource
+    /// names its own, under which nothing is ever written.
     pub fn storage_resource(&self) -> (&'static str, &'static str) {
         match self.storage {
             Storage::Stored {
                 group, resource, ..
             } => (group, resource),
-            Storage::Transient => (storage_group(self.group), self.plural),
+            Storage::Transient | Storage::Computed(_) => (storage_group(self.group), self.plural),
         }
     }
 
@@ -490,7 +561,7 @@ impl ResourceDef {
         }
     }
 
-    /// The `kubectl get` printer; NAME and AGE when none was declared. Printers read the
+    /// The `kubectl get` printer; NAME and CREATED AT when none was declared. Printers read the
     /// stored form (a converted version is printed as its stored version is).
     pub fn table_printer(&self) -> Printer {
         self.printer.unwrap_or(Printer::GENERIC)

@@ -26,8 +26,7 @@ const SCALE_KIND: GroupKind<'static> = GroupKind {
 pub fn scale_of(obj: &Value) -> Value {
     let selector = obj
         .pointer("/spec/selector")
-        .and_then(typed::<LabelSelector>)
-        .and_then(|ls| Selector::from_label_selector(&ls).ok())
+        .and_then(selector_of)
         .map(|s| s.to_string())
         .unwrap_or_default();
     let mut metadata = json!({
@@ -51,6 +50,16 @@ pub fn scale_of(obj: &Value) -> Value {
             "selector": selector,
         },
     })
+}
+
+/// A workload's selector: a `LabelSelector`, or a ReplicationController's plain label map
+/// (every value a string), which upstream's RC scale renders with `SelectorFromSet`.
+fn selector_of(raw: &Value) -> Option<Selector> {
+    let map = raw.as_object()?;
+    if map.values().all(Value::is_string) {
+        return Selector::from_map(&object::string_map(Some(raw))).ok();
+    }
+    typed::<LabelSelector>(raw).and_then(|ls| Selector::from_label_selector(&ls).ok())
 }
 
 impl Registry {
@@ -157,5 +166,12 @@ mod tests {
         assert_eq!(scale["status"]["replicas"], 2);
         assert_eq!(scale["status"]["selector"], "app=web");
         assert_eq!(scale["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn a_replication_controllers_map_selector_renders_as_a_set() {
+        let rc = json!({"metadata": {"name": "web"},
+            "spec": {"replicas": 1, "selector": {"app": "web", "tier": "front"}}});
+        assert_eq!(scale_of(&rc)["status"]["selector"], "app=web,tier=front");
     }
 }

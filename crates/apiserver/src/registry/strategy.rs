@@ -11,7 +11,25 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::auth::authenticator::Authenticator;
+use crate::auth::authorizer::Authorizer;
+use crate::auth::user::UserInfo;
+use crate::error::ApiError;
 use crate::validation::{FieldError, NameRule};
+
+/// What a create may read of its request besides the object (upstream's request context):
+/// who asks, and the server's authenticator and authorizer, which the review APIs answer from.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestContext<'a> {
+    /// The requesting user (the server's own identity for its internal writes).
+    pub user: &'a UserInfo,
+    /// The namespace of the request's path; empty for cluster-scoped requests.
+    pub namespace: &'a str,
+    /// Authenticates bearer tokens (`tokenreviews`).
+    pub authenticator: &'a dyn Authenticator,
+    /// Decides access (`subjectaccessreviews` and friends).
+    pub authorizer: &'a dyn Authorizer,
+}
 
 /// Per-resource behaviour called by the generic registry. Every method has the common default;
 /// a resource overrides what upstream's strategy for it does differently.
@@ -25,6 +43,19 @@ pub trait Strategy: Send + Sync + 'static {
     /// start phases, add default tolerations. For a never-stored resource it completes the
     /// answer (a review's `status`), after [`Self::validate`].
     fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// [`Self::prepare_for_create`] for a strategy that needs the request: a
+    /// CertificateSigningRequest records its requestor, a review answers from the
+    /// authenticator or authorizer. An error fails the create (upstream's review `Create`s
+    /// answer some requests with 400). Defaults to [`Self::prepare_for_create`].
+    fn prepare_for_create_in(
+        &self,
+        obj: &mut Value,
+        _request: &RequestContext<'_>,
+    ) -> Result<(), ApiError> {
+        self.prepare_for_create(obj);
+        Ok(())
+    }
 
     /// Update-time changes of the main resource (`PrepareForUpdate`), after the registry has
     /// restored the stored status.
@@ -46,14 +77,57 @@ pub trait Strategy: Send + Sync + 'static {
     /// Deployments let annotations through (the revision annotation is written this way).
     fn prepare_for_status_update(&self, _new: &mut Value, _requested_meta: Option<&Value>) {}
 
+    /// [`Self::prepare_for_status_update`] with the stored object `old` at hand, for a status
+    /// strategy that keeps parts of the stored status (a CertificateSigningRequest's approval
+    /// conditions). Defaults to [`Self::prepare_for_status_update`].
+    fn prepare_for_status_update_from(
+        &self,
+        new: &mut Value,
+        _old: &Value,
+        requested_meta: Option<&Value>,
+    ) {
+        self.prepare_for_status_update(new, requested_meta);
+    }
+
     /// Validation of a `/status` update.
     fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// `/approval`-update changes (`csrApprovalStrategy.PrepareForUpdate`): `new` is the
+    /// stored object with the requested status, `old` the stored object. Only resources
+    /// serving [`Subresource::Approval`](crate::registry::subresource::Subresource::Approval)
+    /// are asked.
+    fn prepare_for_approval_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// Validation of an `/approval` update.
+    fn validate_approval_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
         Vec::new()
     }
 
     /// The grace period for a graceful delete (`CheckGracefulDelete`), given the requested
     /// one; `None` when the resource is not deleted gracefully.
     fn graceful_delete_period(&self, _obj: &Value, _requested: Option<i64>) -> Option<i64> {
+        None
+    }
+
+    /// Why deleting the object named `name` is forbidden (a REST `Delete` override, such as
+    /// the system priority classes'); `None` lets the delete through. Upstream checks only
+    /// single deletes, not `deletecollection`.
+    fn forbid_delete(&self, _name: &str) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether a delete that names no propagation policy orphans the dependents (upstream's
+    /// `DefaultGarbageCollectionPolicy` = `OrphanDependents`: batch/v1 Jobs and core/v1
+    /// ReplicationControllers, for backwards compatibility).
+    fn orphans_by_default(&self) -> bool {
+        false
+    }
+
+    /// The warning a delete that names no propagation policy gets when it orphans by default
+    /// (upstream warns for Jobs, whose pods would otherwise linger unnoticed).
+    fn orphan_warning(&self) -> Option<&'static str> {
         None
     }
 

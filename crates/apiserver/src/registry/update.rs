@@ -27,6 +27,9 @@ pub enum Target {
     Main,
     /// `/status`: only `.status` changes.
     Status,
+    /// `/approval` (CertificateSigningRequests): only `.status` changes, as the strategy's
+    /// `prepare_for_approval_update` allows.
+    Approval,
 }
 
 /// Where the new object comes from.
@@ -142,7 +145,7 @@ impl Registry {
                         }
                         check_name(&obj, name)?;
                         bind_namespace(def, &mut obj, namespace)?;
-                        let object = self.create_checked(def, obj, dry_run).await?;
+                        let object = self.create_checked(def, obj, opts).await?;
                         Ok(WriteOutcome {
                             object,
                             created: true,
@@ -153,7 +156,7 @@ impl Registry {
                         let mut obj =
                             self.apply_to(def, namespace, name, None, config, target, opts)?;
                         bind_namespace(def, &mut obj, namespace)?;
-                        let object = self.create_checked(def, obj, dry_run).await?;
+                        let object = self.create_checked(def, obj, opts).await?;
                         Ok(WriteOutcome {
                             object,
                             created: true,
@@ -202,6 +205,9 @@ impl Registry {
             let tracked = !matches!(source, Source::Apply(_));
             let mut new =
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
+            if target == Target::Main {
+                self.admit_priority(def, &mut new, false).await?;
+            }
             // A Service's cluster IP and node ports follow its type; the allocation lock
             // stays held until the write is done (uncommitted, the allocations go back).
             let service_txn = if target == Target::Main
@@ -311,7 +317,7 @@ impl Registry {
                     }
                 }
             }
-            Target::Status => {
+            Target::Status | Target::Approval => {
                 // Only the status changes; metadata and spec stay as stored
                 // (`ResetObjectMetaForStatus` and the status strategies' PrepareForUpdate),
                 // except the managed fields an apply to the status computed.
@@ -330,8 +336,15 @@ impl Registry {
                         }
                     }
                 }
-                def.strategy
-                    .prepare_for_status_update(&mut new, requested_meta.as_ref());
+                if target == Target::Approval {
+                    def.strategy.prepare_for_approval_update(&mut new, old);
+                } else {
+                    def.strategy.prepare_for_status_update_from(
+                        &mut new,
+                        old,
+                        requested_meta.as_ref(),
+                    );
+                }
             }
         }
         // The server owns these metadata fields (rest.BeforeUpdate).
@@ -376,6 +389,7 @@ impl Registry {
                 errs.extend(def.strategy.validate_update(&new, old));
             }
             Target::Status => errs.extend(def.strategy.validate_status_update(&new, old)),
+            Target::Approval => errs.extend(def.strategy.validate_approval_update(&new, old)),
         }
         def.check(name, errs)?;
         Ok(new)
@@ -440,7 +454,7 @@ fn scope(def: &ResourceDef, target: Target) -> Scope {
         Target::Main => Scope::Main {
             status_subresource: def.has_status(),
         },
-        Target::Status => Scope::Status,
+        Target::Status | Target::Approval => Scope::Status,
     }
 }
 
@@ -448,6 +462,7 @@ fn scope(def: &ResourceDef, target: Target) -> Scope {
 fn subresource_name(target: Target, opts: &WriteOptions) -> &'static str {
     match target {
         Target::Status => "status",
+        Target::Approval => "approval",
         Target::Main => opts.subresource,
     }
 }

@@ -1,6 +1,8 @@
-//! apps/v1 workloads: deployments, replicasets, statefulsets, daemonsets (defaults, selector rules, status reset).
+//! apps/v1 workloads: deployments, replicasets, statefulsets, daemonsets (defaults, selector rules, status reset), and controllerrevisions.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -61,6 +63,48 @@ pub static DAEMONSETS: ResourceDef = ResourceDef::of::<DaemonSet>()
     .strategy(&WorkloadStrategy(Workload::DaemonSet))
     .printer(printers::DAEMON_SET)
     .merge_schema(&kinds::TEMPLATED_WORKLOAD);
+
+/// The controllerrevisions resource.
+pub static CONTROLLER_REVISIONS: ResourceDef = ResourceDef::of::<ControllerRevision>()
+    .strategy(&ControllerRevisionStrategy)
+    .printer(printers::CONTROLLER_REVISION)
+    .merge_schema(&kinds::METADATA_ONLY);
+
+/// The ControllerRevision strategy: `data` is required and never changes, the revision is
+/// not negative (upstream's `ValidateControllerRevision` / `...Update`).
+#[derive(Debug, Default)]
+pub struct ControllerRevisionStrategy;
+
+impl Strategy for ControllerRevisionStrategy {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        if obj.get("data").is_none_or(Value::is_null) {
+            errs.push(FieldError::required("data", "data is mandatory"));
+        }
+        if let Some(revision) = obj.get("revision").and_then(Value::as_i64)
+            && revision < 0
+        {
+            errs.push(FieldError::invalid(
+                "revision",
+                revision,
+                "must be greater than or equal to 0",
+            ));
+        }
+        errs
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        if new.get("data") != old.get("data") {
+            errs.push(FieldError::invalid(
+                "data",
+                new.get("data").cloned().unwrap_or(Value::Null),
+                "field is immutable",
+            ));
+        }
+        errs
+    }
+}
 
 /// Which workload a [`WorkloadStrategy`] serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -482,6 +526,28 @@ mod tests {
             let got: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
             assert_eq!(got, fields, "case {name}");
         }
+    }
+
+    #[test]
+    fn controller_revision_data_is_required_and_immutable() {
+        let s = ControllerRevisionStrategy;
+        let rev = json!({"metadata": {"name": "web-1"}, "revision": 1, "data": {"spec": {}}});
+        assert!(s.validate(&rev).is_empty());
+        let errs: Vec<String> = s
+            .validate(&json!({"revision": -1}))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            [
+                "data: Required value: data is mandatory",
+                "revision: Invalid value: -1: must be greater than or equal to 0"
+            ]
+        );
+        let mut changed = rev.clone();
+        changed["data"] = json!({"spec": {"x": 1}});
+        assert_eq!(s.validate_update(&changed, &rev).len(), 1);
     }
 
     #[test]

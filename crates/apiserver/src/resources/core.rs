@@ -1,13 +1,29 @@
-//! The core/v1 resources without their own behaviour file: configmaps, secrets, serviceaccounts, endpoints, nodes.
+//! The core/v1 resources but pods, services, events and namespaces: configmaps, secrets, serviceaccounts, endpoints, nodes, podtemplates and bindings here; the entries of those with a behaviour file of their own (persistent volumes and claims, quotas, limit ranges, replication controllers, component statuses).
 
 use base64::Engine;
-use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Node, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Binding, ComponentStatus, ConfigMap, Endpoints, LimitRange, Node, PersistentVolume,
+    PersistentVolumeClaim, PodTemplate, ReplicationController, ResourceQuota, Secret,
+    ServiceAccount,
+};
 use serde_json::Value;
 
 use crate::registry::resource::{ResourceDef, SelectableField};
-use crate::registry::strategy::{Strategy, typed_roundtrip, typed_roundtrip_checked};
+use crate::registry::strategy::{Strategy, typed, typed_roundtrip, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
-use crate::resources::quantities::{self, canonicalize_node};
+use crate::resources::component_status::ComponentStatuses;
+use crate::resources::limit_range::{LimitRangeStrategy, decode_limit_range};
+use crate::resources::persistent_volume::{PersistentVolumeStrategy, decode_persistent_volume};
+use crate::resources::persistent_volume_claim::{
+    PersistentVolumeClaimStrategy, decode_persistent_volume_claim,
+};
+use crate::resources::pod::validate_pod_spec;
+use crate::resources::pod_defaults::default_template;
+use crate::resources::quantities::{self, canonicalize_node, canonicalize_template};
+use crate::resources::replication_controller::{
+    ReplicationControllerStrategy, decode_replication_controller,
+};
+use crate::resources::resource_quota::{ResourceQuotaStrategy, decode_resource_quota};
 use crate::resources::simple::{CreateOnUpdate, validate_data_keys, validate_immutable_data};
 use crate::strategic_merge::kinds;
 use crate::table::printers;
@@ -44,7 +60,7 @@ pub static ENDPOINTS: ResourceDef = ResourceDef::of::<Endpoints>()
 /// The nodes resource.
 pub static NODES: ResourceDef = ResourceDef::of::<Node>()
     .short_names(&["no"])
-    .subresources(&[Subresource::Status])
+    .subresources(&[Subresource::Proxy, Subresource::Status])
     .fields(&[SelectableField::boolean(
         "spec.unschedulable",
         "/spec/unschedulable",
@@ -53,6 +69,103 @@ pub static NODES: ResourceDef = ResourceDef::of::<Node>()
     .strategy(&NodeStrategy)
     .printer(printers::NODE)
     .merge_schema(&kinds::NODE);
+
+/// The persistentvolumes resource.
+pub static PERSISTENT_VOLUMES: ResourceDef = ResourceDef::of::<PersistentVolume>()
+    .short_names(&["pv"])
+    .subresources(&[Subresource::Status])
+    .decode_with(decode_persistent_volume)
+    .strategy(&PersistentVolumeStrategy)
+    .printer(printers::PERSISTENT_VOLUME)
+    .merge_schema(&kinds::METADATA_ONLY);
+
+/// The persistentvolumeclaims resource.
+pub static PERSISTENT_VOLUME_CLAIMS: ResourceDef = ResourceDef::of::<PersistentVolumeClaim>()
+    .short_names(&["pvc"])
+    .subresources(&[Subresource::Status])
+    .decode_with(decode_persistent_volume_claim)
+    .strategy(&PersistentVolumeClaimStrategy)
+    .printer(printers::PERSISTENT_VOLUME_CLAIM)
+    .merge_schema(&kinds::STATUS_CONDITIONS);
+
+/// The resourcequotas resource.
+pub static RESOURCE_QUOTAS: ResourceDef = ResourceDef::of::<ResourceQuota>()
+    .short_names(&["quota"])
+    .subresources(&[Subresource::Status])
+    .decode_with(decode_resource_quota)
+    .strategy(&ResourceQuotaStrategy)
+    .printer(printers::RESOURCE_QUOTA)
+    .merge_schema(&kinds::METADATA_ONLY);
+
+/// The limitranges resource (upstream prints NAME and CREATED AT).
+pub static LIMIT_RANGES: ResourceDef = ResourceDef::of::<LimitRange>()
+    .short_names(&["limits"])
+    .decode_with(decode_limit_range)
+    .strategy(&LimitRangeStrategy)
+    .printer(printers::GENERIC)
+    .merge_schema(&kinds::METADATA_ONLY);
+
+/// The replicationcontrollers resource.
+pub static REPLICATION_CONTROLLERS: ResourceDef = ResourceDef::of::<ReplicationController>()
+    .short_names(&["rc"])
+    .categories(&["all"])
+    .subresources(&[Subresource::Scale, Subresource::Status])
+    .decode_with(decode_replication_controller)
+    .strategy(&ReplicationControllerStrategy)
+    .printer(printers::REPLICATION_CONTROLLER)
+    .merge_schema(&kinds::TEMPLATED_WORKLOAD);
+
+/// The podtemplates resource.
+pub static POD_TEMPLATES: ResourceDef = ResourceDef::of::<PodTemplate>()
+    .decode_with(decode_pod_template)
+    .strategy(&PodTemplateStrategy)
+    .printer(printers::POD_TEMPLATE)
+    .merge_schema(&kinds::POD_TEMPLATE);
+
+/// The componentstatuses resource: read-only, computed on every read, deprecated.
+pub static COMPONENT_STATUSES: ResourceDef = ResourceDef::of::<ComponentStatus>()
+    .short_names(&["cs"])
+    .computed(&ComponentStatuses)
+    .deprecated("v1 ComponentStatus is deprecated in v1.19+")
+    .printer(printers::COMPONENT_STATUS)
+    .merge_schema(&kinds::METADATA_ONLY);
+
+/// The bindings resource: create-only, the collection form of `pods/binding` (the registry
+/// binds the pod the Binding names).
+pub static BINDINGS: ResourceDef = ResourceDef::of::<Binding>()
+    .transient()
+    .printer(printers::GENERIC)
+    .merge_schema(&kinds::METADATA_ONLY);
+
+/// The podtemplate strategy: the template is a valid pod template (upstream's
+/// `ValidatePodTemplate`; it may change freely).
+#[derive(Debug, Default)]
+pub struct PodTemplateStrategy;
+
+impl Strategy for PodTemplateStrategy {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        match obj
+            .pointer("/template/spec")
+            .and_then(typed::<k8s_openapi::api::core::v1::PodSpec>)
+        {
+            Some(spec) => validate_pod_spec(&spec, "template.spec", &mut errs),
+            None => errs.push(FieldError::required("template.spec.containers", "")),
+        }
+        errs
+    }
+}
+
+/// Decodes a PodTemplate with its template's defaults.
+pub fn decode_pod_template(obj: Value) -> Result<Value, String> {
+    typed_roundtrip_checked::<PodTemplate, quantities::Error>(obj, |pt| {
+        if let Some(template) = pt.template.as_mut() {
+            canonicalize_template(template)?;
+            default_template(template);
+        }
+        Ok(())
+    })
+}
 
 /// The configmap strategy: valid data keys; data frozen once `immutable`.
 #[derive(Debug, Default)]

@@ -34,13 +34,25 @@
 //! - `.fields(&[SelectableField::string("spec.nodeName", "/spec/nodeName")])`: field
 //!   selectors beyond `metadata.name` / `metadata.namespace` (upstream's `GetAttrs`).
 //! - `.printer(printers::X)`: the `kubectl get` columns, from [`crate::table::printers`]
-//!   (upstream's `pkg/printers/internalversion`); a kind upstream prints with NAME and AGE
-//!   only says so with `printers::GENERIC`. Printers read the stored form.
+//!   (upstream's `pkg/printers/internalversion`); a kind upstream has no printer for
+//!   (Roles, ClusterRoles) says so with `printers::GENERIC`, upstream's default convertor
+//!   (NAME, CREATED AT). Printers read the stored form.
 //! - `.merge_schema(&kinds::X)`: the strategic merge patch tags, from
 //!   [`crate::strategic_merge::kinds`]; a kind whose only tags are in `ObjectMeta` uses
 //!   `kinds::METADATA_ONLY`. A new tagged type gets its `TypeDef` there.
-//! - `.verbs(Verbs::READ_ONLY)`: a resource that is not written through the API (upstream's
-//!   read-only `componentstatuses`); discovery, the OpenAPI paths and the handlers follow.
+//! - `.verbs(Verbs::READ_ONLY)`: a resource that is not written through the API; discovery,
+//!   the OpenAPI paths and the handlers follow.
+//! - `.computed(&X)`: a read-only resource whose objects are computed on every read from a
+//!   [`ServerView`](crate::registry::computed::ServerView) (the store, the component probes,
+//!   the served group versions), never stored: `componentstatuses`
+//!   ([`component_status::ComponentStatuses`]).
+//! - `.bootstrap(objects)`: objects every cluster starts with, created at start when missing
+//!   (the system priority classes, [`priority_class::system_priority_classes`]).
+//! - `.deprecated("v1 ComponentStatus is deprecated in v1.19+")`: every answer about the
+//!   resource carries that `Warning`, as upstream's deprecated APIs.
+//! - The connect subresources (`Subresource::Log`, `Exec`, `Attach`, `PortForward`, `Proxy`)
+//!   are listed in discovery as upstream lists them and answer a `400` saying why simulated
+//!   nodes cannot serve them (`registry::connect`).
 //! - `.transient()`: a create-only resource that is never stored (the review APIs,
 //!   `selfsubjectaccessreviews`): its create decodes, runs the strategy's `validate` and
 //!   then its `prepare_for_create`, which fills `status`, and answers with the result.
@@ -69,23 +81,76 @@
 //!   `/status` whose create drops the status, as most controllers' objects, is
 //!   [`policy::PdbStrategy`]'s shape;
 //! - a name rule other than a DNS subdomain, graceful deletion, answering a delete with the
-//!   object, create-on-update (endpoints and events share [`simple::CreateOnUpdate`]).
+//!   object, create-on-update (endpoints and events share [`simple::CreateOnUpdate`]);
+//! - orphaning dependents on a delete that names no policy (batch/v1 Jobs, core/v1
+//!   ReplicationControllers), refusing to delete some objects (the system priority classes).
+//!
+//! A version stored as another (autoscaling/v1 HPAs as v2) gets a strategy that validates
+//! the converted form, since upstream validates the internal form ([`hpa::HpaStrategy`]).
 //!
 //! What no strategy can express — work across resources or on the store, such as allocating
-//! Service cluster IPs, namespace lifecycle, evictions against PodDisruptionBudgets — lives in
-//! the registry (`registry::service_ip`, `registry::namespace`, `registry::eviction`), which
-//! names the entry it serves (`&service::SERVICES`).
+//! Service cluster IPs, namespace lifecycle, evictions against PodDisruptionBudgets, the
+//! `bindings` collection, the Priority admission plugin — lives in the registry
+//! (`registry::service_ip`, `registry::namespace`, `registry::eviction`, `registry::binding`,
+//! `registry::priority`), which names the entry it serves (`&service::SERVICES`).
 
 pub mod apps;
+pub mod autoscaling;
+pub mod batch;
+pub mod component_status;
 pub mod core;
+pub mod cron_schedule;
+pub mod cronjob;
 pub mod event;
+pub mod hpa;
+pub mod hpa_conversion;
+pub mod job;
+pub mod limit_range;
 pub mod namespace;
+pub mod node;
+pub mod persistent_volume;
+pub mod persistent_volume_claim;
 pub mod pod;
 pub mod pod_defaults;
 pub mod policy;
+pub mod priority_class;
 pub mod quantities;
+pub mod replication_controller;
+pub mod resource_quota;
+pub mod scheduling;
 pub mod service;
 pub mod simple;
+
+// Issue 17b: RBAC, networking, storage, discovery, certificates, admissionregistration,
+// flowcontrol, apiregistration and the review APIs.
+pub mod admission_policy;
+pub mod admissionregistration;
+pub mod apiregistration;
+pub mod authentication;
+pub mod authorization;
+pub mod certificates;
+pub mod csi;
+pub mod csr;
+pub mod discovery;
+pub mod endpoint_slice;
+pub mod flowcontrol;
+pub mod flowcontrol_bootstrap;
+pub mod go_values;
+pub mod ingress;
+pub mod ingress_class;
+pub mod label_selector;
+pub mod net;
+pub mod network_policy;
+pub mod networking;
+pub mod rbac;
+pub mod review;
+pub mod role;
+pub mod role_binding;
+pub mod service_cidr;
+pub mod storage;
+pub mod storage_class;
+pub mod volume_attachment;
+pub mod webhook;
 
 use crate::registry::resource::ResourceDef;
 
@@ -100,13 +165,60 @@ pub static ALL: &[&ResourceDef] = &[
     &service::SERVICES,
     &core::SERVICEACCOUNTS,
     &core::ENDPOINTS,
+    // core/v1 (issue 17, part a).
+    &core::BINDINGS,
+    &core::COMPONENT_STATUSES,
+    &core::LIMIT_RANGES,
+    &core::PERSISTENT_VOLUME_CLAIMS,
+    &core::PERSISTENT_VOLUMES,
+    &core::POD_TEMPLATES,
+    &core::REPLICATION_CONTROLLERS,
+    &core::RESOURCE_QUOTAS,
     &apps::DEPLOYMENTS,
     &apps::REPLICASETS,
     &apps::STATEFULSETS,
     &apps::DAEMONSETS,
+    &apps::CONTROLLER_REVISIONS,
+    // autoscaling: v2 first, the preferred version.
+    &autoscaling::HPAS_V2,
+    &autoscaling::HPAS_V1,
+    &batch::JOBS,
+    &batch::CRONJOBS,
     &policy::LEASES,
     &event::EVENTS_V1,
     &policy::PDBS,
+    &scheduling::PRIORITY_CLASSES,
+    &node::RUNTIME_CLASSES,
+    // Issue 17b.
+    &rbac::ROLES,
+    &rbac::ROLE_BINDINGS,
+    &rbac::CLUSTER_ROLES,
+    &rbac::CLUSTER_ROLE_BINDINGS,
+    &networking::INGRESSES,
+    &networking::INGRESS_CLASSES,
+    &networking::NETWORK_POLICIES,
+    &networking::IP_ADDRESSES,
+    &networking::SERVICE_CIDRS,
+    &storage::STORAGE_CLASSES,
+    &storage::CSI_DRIVERS,
+    &storage::CSI_NODES,
+    &storage::CSI_STORAGE_CAPACITIES,
+    &storage::VOLUME_ATTACHMENTS,
+    &discovery::ENDPOINT_SLICES,
+    &certificates::CERTIFICATE_SIGNING_REQUESTS,
+    &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATIONS,
+    &admissionregistration::MUTATING_WEBHOOK_CONFIGURATIONS,
+    &admissionregistration::VALIDATING_ADMISSION_POLICIES,
+    &admissionregistration::VALIDATING_ADMISSION_POLICY_BINDINGS,
+    &flowcontrol::FLOW_SCHEMAS,
+    &flowcontrol::PRIORITY_LEVEL_CONFIGURATIONS,
+    &apiregistration::API_SERVICES,
+    &authentication::SELF_SUBJECT_REVIEWS,
+    &authentication::TOKEN_REVIEWS,
+    &authorization::SELF_SUBJECT_ACCESS_REVIEWS,
+    &authorization::SELF_SUBJECT_RULES_REVIEWS,
+    &authorization::SUBJECT_ACCESS_REVIEWS,
+    &authorization::LOCAL_SUBJECT_ACCESS_REVIEWS,
 ];
 
 #[cfg(test)]
@@ -129,7 +241,7 @@ mod tests {
             );
             assert!(
                 def.declares_printer(),
-                "{gvr:?}: no printer (name printers::GENERIC for NAME and AGE)"
+                "{gvr:?}: no printer (name printers::GENERIC for NAME and CREATED AT)"
             );
             let obj = json!({"metadata": {"name": "x", "creationTimestamp": created}});
             let table = crate::table::table_for(

@@ -4,16 +4,18 @@ use k8s_openapi::api::core::v1::Namespace;
 use serde_json::{Value, json};
 
 use crate::object;
-use crate::registry::resource::{ResourceDef, SelectableField};
+use crate::registry::resource::{ResourceDef, SelectableField, Verbs};
 use crate::registry::strategy::Strategy;
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::kinds;
 use crate::table::printers;
 use crate::validation::NameRule;
 
-/// The namespaces resource.
+/// The namespaces resource. Upstream's namespace storage has no collection delete, so
+/// discovery lists no `deletecollection`.
 pub static NAMESPACES: ResourceDef = ResourceDef::of::<Namespace>()
     .short_names(&["ns"])
+    .verbs(Verbs::ALL.without(Verbs::DELETE_COLLECTION))
     .subresources(&[Subresource::Status, Subresource::Finalize])
     .fields(&[SelectableField::string("status.phase", "/status/phase")])
     .strategy(&NamespaceStrategy)

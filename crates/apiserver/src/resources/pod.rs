@@ -17,9 +17,14 @@ pub static PODS: ResourceDef = ResourceDef::of::<Pod>()
     .short_names(&["po"])
     .categories(&["all"])
     .subresources(&[
-        Subresource::Status,
+        Subresource::Attach,
         Subresource::Binding,
         Subresource::Eviction,
+        Subresource::Exec,
+        Subresource::Log,
+        Subresource::PortForward,
+        Subresource::Proxy,
+        Subresource::Status,
     ])
     .fields(&[
         SelectableField::string("spec.nodeName", "/spec/nodeName"),

@@ -180,6 +180,30 @@ pub fn canonicalize_template(template: &mut PodTemplateSpec) -> Result<()> {
     }
 }
 
+/// The value of a quantity in thousandths (`1Gi` is `1073741824000`), rounded toward zero,
+/// for comparing sizes (a claim's new request against its old one). `None` when it does not
+/// parse or does not fit 128 bits.
+pub fn milli_value(s: &str) -> Option<i128> {
+    let q = quantity::parse(s.trim()).ok()?;
+    let (negative, magnitude, exponent): (bool, i128, i32) = match q.amount() {
+        quantity::Amount::Int { value, scale } => (*value < 0, i128::from(*value).abs(), scale + 3),
+        quantity::Amount::Dec { neg, abs, scale } => {
+            let mut n: i128 = 0;
+            for word in abs.iter().rev() {
+                n = n.checked_mul(1 << 64)?.checked_add(i128::from(*word))?;
+            }
+            (*neg, n, 3 - scale)
+        }
+    };
+    let ten = |e: i32| 10i128.checked_pow(e.unsigned_abs());
+    let milli = if exponent >= 0 {
+        magnitude.checked_mul(ten(exponent)?)?
+    } else {
+        ten(exponent).map_or(0, |d| magnitude / d)
+    };
+    Some(if negative { -milli } else { milli })
+}
+
 /// Canonicalizes a node's `status.capacity` and `status.allocatable`.
 pub fn canonicalize_node(node: &mut Node) -> Result<()> {
     if let Some(status) = node.status.as_mut() {
@@ -262,6 +286,17 @@ mod tests {
             err.to_string(),
             "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
         );
+    }
+
+    #[test]
+    fn milli_values_compare_sizes() {
+        assert_eq!(milli_value("1Gi"), Some(1_073_741_824_000));
+        assert_eq!(milli_value("500m"), Some(500));
+        assert_eq!(milli_value("1.5"), Some(1500));
+        assert_eq!(milli_value("-2k"), Some(-2_000_000));
+        assert_eq!(milli_value("0"), Some(0));
+        assert!(milli_value("2Gi") > milli_value("1500Mi"));
+        assert_eq!(milli_value("lots"), None);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::validation::{FieldError, NameRule};
 pub static SERVICES: ResourceDef = ResourceDef::of::<Service>()
     .short_names(&["svc"])
     .categories(&["all"])
-    .subresources(&[Subresource::Status])
+    .subresources(&[Subresource::Proxy, Subresource::Status])
     .decode_with(decode)
     .strategy(&ServiceStrategy)
     .printer(printers::SERVICE)

@@ -153,6 +153,10 @@ pub(crate) fn read_revision(
 
 #[async_trait]
 impl Storage for MemoryStorage {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
     async fn current_revision(&self) -> Result<Revision> {
         Ok(self.lock().revision)
     }

@@ -168,6 +168,11 @@ pub type WatchStream = BoxStream<'static, Result<Event>>;
 /// concurrently; writes are linearizable and each gets a fresh revision.
 #[async_trait]
 pub trait Storage: Send + Sync + 'static {
+    /// What the store is, for people reading health reports (`SQLite`, `memory`).
+    fn backend(&self) -> &'static str {
+        "a custom store"
+    }
+
     /// The current revision: the revision of the latest write (0 for an empty store).
     async fn current_revision(&self) -> Result<Revision>;
 

@@ -1011,6 +1011,10 @@ async fn compact_periodically(
 
 #[async_trait]
 impl Storage for SqliteStorage {
+    fn backend(&self) -> &'static str {
+        "SQLite"
+    }
+
     async fn current_revision(&self) -> Result<Revision> {
         Ok(self.shared.revision.load(Ordering::Acquire))
     }

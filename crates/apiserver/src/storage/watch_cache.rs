@@ -114,6 +114,10 @@ async fn feed(inner: Arc<dyn Storage>, hub: Arc<WatchHub>, mut source: WatchStre
 
 #[async_trait]
 impl Storage for WatchCache {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
     async fn current_revision(&self) -> Result<Revision> {
         self.inner.current_revision().await
     }

@@ -247,6 +247,48 @@ pub static SERVICE_ACCOUNT: TypeDef = TypeDef {
     values: None,
 };
 
+// ---- Issue 17b: admissionregistration, storage, networking, apiregistration ----
+
+/// admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration and
+/// MutatingWebhookConfiguration: webhooks merge on `name`.
+pub static WEBHOOK_CONFIGURATION: TypeDef = TypeDef {
+    name: "WebhookConfiguration",
+    fields: &[
+        field("metadata", &OBJECT_META),
+        merge_list("webhooks", "name", OPAQUE),
+    ],
+    values: None,
+};
+
+/// storage.k8s.io/v1 CSINode: drivers merge on `name`.
+pub static CSI_NODE: TypeDef = TypeDef {
+    name: "CSINode",
+    fields: &[
+        field("metadata", &OBJECT_META),
+        field(
+            "spec",
+            &TypeDef {
+                name: "CSINodeSpec",
+                fields: &[merge_list("drivers", "name", OPAQUE)],
+                values: None,
+            },
+        ),
+    ],
+    values: None,
+};
+
+/// Kinds whose only tagged fields besides ObjectMeta are `status.conditions` merged on
+/// `type`: PersistentVolumeClaim, autoscaling/v2 HorizontalPodAutoscaler,
+/// networking.k8s.io/v1 ServiceCIDR, apiregistration.k8s.io/v1 APIService.
+pub static STATUS_CONDITIONS: TypeDef = TypeDef {
+    name: "ObjectWithConditions",
+    fields: &[
+        field("metadata", &OBJECT_META),
+        field("status", &CONDITIONS_STATUS),
+    ],
+    values: None,
+};
+
 /// Kinds whose only tagged fields are in ObjectMeta: ConfigMap, Secret, Event, Lease,
 /// Endpoints, EndpointSlice, ControllerRevision, PersistentVolumeClaim, ...
 pub static METADATA_ONLY: TypeDef = TypeDef {
@@ -402,6 +444,18 @@ mod tests {
                 name: "lease fields default",
                 schema: Schema::new(&METADATA_ONLY),
                 path: &["spec", "holderIdentity"],
+                want: default,
+            },
+            Case {
+                name: "claim conditions by type",
+                schema: Schema::new(&STATUS_CONDITIONS),
+                path: &["status", "conditions"],
+                want: merge("type"),
+            },
+            Case {
+                name: "hpa metrics replaced (atomic)",
+                schema: Schema::new(&STATUS_CONDITIONS),
+                path: &["spec", "metrics"],
                 want: default,
             },
             Case {

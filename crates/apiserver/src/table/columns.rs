@@ -293,6 +293,330 @@ pub(super) const ENDPOINT_SLICE: &[Column] = &[
     AGE,
 ];
 
-/// Kinds without a printer: the object's name and age (what a CRD without printer
-/// columns shows).
-pub(super) const GENERIC: &[Column] = &[NAME, AGE];
+pub(super) const PERSISTENT_VOLUME: &[Column] = &[
+    NAME,
+    col("Capacity", "string", docs::PV_CAPACITY),
+    col("Access Modes", "string", docs::PV_ACCESS_MODES),
+    col("Reclaim Policy", "string", docs::PV_RECLAIM_POLICY),
+    col("Status", "string", docs::PV_PHASE),
+    col("Claim", "string", docs::PV_CLAIM_REF),
+    col("StorageClass", "string", "StorageClass of the pv"),
+    col(
+        "VolumeAttributesClass",
+        "string",
+        "VolumeAttributesClass of the pv",
+    ),
+    col("Reason", "string", docs::PV_REASON),
+    AGE,
+    wide("VolumeMode", "string", docs::PV_VOLUME_MODE),
+];
+
+pub(super) const PERSISTENT_VOLUME_CLAIM: &[Column] = &[
+    NAME,
+    col("Status", "string", docs::PVC_PHASE),
+    col("Volume", "string", docs::PVC_VOLUME_NAME),
+    col("Capacity", "string", docs::PVC_CAPACITY),
+    col("Access Modes", "string", docs::PVC_ACCESS_MODES),
+    col("StorageClass", "string", "StorageClass of the pvc"),
+    col(
+        "VolumeAttributesClass",
+        "string",
+        "VolumeAttributesClass of the pvc",
+    ),
+    AGE,
+    wide("VolumeMode", "string", docs::PVC_VOLUME_MODE),
+];
+
+pub(super) const RESOURCE_QUOTA: &[Column] = &[
+    NAME,
+    AGE,
+    col(
+        "Request",
+        "string",
+        "Request represents a minimum amount of cpu/memory that a container may consume.",
+    ),
+    col(
+        "Limit",
+        "string",
+        "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+    ),
+];
+
+pub(super) const COMPONENT_STATUS: &[Column] = &[
+    NAME,
+    col("Status", "string", "Status of the component conditions"),
+    col("Message", "string", "Message of the component conditions"),
+    col("Error", "string", "Error of the component conditions"),
+];
+
+pub(super) const HORIZONTAL_POD_AUTOSCALER: &[Column] = &[
+    NAME,
+    col("Reference", "string", docs::HPA_SCALE_TARGET_REF),
+    col("Targets", "string", docs::HPA_METRICS),
+    col("MinPods", "string", docs::HPA_MIN_REPLICAS),
+    col("MaxPods", "string", docs::HPA_MAX_REPLICAS),
+    col("Replicas", "string", docs::HPA_CURRENT_REPLICAS),
+    AGE,
+];
+
+pub(super) const RUNTIME_CLASS: &[Column] = &[NAME, col("Handler", "string", ""), AGE];
+
+/// Kinds without a printer: the object's name and creation time, as upstream's
+/// `rest.DefaultTableConvertor` (`kubectl get roles` prints `NAME  CREATED AT`).
+pub(super) const GENERIC: &[Column] = &[NAME, col("Created At", "date", docs::CREATION_TIMESTAMP)];
+
+// ---- Issue 17b: RBAC, networking, storage, discovery, certificates, admission, flowcontrol,
+// apiregistration (upstream's `AddHandlers`, and kube-aggregator's APIService table) ----
+
+pub(super) const ROLE_BINDING: &[Column] = &[
+    NAME,
+    col("Role", "string", docs::ROLE_BINDING_ROLE_REF),
+    AGE,
+    wide("Users", "string", "Users in the roleBinding"),
+    wide("Groups", "string", "Groups in the roleBinding"),
+    wide(
+        "ServiceAccounts",
+        "string",
+        "ServiceAccounts in the roleBinding",
+    ),
+];
+
+pub(super) const CLUSTER_ROLE_BINDING: &[Column] = &[
+    NAME,
+    col("Role", "string", docs::CLUSTER_ROLE_BINDING_ROLE_REF),
+    AGE,
+    wide("Users", "string", "Users in the clusterRoleBinding"),
+    wide("Groups", "string", "Groups in the clusterRoleBinding"),
+    wide(
+        "ServiceAccounts",
+        "string",
+        "ServiceAccounts in the clusterRoleBinding",
+    ),
+];
+
+pub(super) const INGRESS: &[Column] = &[
+    NAME,
+    col("Class", "string", docs::INGRESS_CLASS),
+    col(
+        "Hosts",
+        "string",
+        "Hosts that incoming requests are matched against before the ingress rule",
+    ),
+    col(
+        "Address",
+        "string",
+        "Address is a list containing ingress points for the load-balancer",
+    ),
+    col("Ports", "string", "Ports of TLS configurations that open"),
+    AGE,
+];
+
+pub(super) const INGRESS_CLASS: &[Column] = &[
+    NAME,
+    col(
+        "Controller",
+        "string",
+        "Controller that is responsible for handling this class",
+    ),
+    col(
+        "Parameters",
+        "string",
+        "A reference to a resource with additional parameters",
+    ),
+    AGE,
+];
+
+pub(super) const NETWORK_POLICY: &[Column] = &[
+    NAME,
+    col("Pod-Selector", "string", docs::NETWORK_POLICY_POD_SELECTOR),
+    AGE,
+];
+
+pub(super) const SERVICE_CIDR: &[Column] =
+    &[NAME, col("CIDRs", "string", docs::SERVICE_CIDR_CIDRS), AGE];
+
+/// Upstream declares no AGE column for IPAddresses (its row function computes one that
+/// the table drops).
+pub(super) const IP_ADDRESS: &[Column] = &[
+    NAME,
+    col("ParentRef", "string", docs::IP_ADDRESS_PARENT_REF),
+];
+
+pub(super) const STORAGE_CLASS: &[Column] = &[
+    NAME,
+    col("Provisioner", "string", docs::STORAGE_CLASS_PROVISIONER),
+    col(
+        "ReclaimPolicy",
+        "string",
+        docs::STORAGE_CLASS_RECLAIM_POLICY,
+    ),
+    col(
+        "VolumeBindingMode",
+        "string",
+        docs::STORAGE_CLASS_VOLUME_BINDING_MODE,
+    ),
+    col(
+        "AllowVolumeExpansion",
+        "string",
+        docs::STORAGE_CLASS_ALLOW_VOLUME_EXPANSION,
+    ),
+    AGE,
+];
+
+pub(super) const CSI_DRIVER: &[Column] = &[
+    NAME,
+    col(
+        "AttachRequired",
+        "boolean",
+        docs::CSI_DRIVER_ATTACH_REQUIRED,
+    ),
+    col(
+        "PodInfoOnMount",
+        "boolean",
+        docs::CSI_DRIVER_POD_INFO_ON_MOUNT,
+    ),
+    col(
+        "StorageCapacity",
+        "boolean",
+        docs::CSI_DRIVER_STORAGE_CAPACITY,
+    ),
+    col("TokenRequests", "string", docs::CSI_DRIVER_TOKEN_REQUESTS),
+    col(
+        "RequiresRepublish",
+        "boolean",
+        docs::CSI_DRIVER_REQUIRES_REPUBLISH,
+    ),
+    col("Modes", "string", docs::CSI_DRIVER_VOLUME_LIFECYCLE_MODES),
+    AGE,
+];
+
+pub(super) const CSI_NODE: &[Column] = &[
+    NAME,
+    col(
+        "Drivers",
+        "integer",
+        "Drivers indicates the number of CSI drivers registered on the node",
+    ),
+    AGE,
+];
+
+pub(super) const CSI_STORAGE_CAPACITY: &[Column] = &[
+    NAME,
+    col(
+        "StorageClassName",
+        "string",
+        docs::CSI_STORAGE_CAPACITY_STORAGE_CLASS_NAME,
+    ),
+    col("Capacity", "string", docs::CSI_STORAGE_CAPACITY_CAPACITY),
+];
+
+pub(super) const VOLUME_ATTACHMENT: &[Column] = &[
+    NAME,
+    Column {
+        format: "name",
+        ..col("Attacher", "string", docs::VOLUME_ATTACHMENT_ATTACHER)
+    },
+    col("PV", "string", docs::VOLUME_ATTACHMENT_PV),
+    col("Node", "string", docs::VOLUME_ATTACHMENT_NODE),
+    col("Attached", "boolean", docs::VOLUME_ATTACHMENT_ATTACHED),
+    AGE,
+];
+
+pub(super) const CERTIFICATE_SIGNING_REQUEST: &[Column] = &[
+    NAME,
+    AGE,
+    col("SignerName", "string", docs::CSR_SIGNER_NAME),
+    col("Requestor", "string", docs::CSR_REQUEST),
+    col("RequestedDuration", "string", docs::CSR_EXPIRATION_SECONDS),
+    col("Condition", "string", docs::CSR_CONDITIONS),
+];
+
+pub(super) const WEBHOOK_CONFIGURATION: &[Column] = &[
+    NAME,
+    col(
+        "Webhooks",
+        "integer",
+        "Webhooks indicates the number of webhooks registered in this configuration",
+    ),
+    AGE,
+];
+
+pub(super) const VALIDATING_ADMISSION_POLICY: &[Column] = &[
+    NAME,
+    col(
+        "Validations",
+        "integer",
+        "Validations indicates the number of validation rules defined in this configuration",
+    ),
+    col(
+        "ParamKind",
+        "string",
+        "ParamKind specifies the kind of resources used to parameterize this policy",
+    ),
+    AGE,
+];
+
+pub(super) const VALIDATING_ADMISSION_POLICY_BINDING: &[Column] = &[
+    NAME,
+    col(
+        "PolicyName",
+        "string",
+        "PolicyName indicates the policy definition which the policy binding binded to",
+    ),
+    col(
+        "ParamRef",
+        "string",
+        "ParamRef indicates the param resource which sets the configration param",
+    ),
+    AGE,
+];
+
+pub(super) const FLOW_SCHEMA: &[Column] = &[
+    NAME,
+    col("PriorityLevel", "string", docs::FLOW_SCHEMA_PRIORITY_LEVEL),
+    col(
+        "MatchingPrecedence",
+        "string",
+        docs::FLOW_SCHEMA_MATCHING_PRECEDENCE,
+    ),
+    col(
+        "DistinguisherMethod",
+        "string",
+        docs::FLOW_SCHEMA_DISTINGUISHER_METHOD,
+    ),
+    AGE,
+    col(
+        "MissingPL",
+        "string",
+        "references a broken or non-existent PriorityLevelConfiguration",
+    ),
+];
+
+pub(super) const PRIORITY_LEVEL_CONFIGURATION: &[Column] = &[
+    NAME,
+    col("Type", "string", docs::PRIORITY_LEVEL_TYPE),
+    col(
+        "NominalConcurrencyShares",
+        "string",
+        docs::PRIORITY_LEVEL_NOMINAL_CONCURRENCY_SHARES,
+    ),
+    col("Queues", "string", docs::PRIORITY_LEVEL_QUEUES),
+    col("HandSize", "string", docs::PRIORITY_LEVEL_HAND_SIZE),
+    col(
+        "QueueLengthLimit",
+        "string",
+        docs::PRIORITY_LEVEL_QUEUE_LENGTH_LIMIT,
+    ),
+    AGE,
+];
+
+pub(super) const API_SERVICE: &[Column] = &[
+    NAME,
+    col(
+        "Service",
+        "string",
+        "The reference to the service that hosts the API endpoint.",
+    ),
+    col("Available", "string", "Whether this service is available."),
+    AGE,
+];

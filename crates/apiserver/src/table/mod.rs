@@ -9,14 +9,21 @@
 //! Start with [`table_for`] and a resource's [`Printer`] (its entry names one from
 //! [`printers`]); one-row tables per watch event come from calling it with one object.
 
+mod admission;
+mod autoscaling;
+mod cluster;
 mod columns;
+mod control_plane;
 mod core;
 mod docs;
 pub mod duration;
 mod fields;
 mod labels;
+mod networking;
 mod pod;
 pub mod printers;
+mod rbac;
+mod storage;
 mod workloads;
 
 pub use columns::Column;
@@ -87,7 +94,7 @@ impl std::fmt::Debug for Printer {
 }
 
 impl Printer {
-    /// NAME and AGE, for kinds without a printer.
+    /// NAME and CREATED AT, for kinds without a printer (upstream's default convertor).
     pub const GENERIC: Printer = Printer::new(columns::GENERIC, generic_row);
 
     /// A printer of `columns` whose rows `row` fills.
@@ -101,15 +108,13 @@ impl Printer {
     }
 }
 
-/// NAME and AGE, for kinds without a printer.
-fn generic_row(obj: &Value, now: Timestamp) -> Row {
-    Row::new(vec![
-        json!(fields::name(obj)),
-        json!(duration::since(
-            fields::time_at(obj, &["metadata", "creationTimestamp"]),
-            now
-        )),
-    ])
+/// Name and creation time (RFC 3339, UTC, Go's zero time when unset), as upstream's
+/// `rest.DefaultTableConvertor`.
+fn generic_row(obj: &Value, _now: Timestamp) -> Row {
+    let created = fields::time_at(obj, &["metadata", "creationTimestamp"])
+        .map(crate::object::format_time)
+        .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_owned());
+    Row::new(vec![json!(fields::name(obj)), json!(created)])
 }
 
 impl Column {
@@ -283,9 +288,119 @@ mod tests {
                 wide: "NAME STATUS COMPLETIONS DURATION AGE CONTAINERS IMAGES SELECTOR",
             },
             Case {
+                printer: printers::ROLE_BINDING,
+                headers: "NAME ROLE AGE",
+                wide: "NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS",
+            },
+            Case {
+                printer: printers::INGRESS,
+                headers: "NAME CLASS HOSTS ADDRESS PORTS AGE",
+                wide: "NAME CLASS HOSTS ADDRESS PORTS AGE",
+            },
+            Case {
+                printer: printers::INGRESS_CLASS,
+                headers: "NAME CONTROLLER PARAMETERS AGE",
+                wide: "NAME CONTROLLER PARAMETERS AGE",
+            },
+            Case {
+                printer: printers::NETWORK_POLICY,
+                headers: "NAME POD-SELECTOR AGE",
+                wide: "NAME POD-SELECTOR AGE",
+            },
+            Case {
+                printer: printers::SERVICE_CIDR,
+                headers: "NAME CIDRS AGE",
+                wide: "NAME CIDRS AGE",
+            },
+            Case {
+                printer: printers::IP_ADDRESS,
+                headers: "NAME PARENTREF",
+                wide: "NAME PARENTREF",
+            },
+            Case {
+                printer: printers::STORAGE_CLASS,
+                headers: "NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE",
+                wide: "NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE",
+            },
+            Case {
+                printer: printers::CSI_DRIVER,
+                headers: "NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY TOKENREQUESTS REQUIRESREPUBLISH MODES AGE",
+                wide: "NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY TOKENREQUESTS REQUIRESREPUBLISH MODES AGE",
+            },
+            Case {
+                printer: printers::VOLUME_ATTACHMENT,
+                headers: "NAME ATTACHER PV NODE ATTACHED AGE",
+                wide: "NAME ATTACHER PV NODE ATTACHED AGE",
+            },
+            Case {
+                printer: printers::CERTIFICATE_SIGNING_REQUEST,
+                headers: "NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION CONDITION",
+                wide: "NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION CONDITION",
+            },
+            Case {
+                printer: printers::WEBHOOK_CONFIGURATION,
+                headers: "NAME WEBHOOKS AGE",
+                wide: "NAME WEBHOOKS AGE",
+            },
+            Case {
+                printer: printers::FLOW_SCHEMA,
+                headers: "NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL",
+                wide: "NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL",
+            },
+            Case {
+                printer: printers::PRIORITY_LEVEL_CONFIGURATION,
+                headers: "NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE QUEUELENGTHLIMIT AGE",
+                wide: "NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE QUEUELENGTHLIMIT AGE",
+            },
+            Case {
+                printer: printers::API_SERVICE,
+                headers: "NAME SERVICE AVAILABLE AGE",
+                wide: "NAME SERVICE AVAILABLE AGE",
+            },
+            Case {
                 printer: printers::GENERIC,
-                headers: "NAME AGE",
-                wide: "NAME AGE",
+                headers: "NAME CREATED AT",
+                wide: "NAME CREATED AT",
+            },
+            Case {
+                printer: printers::PERSISTENT_VOLUME,
+                headers: "NAME CAPACITY ACCESS MODES RECLAIM POLICY STATUS CLAIM STORAGECLASS VOLUMEATTRIBUTESCLASS REASON AGE",
+                wide: "NAME CAPACITY ACCESS MODES RECLAIM POLICY STATUS CLAIM STORAGECLASS VOLUMEATTRIBUTESCLASS REASON AGE VOLUMEMODE",
+            },
+            Case {
+                printer: printers::PERSISTENT_VOLUME_CLAIM,
+                headers: "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE",
+                wide: "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE VOLUMEMODE",
+            },
+            Case {
+                printer: printers::RESOURCE_QUOTA,
+                headers: "NAME AGE REQUEST LIMIT",
+                wide: "NAME AGE REQUEST LIMIT",
+            },
+            Case {
+                printer: printers::COMPONENT_STATUS,
+                headers: "NAME STATUS MESSAGE ERROR",
+                wide: "NAME STATUS MESSAGE ERROR",
+            },
+            Case {
+                printer: printers::HORIZONTAL_POD_AUTOSCALER,
+                headers: "NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE",
+                wide: "NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE",
+            },
+            Case {
+                printer: printers::RUNTIME_CLASS,
+                headers: "NAME HANDLER AGE",
+                wide: "NAME HANDLER AGE",
+            },
+            Case {
+                printer: printers::CRON_JOB,
+                headers: "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE",
+                wide: "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE CONTAINERS IMAGES SELECTOR",
+            },
+            Case {
+                printer: printers::REPLICATION_CONTROLLER,
+                headers: "NAME DESIRED CURRENT READY AGE",
+                wide: "NAME DESIRED CURRENT READY AGE CONTAINERS IMAGES SELECTOR",
             },
         ];
         for case in cases {
@@ -359,6 +474,25 @@ mod tests {
         assert_eq!(full["rows"][0]["object"], rs);
         let none = table_for(printers::REPLICA_SET, &[rs], IncludeObject::None, now());
         assert!(none["rows"][0].get("object").is_none());
+    }
+
+    #[test]
+    fn generic_rows_print_the_creation_time_as_upstreams_default_convertor() {
+        let role =
+            json!({"metadata": {"name": "reader", "creationTimestamp": "2024-05-01T11:00:00Z"}});
+        let table = table_for(printers::GENERIC, &[role], IncludeObject::None, now());
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!(["reader", "2024-05-01T11:00:00Z"])
+        );
+        assert_eq!(table["columnDefinitions"][1]["type"], "date");
+        let unset = table_for(
+            printers::GENERIC,
+            &[json!({"metadata": {"name": "x"}})],
+            IncludeObject::None,
+            now(),
+        );
+        assert_eq!(unset["rows"][0]["cells"][1], "0001-01-01T00:00:00Z");
     }
 
     #[test]

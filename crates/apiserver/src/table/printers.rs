@@ -4,9 +4,13 @@
 //! core/v1 object they are stored as). Kinds kcm does not serve yet have their printer here
 //! too, so serving one is a matter of naming it in the entry.
 
-use super::{Printer, columns, core, pod, workloads};
+use super::{
+    Printer, admission, autoscaling, cluster, columns, control_plane, core, networking, pod, rbac,
+    storage, workloads,
+};
 
-/// NAME and AGE, for kinds without a printer (upstream's default table convertor).
+/// NAME and CREATED AT, for kinds without a printer (upstream's default table convertor:
+/// Roles, ClusterRoles).
 pub const GENERIC: Printer = Printer::GENERIC;
 /// core/v1 Pod: READY, STATUS, RESTARTS, AGE; IP, NODE, ... wide.
 pub const POD: Printer = Printer::new(columns::POD, pod::row);
@@ -58,6 +62,88 @@ pub const POD_DISRUPTION_BUDGET: Printer =
 /// scheduling.k8s.io/v1 PriorityClass.
 pub const PRIORITY_CLASS: Printer = Printer::new(columns::PRIORITY_CLASS, core::priority_class);
 
+/// core/v1 PersistentVolume.
+pub const PERSISTENT_VOLUME: Printer =
+    Printer::new(columns::PERSISTENT_VOLUME, cluster::persistent_volume);
+/// core/v1 PersistentVolumeClaim.
+pub const PERSISTENT_VOLUME_CLAIM: Printer = Printer::new(
+    columns::PERSISTENT_VOLUME_CLAIM,
+    cluster::persistent_volume_claim,
+);
+/// core/v1 ResourceQuota.
+pub const RESOURCE_QUOTA: Printer = Printer::new(columns::RESOURCE_QUOTA, cluster::resource_quota);
+/// core/v1 ComponentStatus.
+pub const COMPONENT_STATUS: Printer =
+    Printer::new(columns::COMPONENT_STATUS, cluster::component_status);
+/// autoscaling HorizontalPodAutoscaler (both versions, printed from the stored v2 form).
+pub const HORIZONTAL_POD_AUTOSCALER: Printer = Printer::new(
+    columns::HORIZONTAL_POD_AUTOSCALER,
+    autoscaling::horizontal_pod_autoscaler,
+);
+/// node.k8s.io/v1 RuntimeClass.
+pub const RUNTIME_CLASS: Printer = Printer::new(columns::RUNTIME_CLASS, cluster::runtime_class);
+// ---- Issue 17b: RBAC, networking, storage, certificates, admission, flowcontrol,
+// apiregistration ----
+
+/// rbac.authorization.k8s.io/v1 RoleBinding.
+pub const ROLE_BINDING: Printer = Printer::new(columns::ROLE_BINDING, rbac::role_binding);
+/// rbac.authorization.k8s.io/v1 ClusterRoleBinding.
+pub const CLUSTER_ROLE_BINDING: Printer =
+    Printer::new(columns::CLUSTER_ROLE_BINDING, rbac::role_binding);
+/// networking.k8s.io/v1 Ingress.
+pub const INGRESS: Printer = Printer::new(columns::INGRESS, networking::ingress);
+/// networking.k8s.io/v1 IngressClass.
+pub const INGRESS_CLASS: Printer = Printer::new(columns::INGRESS_CLASS, networking::ingress_class);
+/// networking.k8s.io/v1 NetworkPolicy.
+pub const NETWORK_POLICY: Printer =
+    Printer::new(columns::NETWORK_POLICY, networking::network_policy);
+/// networking.k8s.io/v1 ServiceCIDR.
+pub const SERVICE_CIDR: Printer = Printer::new(columns::SERVICE_CIDR, networking::service_cidr);
+/// networking.k8s.io/v1 IPAddress.
+pub const IP_ADDRESS: Printer = Printer::new(columns::IP_ADDRESS, networking::ip_address);
+/// storage.k8s.io/v1 StorageClass.
+pub const STORAGE_CLASS: Printer = Printer::new(columns::STORAGE_CLASS, storage::storage_class);
+/// storage.k8s.io/v1 CSIDriver.
+pub const CSI_DRIVER: Printer = Printer::new(columns::CSI_DRIVER, storage::csi_driver);
+/// storage.k8s.io/v1 CSINode.
+pub const CSI_NODE: Printer = Printer::new(columns::CSI_NODE, storage::csi_node);
+/// storage.k8s.io/v1 CSIStorageCapacity.
+pub const CSI_STORAGE_CAPACITY: Printer =
+    Printer::new(columns::CSI_STORAGE_CAPACITY, storage::csi_storage_capacity);
+/// storage.k8s.io/v1 VolumeAttachment.
+pub const VOLUME_ATTACHMENT: Printer =
+    Printer::new(columns::VOLUME_ATTACHMENT, storage::volume_attachment);
+/// certificates.k8s.io/v1 CertificateSigningRequest.
+pub const CERTIFICATE_SIGNING_REQUEST: Printer = Printer::new(
+    columns::CERTIFICATE_SIGNING_REQUEST,
+    control_plane::certificate_signing_request,
+);
+/// admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration and
+/// MutatingWebhookConfiguration.
+pub const WEBHOOK_CONFIGURATION: Printer = Printer::new(
+    columns::WEBHOOK_CONFIGURATION,
+    admission::webhook_configuration,
+);
+/// admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy.
+pub const VALIDATING_ADMISSION_POLICY: Printer = Printer::new(
+    columns::VALIDATING_ADMISSION_POLICY,
+    admission::validating_admission_policy,
+);
+/// admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding.
+pub const VALIDATING_ADMISSION_POLICY_BINDING: Printer = Printer::new(
+    columns::VALIDATING_ADMISSION_POLICY_BINDING,
+    admission::validating_admission_policy_binding,
+);
+/// flowcontrol.apiserver.k8s.io/v1 FlowSchema.
+pub const FLOW_SCHEMA: Printer = Printer::new(columns::FLOW_SCHEMA, control_plane::flow_schema);
+/// flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration.
+pub const PRIORITY_LEVEL_CONFIGURATION: Printer = Printer::new(
+    columns::PRIORITY_LEVEL_CONFIGURATION,
+    control_plane::priority_level_configuration,
+);
+/// apiregistration.k8s.io/v1 APIService (kube-aggregator's table).
+pub const API_SERVICE: Printer = Printer::new(columns::API_SERVICE, control_plane::api_service);
+
 /// Every printer above, named, for tests over all of them.
 #[cfg(test)]
 pub(super) const ALL: &[(&str, Printer)] = &[
@@ -84,4 +170,33 @@ pub(super) const ALL: &[(&str, Printer)] = &[
     ("leases", LEASE),
     ("poddisruptionbudgets", POD_DISRUPTION_BUDGET),
     ("priorityclasses", PRIORITY_CLASS),
+    ("persistentvolumes", PERSISTENT_VOLUME),
+    ("persistentvolumeclaims", PERSISTENT_VOLUME_CLAIM),
+    ("resourcequotas", RESOURCE_QUOTA),
+    ("componentstatuses", COMPONENT_STATUS),
+    ("horizontalpodautoscalers", HORIZONTAL_POD_AUTOSCALER),
+    ("runtimeclasses", RUNTIME_CLASS),
+    ("limitranges", GENERIC),
+    ("rolebindings", ROLE_BINDING),
+    ("clusterrolebindings", CLUSTER_ROLE_BINDING),
+    ("ingresses", INGRESS),
+    ("ingressclasses", INGRESS_CLASS),
+    ("networkpolicies", NETWORK_POLICY),
+    ("servicecidrs", SERVICE_CIDR),
+    ("ipaddresses", IP_ADDRESS),
+    ("storageclasses", STORAGE_CLASS),
+    ("csidrivers", CSI_DRIVER),
+    ("csinodes", CSI_NODE),
+    ("csistoragecapacities", CSI_STORAGE_CAPACITY),
+    ("volumeattachments", VOLUME_ATTACHMENT),
+    ("certificatesigningrequests", CERTIFICATE_SIGNING_REQUEST),
+    ("webhookconfigurations", WEBHOOK_CONFIGURATION),
+    ("validatingadmissionpolicies", VALIDATING_ADMISSION_POLICY),
+    (
+        "validatingadmissionpolicybindings",
+        VALIDATING_ADMISSION_POLICY_BINDING,
+    ),
+    ("flowschemas", FLOW_SCHEMA),
+    ("prioritylevelconfigurations", PRIORITY_LEVEL_CONFIGURATION),
+    ("apiservices", API_SERVICE),
 ];

@@ -104,3 +104,103 @@ pub async fn raw(
     let bytes = response.into_body().collect_bytes().await.expect("body");
     (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
+
+/// Drives one resource through real HTTP as clients do, with a typed `kube` API: create,
+/// get, list, a watch that sees a merge patch, and a server-side apply by a second manager.
+/// `obj` must be valid; `patch` a merge patch that changes it; `apply` a full apply
+/// configuration of the same object (JSON). Returns the created, patched and applied
+/// objects, for the caller's own assertions.
+pub async fn lifecycle<K>(api: &kube::Api<K>, obj: &K, patch: Value, apply: Value) -> (K, K, K)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    use futures::StreamExt;
+    use kube::api::{ListParams, Patch, PatchParams, PostParams, WatchParams};
+    use kube::core::WatchEvent;
+
+    let created = api
+        .create(&PostParams::default(), obj)
+        .await
+        .expect("create");
+    let name = created.meta().name.clone().expect("name");
+    let got = api.get(&name).await.expect("get");
+    assert_eq!(
+        got.meta().uid,
+        created.meta().uid,
+        "get returns the created object"
+    );
+    let list = api.list(&ListParams::default()).await.expect("list");
+    assert!(
+        list.items
+            .iter()
+            .any(|o| o.meta().name.as_deref() == Some(&name)),
+        "list holds {name}"
+    );
+    let rv = list.metadata.resource_version.clone().expect("list rv");
+    let mut watch = api
+        .watch(&WatchParams::default().disable_bookmarks().timeout(10), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let patched = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("merge patch");
+    assert_ne!(
+        patched.meta().resource_version,
+        created.meta().resource_version,
+        "the patch changed {name}"
+    );
+    match next_event(&mut watch).await {
+        WatchEvent::Modified(o) => assert_eq!(o.meta().name.as_deref(), Some(name.as_str())),
+        other => panic!("expected MODIFIED {name}, got {}", describe(&other)),
+    }
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply("lifecycle-test").force(),
+            &Patch::Apply(apply),
+        )
+        .await
+        .expect("apply");
+    let managers: Vec<String> = applied
+        .meta()
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        managers.iter().any(|m| m == "lifecycle-test"),
+        "the apply is recorded: {managers:?}"
+    );
+    (created, patched, applied)
+}
+
+/// Sends a bodiless request; returns the status code, the JSON body and the `Warning`
+/// headers.
+pub async fn with_warnings(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+) -> (u16, Value, Vec<String>) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let response = client.send(request).await.expect("response");
+    let code = response.status().as_u16();
+    let warnings = response
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_owned))
+        .collect();
+    let bytes = response.into_body().collect_bytes().await.expect("body");
+    (
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        warnings,
+    )
+}

@@ -1,18 +1,35 @@
 //! Integration tests of the API server over real HTTPS with `kube` clients: one binary, one module per area.
 
+mod admission;
+mod apiregistration;
 mod apply;
+mod autoscaling;
+mod batch;
+mod certificates;
 mod common;
+mod components;
 mod crud;
 mod deletion;
 mod discovery;
+mod endpointslices;
 mod eviction;
+mod flowcontrol;
+mod lifecycle;
 mod list;
 mod namespaces;
+mod networking;
 mod openapi;
 mod pods;
+mod quotas;
+mod rbac;
+mod replication;
+mod reviews;
 mod robustness;
+mod scheduling;
 mod security;
 mod services;
 mod sqlite;
+mod storage;
+mod volumes;
 mod watch;
 mod workloads;

@@ -1,0 +1,59 @@
+//! admissionregistration.k8s.io/v1 validatingwebhookconfigurations, mutatingwebhookconfigurations, validatingadmissionpolicies (+status), validatingadmissionpolicybindings — stored, not called.
+//!
+//! kcm's API server runs no admission webhooks and evaluates no admission policies: the
+//! objects are defaulted, validated and stored exactly as kube-apiserver stores them (so
+//! install manifests apply and `kubectl get` shows them), but no request is ever sent to a
+//! webhook and no CEL expression is compiled or run. Nothing is half-applied: a configured
+//! `failurePolicy: Fail` webhook does not fail requests either.
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+};
+
+use crate::registry::resource::ResourceDef;
+use crate::registry::subresource::Subresource;
+use crate::resources::admission_policy::{self, BindingStrategy, PolicyStrategy};
+use crate::resources::webhook::{self, WebhookConfigurationStrategy};
+use crate::strategic_merge::kinds;
+use crate::table::printers;
+
+/// The category `kubectl get api-extensions` lists.
+const API_EXTENSIONS: &[&str] = &["api-extensions"];
+
+/// admissionregistration.k8s.io/v1 validatingwebhookconfigurations.
+pub static VALIDATING_WEBHOOK_CONFIGURATIONS: ResourceDef =
+    ResourceDef::of::<ValidatingWebhookConfiguration>()
+        .categories(API_EXTENSIONS)
+        .decode_with(webhook::decode_validating)
+        .strategy(&WebhookConfigurationStrategy { mutating: false })
+        .printer(printers::WEBHOOK_CONFIGURATION)
+        .merge_schema(&kinds::WEBHOOK_CONFIGURATION);
+
+/// admissionregistration.k8s.io/v1 mutatingwebhookconfigurations.
+pub static MUTATING_WEBHOOK_CONFIGURATIONS: ResourceDef =
+    ResourceDef::of::<MutatingWebhookConfiguration>()
+        .categories(API_EXTENSIONS)
+        .decode_with(webhook::decode_mutating)
+        .strategy(&WebhookConfigurationStrategy { mutating: true })
+        .printer(printers::WEBHOOK_CONFIGURATION)
+        .merge_schema(&kinds::WEBHOOK_CONFIGURATION);
+
+/// admissionregistration.k8s.io/v1 validatingadmissionpolicies.
+pub static VALIDATING_ADMISSION_POLICIES: ResourceDef =
+    ResourceDef::of::<ValidatingAdmissionPolicy>()
+        .categories(API_EXTENSIONS)
+        .subresources(&[Subresource::Status])
+        .decode_with(admission_policy::decode_policy)
+        .strategy(&PolicyStrategy)
+        .printer(printers::VALIDATING_ADMISSION_POLICY)
+        .merge_schema(&kinds::METADATA_ONLY);
+
+/// admissionregistration.k8s.io/v1 validatingadmissionpolicybindings.
+pub static VALIDATING_ADMISSION_POLICY_BINDINGS: ResourceDef =
+    ResourceDef::of::<ValidatingAdmissionPolicyBinding>()
+        .categories(API_EXTENSIONS)
+        .decode_with(admission_policy::decode_binding)
+        .strategy(&BindingStrategy)
+        .printer(printers::VALIDATING_ADMISSION_POLICY_BINDING)
+        .merge_schema(&kinds::METADATA_ONLY);

@@ -1,0 +1,101 @@
+//! admissionregistration.k8s.io/v1 over HTTP: webhook configurations and admission policies are defaulted, validated and stored — and never called.
+
+use kcm_apiserver::testing::TestServer;
+use serde_json::json;
+
+use crate::common::{raw, timed};
+use crate::lifecycle::{self, Lifecycle};
+
+const ADMISSION: &str = "/apis/admissionregistration.k8s.io/v1";
+
+fn webhook(name: &str) -> serde_json::Value {
+    json!({"name": name, "sideEffects": "None", "admissionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"name": "hook", "namespace": "default"}},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]})
+}
+
+#[tokio::test]
+async fn webhooks_are_defaulted_stored_and_not_called() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let out = lifecycle::run(
+            &client,
+            Lifecycle {
+                collection: &format!("{ADMISSION}/mutatingwebhookconfigurations"),
+                object: json!({"metadata": {"name": "inject"}, "webhooks": [webhook("inject.example.com")]}),
+                patch: json!({"metadata": {"labels": {"a": "b"}}}),
+                apply: json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                    "metadata": {"name": "inject"}, "webhooks": [webhook("inject.example.com")]}),
+            },
+        )
+        .await;
+        let hook = &out.created["webhooks"][0];
+        assert_eq!(
+            (&hook["failurePolicy"], &hook["matchPolicy"], &hook["timeoutSeconds"], &hook["reinvocationPolicy"]),
+            (&json!("Fail"), &json!("Equivalent"), &json!(10), &json!("Never"))
+        );
+        assert_eq!((&hook["namespaceSelector"], &hook["objectSelector"]), (&json!({}), &json!({})));
+        assert_eq!(hook["clientConfig"]["service"]["port"], 443);
+        assert_eq!(hook["rules"][0]["scope"], "*");
+
+        // A Fail webhook pointing nowhere: creating a matching object still works, since
+        // webhooks are stored, not called.
+        let (code, _) = raw(&client, "POST", &format!("{ADMISSION}/validatingwebhookconfigurations"), "application/json",
+            serde_json::to_vec(&json!({"metadata": {"name": "deny"}, "webhooks": [webhook("deny.example.com")]})).expect("json")).await;
+        assert_eq!(code, 201);
+        let (code, cm) = raw(&client, "POST", "/api/v1/namespaces/default/configmaps", "application/json",
+            br#"{"metadata": {"name": "still-works"}}"#.to_vec()).await;
+        assert_eq!(code, 201, "{cm}");
+
+        let (code, status) = raw(&client, "POST", &format!("{ADMISSION}/validatingwebhookconfigurations"), "application/json",
+            serde_json::to_vec(&json!({"metadata": {"name": "bad"}, "webhooks": [{"name": "bad.example.com",
+                "clientConfig": {"url": "http://example.com"}}]})).expect("json")).await;
+        assert_eq!(code, 422);
+        assert_eq!(
+            status["message"],
+            "ValidatingWebhookConfiguration.admissionregistration.k8s.io \"bad\" is invalid: [webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun, webhooks[0].clientConfig.url: Invalid value: \"http://example.com\": 'https' is the only allowed URL scheme, webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1]"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn admission_policies_and_bindings() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let policy = json!({"metadata": {"name": "max-replicas"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+            "validations": [{"expression": "object.spec.replicas <= 5"}]}});
+        let out = lifecycle::run(
+            &client,
+            Lifecycle {
+                collection: &format!("{ADMISSION}/validatingadmissionpolicies"),
+                object: policy.clone(),
+                patch: json!({"spec": {"failurePolicy": "Ignore"}, "status": {"observedGeneration": 9}}),
+                apply: json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                    "metadata": {"name": "max-replicas"}, "spec": policy["spec"]}),
+            },
+        )
+        .await;
+        assert_eq!(out.created["spec"]["failurePolicy"], "Fail");
+        assert_eq!(out.created["spec"]["matchConstraints"]["matchPolicy"], "Equivalent");
+        assert_eq!(out.created["status"], json!({}));
+        assert_eq!(out.patched["status"], json!({}), "status only through /status");
+        lifecycle::run(
+            &client,
+            Lifecycle {
+                collection: &format!("{ADMISSION}/validatingadmissionpolicybindings"),
+                object: json!({"metadata": {"name": "max-replicas"}, "spec": {"policyName": "max-replicas",
+                    "validationActions": ["Deny"]}}),
+                patch: json!({"spec": {"validationActions": ["Warn", "Audit"]}}),
+                apply: json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                    "metadata": {"name": "max-replicas"}, "spec": {"policyName": "max-replicas", "validationActions": ["Deny"]}}),
+            },
+        )
+        .await;
+    })
+    .await;
+}
