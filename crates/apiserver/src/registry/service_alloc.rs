@@ -612,9 +612,45 @@ fn node_port_items(svc: &Value) -> BTreeSet<u32> {
         .collect()
 }
 
+/// Defaults a headless Service's `ipFamilyPolicy` and `ipFamilies` as upstream's
+/// `initIPFamilyFields` on this single-stack IPv4 cluster: with a selector SingleStack and
+/// IPv4; without one RequireDualStack and both families (its Endpoints come from its owner,
+/// in any family). Values the user set are kept. The EndpointSlice controller reads
+/// `ipFamilies` to choose the slices' address types.
+fn default_headless_ip_families(svc: &mut Value) {
+    let selectorless = svc
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .is_none_or(|s| s.is_empty());
+    let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let unset = |v: Option<&Value>| v.is_none_or(|v| v.is_null() || v == "" || v == &json!([]));
+    if unset(spec.get("ipFamilyPolicy")) {
+        let policy = if selectorless {
+            "RequireDualStack"
+        } else {
+            "SingleStack"
+        };
+        spec.insert("ipFamilyPolicy".to_owned(), json!(policy));
+    }
+    if unset(spec.get("ipFamilies")) {
+        spec.insert("ipFamilies".to_owned(), json!(["IPv4"]));
+    }
+    let single = spec.get("ipFamilyPolicy").and_then(Value::as_str) == Some("SingleStack");
+    if selectorless
+        && !single
+        && let Some(families) = spec.get_mut("ipFamilies").and_then(Value::as_array_mut)
+        && families.len() == 1
+    {
+        let other = if families[0] == "IPv6" { "IPv4" } else { "IPv6" };
+        families.push(json!(other));
+    }
+}
+
 /// Allocates the requested (`clusterIP`, else `clusterIPs[0]`) or a free cluster IP and sets
 /// `clusterIP`, `clusterIPs`, `ipFamilies` and `ipFamilyPolicy`; headless (`None`) Services
-/// get none.
+/// get no IP, only their families ([`default_headless_ip_families`]).
 fn allocate_cluster_ip(txn: &mut ServiceAllocationTxn<'_>, svc: &mut Value) -> Result<()> {
     let requested = svc
         .pointer("/spec/clusterIP")
@@ -627,6 +663,7 @@ fn allocate_cluster_ip(txn: &mut ServiceAllocationTxn<'_>, svc: &mut Value) -> R
         })
         .map(str::to_owned);
     if requested.as_deref() == Some("None") {
+        default_headless_ip_families(svc);
         return Ok(());
     }
     let item = match &requested {

@@ -397,3 +397,43 @@ async fn restart_repairs_from_the_stored_services() {
     .await;
     assert!(taken.is_err(), "the IP is known as taken after the restart");
 }
+
+/// Headless Services get IP families as upstream's `initIPFamilyFields` on a single-stack
+/// cluster: SingleStack IPv4 with a selector, RequireDualStack IPv4+IPv6 without; what the
+/// user set is kept.
+#[tokio::test]
+async fn headless_services_get_ip_families() {
+    let r = registry().await;
+    let cases = [
+        (
+            "selected",
+            json!({"clusterIP": "None", "selector": {"app": "a"}, "ports": [{"port": 80}]}),
+            json!("SingleStack"),
+            json!(["IPv4"]),
+        ),
+        (
+            "selectorless",
+            json!({"clusterIP": "None", "ports": [{"port": 80}]}),
+            json!("RequireDualStack"),
+            json!(["IPv4", "IPv6"]),
+        ),
+        (
+            "selectorless-single",
+            json!({"clusterIP": "None", "ipFamilyPolicy": "SingleStack"}),
+            json!("SingleStack"),
+            json!(["IPv4"]),
+        ),
+        (
+            "selectorless-v6",
+            json!({"clusterIP": "None", "ipFamilyPolicy": "PreferDualStack", "ipFamilies": ["IPv6"]}),
+            json!("PreferDualStack"),
+            json!(["IPv6", "IPv4"]),
+        ),
+    ];
+    for (name, spec, policy, families) in cases {
+        let created = create(&r, svc(name, spec)).await.expect(name);
+        assert_eq!(created["spec"]["clusterIPs"], json!(["None"]), "{name}");
+        assert_eq!(created["spec"]["ipFamilyPolicy"], policy, "{name}");
+        assert_eq!(created["spec"]["ipFamilies"], families, "{name}");
+    }
+}
