@@ -206,6 +206,21 @@ async fn new_service_gets_endpoints_with_its_pods() {
     assert!(!labels.contains_key(IS_HEADLESS_SERVICE));
 }
 
+/// A Service without labels gets Endpoints without labels or annotations (omitted, as Go's
+/// `omitempty` drops empty maps, not `labels: {}`).
+#[tokio::test]
+async fn empty_label_and_annotation_maps_are_omitted() {
+    let fx = fixture();
+    fx.add_service(svc("foo").named_port("http", 80, "http").build());
+    fx.controller
+        .sync(&format!("{NS}/foo"))
+        .await
+        .expect("sync");
+    let got = fx.stored("foo");
+    assert_eq!(got.metadata.labels, None);
+    assert_eq!(got.metadata.annotations, None, "no pods, no trigger time");
+}
+
 /// Upstream's `TestSyncEndpointsExistingEmptySubsets` / `...NilSubsets`: no pods and
 /// Endpoints already empty: no write.
 #[tokio::test]

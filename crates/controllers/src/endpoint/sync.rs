@@ -221,6 +221,13 @@ impl EndpointController {
         } else {
             labels.insert(IS_HEADLESS_SERVICE.to_owned(), String::new());
         }
+        // Empty maps are omitted on the wire, as Go's `omitempty` does (`labels: {}` otherwise).
+        if new.metadata.labels.as_ref().is_some_and(|m| m.is_empty()) {
+            new.metadata.labels = None;
+        }
+        if new.metadata.annotations.as_ref().is_some_and(|m| m.is_empty()) {
+            new.metadata.annotations = None;
+        }
 
         tracing::debug!(
             service = key,
