@@ -643,7 +643,11 @@ fn default_headless_ip_families(svc: &mut Value) {
         && let Some(families) = spec.get_mut("ipFamilies").and_then(Value::as_array_mut)
         && families.len() == 1
     {
-        let other = if families[0] == "IPv6" { "IPv4" } else { "IPv6" };
+        let other = if families[0] == "IPv6" {
+            "IPv4"
+        } else {
+            "IPv6"
+        };
         families.push(json!(other));
     }
 }
@@ -838,10 +842,10 @@ fn clear_node_ports(new: &mut Value, old: &Value) {
         .flatten()
     {
         let value = port.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
-        if value == 0 || port_item(value).is_some_and(|i| old_values.contains(&i)) {
-            if let Some(map) = port.as_object_mut() {
-                map.remove("nodePort");
-            }
+        if (value == 0 || port_item(value).is_some_and(|i| old_values.contains(&i)))
+            && let Some(map) = port.as_object_mut()
+        {
+            map.remove("nodePort");
         }
     }
 }

@@ -15,9 +15,9 @@
 //!   sweep of leftover Endpoints), the event handlers and the worker wiring
 //!   (`endpoints_controller.go` up to `processNextWorkItem`).
 //! - `sync`: `syncService`.
-//! - [`subsets`]: addresses and ports per pod, `RepackSubsets`, truncation, comparison.
-//! - [`tracker`]: `staleEndpointsTracker`.
-//! - [`client`]: the seam for the Endpoints writes, with a recording fake.
+//! - [`subsets`] — addresses and ports per pod, `RepackSubsets`, truncation, comparison.
+//! - [`tracker`] — `staleEndpointsTracker`.
+//! - [`client`] — the seam for the Endpoints writes, with a recording fake.
 
 pub mod client;
 mod controller;

@@ -417,58 +417,82 @@ mod tests {
             },
             Case {
                 name: "empty ports",
-                given: vec![subset(&[a1.clone()], &[], &[])],
-                expect: vec![subset(&[a1.clone()], &[], &[])],
+                given: vec![subset(std::slice::from_ref(&a1), &[], &[])],
+                expect: vec![subset(std::slice::from_ref(&a1), &[], &[])],
             },
             Case {
                 name: "one set, one ip, one port",
-                given: vec![subset(&[a1.clone()], &[], &[p1.clone()])],
-                expect: vec![subset(&[a1.clone()], &[], &[p1.clone()])],
+                given: vec![subset(
+                    std::slice::from_ref(&a1),
+                    &[],
+                    std::slice::from_ref(&p1),
+                )],
+                expect: vec![subset(
+                    std::slice::from_ref(&a1),
+                    &[],
+                    std::slice::from_ref(&p1),
+                )],
             },
             Case {
                 name: "one set, two ips",
-                given: vec![subset(&[a2.clone(), a1.clone()], &[], &[p1.clone()])],
-                expect: vec![subset(&[a1.clone(), a2.clone()], &[], &[p1.clone()])],
+                given: vec![subset(
+                    &[a2.clone(), a1.clone()],
+                    &[],
+                    std::slice::from_ref(&p1),
+                )],
+                expect: vec![subset(
+                    &[a1.clone(), a2.clone()],
+                    &[],
+                    std::slice::from_ref(&p1),
+                )],
             },
             Case {
                 name: "two sets, same ip, different ports",
                 given: vec![
-                    subset(&[a1.clone()], &[], &[p1.clone()]),
-                    subset(&[a1.clone()], &[], &[p2.clone()]),
+                    subset(std::slice::from_ref(&a1), &[], std::slice::from_ref(&p1)),
+                    subset(std::slice::from_ref(&a1), &[], std::slice::from_ref(&p2)),
                 ],
-                expect: vec![subset(&[a1.clone()], &[], &[p1.clone(), p2.clone()])],
+                expect: vec![subset(
+                    std::slice::from_ref(&a1),
+                    &[],
+                    &[p1.clone(), p2.clone()],
+                )],
             },
             Case {
                 name: "duplicate ready and not ready: not ready wins",
                 given: vec![
-                    subset(&[a1.clone()], &[], &[p1.clone()]),
-                    subset(&[], &[a1.clone()], &[p1.clone()]),
+                    subset(std::slice::from_ref(&a1), &[], std::slice::from_ref(&p1)),
+                    subset(&[], std::slice::from_ref(&a1), std::slice::from_ref(&p1)),
                 ],
-                expect: vec![subset(&[], &[a1.clone()], &[p1.clone()])],
+                expect: vec![subset(
+                    &[],
+                    std::slice::from_ref(&a1),
+                    std::slice::from_ref(&p1),
+                )],
             },
             Case {
                 name: "same ip, different uids are distinct",
                 given: vec![subset(
                     &[a1.clone(), address("1.1.1.1", "z")],
                     &[],
-                    &[p1.clone()],
+                    std::slice::from_ref(&p1),
                 )],
                 expect: vec![subset(
                     &[a1.clone(), address("1.1.1.1", "z")],
                     &[],
-                    &[p1.clone()],
+                    std::slice::from_ref(&p1),
                 )],
             },
             Case {
                 name: "three sets, overlapping ports",
                 given: vec![
-                    subset(&[a1.clone()], &[], &[p1.clone()]),
-                    subset(&[a2.clone()], &[], &[p2.clone()]),
-                    subset(&[a3.clone()], &[], &[p1.clone()]),
+                    subset(std::slice::from_ref(&a1), &[], std::slice::from_ref(&p1)),
+                    subset(std::slice::from_ref(&a2), &[], std::slice::from_ref(&p2)),
+                    subset(std::slice::from_ref(&a3), &[], std::slice::from_ref(&p1)),
                 ],
                 expect: vec![
-                    subset(&[a1.clone(), a3.clone()], &[], &[p1.clone()]),
-                    subset(&[a2.clone()], &[], &[p2.clone()]),
+                    subset(&[a1.clone(), a3.clone()], &[], std::slice::from_ref(&p1)),
+                    subset(std::slice::from_ref(&a2), &[], std::slice::from_ref(&p2)),
                 ],
             },
         ];
@@ -582,7 +606,7 @@ mod tests {
             }
             b
         };
-        let x = vec![subset(&[a.clone()], &[], &[port("p", 80)])];
+        let x = vec![subset(std::slice::from_ref(&a), &[], &[port("p", 80)])];
         let y = vec![subset(&[with_rv], &[], &[port("p", 80)])];
         assert!(subsets_equal_ignoring_resource_version(&x, &y));
         let mut z = y.clone();

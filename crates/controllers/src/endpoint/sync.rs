@@ -225,7 +225,12 @@ impl EndpointController {
         if new.metadata.labels.as_ref().is_some_and(|m| m.is_empty()) {
             new.metadata.labels = None;
         }
-        if new.metadata.annotations.as_ref().is_some_and(|m| m.is_empty()) {
+        if new
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|m| m.is_empty())
+        {
             new.metadata.annotations = None;
         }
 

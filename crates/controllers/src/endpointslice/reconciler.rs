@@ -242,10 +242,7 @@ impl Reconciler {
 
         let mut efficiency = BTreeMap::new();
         let (mut total_added, mut total_removed) = (0, 0);
-        for (key, mut set) in std::mem::take(&mut desired)
-            .into_iter()
-            .map(|(k, v)| (k, v))
-        {
+        for (key, mut set) in std::mem::take(&mut desired) {
             let num_endpoints = set.len();
             let slices = existing_by_ports.get(&key).cloned().unwrap_or_default();
             let meta = desired_meta.get(&key).cloned().unwrap_or(EndpointMeta {

@@ -12,9 +12,9 @@
 //! - `controller`: constants, the controller, construction, `Run`, handlers, worker wiring
 //!   (`endpointslicemirroring_controller.go`).
 //! - `sync`: `syncEndpoints` and `deleteMirroredSlices`.
-//! - [`reconciler`] and [`reconciler_helpers`]: `reconciler.go`, `reconciler_helpers.go`.
-//! - [`utils`]: `utils.go`.
-//! - [`metrics`]: `endpoint_slice_mirroring_controller_*`.
+//! - [`reconciler`] and [`reconciler_helpers`] — `reconciler.go`, `reconciler_helpers.go`.
+//! - [`utils`] — `utils.go`.
+//! - [`metrics`] — `endpoint_slice_mirroring_controller_*`.
 
 mod controller;
 pub mod metrics;

@@ -186,7 +186,7 @@ async fn handlers_queue_namespaces() {
         DeletedObject::Object(Arc::new(config_map("e", None, &[]))),
     );
     let mut queued = Vec::new();
-    while fx.publisher.queue().len() > 0 {
+    while !fx.publisher.queue().is_empty() {
         let key = fx.publisher.queue().get().await.expect("key");
         fx.publisher.queue().done(&key);
         queued.push(key);
