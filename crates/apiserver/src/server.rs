@@ -213,6 +213,11 @@ impl Server {
         // (kube-apiserver would pick the default route's interface address, which a
         // single-machine kcm cluster does not need). A failure is logged and retried by the
         // periodic repair, as upstream's bootstrap controller: it never stops the server.
+        // The Service IP and node port bitmaps are repaired from the stored Services before
+        // anything allocates (as kube-apiserver's repair controllers run at start).
+        if let Err(e) = registry.repair_service_allocations().await {
+            tracing::warn!(error = %e, "unable to repair the service allocations; retried on first use");
+        }
         if let Err(e) = registry
             .ensure_kubernetes_service(client_host, addr.port())
             .await

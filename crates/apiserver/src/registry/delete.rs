@@ -186,7 +186,12 @@ impl Registry {
                 return Ok(DeleteOutcome::Deleted(last));
             }
             match self.storage().delete(&kv.key, rev).await {
-                Ok(_) => return Ok(DeleteOutcome::Deleted(last)),
+                Ok(_) => {
+                    if std::ptr::eq(def, &crate::resources::service::SERVICES) {
+                        self.release_service_allocations(&last).await;
+                    }
+                    return Ok(DeleteOutcome::Deleted(last));
+                }
                 // Graceless deletes race with other deleters; the object is gone either way.
                 Err(storage::Error::NotFound { .. }) if before.graceful => {
                     return Ok(DeleteOutcome::Deleted(last));

@@ -28,8 +28,10 @@ pub mod namespace;
 pub mod options;
 pub mod patch;
 pub mod priority;
+pub mod range_allocator;
 pub mod resource;
 pub mod scale;
+pub mod service_alloc;
 pub mod service_ip;
 pub mod strategy;
 pub mod subresource;
@@ -67,9 +69,9 @@ pub struct Registry {
     pub(crate) events: event_cache::EventCache,
     /// The OpenAPI documents of `resources`, built on first use.
     openapi: OnceLock<OpenApi>,
-    /// Held from reading the used Service cluster IPs until the new Service is stored, so
-    /// two creates never pick the same address.
-    service_ips: tokio::sync::Mutex<()>,
+    /// The Service cluster IP and node port bitmaps. Held from a Service's first allocation
+    /// until it is stored, so two requests never get the same IP or port.
+    service_ips: tokio::sync::Mutex<service_alloc::ServiceAllocators>,
     /// Health probes of the components beside the server, for `componentstatuses`.
     components: components::ComponentProbes,
     /// Authenticates bearer tokens for `tokenreviews`.
@@ -102,7 +104,7 @@ impl Registry {
             resources,
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
             openapi: OnceLock::new(),
-            service_ips: tokio::sync::Mutex::new(()),
+            service_ips: tokio::sync::Mutex::new(service_alloc::ServiceAllocators::default()),
             components: components::ComponentProbes::default(),
             authenticator: Arc::new(NoTokens),
             authorizer: Arc::new(BootstrapPolicy),
