@@ -18,6 +18,7 @@ use crate::http::negotiate::Representation;
 use crate::http::query::Query;
 use crate::http::request_info::ResourceRequest;
 use crate::http::{AppState, json_response};
+use crate::registry::DefRef;
 use crate::registry::delete::{DeleteOutcome, success_status};
 use crate::registry::options::{WriteOptions, WriteOutcome};
 use crate::registry::patch::PatchType;
@@ -33,8 +34,8 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         .registry
         .lookup(&r.group, &r.version, &r.resource)
         .ok_or_else(ApiError::path_not_found)?;
-    let answer = serve(state, def, r, req).await;
-    let Some(warning) = def.deprecation else {
+    let answer = serve(state, def.clone(), r, req).await;
+    let Some(warning) = &def.deprecation else {
         return answer;
     };
     let mut response = answer.unwrap_or_else(IntoResponse::into_response);
@@ -45,11 +46,12 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
 /// Serves one request to `def`.
 async fn serve(
     state: &Arc<AppState>,
-    def: &'static ResourceDef,
+    served: DefRef,
     r: ResourceRequest,
     req: Request,
 ) -> Result<Response> {
     let registry = &state.registry;
+    let def: &ResourceDef = &served;
     // Namespaced resources are addressed under /namespaces/{ns}/ (or across all namespaces
     // for collection reads); cluster-scoped ones never are.
     if !def.namespaced && r.namespace.is_some() {
@@ -110,9 +112,14 @@ async fn serve(
             let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
             if opts.watch {
                 let rx = registry
-                    .watch(def, r.namespace.clone(), opts, state.watch.clone())
+                    .watch(
+                        served.clone(),
+                        r.namespace.clone(),
+                        opts,
+                        state.watch.clone(),
+                    )
                     .await?;
-                return Ok(watch_response(rx, repr, def));
+                return Ok(watch_response(rx, repr, served));
             }
             let list = registry.list(def, r.namespace.as_deref(), &opts).await?;
             Ok(repr.render(def, StatusCode::OK, &list))
@@ -386,12 +393,15 @@ fn method_not_allowed(def: &ResourceDef, method: &Method) -> ApiError {
 fn watch_response(
     rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     repr: Representation,
-    def: &'static ResourceDef,
+    def: DefRef,
 ) -> Response {
     let content_type = repr.watch_content_type();
-    let stream = futures::stream::unfold(rx, move |mut rx| async move {
-        let line = rx.recv().await?;
-        Some((Ok::<_, Infallible>(repr.render_watch_line(def, line)), rx))
+    let stream = futures::stream::unfold(rx, move |mut rx| {
+        let def = def.clone();
+        async move {
+            let line = rx.recv().await?;
+            Some((Ok::<_, Infallible>(repr.render_watch_line(&def, line)), rx))
+        }
     });
     let mut response = Response::new(Body::from_stream(stream));
     if let Ok(ct) = HeaderValue::from_str(&content_type) {

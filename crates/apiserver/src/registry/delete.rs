@@ -254,8 +254,8 @@ pub fn success_status(gr: GroupResource<'_>, obj: &Value) -> Value {
 fn check_preconditions(def: &ResourceDef, obj: &Value, opts: &DeleteOptions) -> Result<()> {
     // Upstream names the kind, not the resource, in these conflicts.
     let gr = GroupResource {
-        group: def.group,
-        resource: def.kind,
+        group: &def.group,
+        resource: &def.kind,
     };
     let name = object::name(obj);
     if let Some(uid) = &opts.precondition_uid

@@ -142,6 +142,36 @@ pub trait Strategy: Send + Sync + 'static {
     }
 }
 
+/// The strategy an entry holds: a built-in's `static` one, or the one a custom resource's
+/// entry shares with nothing else and drops with its CRD.
+#[derive(Clone)]
+pub enum StrategyRef {
+    /// A built-in entry's strategy.
+    Static(&'static dyn Strategy),
+    /// A strategy built at run time (a custom resource's, from its CRD's schema).
+    Shared(std::sync::Arc<dyn Strategy>),
+}
+
+impl std::ops::Deref for StrategyRef {
+    type Target = dyn Strategy;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            StrategyRef::Static(s) => *s,
+            StrategyRef::Shared(s) => s.as_ref(),
+        }
+    }
+}
+
+impl std::fmt::Debug for StrategyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StrategyRef::Static(_) => "StrategyRef::Static",
+            StrategyRef::Shared(_) => "StrategyRef::Shared",
+        })
+    }
+}
+
 /// The strategy of a resource with no behaviour beyond the generic rules.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DefaultStrategy;

@@ -232,11 +232,11 @@ mod tests {
     fn every_entry_is_complete() {
         let created = "2024-05-01T11:00:00Z";
         for (i, def) in ALL.iter().enumerate() {
-            let gvr = (def.group, def.version, def.plural);
+            let gvr = (&*def.group, &*def.version, &*def.plural);
             assert!(
                 ALL[i + 1..]
                     .iter()
-                    .all(|other| (other.group, other.version, other.plural) != gvr),
+                    .all(|other| (&*other.group, &*other.version, &*other.plural) != gvr),
                 "{gvr:?} is registered twice"
             );
             assert!(
@@ -260,18 +260,18 @@ mod tests {
                 "{gvr:?}: no strategic merge schema (kinds::METADATA_ONLY when only ObjectMeta is tagged)"
             );
             assert_eq!(
-                (def.openapi.group, def.openapi.version, def.openapi.kind),
-                (def.group, def.version, def.kind),
+                def.openapi.map(|k| (k.group, k.version, k.kind)),
+                Some((&*def.group, &*def.version, &*def.kind)),
                 "{gvr:?}: the OpenAPI kind is the entry's"
             );
             let mut components = Components::new();
-            let component = components.add_kind(&def.openapi);
+            let component = components.add_kind(&def.openapi.expect("typed"));
             assert!(
                 components.finish()[&component]["properties"]["metadata"].is_object(),
                 "{gvr:?}: no OpenAPI schema {component}"
             );
             assert!(
-                crate::protobuf::decodes(&def.api_version(), def.kind),
+                crate::protobuf::decodes(&def.api_version(), &def.kind),
                 "{gvr:?}: no protobuf root (add it to protobuf/generate.py and regenerate)"
             );
         }
