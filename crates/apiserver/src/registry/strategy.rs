@@ -131,6 +131,13 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Changes the first delete of an object makes before it waits for finalizers (upstream's
+    /// CRD `Delete`, which adds its cleanup finalizer and a `Terminating` condition); whether
+    /// it changed anything. Called only while the object is not yet being deleted.
+    fn prepare_for_delete(&self, _obj: &mut Value) -> bool {
+        false
+    }
+
     /// Whether a delete answers with the deleted object rather than a `Status` (pods).
     fn returns_deleted_object(&self) -> bool {
         false
