@@ -163,7 +163,7 @@ async fn serve(
         }
         (&Method::PATCH, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
             let target = write_target(sub);
-            let patch_type = patch_type(&headers)?;
+            let patch_type = patch_type(&headers, def)?;
             let opts = write_options(&query, &headers, Some(patch_type), user)?;
             let bytes = read_body(req).await?;
             let outcome = registry
@@ -225,7 +225,7 @@ async fn serve(
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PATCH, Some(name), Some(Subresource::Scale)) => {
-            let patch_type = patch_type(&headers)?;
+            let patch_type = patch_type(&headers, def)?;
             let opts = write_options(&query, &headers, Some(patch_type), user)?;
             let bytes = read_body(req).await?;
             let scale = registry
@@ -352,13 +352,28 @@ fn created_status() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 }
 
-fn patch_type(headers: &http::HeaderMap) -> Result<PatchType> {
+fn patch_type(headers: &http::HeaderMap, def: &ResourceDef) -> Result<PatchType> {
     let content_type = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    PatchType::from_content_type(content_type)
-        .ok_or_else(|| ApiError::unsupported_media_type(content_type, &PatchType::MEDIA_TYPES))
+    match PatchType::from_content_type(content_type) {
+        // Custom resources have no Go struct tags to merge by: upstream answers 415 and lists
+        // the patch types it does serve.
+        Some(PatchType::StrategicMerge) if def.is_custom() => {
+            let served: Vec<&str> = PatchType::MEDIA_TYPES
+                .iter()
+                .copied()
+                .filter(|m| PatchType::from_content_type(m) != Some(PatchType::StrategicMerge))
+                .collect();
+            Err(ApiError::unsupported_media_type(content_type, &served))
+        }
+        Some(t) => Ok(t),
+        None => Err(ApiError::unsupported_media_type(
+            content_type,
+            &PatchType::MEDIA_TYPES,
+        )),
+    }
 }
 
 /// The verb of a request to a resource's main paths (collection or `object`), a collection
