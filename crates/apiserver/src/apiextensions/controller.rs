@@ -387,7 +387,8 @@ mod tests {
 
     fn foo_crd(plural: &str, kind: &str) -> Value {
         json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.samplecontroller.k8s.io")},
+            "metadata": {"name": format!("{plural}.samplecontroller.k8s.io"),
+                "annotations": {"api-approved.kubernetes.io": "unapproved, test"}},
             "spec": {"group": "samplecontroller.k8s.io", "scope": "Namespaced",
                 "names": {"plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind},
                 "versions": [{"name": "v1alpha1", "served": true, "storage": true,

@@ -40,6 +40,7 @@ pub fn validate(crd: &CustomResourceDefinition) -> Vec<FieldError> {
         errs.push(FieldError::invalid("metadata.name", name, NAME_MESSAGE));
     }
     errs.extend(validate_spec(crd));
+    errs.extend(validate_api_approval(crd));
     if let Some(accepted) = crd.status.as_ref().and_then(|s| s.accepted_names.as_ref()) {
         errs.extend(validate_names(accepted, "status.acceptedNames"));
     }
@@ -90,6 +91,47 @@ pub fn validate_update(
         }
     }
     errs
+}
+
+/// The annotation a CRD in a protected group (`*.k8s.io`, `*.kubernetes.io`) must carry.
+pub const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// Upstream's group protection (KEP 2337): a CRD in a Kubernetes-owned group names its API
+/// review (a URL) or says it is `unapproved...`.
+fn validate_api_approval(crd: &CustomResourceDefinition) -> Vec<FieldError> {
+    let group = crd.spec.group.as_str();
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|g| group == *g || group.ends_with(&format!(".{g}")));
+    if !protected {
+        return Vec::new();
+    }
+    let field = format!("metadata.annotations[{API_APPROVED}]");
+    match crd
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(API_APPROVED))
+    {
+        None => vec![FieldError::required(
+            field,
+            format!(
+                "protected groups must have approval annotation {API_APPROVED:?}, see https://github.com/kubernetes/enhancements/pull/1111"
+            ),
+        )],
+        Some(v)
+            if v.starts_with("unapproved")
+                || v.starts_with("http://")
+                || v.starts_with("https://") =>
+        {
+            Vec::new()
+        }
+        Some(v) => vec![FieldError::invalid(
+            field,
+            v.as_str(),
+            "protected groups must have approval annotation \"api-approved.kubernetes.io\" with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111",
+        )],
+    }
 }
 
 fn validate_spec(crd: &CustomResourceDefinition) -> Vec<FieldError> {
@@ -435,7 +477,8 @@ mod tests {
 
     fn crd(patch: impl FnOnce(&mut Value)) -> CustomResourceDefinition {
         let mut v = json!({
-            "metadata": {"name": "foos.samplecontroller.k8s.io"},
+            "metadata": {"name": "foos.samplecontroller.k8s.io",
+                "annotations": {"api-approved.kubernetes.io": "unapproved, experimental-only"}},
             "spec": {
                 "group": "samplecontroller.k8s.io",
                 "scope": "Namespaced",
@@ -552,6 +595,17 @@ mod tests {
                         json!({"properties": {}})
                 },
                 want: "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
+            },
+            Case {
+                name: "a protected group without approval",
+                patch: |v| {
+                    v["metadata"]
+                        .as_object_mut()
+                        .map(|m| m.remove("annotations"))
+                        .map(drop)
+                        .unwrap_or(())
+                },
+                want: "metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation",
             },
             Case {
                 name: "webhook conversion",

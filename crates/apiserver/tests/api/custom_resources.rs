@@ -21,7 +21,8 @@ fn foo_crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "foos.samplecontroller.k8s.io"},
+        "metadata": {"name": "foos.samplecontroller.k8s.io",
+            "annotations": {"api-approved.kubernetes.io": "unapproved, experimental-only"}},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
