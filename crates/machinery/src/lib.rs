@@ -8,6 +8,7 @@
 //! - [`events`]: the core/v1 event recorder with aggregation and spam filtering.
 //! - [`leaderelection`]: Lease-based leader election with client-go's algorithm.
 //! - [`client`]: a client-side QPS/burst limiter and request metrics for `kube::Client`.
+//! - [`dynamic`]: custom resources: a dynamic client, and typed custom resource structs.
 //! - [`labels`]: Kubernetes label selectors.
 //!
 //! Data flows one way: API server --list/watch--> Reflector --deltas--> DeltaFIFO --pop-->
@@ -15,6 +16,7 @@
 
 pub mod client;
 pub mod controller;
+pub mod dynamic;
 pub mod events;
 pub mod informer;
 pub mod labels;
