@@ -110,19 +110,22 @@ pub fn evaluate(
         } else {
             format!("{path}{}", rule.field_path)
         };
+        // Upstream reports the schema's type as the value (`fieldErrorForReason(fldPath,
+        // sts.Type, ...)`), never the object itself: a rule's failure names no data.
+        let shown = Value::String(schema.ty.clone());
         match outcome {
             Ok(Ok(Ok(cel::Value::Bool(true)))) => {}
             Ok(Ok(Ok(cel::Value::Bool(false)))) => {
-                errs.push(FieldError::invalid(at, value.clone(), rule.message.clone()));
+                errs.push(FieldError::invalid(at, shown.clone(), rule.message.clone()));
             }
             Ok(Ok(Ok(other))) => errs.push(FieldError::invalid(
                 at,
-                value.clone(),
+                shown.clone(),
                 format!("rule {:?} evaluated to {other:?}, not a bool", rule.rule),
             )),
             Ok(Ok(Err(e))) => errs.push(FieldError::invalid(
                 at,
-                value.clone(),
+                shown.clone(),
                 format!(
                     "{}: rule {:?} could not be evaluated: {e}",
                     rule.message, rule.rule
@@ -130,12 +133,12 @@ pub fn evaluate(
             )),
             Ok(Err(e)) => errs.push(FieldError::invalid(
                 at,
-                value.clone(),
+                shown.clone(),
                 format!("rule {:?} could not be given the value: {e}", rule.rule),
             )),
             Err(_) => errs.push(FieldError::invalid(
                 at,
-                value.clone(),
+                shown.clone(),
                 format!("rule {:?} could not be evaluated", rule.rule),
             )),
         }
@@ -212,7 +215,7 @@ mod tests {
         assert!(run(json!({"spec": {"replicas": 3, "minReplicas": 1}}), None).is_empty());
         let errs = run(json!({"spec": {"replicas": 1, "minReplicas": 2}}), None);
         assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(errs[0].starts_with("spec: Invalid value: "), "{errs:?}");
+        assert!(errs[0].starts_with("spec: Invalid value: \"object\": "), "{errs:?}");
         assert!(
             errs[0].ends_with("replicas must be at least minReplicas"),
             "{errs:?}"

@@ -75,15 +75,19 @@ fn scale_from(obj: &Value, spec_replicas: &str, status_replicas: &str, selector:
     if let Some(ts) = obj.pointer("/metadata/creationTimestamp") {
         metadata["creationTimestamp"] = ts.clone();
     }
+    let mut status =
+        json!({"replicas": obj.pointer(status_replicas).and_then(Value::as_i64).unwrap_or(0)});
+    // `ScaleStatus.selector` is `omitempty`: a custom resource without `labelSelectorPath`
+    // shows none.
+    if !selector.is_empty() {
+        status["selector"] = Value::String(selector);
+    }
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
         "spec": {"replicas": obj.pointer(spec_replicas).and_then(Value::as_i64).unwrap_or(0)},
-        "status": {
-            "replicas": obj.pointer(status_replicas).and_then(Value::as_i64).unwrap_or(0),
-            "selector": selector,
-        },
+        "status": status,
     })
 }
 
@@ -225,6 +229,18 @@ mod tests {
             merge_patch_at("/spec/size", json!(4)),
             json!({"spec": {"size": 4}})
         );
+    }
+
+    #[test]
+    fn a_custom_resource_without_a_label_selector_path_shows_no_selector() {
+        let paths = ScalePaths {
+            spec_replicas: "/spec/replicas".to_owned(),
+            status_replicas: "/status/availableReplicas".to_owned(),
+            label_selector: None,
+        };
+        let foo = json!({"metadata": {"name": "f"}, "spec": {"replicas": 2}});
+        let scale = custom_scale_of(&paths, &foo);
+        assert_eq!(scale["status"], json!({"replicas": 0}));
     }
 
     #[test]
