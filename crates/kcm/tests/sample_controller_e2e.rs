@@ -10,8 +10,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 const KCM: &str = env!("CARGO_BIN_EXE_kcm");
-/// The longest any single wait may take (a failure bound; the whole test takes seconds).
+/// The longest any single wait may take (a failure bound; most waits take a second or two).
 const DEADLINE: Duration = Duration::from_secs(45);
+/// The bound on the cascade after deleting the Foo: the garbage collector monitors Foos only
+/// after its next discovery resync (every 30 s, as upstream), which may come that late.
+const GC_DEADLINE: Duration = Duration::from_secs(75);
 
 fn artifact(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -102,13 +105,23 @@ impl Up {
     }
 
     /// Polls `f` every 200 ms until it answers, or fails after [`DEADLINE`].
-    async fn wait_for<T>(&self, what: &str, mut f: impl FnMut(&Self) -> Option<T>) -> T {
+    async fn wait_for<T>(&self, what: &str, f: impl FnMut(&Self) -> Option<T>) -> T {
+        self.wait_within(DEADLINE, what, f).await
+    }
+
+    /// Polls `f` every 200 ms until it answers, or fails after `deadline`.
+    async fn wait_within<T>(
+        &self,
+        deadline: Duration,
+        what: &str,
+        mut f: impl FnMut(&Self) -> Option<T>,
+    ) -> T {
         let started = Instant::now();
         loop {
             if let Some(v) = f(self) {
                 return v;
             }
-            assert!(started.elapsed() < DEADLINE, "timed out waiting for {what}");
+            assert!(started.elapsed() < deadline, "timed out waiting for {what}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -255,7 +268,7 @@ async fn sample_controller_on_kcm_up() {
 
     // Deleting the Foo deletes its Deployment and pods (the garbage collector).
     up.ok(&["delete", "foo", "example-foo"]);
-    up.wait_for("the Deployment and pods gone", |up| {
+    up.wait_within(GC_DEADLINE, "the Deployment and pods gone", |up| {
         let deployment_gone = !up.kubectl(&["get", "deployment", "example-foo"]).0;
         let pods = up
             .json(&["get", "pods", "-l", selector])

@@ -7,6 +7,7 @@
 //! at its level (or `fieldPath`), and one that cannot be evaluated fails it too.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use cel::{Context, Program};
 use serde_json::Value;
@@ -82,7 +83,11 @@ pub fn evaluate(
         return;
     }
     for rule in &schema.rules {
-        let program = match compile(&rule.rule) {
+        let compiled = rule
+            .compiled
+            .0
+            .get_or_init(|| compile(&rule.rule).map(Arc::new));
+        let program = match compiled {
             Ok(p) => p,
             Err(e) => {
                 errs.push(FieldError::invalid(

@@ -8,6 +8,7 @@
 //! Required value: must not be empty for specified object fields`).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
@@ -106,7 +107,23 @@ pub struct Rule {
     pub field_path: String,
     /// `reason`: `FieldValueInvalid` unless said otherwise.
     pub reason: String,
+    /// The compiled program, filled on the first evaluation and kept with the schema (which
+    /// lives as long as the CRD version is served), so no write compiles a rule again.
+    pub compiled: CompiledRule,
 }
+
+/// A rule's program once compiled (or the compiler's message). Carries no identity of its
+/// own: two rules are equal when their texts are.
+#[derive(Clone, Debug, Default)]
+pub struct CompiledRule(pub OnceLock<Result<Arc<cel::Program>, String>>);
+
+impl PartialEq for CompiledRule {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for CompiledRule {}
 
 /// Where a level sits, for the structural rules that differ by position.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -422,6 +439,7 @@ fn build_level(
                 .reason
                 .clone()
                 .unwrap_or_else(|| "FieldValueInvalid".to_owned()),
+            compiled: CompiledRule::default(),
         })
         .collect();
     Schema {
