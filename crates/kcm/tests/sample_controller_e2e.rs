@@ -37,7 +37,7 @@ impl Drop for Up {
 
 impl Up {
     fn start(data_dir: &Path) -> Self {
-        let mut child = Command::new(KCM)
+        let child = Command::new(KCM)
             .args([
                 "up",
                 "--listen",
@@ -52,7 +52,12 @@ impl Up {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn kcm up");
-        let stdout = child.stdout.take().expect("stdout");
+        // Owned by `Up` at once, so a failed start still kills and reaps the process.
+        let mut up = Up {
+            child,
+            kubeconfig: PathBuf::new(),
+        };
+        let stdout = up.child.stdout.take().expect("stdout");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -67,10 +72,8 @@ impl Up {
                 .recv_timeout(DEADLINE.saturating_sub(started.elapsed()))
                 .expect("kcm up printed its kubeconfig");
             if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
-                return Up {
-                    child,
-                    kubeconfig: PathBuf::from(path),
-                };
+                up.kubeconfig = PathBuf::from(path);
+                return up;
             }
         }
     }

@@ -5,6 +5,9 @@
 //! `sync`), [`client`] (the writes, behind a trait tests fake), `main.rs` (flags, signals,
 //! the event broadcaster). The README walks from `kcm up` to a Foo's Deployment.
 
+// The example's resource is upstream's `Foo`; a variable holding one is a `foo`.
+#![allow(clippy::disallowed_names)]
+
 pub mod client;
 pub mod controller;
 pub mod foo;

@@ -220,7 +220,10 @@ mod tests {
         assert!(run(json!({"spec": {"replicas": 3, "minReplicas": 1}}), None).is_empty());
         let errs = run(json!({"spec": {"replicas": 1, "minReplicas": 2}}), None);
         assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(errs[0].starts_with("spec: Invalid value: \"object\": "), "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec: Invalid value: \"object\": "),
+            "{errs:?}"
+        );
         assert!(
             errs[0].ends_with("replicas must be at least minReplicas"),
             "{errs:?}"

@@ -353,10 +353,7 @@ pub async fn run(
             }
         };
         let wait = if pending { TERMINATING_RETRY } else { RESYNC };
-        let mut events = match registry.storage().watch(&prefix, start).await {
-            Ok(stream) => Some(stream),
-            Err(_) => None,
-        };
+        let mut events = registry.storage().watch(&prefix, start).await.ok();
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(wait) => {}

@@ -227,13 +227,13 @@ impl CustomBehaviour for CustomKind {
         pruned
     }
 
-    fn from_storage(&self, obj: Value) -> Value {
+    fn stored_to_served(&self, obj: Value) -> Value {
         let mut obj = self.with_api_version(obj, &self.api_version);
         values::apply_defaults(&self.schema, &mut obj);
         obj
     }
 
-    fn to_storage(&self, obj: Value) -> Value {
+    fn served_to_stored(&self, obj: Value) -> Value {
         self.with_api_version(obj, &self.storage_api_version)
     }
 

@@ -42,10 +42,10 @@ pub trait CustomBehaviour: Send + Sync + 'static {
 
     /// A stored object as this version serves it: `apiVersion` rewritten (conversion
     /// strategy `None`) and the version's defaults applied (upstream defaults on read).
-    fn from_storage(&self, obj: Value) -> Value;
+    fn stored_to_served(&self, obj: Value) -> Value;
 
     /// An object of this version in the stored version's form.
-    fn to_storage(&self, obj: Value) -> Value;
+    fn served_to_stored(&self, obj: Value) -> Value;
 
     /// The `meta.k8s.io/v1` Table of `objects` (this version's form): the CRD's
     /// `additionalPrinterColumns` between NAME and AGE, as upstream's custom resource

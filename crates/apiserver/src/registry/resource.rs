@@ -688,7 +688,7 @@ impl ResourceDef {
     /// its schema's defaults, as upstream defaults custom resources read from etcd).
     pub fn from_storage(&self, obj: Value) -> Value {
         if let Some(custom) = &self.custom {
-            return custom.from_storage(obj);
+            return custom.stored_to_served(obj);
         }
         match self.storage {
             Storage::Stored {
@@ -702,7 +702,7 @@ impl ResourceDef {
     /// Converts an object of this resource's version to the stored form.
     pub fn to_storage(&self, obj: Value) -> Value {
         if let Some(custom) = &self.custom {
-            return custom.to_storage(obj);
+            return custom.served_to_stored(obj);
         }
         match self.storage {
             Storage::Stored {
