@@ -8,7 +8,7 @@ use kcm_machinery::labels::is_dns1123_subdomain;
 use serde_json::Value;
 
 use super::structural::Schema;
-use super::{is_established, printer};
+use super::{is_established, is_simple_json_path, printer};
 use crate::validation::{DNS1035_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, FieldError, NameRule};
 
 /// Upstream's message for a CRD name that is not `plural.group`.
@@ -399,15 +399,6 @@ fn validate_subresources(sub: Option<&CustomResourceSubresources>, path: &str) -
         // Upstream serves `/scale` without `/status` too; only the paths are checked.
     }
     errs
-}
-
-/// Whether `path` is a simple JSON path (`.a.b.c`, no brackets or filters).
-pub fn is_simple_json_path(path: &str) -> bool {
-    path.starts_with('.')
-        && path.len() > 1
-        && path[1..]
-            .split('.')
-            .all(|seg| !seg.is_empty() && !seg.contains(['[', ']', '*', '?', '@', '$', '(']))
 }
 
 /// Names, as upstream's `ValidateCustomResourceDefinitionNames`.

@@ -83,6 +83,16 @@ pub fn version_priority(a: &str, b: &str) -> Ordering {
     }
 }
 
+/// Whether `path` is a simple JSON path (`.a.b.c`, no brackets or filters): what scale paths
+/// and printer columns may use (shared by their validation and the printer).
+pub fn is_simple_json_path(path: &str) -> bool {
+    path.starts_with('.')
+        && path.len() > 1
+        && path[1..]
+            .split('.')
+            .all(|seg| !seg.is_empty() && !seg.contains(['[', ']', '*', '?', '@', '$', '(']))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

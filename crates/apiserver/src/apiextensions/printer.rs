@@ -5,7 +5,7 @@ use jsonpath_rust::JsonPath;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
 use serde_json::{Value, json};
 
-use super::crd_validation::is_simple_json_path;
+use super::is_simple_json_path;
 use crate::table::{IncludeObject, docs, duration, table_of_cells};
 use crate::validation::FieldError;
 
