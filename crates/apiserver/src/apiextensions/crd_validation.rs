@@ -345,8 +345,8 @@ fn validate_subresources(sub: Option<&CustomResourceSubresources>, path: &str) -
     let Some(scale) = sub.and_then(|s| s.scale.as_ref()) else {
         return errs;
     };
+    // Upstream serves `/scale` without `/status` too: only the paths are checked.
     let scale_path = format!("{path}.scale");
-    let status = sub.is_some_and(|s| s.status.is_some());
     let check = |errs: &mut Vec<FieldError>, field: &str, value: &str, spec_or_status: &str| {
         let at = format!("{scale_path}.{field}");
         if value.is_empty() {
@@ -394,9 +394,6 @@ fn validate_subresources(sub: Option<&CustomResourceSubresources>, path: &str) -
             ));
         }
         errs.extend(sel_errs);
-    }
-    if !status {
-        // Upstream serves `/scale` without `/status` too; only the paths are checked.
     }
     errs
 }
