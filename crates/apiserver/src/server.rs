@@ -12,6 +12,8 @@ use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+use crate::apiextensions::controller::{self as crd_controller, CrdController};
 use tokio_util::task::TaskTracker;
 
 use crate::auth::authenticator::StaticToken;
@@ -188,6 +190,10 @@ impl Server {
             .ensure_bootstrap_objects()
             .await
             .map_err(Error::Bootstrap)?;
+        // Custom resources are served before the first request: a restart finds its CRDs
+        // in the store and serves their resources at once.
+        let mut crds = CrdController::default();
+        crds.sync_all(&registry).await.map_err(Error::Bootstrap)?;
         registry
             .ensure_local_api_services()
             .await
@@ -254,6 +260,11 @@ impl Server {
             router(state),
             shutdown.clone(),
             tracker.clone(),
+        ));
+        tracker.spawn(crd_controller::run(
+            Arc::clone(&registry),
+            crds,
+            shutdown.clone(),
         ));
         tracker.spawn(repair_kubernetes_service(
             Arc::clone(&registry),

@@ -22,7 +22,7 @@ pub struct ServerView<'a> {
     /// Health probes of the components beside the server.
     pub components: &'a ComponentProbes,
     /// The served group versions (`""` for core), in discovery order, each once.
-    pub group_versions: Vec<(&'static str, &'static str)>,
+    pub group_versions: Vec<(String, String)>,
 }
 
 /// Computes the objects of a read-only resource from the server's own state.

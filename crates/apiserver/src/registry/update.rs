@@ -79,7 +79,7 @@ impl Registry {
             let config = apply_config(def, name, patch)?;
             // Upstream converts the configuration to its typed form first, which fails on
             // any field the schema does not declare, whatever `fieldValidation` says.
-            let unknown = self.openapi().unknown_fields(&def.openapi, &config);
+            let unknown = self.unknown_fields(def, &config);
             if !unknown.is_empty() {
                 let object = if def.namespaced {
                     format!("{namespace}/{name}")

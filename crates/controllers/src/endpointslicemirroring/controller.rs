@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::MirroringMetrics;
 use super::reconciler::MirroringReconciler;
-use super::utils::should_mirror;
+use super::utils::{MANAGED_BY, should_mirror};
 use super::{Error, Result};
 use crate::endpointslice::{service_name_index, slow_rate_limiter};
 use crate::endpointsliceutil::{
@@ -35,9 +35,6 @@ pub const CONTROLLER_NAME: &str = "endpointslice-mirroring-controller";
 
 /// The older name `--controllers` also accepts.
 pub const CONTROLLER_ALIAS: &str = "endpointslicemirroring";
-
-/// The `managed-by` value of mirrored slices (upstream's `controllerName`).
-pub const MANAGED_BY: &str = "endpointslicemirroring-controller.k8s.io";
 
 /// The source component of this controller's events.
 pub const EVENT_COMPONENT: &str = "endpoint-slice-mirroring-controller";

@@ -26,10 +26,11 @@ pub mod utils;
 pub use controller::{
     CONTROLLER_ALIAS, CONTROLLER_NAME, DEFAULT_MIRRORING_CONCURRENT_SERVICE_ENDPOINT_SYNCS,
     DEFAULT_MIRRORING_MAX_ENDPOINTS_PER_SUBSET, EVENT_COMPONENT, EndpointSliceMirroringController,
-    EndpointSliceMirroringOptions, MANAGED_BY, MAX_RETRIES, MirroringEventHandlers, QUEUE_NAME,
+    EndpointSliceMirroringOptions, MAX_RETRIES, MirroringEventHandlers, QUEUE_NAME,
 };
 pub use metrics::MirroringMetrics;
 pub use reconciler::{INVALID_IP_ADDRESS, MirroringReconciler, TOO_MANY_ADDRESSES_TO_MIRROR};
+pub use utils::MANAGED_BY;
 
 use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::controller::api_status::error_message;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kcm_machinery::informer::keys::split_meta_namespace_key;
 
-use super::controller::{CONTROLLER_NAME, EndpointSliceMirroringController, MANAGED_BY};
+use super::controller::{CONTROLLER_NAME, EndpointSliceMirroringController};
+use super::utils::MANAGED_BY;
 use super::utils::should_mirror;
 use super::{Error, Result};
 use crate::endpointslice::SERVICE_NAME_INDEX;

@@ -7,13 +7,15 @@ use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort as CorePort, Endp
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::controller::MANAGED_BY;
 use crate::endpointslice::utils::endpoint_slice_prefix;
 use crate::endpointsliceutil::{
     ADDRESS_TYPE_IPV4, ADDRESS_TYPE_IPV6, ENDPOINTS_LAST_CHANGE_TRIGGER_TIME, LABEL_MANAGED_BY,
     LABEL_SERVICE_NAME, LABEL_SKIP_MIRROR, LAST_APPLIED_CONFIG_ANNOTATION,
     LEADER_ELECTION_RECORD_ANNOTATION, PortMapKey,
 };
+
+/// The `managed-by` value of mirrored slices (upstream's `controllerName`).
+pub const MANAGED_BY: &str = "endpointslicemirroring-controller.k8s.io";
 
 /// Mirrored slices are grouped by address type and port list (upstream's
 /// `addrTypePortMapKey`).
