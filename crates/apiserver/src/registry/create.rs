@@ -45,6 +45,16 @@ impl Registry {
                 warnings,
             });
         }
+        if std::ptr::eq(def, &crate::resources::authentication::TOKEN_REVIEWS) {
+            return self
+                .create_token_review(def, obj)
+                .await
+                .map(|object| WriteOutcome {
+                    object,
+                    created: true,
+                    warnings,
+                });
+        }
         if !def.is_stored() {
             return self
                 .create_transient(def, namespace, obj, opts)

@@ -3,6 +3,7 @@
 mod admission;
 mod apiregistration;
 mod apply;
+mod authentication;
 mod autoscaling;
 mod batch;
 mod certificates;
