@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::authenticator::{StaticToken, Union};
 use crate::auth::client_cert::{ClientCertAuthenticator, PeerCertificate, RequestClientCert};
+use crate::auth::rbac::RbacAuthorizer;
 use crate::auth::service_account_authenticator::{ServiceAccountAuthenticator, system_clock};
 use crate::auth::service_account_token::{DEFAULT_ISSUER, TokenIssuer};
 use crate::auth::user::UserInfo;
@@ -197,9 +198,11 @@ impl Server {
                 system_clock(),
             )),
         ]);
+        let rbac = RbacAuthorizer::new();
         let registry = Arc::new(
             Registry::new(Arc::clone(&storage))
                 .with_authenticator(Arc::new(authenticator))
+                .with_authorizer(Arc::new(rbac.clone()))
                 .with_token_issuer(issuer),
         );
         registry
@@ -214,6 +217,20 @@ impl Server {
             .ensure_local_api_services()
             .await
             .map_err(Error::Bootstrap)?;
+        // Authorization reads the RBAC objects from a watch-fed cache; it is filled (the
+        // bootstrap policy included) before the first request is served.
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let rbac_task = rbac
+            .sync_from(Arc::clone(&storage), shutdown.clone())
+            .await
+            .map_err(|source| Error::Storage {
+                backend: "rbac cache",
+                source,
+            })?;
+        tracker.spawn(async move {
+            let _ = rbac_task.await;
+        });
 
         let listener = TcpListener::bind(config.listen)
             .await
@@ -244,8 +261,6 @@ impl Server {
         let scheme = if pki.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{client_addr}");
 
-        let shutdown = CancellationToken::new();
-        let tracker = TaskTracker::new();
         let state = Arc::new(AppState {
             registry: Arc::clone(&registry),
             token: token.clone(),

@@ -7,7 +7,10 @@
 
 pub mod authenticator;
 pub mod authorizer;
+pub mod bootstrap_policy;
 pub mod client_cert;
+pub mod rbac;
+pub mod rbac_rule;
 pub mod service_account_authenticator;
 pub mod service_account_token;
 pub mod user;

@@ -4,6 +4,7 @@
 //! route per resource: the registry decides what exists.
 
 pub mod auth;
+pub mod authorization;
 pub mod body;
 pub mod discovery;
 pub mod handlers;
@@ -47,8 +48,13 @@ pub struct AppState {
 
 /// The router: authentication in front of one dispatching handler.
 pub fn router(state: Arc<AppState>) -> Router {
+    // Layers run outside-in from the last added: authentication, then authorization.
     Router::new()
         .fallback(dispatch)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authorization::authorize,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             auth::require_token,

@@ -110,6 +110,7 @@ impl Registry {
         let mut errs = validate_object_meta(&obj, def.namespaced, def.strategy.name_rule());
         errs.extend(def.strategy.validate(&obj));
         def.check(object::name(&obj), errs)?;
+        self.confirm_no_escalation(def, &obj, opts).await?;
         // The allocation lock stays held until the Service is stored (dropped on return).
         let _service_ips = if std::ptr::eq(def, &crate::resources::service::SERVICES) {
             let guard = self.service_ips.lock().await;

@@ -28,6 +28,7 @@ pub mod namespace;
 pub mod options;
 pub mod patch;
 pub mod priority;
+pub mod rbac_escalation;
 pub mod resource;
 pub mod scale;
 pub mod service_ip;

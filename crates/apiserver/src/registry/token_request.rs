@@ -36,9 +36,7 @@ impl Registry {
         request: Value,
         dry_run: bool,
     ) -> Result<Value> {
-        let issuer: Arc<TokenIssuer> = self
-            .token_issuer()
-            .ok_or_else(ApiError::path_not_found)?;
+        let issuer: Arc<TokenIssuer> = self.token_issuer().ok_or_else(ApiError::path_not_found)?;
         let kind = request
             .get("kind")
             .and_then(Value::as_str)

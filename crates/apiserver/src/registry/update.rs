@@ -207,6 +207,7 @@ impl Registry {
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
             if target == Target::Main {
                 self.admit_priority(def, &mut new, false).await?;
+                self.confirm_no_escalation(def, &new, opts).await?;
             }
             // A Service that gains a cluster IP (from ExternalName) gets one allocated; the
             // allocation lock stays held until the write is done.

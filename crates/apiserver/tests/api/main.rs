@@ -4,6 +4,7 @@ mod admission;
 mod apiregistration;
 mod apply;
 mod authentication;
+mod authorization;
 mod autoscaling;
 mod batch;
 mod certificates;
