@@ -66,6 +66,11 @@ impl std::fmt::Debug for Pki {
     }
 }
 
+/// The CA's subject common name (client certificates kcm issues name it as their issuer).
+pub const CA_COMMON_NAME: &str = "kcm-ca";
+/// The CA key file in the PKI directory.
+pub const CA_KEY_FILE: &str = "ca.key";
+
 const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
 const SERVING_CERT: &str = "apiserver.crt";
@@ -107,7 +112,7 @@ fn generate(extra_ips: &[IpAddr]) -> Result<(Pki, String)> {
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params
         .distinguished_name
-        .push(DnType::CommonName, "kcm-ca");
+        .push(DnType::CommonName, CA_COMMON_NAME);
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -152,6 +157,15 @@ fn generate(extra_ips: &[IpAddr]) -> Result<(Pki, String)> {
 
 /// The rustls server configuration (HTTP/2 and HTTP/1.1 by ALPN) for this identity.
 pub fn server_config(pki: &Pki) -> Result<rustls::ServerConfig> {
+    server_config_with(pki, Arc::new(rustls::server::NoClientAuth))
+}
+
+/// [`server_config`] with `client_auth` deciding whether and how client certificates are
+/// asked for.
+pub fn server_config_with(
+    pki: &Pki,
+    client_auth: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+) -> Result<rustls::ServerConfig> {
     let parse_err = |why: String| Error::Parse {
         path: PathBuf::from(SERVING_CERT),
         why,
@@ -169,7 +183,7 @@ pub fn server_config(pki: &Pki) -> Result<rustls::ServerConfig> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(Error::Tls)?
-        .with_no_client_auth()
+        .with_client_cert_verifier(client_auth)
         .with_single_cert(certs, key)
         .map_err(Error::Tls)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

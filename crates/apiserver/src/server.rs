@@ -16,7 +16,11 @@ use tokio_util::sync::CancellationToken;
 use crate::apiextensions::controller::{self as crd_controller, CrdController};
 use tokio_util::task::TaskTracker;
 
-use crate::auth::authenticator::StaticToken;
+use crate::auth::authenticator::{StaticToken, Union};
+use crate::auth::client_cert::{ClientCertAuthenticator, PeerCertificate, RequestClientCert};
+use crate::auth::rbac::RbacAuthorizer;
+use crate::auth::service_account_authenticator::{ServiceAccountAuthenticator, system_clock};
+use crate::auth::service_account_token::{DEFAULT_ISSUER, TokenIssuer};
 use crate::auth::user::UserInfo;
 use crate::http::body::DEFAULT_MAX_BODY_BYTES;
 use crate::http::{AppState, router};
@@ -178,9 +182,30 @@ impl Server {
             None
         };
         let storage = open_storage(&config).await?;
+        let pki_dir = data_dir.join("pki");
+        let issuer = Arc::new(
+            TokenIssuer::load_or_create(&pki_dir, DEFAULT_ISSUER).map_err(|e| Error::Pki {
+                dir: pki_dir.clone(),
+                source: pki::Error::Parse {
+                    path: pki_dir.join(crate::auth::service_account_token::SIGNING_KEY_FILE),
+                    why: e.to_string(),
+                },
+            })?,
+        );
+        let authenticator = Union(vec![
+            Arc::new(StaticToken::new(token.clone(), UserInfo::admin())),
+            Arc::new(ServiceAccountAuthenticator::new(
+                Arc::clone(&issuer),
+                Arc::clone(&storage),
+                system_clock(),
+            )),
+        ]);
+        let rbac = RbacAuthorizer::new();
         let registry = Arc::new(
             Registry::new(Arc::clone(&storage))
-                .with_authenticator(Arc::new(StaticToken::new(token.clone(), UserInfo::admin()))),
+                .with_authenticator(Arc::new(authenticator))
+                .with_authorizer(Arc::new(rbac.clone()))
+                .with_token_issuer(issuer),
         );
         registry
             .ensure_default_namespaces()
@@ -198,6 +223,20 @@ impl Server {
             .ensure_local_api_services()
             .await
             .map_err(Error::Bootstrap)?;
+        // Authorization reads the RBAC objects from a watch-fed cache; it is filled (the
+        // bootstrap policy included) before the first request is served.
+        let shutdown = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let rbac_task = rbac
+            .sync_from(Arc::clone(&storage), shutdown.clone())
+            .await
+            .map_err(|source| Error::Storage {
+                backend: "rbac cache",
+                source,
+            })?;
+        tracker.spawn(async move {
+            let _ = rbac_task.await;
+        });
 
         let listener = TcpListener::bind(config.listen)
             .await
@@ -233,8 +272,6 @@ impl Server {
         let scheme = if pki.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{client_addr}");
 
-        let shutdown = CancellationToken::new();
-        let tracker = TaskTracker::new();
         let state = Arc::new(AppState {
             registry: Arc::clone(&registry),
             token: token.clone(),
@@ -244,14 +281,19 @@ impl Server {
                 shutdown: shutdown.clone(),
             },
             server_address: client_addr.to_string(),
+            client_certs: pki
+                .as_ref()
+                .and_then(|p| ClientCertAuthenticator::new(&p.ca_pem)),
         });
         let acceptor = match &pki {
-            Some(p) => Some(TlsAcceptor::from(Arc::new(pki::server_config(p).map_err(
-                |source| Error::Pki {
-                    dir: data_dir.join("pki"),
-                    source,
-                },
-            )?))),
+            Some(p) => Some(TlsAcceptor::from(Arc::new(
+                pki::server_config_with(p, Arc::new(RequestClientCert::new())).map_err(
+                    |source| Error::Pki {
+                        dir: data_dir.join("pki"),
+                        source,
+                    },
+                )?,
+            ))),
             None => None,
         };
         tracker.spawn(accept_loop(
@@ -285,7 +327,19 @@ impl Server {
 
         let kubeconfig_path = data_dir.join("kubeconfig");
         let ca_pem = pki.as_ref().map(|p: &Pki| p.ca_pem.clone());
-        let rendered = kubeconfig::render(&url, &token, ca_pem.as_deref());
+        // The admin's client certificate (kubernetes-admin in system:masters), issued once
+        // and kept beside the CA.
+        let admin_cert = if pki.is_some() {
+            Some(load_or_issue_admin_cert(&pki_dir)?)
+        } else {
+            None
+        };
+        let rendered = kubeconfig::render_with_client_cert(
+            &url,
+            &token,
+            ca_pem.as_deref(),
+            admin_cert.as_ref().map(|(c, k)| (c.as_str(), k.as_str())),
+        );
         pki::write_file(&kubeconfig_path, rendered.as_bytes(), 0o600).map_err(|source| {
             Error::Pki {
                 dir: data_dir.clone(),
@@ -454,6 +508,42 @@ async fn open_storage(config: &ServerConfig) -> Result<Arc<dyn Storage>> {
     }
 }
 
+/// The admin client certificate and key in `pki_dir` (`admin.crt`, `admin.key`), issued
+/// by the CA on first use.
+fn load_or_issue_admin_cert(pki_dir: &Path) -> Result<(String, String)> {
+    let (cert_path, key_path) = (pki_dir.join("admin.crt"), pki_dir.join("admin.key"));
+    if let (Ok(cert), Ok(key)) = (
+        std::fs::read_to_string(&cert_path),
+        std::fs::read_to_string(&key_path),
+    ) {
+        return Ok((cert, key));
+    }
+    let pki_err = |why: String| Error::Pki {
+        dir: pki_dir.to_path_buf(),
+        source: pki::Error::Parse {
+            path: pki_dir.join(pki::CA_KEY_FILE),
+            why,
+        },
+    };
+    let ca_key = std::fs::read_to_string(pki_dir.join(pki::CA_KEY_FILE))
+        .map_err(|e| pki_err(e.to_string()))?;
+    let (cert, key) = crate::auth::client_cert::issue(
+        &ca_key,
+        crate::auth::user::ADMIN_USER,
+        &[crate::auth::user::SYSTEM_MASTERS],
+    )
+    .map_err(pki_err)?;
+    let write = |path: &Path, contents: &str, mode| {
+        pki::write_file(path, contents.as_bytes(), mode).map_err(|source| Error::Pki {
+            dir: pki_dir.to_path_buf(),
+            source,
+        })
+    };
+    write(&key_path, &key, 0o600)?;
+    write(&cert_path, &cert, 0o644)?;
+    Ok((cert, key))
+}
+
 /// Reads the token file, or writes a fresh random token (32 bytes, hex) to it.
 fn load_or_create_token(path: &Path) -> Result<String> {
     match std::fs::read_to_string(path) {
@@ -505,7 +595,7 @@ async fn accept_loop(
         let acceptor = acceptor.clone();
         let shutdown = shutdown.clone();
         tracker.spawn(async move {
-            let service = TowerToHyperService::new(app);
+            let service = TowerToHyperService::new(app.clone());
             match acceptor {
                 Some(acceptor) => {
                     let tls = match tokio::time::timeout(
@@ -520,6 +610,18 @@ async fn accept_loop(
                             return;
                         }
                         Err(_) => return,
+                    };
+                    // The client certificate (if any) goes with every request of the
+                    // connection; the authentication filter verifies it.
+                    let peer_cert = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .map(|c| PeerCertificate(Arc::new(c.as_ref().to_vec())));
+                    let service = match peer_cert {
+                        Some(cert) => TowerToHyperService::new(app.layer(axum::Extension(cert))),
+                        None => service,
                     };
                     serve_connection(TokioIo::new(tls), service, shutdown).await;
                 }

@@ -1,13 +1,35 @@
 //! Turning a bearer token into a [`UserInfo`] (apiserver's `authenticator.Token`): the seam `tokenreviews` and the request filter share.
 
 use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use crate::auth::user::UserInfo;
 
-/// Authenticates bearer tokens.
+/// Authenticates bearer tokens. Async because a ServiceAccount token is only valid while the
+/// objects it is bound to exist, which takes a read of the store.
+#[async_trait]
 pub trait Authenticator: Send + Sync + Debug {
     /// The user `token` authenticates as, or `None` when it authenticates nobody.
-    fn authenticate_token(&self, token: &str) -> Option<UserInfo>;
+    async fn authenticate_token(&self, token: &str) -> Option<UserInfo>;
+}
+
+/// Tries authenticators in order; the first that knows the token wins (upstream's
+/// `union.New` of token authenticators).
+#[derive(Debug, Default)]
+pub struct Union(pub Vec<Arc<dyn Authenticator>>);
+
+#[async_trait]
+impl Authenticator for Union {
+    async fn authenticate_token(&self, token: &str) -> Option<UserInfo> {
+        for a in &self.0 {
+            if let Some(user) = a.authenticate_token(token).await {
+                return Some(user);
+            }
+        }
+        None
+    }
 }
 
 /// One static token for one user (kcm's admin token; upstream's `--token-auth-file` with one
@@ -38,8 +60,9 @@ impl StaticToken {
     }
 }
 
+#[async_trait]
 impl Authenticator for StaticToken {
-    fn authenticate_token(&self, token: &str) -> Option<UserInfo> {
+    async fn authenticate_token(&self, token: &str) -> Option<UserInfo> {
         (!token.is_empty() && constant_time_eq(token.as_bytes(), self.token.as_bytes()))
             .then(|| self.user.clone())
     }
@@ -49,8 +72,9 @@ impl Authenticator for StaticToken {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoTokens;
 
+#[async_trait]
 impl Authenticator for NoTokens {
-    fn authenticate_token(&self, _token: &str) -> Option<UserInfo> {
+    async fn authenticate_token(&self, _token: &str) -> Option<UserInfo> {
         None
     }
 }
@@ -67,14 +91,33 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_static_token_authenticates_its_user_only() {
+    #[tokio::test]
+    async fn a_static_token_authenticates_its_user_only() {
         let auth = StaticToken::new("s3cret", UserInfo::admin());
-        assert_eq!(auth.authenticate_token("s3cret"), Some(UserInfo::admin()));
-        assert_eq!(auth.authenticate_token("s3cre"), None);
-        assert_eq!(auth.authenticate_token(""), None);
-        assert_eq!(NoTokens.authenticate_token("s3cret"), None);
+        assert_eq!(
+            auth.authenticate_token("s3cret").await,
+            Some(UserInfo::admin())
+        );
+        assert_eq!(auth.authenticate_token("s3cre").await, None);
+        assert_eq!(auth.authenticate_token("").await, None);
+        assert_eq!(NoTokens.authenticate_token("s3cret").await, None);
         assert!(!format!("{auth:?}").contains("s3cret"));
+    }
+
+    #[tokio::test]
+    async fn a_union_asks_each_in_turn() {
+        let bob = UserInfo {
+            username: "bob".to_owned(),
+            ..UserInfo::default()
+        };
+        let union = Union(vec![
+            Arc::new(NoTokens),
+            Arc::new(StaticToken::new("a", UserInfo::admin())),
+            Arc::new(StaticToken::new("b", bob.clone())),
+        ]);
+        assert_eq!(union.authenticate_token("a").await, Some(UserInfo::admin()));
+        assert_eq!(union.authenticate_token("b").await, Some(bob));
+        assert_eq!(union.authenticate_token("c").await, None);
     }
 
     #[test]

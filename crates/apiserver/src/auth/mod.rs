@@ -1,14 +1,16 @@
-//! Who is asking and what they may do: the request's [`user::UserInfo`], the [`authenticator::Authenticator`] of bearer tokens, and the [`authorizer::Authorizer`] the review APIs consult.
+//! Who is asking and what they may do: the request's [`user::UserInfo`], the authenticators (admin token, [`client_cert`], [`service_account_authenticator`]) and the [`authorizer::Authorizer`].
 //!
-//! kcm serves one identity: the admin token in the kubeconfig it writes authenticates as
-//! [`user::UserInfo::admin`] (`kubernetes-admin`, in `system:masters`). Authorization is
-//! upstream's bootstrap policy for the identities that exist: `system:masters` may do
-//! everything (the `cluster-admin` binding), every authenticated user has the discovery,
-//! basic-user and public-info-viewer roles. Requests are not checked against it yet — the
-//! admin is the only caller — but the review APIs (`kubectl auth can-i`,
-//! `subjectaccessreviews`) answer from it, so that a real RBAC authorizer plugs in behind the
-//! same [`authorizer::Authorizer`] trait.
+//! Authentication, as kube-apiserver's chain: a client certificate signed by the cluster CA
+//! (CN = user, O = groups), else a bearer token — kcm's admin token or a ServiceAccount
+//! token ([`service_account_token`], issued by `serviceaccounts/token`). A request with no
+//! credentials is anonymous only on the public paths; bad credentials are 401.
 
 pub mod authenticator;
 pub mod authorizer;
+pub mod bootstrap_policy;
+pub mod client_cert;
+pub mod rbac;
+pub mod rbac_rule;
+pub mod service_account_authenticator;
+pub mod service_account_token;
 pub mod user;

@@ -12,6 +12,12 @@ pub const SYSTEM_MASTERS: &str = "system:masters";
 pub const ADMIN_USER: &str = "kubernetes-admin";
 /// The user the server itself acts as (upstream's loopback identity).
 pub const APISERVER_USER: &str = "system:apiserver";
+/// The user name of unauthenticated requests (`system:anonymous`).
+pub const ANONYMOUS_USER: &str = "system:anonymous";
+/// The prefix of every service account's user name.
+pub const SERVICE_ACCOUNT_USER_PREFIX: &str = "system:serviceaccount:";
+/// The group of every service account (`system:serviceaccounts`).
+pub const ALL_SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
 
 /// An authenticated identity: name, uid, groups and extra attributes, as apiserver's
 /// `user.DefaultInfo`.
@@ -49,6 +55,32 @@ impl UserInfo {
         }
     }
 
+    /// The identity of an unauthenticated request (`system:anonymous` in
+    /// `system:unauthenticated`), as upstream's anonymous authenticator.
+    pub fn anonymous() -> Self {
+        Self {
+            username: ANONYMOUS_USER.to_owned(),
+            groups: vec![ALL_UNAUTHENTICATED.to_owned()],
+            ..Self::default()
+        }
+    }
+
+    /// The identity of service account `namespace/name`, as upstream's
+    /// `serviceaccount.UserInfo`: `system:serviceaccount:NS:NAME` in `system:serviceaccounts`
+    /// and `system:serviceaccounts:NS` (and `system:authenticated`).
+    pub fn service_account(namespace: &str, name: &str, uid: &str) -> Self {
+        Self {
+            username: service_account_username(namespace, name),
+            uid: uid.to_owned(),
+            groups: vec![
+                ALL_SERVICE_ACCOUNTS.to_owned(),
+                format!("{ALL_SERVICE_ACCOUNTS}:{namespace}"),
+                ALL_AUTHENTICATED.to_owned(),
+            ],
+            extra: BTreeMap::new(),
+        }
+    }
+
     /// Whether the user is in `group`.
     pub fn in_group(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == group)
@@ -79,6 +111,19 @@ impl UserInfo {
     }
 }
 
+/// `system:serviceaccount:NS:NAME`.
+pub fn service_account_username(namespace: &str, name: &str) -> String {
+    format!("{SERVICE_ACCOUNT_USER_PREFIX}{namespace}:{name}")
+}
+
+/// The `(namespace, name)` of a service account user name, as upstream's
+/// `serviceaccount.SplitUsername`; `None` for other users.
+pub fn split_service_account_username(username: &str) -> Option<(&str, &str)> {
+    let rest = username.strip_prefix(SERVICE_ACCOUNT_USER_PREFIX)?;
+    let (namespace, name) = rest.split_once(':')?;
+    (!namespace.is_empty() && !name.is_empty() && !name.contains(':')).then_some((namespace, name))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -95,5 +140,25 @@ mod tests {
             admin.to_json(),
             json!({"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]})
         );
+    }
+
+    #[test]
+    fn service_account_names_round_trip() {
+        let sa = UserInfo::service_account("ns", "ci", "u1");
+        assert_eq!(sa.username, "system:serviceaccount:ns:ci");
+        assert!(sa.in_group("system:serviceaccounts:ns"));
+        assert!(sa.in_group(ALL_AUTHENTICATED));
+        assert_eq!(
+            split_service_account_username(&sa.username),
+            Some(("ns", "ci"))
+        );
+        for bad in [
+            "system:serviceaccount:ns",
+            "system:serviceaccount::x",
+            "bob",
+            "system:serviceaccount:a:b:c",
+        ] {
+            assert_eq!(split_service_account_username(bad), None, "{bad}");
+        }
     }
 }

@@ -247,6 +247,15 @@ async fn serve(
             registry.evict(def, &ns, name, &eviction, dry_run).await?;
             Ok(json_response(StatusCode::CREATED, &created_status()))
         }
+        (&Method::POST, Some(name), Some(Subresource::Token)) => {
+            let dry_run = query.dry_run()?;
+            let bytes = read_body(req).await?;
+            let request = decode_object(&bytes, &media)?;
+            let answer = registry
+                .create_token(def, &ns, name, request, dry_run)
+                .await?;
+            Ok(json_response(StatusCode::CREATED, &answer))
+        }
         (&Method::PUT, Some(name), Some(Subresource::Finalize)) => {
             let dry_run = query.dry_run()?;
             let bytes = read_body(req).await?;
@@ -449,6 +458,7 @@ mod tests {
                 fixtures::ALL,
             )),
             token: TOKEN.to_owned(),
+            client_certs: None,
             max_body_bytes: 1 << 20,
             watch: WatchSettings {
                 bookmark_interval: Duration::from_secs(60),

@@ -4,10 +4,12 @@
 //! route per resource: the registry decides what exists.
 
 pub mod auth;
+pub mod authorization;
 pub mod body;
 pub mod discovery;
 pub mod handlers;
 pub mod negotiate;
+pub mod oidc;
 pub mod openapi;
 pub mod query;
 pub mod request_info;
@@ -40,12 +42,19 @@ pub struct AppState {
     pub watch: WatchSettings,
     /// `host:port` clients reach the server at (for `/api`).
     pub server_address: String,
+    /// Verifies client certificates against the cluster CA; `None` accepts none.
+    pub client_certs: Option<crate::auth::client_cert::ClientCertAuthenticator>,
 }
 
 /// The router: authentication in front of one dispatching handler.
 pub fn router(state: Arc<AppState>) -> Router {
+    // Layers run outside-in from the last added: authentication, then authorization.
     Router::new()
         .fallback(dispatch)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authorization::authorize,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             auth::require_token,
@@ -54,6 +63,9 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response {
+    if let Some(answer) = oidc::serve(&state, req.uri().path(), req.method()) {
+        return answer.unwrap_or_else(IntoResponse::into_response);
+    }
     let route = request_info::parse(req.uri().path());
     let response = match route {
         Route::Resource(r) => handlers::handle(&state, r, req).await,

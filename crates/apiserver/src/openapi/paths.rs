@@ -466,6 +466,8 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceDef, names: &
                 }],
                 None => continue,
             },
+            // TokenRequest is served, not documented yet.
+            Subresource::Token => continue,
             Subresource::Eviction => match names.eviction {
                 Some(eviction) => vec![Op {
                     requires: Verbs::NONE,

@@ -98,6 +98,7 @@ ROOTS = [
      "kube_aggregator.pkg.apis.apiregistration.v1.APIService"),
     ("authentication.k8s.io/v1", "SelfSubjectReview", "api.authentication.v1.SelfSubjectReview"),
     ("authentication.k8s.io/v1", "TokenReview", "api.authentication.v1.TokenReview"),
+    ("authentication.k8s.io/v1", "TokenRequest", "api.authentication.v1.TokenRequest"),
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview",
      "api.authorization.v1.SelfSubjectAccessReview"),
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview",

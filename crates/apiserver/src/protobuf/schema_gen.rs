@@ -4,7 +4,7 @@
 use super::schema::{Field, Kind, Message};
 
 #[rustfmt::skip]
-pub(super) static MESSAGES: [Message; 434] = [
+pub(super) static MESSAGES: [Message; 438] = [
     Message {
         name: "k8s.io.api.core.v1.Pod",
         fields: &[
@@ -3893,6 +3893,40 @@ pub(super) static MESSAGES: [Message; 434] = [
             Field { tag: 2, json: "value", kind: Kind::String, repeated: false, keep_zero: false },
         ],
     },
+    // TokenRequest (kubectl create token), appended by hand in generate.py's layout until the
+    // next regeneration renumbers it with the TokenRequest root generate.py now lists.
+    Message {
+        name: "k8s.io.api.authentication.v1.TokenRequest",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(63), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(435), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(436), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.authentication.v1.TokenRequestSpec",
+        fields: &[
+            Field { tag: 1, json: "audiences", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 3, json: "boundObjectRef", kind: Kind::Message(437), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "expirationSeconds", kind: Kind::Int64, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.authentication.v1.TokenRequestStatus",
+        fields: &[
+            Field { tag: 1, json: "token", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 2, json: "expirationTimestamp", kind: Kind::Time, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.authentication.v1.BoundObjectReference",
+        fields: &[
+            Field { tag: 1, json: "kind", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 2, json: "apiVersion", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 3, json: "name", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 4, json: "uid", kind: Kind::String, repeated: false, keep_zero: false },
+        ],
+    },
 ];
 
 /// (apiVersion, kind, message): what an envelope's `raw` holds; `*` is any apiVersion.
@@ -3976,6 +4010,7 @@ pub(super) static ROOTS: &[(&str, &str, u16)] = &[
     ("apiregistration.k8s.io/v1", "APIService", 56),
     ("authentication.k8s.io/v1", "SelfSubjectReview", 57),
     ("authentication.k8s.io/v1", "TokenReview", 58),
+    ("authentication.k8s.io/v1", "TokenRequest", 434),
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview", 59),
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview", 60),
     ("authorization.k8s.io/v1", "SubjectAccessReview", 61),

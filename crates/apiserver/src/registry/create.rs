@@ -45,6 +45,16 @@ impl Registry {
                 warnings,
             });
         }
+        if std::ptr::eq(def, &crate::resources::authentication::TOKEN_REVIEWS) {
+            return self
+                .create_token_review(def, obj)
+                .await
+                .map(|object| WriteOutcome {
+                    object,
+                    created: true,
+                    warnings,
+                });
+        }
         if !def.is_stored() {
             return self
                 .create_transient(def, namespace, obj, opts)
@@ -100,6 +110,7 @@ impl Registry {
         let mut errs = validate_object_meta(&obj, def.namespaced, def.strategy.name_rule());
         errs.extend(def.strategy.validate(&obj));
         def.check(object::name(&obj), errs)?;
+        self.confirm_no_escalation(def, &obj, opts).await?;
         // The allocation lock stays held until the Service is stored; dropped uncommitted
         // (dry run, store failure) the allocations are given back.
         let mut service_txn = if std::ptr::eq(def, &crate::resources::service::SERVICES) {

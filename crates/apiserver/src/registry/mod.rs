@@ -30,6 +30,7 @@ pub mod options;
 pub mod patch;
 pub mod priority;
 pub mod range_allocator;
+pub mod rbac_escalation;
 pub mod resource;
 pub mod scale;
 pub mod served;
@@ -37,6 +38,8 @@ pub mod service_alloc;
 pub mod service_ip;
 pub mod strategy;
 pub mod subresource;
+pub mod token_request;
+pub mod token_review;
 pub mod update;
 pub mod watch;
 
@@ -83,6 +86,8 @@ pub struct Registry {
     authenticator: Arc<dyn Authenticator>,
     /// Answers the access reviews.
     authorizer: Arc<dyn Authorizer>,
+    /// Signs `serviceaccounts/token` tokens; `None` serves no TokenRequests.
+    token_issuer: Option<Arc<crate::auth::service_account_token::TokenIssuer>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -114,6 +119,7 @@ impl Registry {
             components: components::ComponentProbes::default(),
             authenticator: Arc::new(NoTokens),
             authorizer: Arc::new(BootstrapPolicy),
+            token_issuer: None,
         }
     }
 
@@ -151,6 +157,20 @@ impl Registry {
     pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
         self.authorizer = authorizer;
         self
+    }
+
+    /// Signs service account tokens (`serviceaccounts/token`).
+    pub fn with_token_issuer(
+        mut self,
+        issuer: Arc<crate::auth::service_account_token::TokenIssuer>,
+    ) -> Self {
+        self.token_issuer = Some(issuer);
+        self
+    }
+
+    /// The service account token issuer, if any.
+    pub fn token_issuer(&self) -> Option<Arc<crate::auth::service_account_token::TokenIssuer>> {
+        self.token_issuer.clone()
     }
 
     /// The authenticator of bearer tokens.

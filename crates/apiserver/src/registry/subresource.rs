@@ -1,5 +1,6 @@
 //! The subresources a resource may serve (`/status`, `/scale`, `/binding`, `/eviction`, `/finalize`, `/approval`, and the connect subresources `/log`, `/exec`, `/attach`, `/portforward`, `/proxy`): their names, kinds and verbs.
 
+use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::Binding;
 use k8s_openapi::api::policy::v1::Eviction;
@@ -31,6 +32,8 @@ pub enum Subresource {
     /// `pods/proxy`, `services/proxy`, `nodes/proxy`: HTTP proxied to the object, with any
     /// path after `/proxy/` (a connect subresource).
     Proxy,
+    /// `serviceaccounts/token`: a TokenRequest for a bound service account token.
+    Token,
     /// `certificatesigningrequests/approval`: get, update and patch of the approval
     /// conditions (the strategy's `prepare_for_approval_update` says what may change).
     Approval,
@@ -51,6 +54,7 @@ impl Subresource {
             Subresource::PortForward => "portforward",
             Subresource::Proxy => "proxy",
             Subresource::Approval => "approval",
+            Subresource::Token => "token",
         }
     }
 
@@ -95,7 +99,7 @@ impl Subresource {
             Subresource::Status | Subresource::Scale | Subresource::Approval => {
                 &["get", "patch", "update"]
             }
-            Subresource::Binding | Subresource::Eviction => &["create"],
+            Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Finalize => &["update"],
             Subresource::Log => &["get"],
             Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
@@ -121,6 +125,7 @@ impl Subresource {
             Subresource::Scale => Some(TypedKind::of::<Scale>()),
             Subresource::Binding => Some(TypedKind::of::<Binding>()),
             Subresource::Eviction => Some(TypedKind::of::<Eviction>()),
+            Subresource::Token => Some(TypedKind::of::<TokenRequest>()),
         }
     }
 }

@@ -207,6 +207,7 @@ impl Registry {
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
             if target == Target::Main {
                 self.admit_priority(def, &mut new, false).await?;
+                self.confirm_no_escalation(def, &new, opts).await?;
             }
             // A Service's cluster IP and node ports follow its type; the allocation lock
             // stays held until the write is done (uncommitted, the allocations go back).

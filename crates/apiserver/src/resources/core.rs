@@ -47,6 +47,7 @@ pub static SECRETS: ResourceDef = ResourceDef::of::<Secret>()
 /// The serviceaccounts resource.
 pub static SERVICEACCOUNTS: ResourceDef = ResourceDef::of::<ServiceAccount>()
     .short_names(&["sa"])
+    .subresources(&[Subresource::Token])
     .printer(printers::SERVICE_ACCOUNT)
     .merge_schema(&kinds::SERVICE_ACCOUNT);
 

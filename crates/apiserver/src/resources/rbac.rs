@@ -1,8 +1,8 @@
 //! rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles (the aggregation rule is stored; the controller that aggregates is kube-controller-manager's), clusterrolebindings.
 //!
-//! The objects are stored and validated as upstream; the authorizer does not read them yet
-//! (see [`crate::auth`]): every request runs as the admin. Upstream's escalation check
-//! (a user may only grant what they hold) is therefore moot and not made.
+//! The objects are stored and validated as upstream; the RBAC authorizer
+//! ([`crate::auth::rbac`]) reads them through a watch. The bootstrap ClusterRoles and
+//! bindings ([`crate::auth::bootstrap_policy`]) are created at start when missing.
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde_json::Value;
@@ -30,6 +30,7 @@ pub static ROLE_BINDINGS: ResourceDef = ResourceDef::of::<RoleBinding>()
 
 /// rbac.authorization.k8s.io/v1 clusterroles.
 pub static CLUSTER_ROLES: ResourceDef = ResourceDef::of::<ClusterRole>()
+    .bootstrap(crate::auth::bootstrap_policy::cluster_roles)
     .decode_with(decode_cluster_role)
     .strategy(&ClusterRoleStrategy)
     .printer(printers::GENERIC)
@@ -37,6 +38,7 @@ pub static CLUSTER_ROLES: ResourceDef = ResourceDef::of::<ClusterRole>()
 
 /// rbac.authorization.k8s.io/v1 clusterrolebindings.
 pub static CLUSTER_ROLE_BINDINGS: ResourceDef = ResourceDef::of::<ClusterRoleBinding>()
+    .bootstrap(crate::auth::bootstrap_policy::cluster_role_bindings)
     .decode_with(decode_cluster_role_binding)
     .strategy(&BindingStrategy { namespaced: false })
     .printer(printers::CLUSTER_ROLE_BINDING)

@@ -3,6 +3,8 @@
 mod admission;
 mod apiregistration;
 mod apply;
+mod authentication;
+mod authorization;
 mod autoscaling;
 mod batch;
 mod certificates;

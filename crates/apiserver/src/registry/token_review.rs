@@ -1,0 +1,21 @@
+//! `tokenreviews`: whom a token authenticates, answered by the server's authenticator (upstream's `tokenreview.REST.Create`), asynchronously since a ServiceAccount token's objects are read.
+
+use serde_json::Value;
+
+use crate::error::{ApiError, Result};
+use crate::object;
+use crate::registry::Registry;
+use crate::registry::resource::ResourceDef;
+use crate::resources::review::{token_review_status, token_review_token};
+
+impl Registry {
+    /// Answers a TokenReview: never stored, `status` filled from the authenticator.
+    pub(crate) async fn create_token_review(&self, def: &ResourceDef, obj: Value) -> Result<Value> {
+        let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
+        def.check(object::name(&obj), def.strategy.validate(&obj))?;
+        let token = token_review_token(&obj)?.to_owned();
+        let user = self.authenticator().authenticate_token(&token).await;
+        token_review_status(&mut obj, user.as_ref());
+        Ok(obj)
+    }
+}
