@@ -9,14 +9,14 @@ use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::controller::{
-    ErrorPolicy, get_controller_of, process_next_work_item, run_workers,
+    ErrorPolicy, get_controller_of, process_next_work_item, run_controller,
 };
 use kcm_machinery::events::{EventRecorder, EventType};
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::keys::{meta_namespace_key, object_key};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    OwnWrites, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_until_synced,
+    OwnWrites, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -287,36 +287,23 @@ impl CronJobController {
     /// Waits for the caches, then syncs CronJobs with `workers` workers until `cancel` fires,
     /// as upstream's `Run`.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Starting cronjob controller v2"
-        );
-        let synced = wait_until_synced(CONTROLLER_NAME, &cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync_key(key).await }
+        };
+        let synced = || self.caches_synced.iter().all(|synced| synced());
+        run_controller(
+            CONTROLLER_NAME,
+            "cronjob controller v2",
+            &self.queue,
+            ERROR_POLICY,
+            workers,
+            &cancel,
+            synced,
+            sync,
+        )
         .await;
-        if synced {
-            let this = Arc::clone(&self);
-            let sync = move |key: String| {
-                let this = Arc::clone(&this);
-                async move { this.sync_key(key).await }
-            };
-            run_workers(
-                CONTROLLER_NAME,
-                &self.queue,
-                ERROR_POLICY,
-                workers,
-                &cancel,
-                sync,
-            )
-            .await;
-        } else {
-            self.queue.shut_down();
-        }
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Shutting down cronjob controller v2"
-        );
     }
 }
 

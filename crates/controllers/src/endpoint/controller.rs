@@ -4,13 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
-use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
     DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
-    wait_for_cache_sync,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -242,33 +241,23 @@ impl EndpointController {
     /// deleted while no controller ran are cleaned up), then runs `workers` workers until
     /// `cancel` fires, as upstream's `Run` and `checkLeftoverEndpoints`.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tracing::info!(controller = CONTROLLER_NAME, "Starting controller");
-        let synced: Vec<&dyn HasSynced> = self
-            .synced
-            .iter()
-            .map(|s| s.as_ref() as &dyn HasSynced)
-            .collect();
-        if !wait_for_cache_sync(CONTROLLER_NAME, &cancel, &synced).await {
-            self.queue.shut_down();
-            tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
-            return;
-        }
-        self.check_leftover_endpoints();
         let this = Arc::clone(&self);
         let sync = move |key: String| {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        run_workers(
+        let synced = || self.synced.iter().all(|s| s.has_synced());
+        run_controller(
             CONTROLLER_NAME,
+            "endpoint controller",
             &self.queue,
             ERROR_POLICY,
             workers,
             &cancel,
+            synced,
             sync,
         )
         .await;
-        tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
 
     /// Queues the key of every cached Endpoints but leader-election locks, as upstream's

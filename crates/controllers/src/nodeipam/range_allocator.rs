@@ -4,12 +4,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
-use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::events::{EventRecorder, EventType};
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, wait_for_cache_sync,
+    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -259,41 +259,23 @@ impl RangeAllocator {
     /// Waits for the Node cache, then runs `workers` workers until `cancel` fires, as
     /// upstream's `Run` (kube-controller-manager runs [`CIDR_UPDATE_WORKERS`]).
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Starting range CIDR allocator"
-        );
-        let synced: Vec<&dyn HasSynced> = self
-            .synced
-            .iter()
-            .map(|s| s.as_ref() as &dyn HasSynced)
-            .collect();
-        if !wait_for_cache_sync("cidrallocator", &cancel, &synced).await {
-            self.queue.shut_down();
-            tracing::info!(
-                controller = CONTROLLER_NAME,
-                "Shutting down range CIDR allocator"
-            );
-            return;
-        }
         let this = Arc::clone(&self);
         let sync = move |key: String| {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        run_workers(
+        let synced = || self.synced.iter().all(|s| s.has_synced());
+        run_controller(
             CONTROLLER_NAME,
+            "range CIDR allocator",
             &self.queue,
             ERROR_POLICY,
             workers,
             &cancel,
+            synced,
             sync,
         )
         .await;
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Shutting down range CIDR allocator"
-        );
     }
 
     /// Takes one Node and syncs it through the shared worker. False once the queue has shut

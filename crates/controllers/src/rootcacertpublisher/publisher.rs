@@ -5,11 +5,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kcm_machinery::controller::{ApiStatus, ErrorPolicy, process_next_work_item, run_workers};
+use kcm_machinery::controller::{ApiStatus, ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
     DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
-    wait_for_cache_sync,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -199,41 +198,23 @@ impl Publisher {
     /// Waits for the caches, then runs `workers` workers until `cancel` fires, as upstream's
     /// `Run`.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Starting root CA cert publisher controller"
-        );
-        let synced: Vec<&dyn HasSynced> = self
-            .synced
-            .iter()
-            .map(|s| s.as_ref() as &dyn HasSynced)
-            .collect();
-        if !wait_for_cache_sync("crt configmap", &cancel, &synced).await {
-            self.queue.shut_down();
-            tracing::info!(
-                controller = CONTROLLER_NAME,
-                "Shutting down root CA cert publisher controller"
-            );
-            return;
-        }
         let this = Arc::clone(&self);
         let sync = move |key: String| {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        run_workers(
+        let synced = || self.synced.iter().all(|s| s.has_synced());
+        run_controller(
             CONTROLLER_NAME,
+            "root CA cert publisher controller",
             &self.queue,
             ERROR_POLICY,
             workers,
             &cancel,
+            synced,
             sync,
         )
         .await;
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Shutting down root CA cert publisher controller"
-        );
     }
 }
 

@@ -5,11 +5,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kcm_machinery::controller::ApiStatus;
-use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
     DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
-    wait_for_cache_sync,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -232,32 +231,23 @@ impl ServiceAccountsController {
     /// upstream's `Run` (kube-controller-manager passes [`SERVICE_ACCOUNT_WORKERS`]). On
     /// cancellation the queue shuts down and `run` returns once every worker has stopped.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tracing::info!(controller = CONTROLLER_NAME, "Starting controller");
-        let synced: Vec<&dyn HasSynced> = self
-            .synced
-            .iter()
-            .map(|s| s.as_ref() as &dyn HasSynced)
-            .collect();
-        if !wait_for_cache_sync(CONTROLLER_NAME, &cancel, &synced).await {
-            self.queue.shut_down();
-            tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
-            return;
-        }
         let this = Arc::clone(&self);
         let sync = move |key: String| {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        run_workers(
+        let synced = || self.synced.iter().all(|s| s.has_synced());
+        run_controller(
             CONTROLLER_NAME,
+            "service account controller",
             &self.queue,
             ERROR_POLICY,
             workers,
             &cancel,
+            synced,
             sync,
         )
         .await;
-        tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
     }
 }
 

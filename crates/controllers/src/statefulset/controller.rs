@@ -12,14 +12,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcm_machinery::controller::history::{ApiRevisionClient, History, RevisionClient};
 use kcm_machinery::controller::{
     ErrorPolicy, PodControl, RealPodControl, get_controller_of, is_pod_ready,
-    process_next_work_item, run_workers,
+    process_next_work_item, run_controller,
 };
 use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::index::NAMESPACE_INDEX;
 use kcm_machinery::informer::keys::{meta_namespace_key, object_key};
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::wait_until_synced;
 use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -288,36 +287,23 @@ impl StatefulSetController {
     /// Waits for the caches, then syncs with `workers` workers until `cancel` fires, as
     /// upstream's `Run`.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Starting stateful set controller"
-        );
-        if !wait_until_synced(CONTROLLER_NAME, &cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
-        .await
-        {
-            self.queue.shut_down();
-            return;
-        }
         let this = Arc::clone(&self);
         let sync = move |key: String| {
             let this = Arc::clone(&this);
             async move { this.sync_key(key).await }
         };
-        run_workers(
+        let synced = || self.caches_synced.iter().all(|synced| synced());
+        run_controller(
             CONTROLLER_NAME,
+            "stateful set controller",
             &self.queue,
             ERROR_POLICY,
             workers,
             &cancel,
+            synced,
             sync,
         )
         .await;
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Shutting down statefulset controller"
-        );
     }
 }
 

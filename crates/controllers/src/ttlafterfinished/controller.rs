@@ -5,13 +5,11 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
-use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::{
-    ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_until_synced,
-};
+use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
 };
@@ -186,36 +184,23 @@ impl TtlAfterFinishedController {
     /// Waits for the Job cache, then cleans up Jobs with `workers` workers until `cancel`
     /// fires, as upstream's `Run`.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Starting TTL after finished controller"
-        );
-        let synced = wait_until_synced(CONTROLLER_NAME, &cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync_key(key).await }
+        };
+        let synced = || self.caches_synced.iter().all(|synced| synced());
+        run_controller(
+            CONTROLLER_NAME,
+            "TTL after finished controller",
+            &self.queue,
+            ERROR_POLICY,
+            workers,
+            &cancel,
+            synced,
+            sync,
+        )
         .await;
-        if synced {
-            let this = Arc::clone(&self);
-            let sync = move |key: String| {
-                let this = Arc::clone(&this);
-                async move { this.sync_key(key).await }
-            };
-            run_workers(
-                CONTROLLER_NAME,
-                &self.queue,
-                ERROR_POLICY,
-                workers,
-                &cancel,
-                sync,
-            )
-            .await;
-        } else {
-            self.queue.shut_down();
-        }
-        tracing::info!(
-            controller = CONTROLLER_NAME,
-            "Shutting down TTL after finished controller"
-        );
     }
 
     /// Takes one key and cleans it up through the shared worker, as upstream's

@@ -53,4 +53,4 @@ pub use ranking::{
 };
 pub use ref_manager::{ControllerRefManager, PodControllerRefManager};
 pub use slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
-pub use workers::{ErrorPolicy, Retry, process_next_work_item, run_workers};
+pub use workers::{ErrorPolicy, Retry, process_next_work_item, run_controller, run_workers};

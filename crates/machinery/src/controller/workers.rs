@@ -6,6 +6,8 @@
 //! (some controllers drop it after `maxRetries`, some forget errors that retrying cannot fix),
 //! and always calls `Done`. Here that loop is written once:
 //!
+//! - [`run_controller`] is a whole one-queue `Run`: the start line, the wait for the caches,
+//!   [`run_workers`], the stop line.
 //! - [`run_workers`] is the second half of every `Run`: `workers` tasks, each taking keys until
 //!   the queue shuts down or `cancel` fires, then the queue's shutdown and the join.
 //! - [`process_next_work_item`] is one turn of the loop, for tests that drive a controller key by
@@ -28,6 +30,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
+use crate::informer::wait_until_synced;
 use crate::workqueue::RateLimitingQueue;
 
 /// What the worker does with a key whose sync failed.
@@ -135,6 +138,36 @@ impl<T, E> ErrorPolicy<T, E> {
     pub fn max_retries(&self) -> Option<usize> {
         self.max_retries
     }
+}
+
+/// A one-queue controller's whole `Run`, as upstream writes it in each controller: logs
+/// `Starting <what>`, waits until `synced()` holds (the informers' `HasSynced`), runs
+/// [`run_workers`] until `cancel` fires, and logs `Shutting down <what>`. Cancelled before the
+/// caches synced, it shuts the queue down and syncs nothing. `what` is upstream's phrase for
+/// the controller in those two lines ("stateful set controller", "range CIDR allocator").
+#[allow(clippy::too_many_arguments)] // upstream's Run parameters plus the queue and policy
+pub async fn run_controller<T, E, F, Fut>(
+    controller: &'static str,
+    what: &str,
+    queue: &RateLimitingQueue<T>,
+    policy: ErrorPolicy<T, E>,
+    workers: usize,
+    cancel: &CancellationToken,
+    synced: impl Fn() -> bool,
+    sync: F,
+) where
+    T: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    E: Display + Send + 'static,
+    F: Fn(T) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+{
+    tracing::info!(controller, "Starting {what}");
+    if wait_until_synced(controller, cancel, synced).await {
+        run_workers(controller, queue, policy, workers, cancel, sync).await;
+    } else {
+        queue.shut_down();
+    }
+    tracing::info!(controller, "Shutting down {what}");
 }
 
 /// Runs `workers` workers on `queue` until `cancel` fires, as the second half of every
@@ -498,6 +531,86 @@ mod tests {
         };
         run_workers("test", &q, ALWAYS, 2, &cancel, sync).await;
         assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn run_controller_waits_for_the_caches_then_syncs() {
+        let q = queue();
+        q.add("a".to_owned());
+        let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let cancel = CancellationToken::new();
+        let run = {
+            let (q, synced, calls, cancel) =
+                (q.clone(), synced.clone(), calls.clone(), cancel.clone());
+            tokio::spawn(async move {
+                let sync = move |_key: String| {
+                    let calls = calls.clone();
+                    async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        Ok::<(), Failed>(())
+                    }
+                };
+                let is_synced = move || synced.load(Ordering::SeqCst);
+                run_controller(
+                    "test",
+                    "test controller",
+                    &q,
+                    ALWAYS,
+                    2,
+                    &cancel,
+                    is_synced,
+                    sync,
+                )
+                .await;
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            0,
+            "no sync before the caches sync"
+        );
+        synced.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        cancel.cancel();
+        run.await.expect("run_controller returns after cancel");
+        assert!(q.shutting_down());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn run_controller_cancelled_before_sync_shuts_the_queue_down() {
+        let q = queue();
+        q.add("a".to_owned());
+        let cancel = CancellationToken::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = calls.clone();
+        let sync = move |_key: String| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), Failed>(())
+            }
+        };
+        let stopper = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            stopper.cancel();
+        });
+        run_controller(
+            "test",
+            "test controller",
+            &q,
+            ALWAYS,
+            2,
+            &cancel,
+            || false,
+            sync,
+        )
+        .await;
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        assert!(q.shutting_down());
     }
 
     #[tokio::test(start_paused = true)]
