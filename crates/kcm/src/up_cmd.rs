@@ -45,6 +45,20 @@ pub struct UpArgs {
     /// How long a scheduled pod stays Pending before it runs (Go duration: 500ms, 2s, 1m).
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub pod_ready_delay: Duration,
+    /// The share of its requests a simulated container uses, as `kubectl top` and the
+    /// HorizontalPodAutoscaler see it, unless its pod's `sim.kcm.io/cpu-usage` /
+    /// `sim.kcm.io/memory-usage` annotations say otherwise.
+    #[arg(long, default_value_t = kcm_sim::usage::DEFAULT_USAGE_SHARE, value_parser = parse_share)]
+    pub pod_usage_share: f64,
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "invalid share {s:?} (a number such as 0.25 or 1.5)"
+        )),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -334,6 +348,15 @@ async fn run_cluster(
     };
 
     register_component_probes(server, &manager, &nodes);
+    server
+        .registry()
+        .usage()
+        .set(Arc::new(crate::sim_usage::SimUsage {
+            config: kcm_sim::usage::UsageConfig {
+                default_share: args.pod_usage_share,
+                ..kcm_sim::usage::UsageConfig::default()
+            },
+        }));
     print!(
         "{}",
         ready_banner(server.url(), server.kubeconfig_path(), args.nodes)

@@ -19,6 +19,7 @@ pub mod quantity;
 pub mod scheduler;
 pub mod simulator;
 pub mod storage;
+pub mod usage;
 
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use simulator::{Simulator, SimulatorConfig};

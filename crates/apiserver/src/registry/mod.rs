@@ -34,6 +34,7 @@ pub mod service_ip;
 pub mod strategy;
 pub mod subresource;
 pub mod update;
+pub mod usage;
 pub mod watch;
 
 use std::sync::{Arc, OnceLock};
@@ -76,6 +77,8 @@ pub struct Registry {
     authenticator: Arc<dyn Authenticator>,
     /// Answers the access reviews.
     authorizer: Arc<dyn Authorizer>,
+    /// What `metrics.k8s.io` reads usage from (the process embedding the server sets it).
+    usage: usage::UsageSlot,
 }
 
 impl std::fmt::Debug for Registry {
@@ -106,6 +109,7 @@ impl Registry {
             components: components::ComponentProbes::default(),
             authenticator: Arc::new(NoTokens),
             authorizer: Arc::new(BootstrapPolicy),
+            usage: usage::UsageSlot::default(),
         }
     }
 
@@ -120,6 +124,7 @@ impl Registry {
         computed::ServerView {
             storage: self.storage.as_ref(),
             components: &self.components,
+            usage: &self.usage,
             group_versions,
         }
     }
@@ -128,6 +133,12 @@ impl Registry {
     /// scheduler or the controller manager registers theirs).
     pub fn components(&self) -> &components::ComponentProbes {
         &self.components
+    }
+
+    /// Where `metrics.k8s.io` reads pod and node usage (`kcm up` registers the simulator's
+    /// usage model).
+    pub fn usage(&self) -> &usage::UsageSlot {
+        &self.usage
     }
 
     /// Replaces the authenticator `tokenreviews` consult (none authenticates by default).
@@ -191,7 +202,10 @@ impl Registry {
                 .objects(&self.view())
                 .await?
                 .into_iter()
-                .find(|o| object::name(o) == name)
+                .find(|o| {
+                    object::name(o) == name
+                        && (!def.namespaced || object::namespace(o) == namespace)
+                })
                 .ok_or_else(|| ApiError::not_found(def.group_resource(), name));
         }
         let key = def.storage_key(namespace, name);
