@@ -50,6 +50,13 @@ pub struct UpArgs {
     /// `sim.kcm.io/memory-usage` annotations say otherwise.
     #[arg(long, default_value_t = kcm_sim::usage::DEFAULT_USAGE_SHARE, value_parser = parse_share)]
     pub pod_usage_share: f64,
+    /// The HorizontalPodAutoscaler controller's period (kube-controller-manager's flag).
+    #[arg(long, value_name = "duration", default_value = "15s")]
+    pub horizontal_pod_autoscaler_sync_period: String,
+    /// How long the HorizontalPodAutoscaler controller waits before scaling down
+    /// (kube-controller-manager's flag).
+    #[arg(long, value_name = "duration", default_value = "5m0s")]
+    pub horizontal_pod_autoscaler_downscale_stabilization: String,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -102,14 +109,28 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 /// The controller manager's options inside `kcm up`: kube-controller-manager's defaults for
 /// everything, but no leader election (one process owns the cluster) and no HTTPS endpoint
 /// (nothing probes it; `kcm run` serves one).
-fn manager_options() -> anyhow::Result<ManagerOptions> {
+fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
     #[derive(Parser)]
     struct Flags {
         #[command(flatten)]
         options: ManagerOptions,
     }
-    let flags = Flags::try_parse_from(["kcm-up", "--leader-elect=false", "--secure-port=0"])
-        .context("the controller manager's options")?;
+    let mut argv = vec![
+        "kcm-up".to_owned(),
+        "--leader-elect=false".to_owned(),
+        "--secure-port=0".to_owned(),
+    ];
+    if let Some(args) = args {
+        argv.push(format!(
+            "--horizontal-pod-autoscaler-sync-period={}",
+            args.horizontal_pod_autoscaler_sync_period
+        ));
+        argv.push(format!(
+            "--horizontal-pod-autoscaler-downscale-stabilization={}",
+            args.horizontal_pod_autoscaler_downscale_stabilization
+        ));
+    }
+    let flags = Flags::try_parse_from(argv).context("the controller manager's options")?;
     Ok(flags.options)
 }
 
@@ -327,9 +348,10 @@ async fn run_cluster(
     args: &UpArgs,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let manager = ControllerManager::new(manager_options()?, ControllerRegistry::builtin())
-        .context("configuring the controller manager")?
-        .with_kube_config(server.kube_config());
+    let manager =
+        ControllerManager::new(manager_options(Some(args))?, ControllerRegistry::builtin())
+            .context("configuring the controller manager")?
+            .with_kube_config(server.kube_config());
     tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
     let manager = manager
         .start(cancel.child_token())
@@ -435,7 +457,7 @@ mod tests {
 
     #[test]
     fn manager_runs_every_controller_without_election_or_endpoint() {
-        let options = manager_options().expect("options");
+        let options = manager_options(None).expect("options");
         assert!(!options.leader_election.leader_elect);
         assert_eq!(options.secure_serving.secure_port, 0);
         assert_eq!(options.generic.controllers, ["*"]);

@@ -40,6 +40,8 @@ pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
 pub const CRONJOB_CONTROLLER: &str = crate::cronjob::CONTROLLER_NAME;
 /// kube-controller-manager's name of the TTL-after-finished controller.
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
+/// kube-controller-manager's name of the HorizontalPodAutoscaler controller.
+pub const HORIZONTAL_POD_AUTOSCALER_CONTROLLER: &str = crate::podautoscaler::CONTROLLER_NAME;
 /// kube-controller-manager's name of the pod garbage collector.
 pub const POD_GARBAGE_COLLECTOR_CONTROLLER: &str = crate::podgc::CONTROLLER_NAME;
 
@@ -129,9 +131,16 @@ pub const POD_GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
     disabled_by_default: false,
 };
 
+/// `horizontal-pod-autoscaler-controller`, alias `horizontalpodautoscaling`.
+pub const HORIZONTAL_POD_AUTOSCALER: ControllerNames = ControllerNames {
+    name: HORIZONTAL_POD_AUTOSCALER_CONTROLLER,
+    aliases: &[crate::podautoscaler::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 14] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 15] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -146,6 +155,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 14] = [
     CRONJOB,
     TTL_AFTER_FINISHED,
     POD_GARBAGE_COLLECTOR,
+    HORIZONTAL_POD_AUTOSCALER,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -176,6 +186,7 @@ mod tests {
                 "daemonset-controller",
                 "deployment-controller",
                 "garbage-collector-controller",
+                "horizontal-pod-autoscaler-controller",
                 "job-controller",
                 "namespace-controller",
                 "node-lifecycle-controller",

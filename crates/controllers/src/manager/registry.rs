@@ -302,6 +302,7 @@ mod tests {
                 "daemonset-controller",
                 "deployment-controller",
                 "garbage-collector-controller",
+                "horizontal-pod-autoscaler-controller",
                 "job-controller",
                 "namespace-controller",
                 "node-lifecycle-controller",
