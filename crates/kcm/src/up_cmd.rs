@@ -57,6 +57,10 @@ pub struct UpArgs {
     /// (kube-controller-manager's flag).
     #[arg(long, value_name = "duration", default_value = "5m0s")]
     pub horizontal_pod_autoscaler_downscale_stabilization: String,
+    /// How long after a pod's start the HorizontalPodAutoscaler controller may skip its CPU
+    /// samples (kube-controller-manager's flag).
+    #[arg(long, value_name = "duration", default_value = "5m0s")]
+    pub horizontal_pod_autoscaler_cpu_initialization_period: String,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -128,6 +132,10 @@ fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
         argv.push(format!(
             "--horizontal-pod-autoscaler-downscale-stabilization={}",
             args.horizontal_pod_autoscaler_downscale_stabilization
+        ));
+        argv.push(format!(
+            "--horizontal-pod-autoscaler-cpu-initialization-period={}",
+            args.horizontal_pod_autoscaler_cpu_initialization_period
         ));
     }
     let flags = Flags::try_parse_from(argv).context("the controller manager's options")?;

@@ -246,9 +246,13 @@ impl HorizontalController {
             if desired < current {
                 rescale_reason = "All metrics below target".to_owned();
             }
+            // Read the clock again: the metrics calls may have taken a while, and the
+            // recommendation is made now (upstream calls time.Now() here).
+            let now = (self.clock)();
             let normalized = {
                 let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
                 let history = history.entry(key.to_owned()).or_default();
+                tracing::trace!(hpa = key, ?history, "Recommendations before this pass");
                 match spec.behavior.as_ref() {
                     None => normalize_without_behavior(
                         history,
@@ -288,6 +292,15 @@ impl HorizontalController {
                 reason,
                 message.to_owned(),
                 now,
+            );
+            tracing::debug!(
+                hpa = key,
+                current,
+                proposed = desired,
+                normalized = normalized.replicas,
+                able_to_scale = normalized.able_to_scale.0,
+                limited = normalized.scaling_limited.0,
+                "Normalized the desired replicas"
             );
             desired = normalized.replicas;
             rescale = desired != current;
