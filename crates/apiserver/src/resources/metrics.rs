@@ -167,7 +167,7 @@ pub static POD_METRICS: ResourceDef = ResourceDef::of::<PodMetrics>()
 
 /// Renders a usage as metrics-server does: CPU in nanocores, memory in Ki when whole.
 pub fn usage_list(usage: Usage) -> Value {
-    let memory = if usage.memory_bytes % 1024 == 0 {
+    let memory = if usage.memory_bytes.is_multiple_of(1024) {
         format!("{}Ki", usage.memory_bytes / 1024)
     } else {
         usage.memory_bytes.to_string()
@@ -441,7 +441,7 @@ mod tests {
             .await
             .expect("pod metrics");
         let items = list["items"].as_array().expect("items");
-        let names: Vec<&str> = items.iter().map(|i| crate::object::name(i)).collect();
+        let names: Vec<&str> = items.iter().map(crate::object::name).collect();
         assert_eq!(names, ["web-1", "web-2"], "only running pods report");
         assert_eq!(items[0]["metadata"]["labels"], json!({"app": "web"}));
         assert_eq!(

@@ -11,10 +11,10 @@
 //!
 //! - `controller`: constants, the controller, construction, `Run`, the event handlers.
 //! - `sync`: `reconcileAutoscaler`, `computeReplicasForMetrics`, the status.
-//! - [`replica_calculator`]: `replica_calculator.go`.
-//! - [`normalize`]: `normalizeDesiredReplicas*`, `stabilizeRecommendation*`, the scale limits.
-//! - [`metrics_client`]: `metrics/client.go` (resource metrics only).
-//! - [`client`]: the scale subresource and the status write, with a recording fake.
+//! - [`replica_calculator`] mirrors `replica_calculator.go`.
+//! - [`normalize`] mirrors `normalizeDesiredReplicas*`, `stabilizeRecommendation*`, the scale limits.
+//! - [`metrics_client`] mirrors `metrics/client.go` (resource metrics only).
+//! - [`client`] holds the scale subresource and the status write, with a recording fake.
 //! - `quantity`: `Quantity.MilliValue`.
 //!
 //! Only Resource and ContainerResource metrics are computed: kcm serves no custom or
