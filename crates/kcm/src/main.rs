@@ -3,6 +3,7 @@
 mod apiserver_cmd;
 mod run_cmd;
 mod sim_cmd;
+mod sim_logs;
 mod sim_usage;
 mod up_cmd;
 

@@ -380,6 +380,10 @@ async fn run_cluster(
     register_component_probes(server, &manager, &nodes);
     server
         .registry()
+        .logs()
+        .set(Arc::new(crate::sim_logs::SimLogs));
+    server
+        .registry()
         .usage()
         .set(Arc::new(crate::sim_usage::SimUsage {
             config: kcm_sim::usage::UsageConfig {

@@ -3,7 +3,8 @@
 //! usage model, and `kubectl autoscale deploy web --cpu-percent=50` on pods using 150 % of
 //! their CPU request scales the Deployment up to the computed count, then — once the pods'
 //! usage drops — back down, but only after the downscale stabilization window (10 s here,
-//! through `kcm up`'s flag; the sync period is 1 s). Skipped (with a note) when `kubectl` is
+//! through `kcm up`'s flag; the sync period is 1 s); `kubectl logs -f` follows a simulated
+//! container's lines and ends when its pod is deleted. Skipped (with a note) when `kubectl` is
 //! missing.
 
 use std::io::{BufRead, BufReader};
@@ -273,4 +274,67 @@ fn top_and_autoscale_on_kcm_up_driven_by_kubectl() {
     );
     let described = up.kubectl_ok(&["describe", "hpa", "web"]);
     assert!(described.contains("ValidMetricFound"), "{described}");
+
+    // kubectl logs -f follows a simulated container and ends when its pod is deleted.
+    up.kubectl_ok(&[
+        "run",
+        "logger",
+        "--image=busybox",
+        "--annotations=sim.kcm.io/log-line=tick {n}",
+        "--annotations=sim.kcm.io/log-interval=200ms",
+    ]);
+    up.wait_for("the logger's first tick", || {
+        let (ok, out, _) = up.kubectl(&["logs", "logger"]);
+        (ok && out.contains("tick 1")).then_some(())
+    });
+    let mut follow = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&up.kubeconfig)
+        .args(["logs", "-f", "logger"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl logs -f");
+    let stdout = follow.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let first_tick = loop {
+        let line = rx
+            .recv_timeout(DEADLINE)
+            .expect("a line from kubectl logs -f");
+        if let Some(n) = line.strip_prefix("tick ") {
+            let n: u64 = n.parse().expect("tick number");
+            seen.push(line);
+            break n;
+        }
+        seen.push(line);
+    };
+    // A line written after the follow started arrives through the stream.
+    let later = rx.recv_timeout(DEADLINE).expect("a streamed line");
+    assert_eq!(later, format!("tick {}", first_tick + 1), "{seen:?}");
+    assert!(
+        seen[0].starts_with("[kcm-sim] started container logger"),
+        "{seen:?}"
+    );
+
+    up.kubectl_ok(&["delete", "pod", "logger", "--wait=false"]);
+    let deadline = Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = follow.try_wait().expect("kubectl logs -f") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl logs -f did not end after the pod was deleted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "kubectl logs -f: {status}");
 }

@@ -14,6 +14,7 @@ pub mod client;
 pub mod fake;
 pub mod ipam;
 pub mod kubelet;
+pub mod logs;
 pub mod node;
 pub mod quantity;
 pub mod scheduler;

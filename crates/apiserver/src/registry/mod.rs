@@ -27,6 +27,7 @@ pub mod list;
 pub mod namespace;
 pub mod options;
 pub mod patch;
+pub mod pod_log;
 pub mod priority;
 pub mod resource;
 pub mod scale;
@@ -79,6 +80,8 @@ pub struct Registry {
     authorizer: Arc<dyn Authorizer>,
     /// What `metrics.k8s.io` reads usage from (the process embedding the server sets it).
     usage: usage::UsageSlot,
+    /// What `pods/log` reads container logs from (the process embedding the server sets it).
+    logs: pod_log::LogSlot,
 }
 
 impl std::fmt::Debug for Registry {
@@ -110,6 +113,7 @@ impl Registry {
             authenticator: Arc::new(NoTokens),
             authorizer: Arc::new(BootstrapPolicy),
             usage: usage::UsageSlot::default(),
+            logs: pod_log::LogSlot::default(),
         }
     }
 
