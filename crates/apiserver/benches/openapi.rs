@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
     let pod = pod();
     let pods = &resources::pod::PODS;
     c.bench_function("field_validation_pod", |b| {
-        b.iter(|| api.unknown_fields(&pods.openapi, &pod))
+        b.iter(|| api.unknown_fields(pods.openapi.as_ref(), &pod))
     });
     let root = pods.patch_schema().root();
     let writer = Writer {

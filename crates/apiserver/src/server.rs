@@ -12,6 +12,8 @@ use rand::RngCore;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+use crate::apiextensions::controller::{self as crd_controller, CrdController};
 use tokio_util::task::TaskTracker;
 
 use crate::auth::authenticator::StaticToken;
@@ -188,6 +190,10 @@ impl Server {
             .ensure_bootstrap_objects()
             .await
             .map_err(Error::Bootstrap)?;
+        // Custom resources are served before the first request: a restart finds its CRDs
+        // in the store and serves their resources at once.
+        let mut crds = CrdController::default();
+        crds.sync_all(&registry).await.map_err(Error::Bootstrap)?;
         registry
             .ensure_local_api_services()
             .await
@@ -213,6 +219,11 @@ impl Server {
         // (kube-apiserver would pick the default route's interface address, which a
         // single-machine kcm cluster does not need). A failure is logged and retried by the
         // periodic repair, as upstream's bootstrap controller: it never stops the server.
+        // The Service IP and node port bitmaps are repaired from the stored Services before
+        // anything allocates (as kube-apiserver's repair controllers run at start).
+        if let Err(e) = registry.repair_service_allocations().await {
+            tracing::warn!(error = %e, "unable to repair the service allocations; retried on first use");
+        }
         if let Err(e) = registry
             .ensure_kubernetes_service(client_host, addr.port())
             .await
@@ -249,6 +260,11 @@ impl Server {
             router(state),
             shutdown.clone(),
             tracker.clone(),
+        ));
+        tracker.spawn(crd_controller::run(
+            Arc::clone(&registry),
+            crds,
+            shutdown.clone(),
         ));
         tracker.spawn(repair_kubernetes_service(
             Arc::clone(&registry),

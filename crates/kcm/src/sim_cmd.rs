@@ -45,6 +45,11 @@ pub struct SimArgs {
     /// nodeStatusReportFrequency is 5m; changes are posted at once).
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub node_status_update_period: Duration,
+    /// Register nodes with their own pod CIDR (10.244.<index>.0/24) instead of waiting for
+    /// the node IPAM controller (`--allocate-node-cidrs`) to set one: for clusters that do not
+    /// allocate node CIDRs.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub assign_pod_cidrs: bool,
     /// Also run a scheduler for pods of `default-scheduler` (turn off with
     /// `--scheduler=false` on a cluster that runs kube-scheduler).
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
@@ -76,6 +81,7 @@ impl SimArgs {
             pod_ready_delay: self.pod_ready_delay,
             lease_renew_interval: self.node_lease_renew_interval,
             node_status_update_period: self.node_status_update_period,
+            assign_pod_cidrs: self.assign_pod_cidrs,
             ..SimulatorConfig::default()
         }
     }

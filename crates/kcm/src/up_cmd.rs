@@ -27,6 +27,10 @@ use tracing_subscriber::EnvFilter;
 const APP_DIR: &str = "kcm";
 /// Held (locked) while a `kcm up` uses the data directory, so a second one refuses it.
 const LOCK_FILE: &str = "kcm-up.lock";
+/// The pod network the node IPAM controller splits into one /24 per node.
+const CLUSTER_CIDR: &str = "10.244.0.0/16";
+/// The Service network (the embedded API server's), never handed out to nodes.
+const SERVICE_CLUSTER_IP_RANGE: &str = kcm_apiserver::registry::service_ip::SERVICE_CIDR;
 
 /// Flags of `kcm up`.
 #[derive(Debug, Args)]
@@ -111,8 +115,9 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 }
 
 /// The controller manager's options inside `kcm up`: kube-controller-manager's defaults for
-/// everything, but no leader election (one process owns the cluster) and no HTTPS endpoint
-/// (nothing probes it; `kcm run` serves one).
+/// everything, but no leader election (one process owns the cluster), no HTTPS endpoint
+/// (nothing probes it; `kcm run` serves one), and pod CIDRs allocated from
+/// [`CLUSTER_CIDR`]; the HPA flags `kcm up` takes are passed on.
 fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
     #[derive(Parser)]
     struct Flags {
@@ -123,6 +128,10 @@ fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
         "kcm-up".to_owned(),
         "--leader-elect=false".to_owned(),
         "--secure-port=0".to_owned(),
+        // Pod CIDRs come from the node IPAM controller; the simulated nodes wait for theirs.
+        "--allocate-node-cidrs=true".to_owned(),
+        format!("--cluster-cidr={CLUSTER_CIDR}"),
+        format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
     ];
     if let Some(args) = args {
         argv.push(format!(
@@ -473,6 +482,15 @@ mod tests {
         assert!(!options.leader_election.leader_elect);
         assert_eq!(options.secure_serving.secure_port, 0);
         assert_eq!(options.generic.controllers, ["*"]);
+        assert!(options.kube_cloud_shared.allocate_node_cidrs);
+        assert_eq!(
+            options
+                .node_ipam_flags()
+                .config()
+                .map(|c| c.node_mask_sizes)
+                .ok(),
+            Some(vec![24])
+        );
         // Everything else is kube-controller-manager's default.
         assert_eq!(options.replicaset.concurrent_replicaset_syncs, 5);
         let manager =

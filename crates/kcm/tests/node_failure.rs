@@ -95,6 +95,8 @@ impl Cluster {
                 pod_ready_delay: Duration::from_millis(200),
                 lease_renew_interval: Duration::from_millis(500),
                 node_status_update_period: Duration::from_secs(2),
+                // No node IPAM controller here: nodes pick their own pod CIDRs.
+                assign_pod_cidrs: true,
                 ..SimulatorConfig::default()
             },
             &cancel,

@@ -140,7 +140,8 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
     );
 
     // The controllers' permissions: exactly what the ReplicaSet, ReplicationController,
-    // DaemonSet and StatefulSet controllers call.
+    // DaemonSet and StatefulSet controllers, the endpoint controllers, node IPAM and the root
+    // CA publisher call.
     let role: ClusterRole = one("clusterrole.yaml");
     let workloads = ["replicasets", "daemonsets", "statefulsets"];
     let sub = |s: &str| workloads.map(|w| format!("{w}/{s}"));
@@ -198,6 +199,29 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &["list", "watch", "create", "update"]
             ),
             rule(&[""], &["events"], &[], &["create", "patch"]),
+            // The endpoint controllers, node IPAM and the root CA publisher.
+            rule(
+                &[""],
+                &["services", "endpoints", "nodes", "namespaces", "configmaps"],
+                &[],
+                &["list", "watch"]
+            ),
+            rule(&[""], &["endpoints"], &[], &["create", "update", "delete"]),
+            rule(&[""], &["endpoints/restricted"], &[], &["create"]),
+            rule(
+                &[""],
+                &["services/finalizers", "endpoints/finalizers"],
+                &[],
+                &["update"]
+            ),
+            rule(
+                &["discovery.k8s.io"],
+                &["endpointslices"],
+                &[],
+                &["list", "watch", "create", "update", "delete"]
+            ),
+            rule(&[""], &["nodes"], &[], &["patch"]),
+            rule(&[""], &["configmaps"], &[], &["create", "update"]),
         ])
     );
     let binding: ClusterRoleBinding = one("clusterrolebinding.yaml");

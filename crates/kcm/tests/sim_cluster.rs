@@ -37,6 +37,8 @@ fn sim_config(nodes: usize) -> SimulatorConfig {
     SimulatorConfig {
         nodes,
         pod_ready_delay: Duration::from_millis(200),
+        // No node IPAM controller here: nodes pick their own pod CIDRs.
+        assign_pod_cidrs: true,
         ..SimulatorConfig::default()
     }
 }

@@ -256,8 +256,8 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
     let manifest = manifest.to_str().expect("utf-8 path");
     up.kubectl_ok(&["apply", "-f", manifest]);
 
-    // Rolled out: three Running, Ready pods, one per node, each with an IP from its node's
-    // /24 (10.244.<node index>.0/24).
+    // Rolled out: three Running, Ready pods, one per node, each with an IP from the /24 the
+    // node IPAM controller gave its node (from 10.244.0.0/16).
     up.kubectl_ok(&["rollout", "status", DEPLOYMENT, "--timeout=90s"]);
     up.wait_for("the pods to exist", || {
         (up.pods(SELECTOR).len() == 3).then_some(())
@@ -283,10 +283,14 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
         // NAME READY STATUS RESTARTS AGE IP NODE ...
         assert_eq!(&row[1..3], ["1/1", "Running"], "{wide}");
         let node = row[6];
-        let index = node.strip_prefix("kcm-node-").expect("a simulated node");
+        let cidr = up.kubectl_ok(&["get", "node", node, "-o", "jsonpath={.spec.podCIDR}"]);
+        let prefix = cidr
+            .strip_suffix("0/24")
+            .filter(|p| p.starts_with("10.244."))
+            .unwrap_or_else(|| panic!("{node} has a /24 from the cluster CIDR: {cidr:?}"));
         assert!(
-            row[5].starts_with(&format!("10.244.{index}.")),
-            "pod IP from the node's CIDR: {wide}"
+            row[5].starts_with(prefix),
+            "pod IP from the node's CIDR {cidr}: {wide}"
         );
         nodes_used.insert(node);
     }

@@ -8,6 +8,7 @@
 //! - [`events`]: the core/v1 event recorder with aggregation and spam filtering.
 //! - [`leaderelection`]: Lease-based leader election with client-go's algorithm.
 //! - [`client`]: a client-side QPS/burst limiter and request metrics for `kube::Client`.
+//! - [`dynamic`]: custom resources: a dynamic client, and typed custom resource structs.
 //! - [`labels`]: Kubernetes label selectors.
 //! - [`scheduling`]: node affinity and taint/toleration predicates (component-helpers).
 //! - [`intstr`]: int-or-percent values.
@@ -17,6 +18,7 @@
 
 pub mod client;
 pub mod controller;
+pub mod dynamic;
 pub mod events;
 pub mod informer;
 pub mod intstr;

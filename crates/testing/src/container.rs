@@ -68,6 +68,27 @@ impl ContainerBuilder {
         self
     }
 
+    /// Adds a named container port with `protocol` (what a Service's named `targetPort`
+    /// resolves against).
+    pub fn named_port(mut self, name: &str, port: i32, protocol: &str) -> Self {
+        self.container
+            .ports
+            .get_or_insert_default()
+            .push(ContainerPort {
+                name: Some(name.to_owned()),
+                container_port: port,
+                protocol: Some(protocol.to_owned()),
+                ..ContainerPort::default()
+            });
+        self
+    }
+
+    /// Changes anything no setter names.
+    pub fn with(mut self, f: impl FnOnce(&mut Container)) -> Self {
+        f(&mut self.container);
+        self
+    }
+
     /// The container.
     pub fn build(self) -> Container {
         self.container

@@ -43,6 +43,7 @@ mod container;
 mod cron_job;
 mod daemon_set;
 mod deployment;
+mod endpoints;
 mod job;
 mod meta;
 mod namespace;
@@ -69,6 +70,10 @@ pub use container::{ContainerBuilder, ContainerStatusBuilder, container, contain
 pub use cron_job::{CronJobBuilder, cron_job};
 pub use daemon_set::{DaemonSetBuilder, TEMPLATE_GENERATION_ANNOTATION, daemon_set};
 pub use deployment::{DeploymentBuilder, deployment};
+pub use endpoints::{
+    EndpointSliceBuilder, EndpointsBuilder, SliceEndpointBuilder, endpoint_slice, endpoints,
+    slice_endpoint,
+};
 pub use job::{JobBuilder, job};
 pub use meta::{MetaBuilder, ObjectMetaBuilder, labels, meta, quantities};
 pub use namespace::{NamespaceBuilder, namespace};

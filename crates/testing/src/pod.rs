@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodIP, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::conditions::pod_condition;
@@ -66,6 +66,30 @@ impl PodBuilder {
     /// Sets `status.podIP`.
     pub fn pod_ip(mut self, ip: impl Into<String>) -> Self {
         self.status_mut().pod_ip = Some(ip.into());
+        self
+    }
+
+    /// Sets `status.podIPs` to `ips` and `status.podIP` to the first, as the kubelet posts
+    /// them.
+    pub fn pod_ips(mut self, ips: &[&str]) -> Self {
+        let status = self.status_mut();
+        status.pod_ip = ips.first().map(|ip| (*ip).to_owned());
+        status.pod_ips = Some(
+            ips.iter()
+                .map(|ip| PodIP {
+                    ip: (*ip).to_owned(),
+                })
+                .collect(),
+        );
+        self
+    }
+
+    /// Sets `spec.hostname` and `spec.subdomain` (a pod addressable through a headless
+    /// Service named `subdomain`).
+    pub fn hostname(mut self, hostname: &str, subdomain: &str) -> Self {
+        let spec = self.pod.spec.get_or_insert_default();
+        spec.hostname = Some(hostname.to_owned());
+        spec.subdomain = Some(subdomain.to_owned());
         self
     }
 

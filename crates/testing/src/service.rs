@@ -42,6 +42,34 @@ impl ServiceBuilder {
         self
     }
 
+    /// Appends a named TCP port `port` forwarding to the pods' port named `target` (resolved
+    /// per pod).
+    pub fn named_port(mut self, name: &str, port: i32, target: &str) -> Self {
+        self.spec_mut()
+            .ports
+            .get_or_insert_default()
+            .push(ServicePort {
+                name: Some(name.to_owned()),
+                port,
+                target_port: Some(IntOrString::String(target.to_owned())),
+                protocol: Some("TCP".to_owned()),
+                ..ServicePort::default()
+            });
+        self
+    }
+
+    /// Sets `spec.publishNotReadyAddresses`.
+    pub fn publish_not_ready_addresses(mut self, publish: bool) -> Self {
+        self.spec_mut().publish_not_ready_addresses = Some(publish);
+        self
+    }
+
+    /// Sets `spec.ipFamilies` (`"IPv4"`, `"IPv6"`).
+    pub fn ip_families(mut self, families: &[&str]) -> Self {
+        self.spec_mut().ip_families = Some(families.iter().map(|f| (*f).to_owned()).collect());
+        self
+    }
+
     /// Sets `spec.type` (`"ClusterIP"`, `"NodePort"`, `"LoadBalancer"`, `"ExternalName"`).
     pub fn type_(mut self, type_: &str) -> Self {
         self.spec_mut().type_ = Some(type_.to_owned());

@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::Registry;
 use crate::registry::resource::ResourceDef;
+use crate::registry::{Registry, Resources};
 
 /// `/api`: the core group's versions.
 pub fn core_versions(server_address: &str) -> Value {
@@ -14,20 +14,21 @@ pub fn core_versions(server_address: &str) -> Value {
     })
 }
 
-/// The named groups, in first-seen order, with their versions.
-fn group_versions(registry: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
-    let mut groups: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for def in registry.resources() {
+/// The named groups, in first-seen order, with their versions (the preferred one first: a
+/// custom resource group's versions come in upstream's priority order).
+fn group_versions(resources: &Resources) -> Vec<(&str, Vec<&str>)> {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for def in resources.iter() {
         if def.group.is_empty() {
             continue;
         }
         match groups.iter_mut().find(|(g, _)| *g == def.group) {
             Some((_, versions)) => {
-                if !versions.contains(&def.version) {
-                    versions.push(def.version);
+                if !versions.contains(&&*def.version) {
+                    versions.push(&def.version);
                 }
             }
-            None => groups.push((def.group, vec![def.version])),
+            None => groups.push((&def.group, vec![&def.version])),
         }
     }
     groups
@@ -44,7 +45,8 @@ fn group_json(group: &str, versions: &[&str]) -> Value {
 
 /// `/apis`: every named group.
 pub fn groups(registry: &Registry) -> Value {
-    let groups: Vec<Value> = group_versions(registry)
+    let resources = registry.resources();
+    let groups: Vec<Value> = group_versions(&resources)
         .iter()
         .map(|(g, v)| group_json(g, v))
         .collect();
@@ -53,7 +55,8 @@ pub fn groups(registry: &Registry) -> Value {
 
 /// `/apis/{group}`, if the group is served.
 pub fn group(registry: &Registry, name: &str) -> Option<Value> {
-    let groups = group_versions(registry);
+    let resources = registry.resources();
+    let groups = group_versions(&resources);
     let (g, versions) = groups.iter().find(|(g, _)| *g == name)?;
     let mut doc = group_json(g, versions);
     doc["kind"] = json!("APIGroup");
@@ -64,20 +67,19 @@ pub fn group(registry: &Registry, name: &str) -> Option<Value> {
 /// The resources of one group version, sorted by name: upstream's installer registers a
 /// group version's paths in sorted order, so its discovery documents (and `kubectl
 /// api-resources`, which keeps their order within a group) list them alphabetically.
-fn served_in<'a>(registry: &'a Registry, group: &str, version: &str) -> Vec<&'a ResourceDef> {
-    let mut defs: Vec<&ResourceDef> = registry
-        .resources()
+fn served_in<'a>(resources: &'a Resources, group: &str, version: &str) -> Vec<&'a ResourceDef> {
+    let mut defs: Vec<&ResourceDef> = resources
         .iter()
         .filter(|d| d.group == group && d.version == version)
-        .copied()
         .collect();
-    defs.sort_by_key(|d| d.plural);
+    defs.sort_by(|a, b| a.plural.cmp(&b.plural));
     defs
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`, if served.
 pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Value> {
-    let defs = served_in(registry, group, version);
+    let resources = registry.resources();
+    let defs = served_in(&resources, group, version);
     if defs.is_empty() {
         return None;
     }
@@ -98,7 +100,7 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
         }
         list.push(entry);
         for sub in def.subresources {
-            let (group, version, kind) = sub.kind((def.group, def.version, def.kind));
+            let (group, version, kind) = sub.kind((&def.group, &def.version, &def.kind));
             let mut entry = json!({
                 "name": format!("{}/{}", def.plural, sub.name()),
                 "singularName": "",
@@ -107,7 +109,7 @@ pub fn resources(registry: &Registry, group: &str, version: &str) -> Option<Valu
                 "verbs": sub.verbs(),
             });
             // Only a subresource of another group/version names it (upstream omits its own).
-            if (group, version) != (def.group, def.version) {
+            if (group, version) != (&*def.group, &*def.version) {
                 entry["group"] = json!(group);
                 entry["version"] = json!(version);
             }
@@ -164,10 +166,11 @@ pub fn aggregated_content_type(version: &str) -> String {
 /// Aggregated discovery (`apidiscovery.k8s.io` `APIGroupDiscoveryList`): `/api` (`core`) or
 /// `/apis`, every group's versions with their resources and subresources in one answer.
 pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
-    let mut groups: Vec<(&'static str, Vec<&'static str>)> = if core {
+    let resources = registry.resources();
+    let mut groups: Vec<(&str, Vec<&str>)> = if core {
         vec![("", vec!["v1"])]
     } else {
-        group_versions(registry)
+        group_versions(&resources)
     };
     groups.retain(|(g, _)| g.is_empty() == core);
     let items: Vec<Value> = groups
@@ -176,7 +179,7 @@ pub fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
             let versions: Vec<Value> = versions
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> = served_in(registry, group, v)
+                    let resources: Vec<Value> = served_in(&resources, group, v)
                         .into_iter()
                         .map(aggregated_resource)
                         .collect();
@@ -203,13 +206,13 @@ fn aggregated_resource(def: &ResourceDef) -> Value {
         .subresources
         .iter()
         .map(|sub| {
-            let (group, version, kind) = sub.kind((def.group, def.version, def.kind));
+            let (group, version, kind) = sub.kind((&def.group, &def.version, &def.kind));
             json!({"subresource": sub.name(), "responseKind": gvk(group, version, kind), "verbs": sub.verbs()})
         })
         .collect();
     let mut entry = json!({
         "resource": def.plural,
-        "responseKind": gvk(def.group, def.version, def.kind),
+        "responseKind": gvk(&def.group, &def.version, &def.kind),
         "scope": if def.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": def.singular(),
         "verbs": def.verbs.names(),

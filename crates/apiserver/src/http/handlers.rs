@@ -18,6 +18,7 @@ use crate::http::negotiate::Representation;
 use crate::http::query::Query;
 use crate::http::request_info::ResourceRequest;
 use crate::http::{AppState, json_response};
+use crate::registry::DefRef;
 use crate::registry::delete::{DeleteOutcome, success_status};
 use crate::registry::options::{WriteOptions, WriteOutcome};
 use crate::registry::patch::PatchType;
@@ -33,8 +34,8 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
         .registry
         .lookup(&r.group, &r.version, &r.resource)
         .ok_or_else(ApiError::path_not_found)?;
-    let answer = serve(state, def, r, req).await;
-    let Some(warning) = def.deprecation else {
+    let answer = serve(state, def.clone(), r, req).await;
+    let Some(warning) = &def.deprecation else {
         return answer;
     };
     let mut response = answer.unwrap_or_else(IntoResponse::into_response);
@@ -45,11 +46,12 @@ pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> 
 /// Serves one request to `def`.
 async fn serve(
     state: &Arc<AppState>,
-    def: &'static ResourceDef,
+    served: DefRef,
     r: ResourceRequest,
     req: Request,
 ) -> Result<Response> {
     let registry = &state.registry;
+    let def: &ResourceDef = &served;
     // Namespaced resources are addressed under /namespaces/{ns}/ (or across all namespaces
     // for collection reads); cluster-scoped ones never are.
     if !def.namespaced && r.namespace.is_some() {
@@ -117,9 +119,14 @@ async fn serve(
             let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
             if opts.watch {
                 let rx = registry
-                    .watch(def, r.namespace.clone(), opts, state.watch.clone())
+                    .watch(
+                        served.clone(),
+                        r.namespace.clone(),
+                        opts,
+                        state.watch.clone(),
+                    )
                     .await?;
-                return Ok(watch_response(rx, repr, def));
+                return Ok(watch_response(rx, repr, served));
             }
             let list = registry.list(def, r.namespace.as_deref(), &opts).await?;
             Ok(repr.render(def, StatusCode::OK, &list))
@@ -163,7 +170,7 @@ async fn serve(
         }
         (&Method::PATCH, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
             let target = write_target(sub);
-            let patch_type = patch_type(&headers)?;
+            let patch_type = patch_type(&headers, def)?;
             let opts = write_options(&query, &headers, Some(patch_type), user)?;
             let bytes = read_body(req).await?;
             let outcome = registry
@@ -225,7 +232,7 @@ async fn serve(
             Ok(json_response(StatusCode::OK, &scale))
         }
         (&Method::PATCH, Some(name), Some(Subresource::Scale)) => {
-            let patch_type = patch_type(&headers)?;
+            let patch_type = patch_type(&headers, def)?;
             let opts = write_options(&query, &headers, Some(patch_type), user)?;
             let bytes = read_body(req).await?;
             let scale = registry
@@ -352,13 +359,28 @@ fn created_status() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 }
 
-fn patch_type(headers: &http::HeaderMap) -> Result<PatchType> {
+fn patch_type(headers: &http::HeaderMap, def: &ResourceDef) -> Result<PatchType> {
     let content_type = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    PatchType::from_content_type(content_type)
-        .ok_or_else(|| ApiError::unsupported_media_type(content_type, &PatchType::MEDIA_TYPES))
+    match PatchType::from_content_type(content_type) {
+        // Custom resources have no Go struct tags to merge by: upstream answers 415 and lists
+        // the patch types it does serve.
+        Some(PatchType::StrategicMerge) if def.is_custom() => {
+            let served: Vec<&str> = PatchType::MEDIA_TYPES
+                .iter()
+                .copied()
+                .filter(|m| PatchType::from_content_type(m) != Some(PatchType::StrategicMerge))
+                .collect();
+            Err(ApiError::unsupported_media_type(content_type, &served))
+        }
+        Some(t) => Ok(t),
+        None => Err(ApiError::unsupported_media_type(
+            content_type,
+            &PatchType::MEDIA_TYPES,
+        )),
+    }
 }
 
 /// The verb of a request to a resource's main paths (collection or `object`), a collection
@@ -408,12 +430,15 @@ fn log_response(answer: crate::registry::pod_log::LogResponse) -> Response {
 fn watch_response(
     rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     repr: Representation,
-    def: &'static ResourceDef,
+    def: DefRef,
 ) -> Response {
     let content_type = repr.watch_content_type();
-    let stream = futures::stream::unfold(rx, move |mut rx| async move {
-        let line = rx.recv().await?;
-        Some((Ok::<_, Infallible>(repr.render_watch_line(def, line)), rx))
+    let stream = futures::stream::unfold(rx, move |mut rx| {
+        let def = def.clone();
+        async move {
+            let line = rx.recv().await?;
+            Some((Ok::<_, Infallible>(repr.render_watch_line(&def, line)), rx))
+        }
     });
     let mut response = Response::new(Body::from_stream(stream));
     if let Ok(ct) = HeaderValue::from_str(&content_type) {

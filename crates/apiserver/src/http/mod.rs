@@ -58,14 +58,14 @@ async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response 
     let response = match route {
         Route::Resource(r) => handlers::handle(&state, r, req).await,
         Route::OpenApiV3Index => openapi::serve(
-            state.registry.openapi(),
+            &state.registry.openapi(),
             None,
             req.method(),
             req.headers(),
             req.uri().query(),
         ),
         Route::OpenApiV3(path) => openapi::serve(
-            state.registry.openapi(),
+            &state.registry.openapi(),
             Some(&path),
             req.method(),
             req.headers(),

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
 use crate::registry::resource::ResourceDef;
-use crate::table::{IncludeObject, table_for};
+use crate::table::IncludeObject;
 
 /// The representation an answer is rendered in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,16 +119,11 @@ impl Representation {
                 (value.clone(), Representation::Json.content_type(false))
             }
             (Representation::Table { version, include }, false, items) => {
-                let objects: Vec<Value> = match items {
-                    Some(items) => items.iter().map(|o| def.to_storage(o.clone())).collect(),
-                    None => vec![def.to_storage(value.clone())],
+                let objects: &[Value] = match items {
+                    Some(items) => items,
+                    None => std::slice::from_ref(value),
                 };
-                let mut table = table_for(
-                    def.table_printer(),
-                    &objects,
-                    include,
-                    jiff::Timestamp::now(),
-                );
+                let mut table = def.table(objects, include, jiff::Timestamp::now());
                 table["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
                 if items.is_some() {
                     table["metadata"] = list_metadata(value);
@@ -174,9 +169,8 @@ impl Representation {
         event["object"] = match self {
             Representation::Json => object,
             Representation::Table { version, include } => {
-                let mut table = table_for(
-                    def.table_printer(),
-                    &[def.to_storage(object.clone())],
+                let mut table = def.table(
+                    std::slice::from_ref(&object),
                     include,
                     jiff::Timestamp::now(),
                 );

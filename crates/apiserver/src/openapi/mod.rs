@@ -12,6 +12,8 @@ pub mod patch_extensions;
 pub mod paths;
 pub mod schemas;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
@@ -21,7 +23,7 @@ use paths::ResourceNames;
 use schemas::{Components, TypedKind};
 
 /// One group-version's document.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Document {
     /// The index key and URL path under `/openapi/v3/`, e.g. `apis/apps/v1` or `api/v1`.
     pub path: String,
@@ -38,52 +40,40 @@ pub struct OpenApi {
     index: Bytes,
     /// One document per group-version, in discovery order.
     documents: Vec<Document>,
-    /// Every component schema of every document, by name (equal names are equal schemas).
-    components: Map<String, Value>,
+    /// Every component schema of every built-in document, by name (equal names are equal
+    /// schemas); custom resources validate fields against their own structural schema.
+    components: Arc<Map<String, Value>>,
 }
 
 impl OpenApi {
     /// Builds the documents of `resources`.
-    pub fn build(resources: &[&'static ResourceDef]) -> Self {
-        let mut group_versions: Vec<(&'static str, &'static str)> = Vec::new();
-        for def in resources {
-            let gv = (def.group, def.version);
-            if !group_versions.contains(&gv) {
-                group_versions.push(gv);
-            }
-        }
-        // The core group first, as upstream's index lists `api/v1` before `apis/...`.
-        group_versions.sort_by_key(|(g, _)| !g.is_empty());
-        let mut documents = Vec::new();
+    pub fn build(resources: &[&ResourceDef]) -> Self {
         let mut components = Map::new();
-        let mut index = Map::new();
-        for (group, version) in group_versions {
-            let path = if group.is_empty() {
-                format!("api/{version}")
-            } else {
-                format!("apis/{group}/{version}")
-            };
-            let doc = group_version_document(resources, group, version);
-            if let Some(Value::Object(schemas)) = doc.pointer("/components/schemas") {
-                for (name, schema) in schemas {
-                    components
-                        .entry(name.clone())
-                        .or_insert_with(|| schema.clone());
-                }
-            }
-            let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
-            let hash = content_hash(&body);
-            index.insert(
-                path.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={hash}")}),
-            );
-            documents.push(Document { path, hash, body });
-        }
-        let index = Bytes::from(serde_json::to_vec(&json!({"paths": index})).unwrap_or_default());
+        let documents = documents_of(resources, Some(&mut components));
         Self {
-            index,
+            index: index_of(&documents),
             documents,
-            components,
+            components: Arc::new(components),
+        }
+    }
+
+    /// These documents plus those of the custom resources' group versions `custom` (a
+    /// group version both serve is documented from `custom`'s entries alone, which the CRD
+    /// controller never lets happen).
+    pub fn with_custom(&self, custom: &[Arc<ResourceDef>]) -> Self {
+        let defs: Vec<&ResourceDef> = custom.iter().map(|d| d.as_ref()).collect();
+        let added = documents_of(&defs, None);
+        let mut documents: Vec<Document> = self
+            .documents
+            .iter()
+            .filter(|d| added.iter().all(|a| a.path != d.path))
+            .cloned()
+            .collect();
+        documents.extend(added);
+        Self {
+            index: index_of(&documents),
+            documents,
+            components: Arc::clone(&self.components),
         }
     }
 
@@ -110,7 +100,10 @@ impl OpenApi {
     /// The paths of the fields of `obj` that the schema of `kind` does not declare
     /// (`spec.foo`, `spec.containers[0].bar`), sorted by key within each object; empty for a
     /// kind whose schema is in no document.
-    pub fn unknown_fields(&self, kind: &TypedKind, obj: &Value) -> Vec<String> {
+    pub fn unknown_fields(&self, kind: Option<&TypedKind>, obj: &Value) -> Vec<String> {
+        let Some(kind) = kind else {
+            return Vec::new();
+        };
         let name = (kind.name)();
         if !self.components.contains_key(name.as_ref()) {
             return Vec::new();
@@ -119,20 +112,76 @@ impl OpenApi {
     }
 }
 
+/// The documents of every group version of `resources`, the core group first (as upstream's
+/// index lists `api/v1` before `apis/...`); every schema also goes into `components` when
+/// given.
+fn documents_of(
+    resources: &[&ResourceDef],
+    mut components: Option<&mut Map<String, Value>>,
+) -> Vec<Document> {
+    let mut group_versions: Vec<(&str, &str)> = Vec::new();
+    for def in resources {
+        let gv = (&*def.group, &*def.version);
+        if !group_versions.contains(&gv) {
+            group_versions.push(gv);
+        }
+    }
+    group_versions.sort_by_key(|(g, _)| !g.is_empty());
+    let mut documents = Vec::new();
+    for (group, version) in group_versions {
+        let path = if group.is_empty() {
+            format!("api/{version}")
+        } else {
+            format!("apis/{group}/{version}")
+        };
+        let doc = group_version_document(resources, group, version);
+        if let Some(all) = components.as_deref_mut()
+            && let Some(Value::Object(schemas)) = doc.pointer("/components/schemas")
+        {
+            for (name, schema) in schemas {
+                all.entry(name.clone()).or_insert_with(|| schema.clone());
+            }
+        }
+        let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+        let hash = content_hash(&body);
+        documents.push(Document { path, hash, body });
+    }
+    documents
+}
+
+/// The encoded `/openapi/v3` index of `documents`.
+fn index_of(documents: &[Document]) -> Bytes {
+    let mut index = Map::new();
+    for doc in documents {
+        index.insert(
+            doc.path.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{}?hash={}", doc.path, doc.hash)}),
+        );
+    }
+    Bytes::from(serde_json::to_vec(&json!({"paths": index})).unwrap_or_default())
+}
+
 /// The document of one group-version: every resource's paths and the schemas they reach.
-fn group_version_document(resources: &[&'static ResourceDef], group: &str, version: &str) -> Value {
+fn group_version_document(resources: &[&ResourceDef], group: &str, version: &str) -> Value {
     let mut components = Components::new();
     let common = components.add_common();
     let mut paths = Map::new();
     // The kinds whose schemas get the patch table's extensions.
-    let mut patched: Vec<(String, &'static ResourceDef)> = Vec::new();
-    for def in resources {
+    let mut patched: Vec<(String, &ResourceDef)> = Vec::new();
+    for def in resources.iter().copied() {
         if def.group != group || def.version != version {
             continue;
         }
-        let kind_name = components.add_kind(&def.openapi);
-        let list_name = components.add_list(&def.openapi);
-        patched.push((kind_name.clone(), def));
+        let (kind_name, list_name) = match (&def.openapi, &def.custom) {
+            (Some(typed), _) => (components.add_kind(typed), components.add_list(typed)),
+            (None, Some(custom)) => {
+                components.add_custom(&def.group, &def.version, &def.kind, custom.openapi_schema())
+            }
+            (None, None) => continue,
+        };
+        if def.declares_merge_schema() {
+            patched.push((kind_name.clone(), def));
+        }
         let mut sub_name = |sub: Subresource| {
             if !def.has_subresource(sub) {
                 return None;
@@ -204,7 +253,7 @@ mod tests {
     fn every_served_kind_has_a_schema_with_its_gvk() {
         let api = OpenApi::build(crate::resources::ALL);
         for info in crate::resources::ALL {
-            let kind = &info.openapi;
+            let kind = info.openapi.as_ref().expect("built-ins are typed");
             let doc: Value =
                 serde_json::from_slice(&api.document(&gv_path(info)).expect("doc").body)
                     .expect("json");
@@ -213,7 +262,7 @@ mod tests {
                 .as_array()
                 .unwrap_or_else(|| panic!("no gvk on {}", info.kind));
             assert!(
-                gvks.contains(&schemas::gvk_json(info.group, info.version, info.kind)),
+                gvks.contains(&schemas::gvk_json(&info.group, &info.version, &info.kind)),
                 "{}: {gvks:?}",
                 info.kind
             );

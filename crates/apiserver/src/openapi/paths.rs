@@ -215,9 +215,9 @@ fn op_prefix(info: &ResourceDef) -> String {
     let group = if info.group.is_empty() {
         "core"
     } else {
-        info.group.split('.').next().unwrap_or(info.group)
+        info.group.split('.').next().unwrap_or(&info.group)
     };
-    format!("{}{}", capitalize(group), capitalize(info.version))
+    format!("{}{}", capitalize(group), capitalize(&info.version))
 }
 
 fn capitalize(s: &str) -> String {
@@ -273,8 +273,8 @@ pub fn add_resource(paths: &mut Map<String, Value>, info: &ResourceDef, names: &
     };
     let tag = op_prefix(info);
     let scope = if info.namespaced { "Namespaced" } else { "" };
-    let kind = info.kind;
-    let gvk = gvk_json(info.group, info.version, kind);
+    let kind = &*info.kind;
+    let gvk = gvk_json(&info.group, &info.version, kind);
     let collection = if info.namespaced {
         format!("{prefix}/namespaces/{{namespace}}/{}", info.plural)
     } else {

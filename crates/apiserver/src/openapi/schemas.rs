@@ -53,7 +53,7 @@ pub struct Components {
     generator: SchemaGenerator,
     /// Extensions to set on named schemas once generated: (component name, GVKs).
     gvks: Vec<(String, Value)>,
-    /// List schemas assembled here: (component name, schema).
+    /// List schemas and custom resources' schemas assembled here: (component name, schema).
     lists: Vec<(String, Value)>,
 }
 
@@ -103,11 +103,43 @@ impl Components {
     /// Adds `{Kind}List` for a kind added with [`Self::add_kind`] and returns its name.
     pub fn add_list(&mut self, k: &TypedKind) -> String {
         let item = self.add_kind(k);
+        self.add_list_of(&item, k.group, k.version, k.kind)
+    }
+
+    /// Adds a custom resource's kind, whose `schema` (the whole object's, with `metadata`
+    /// referring to `ObjectMeta`) comes from its CRD, and its list; returns both component
+    /// names. The names are upstream's for custom resources: the group reversed, then
+    /// version and kind (`io.k8s.samplecontroller.v1alpha1.Foo` for
+    /// `samplecontroller.k8s.io`).
+    pub fn add_custom(
+        &mut self,
+        group: &str,
+        version: &str,
+        kind: &str,
+        mut schema: Value,
+    ) -> (String, String) {
+        self.add::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
+        let reversed: Vec<&str> = group.split('.').rev().collect();
+        let name = format!("{}.{version}.{kind}", reversed.join("."));
+        if let Some(map) = schema.as_object_mut() {
+            map.insert(
+                "x-kubernetes-group-version-kind".to_owned(),
+                json!([gvk_json(group, version, kind)]),
+            );
+        }
+        self.lists.push((name.clone(), schema));
+        let list = self.add_list_of(&name, group, version, kind);
+        (name, list)
+    }
+
+    /// Adds `{Kind}List` of the component `item` and returns its name.
+    fn add_list_of(&mut self, item: &str, group: &str, version: &str, kind: &str) -> String {
         let list_meta = self.add::<ListMeta>();
-        let kind = format!("{}List", k.kind);
+        let item_kind = kind;
+        let kind = format!("{kind}List");
         let name = format!("{item}List");
         let schema = json!({
-            "description": format!("{kind} is a list of {}.", k.kind),
+            "description": format!("{kind} is a list of {item_kind}."),
             "type": "object",
             "required": ["items"],
             "properties": {
@@ -116,9 +148,9 @@ impl Components {
                     "type": "string",
                 },
                 "items": {
-                    "description": format!("Items is the list of {}.", k.kind),
+                    "description": format!("Items is the list of {item_kind}."),
                     "type": "array",
-                    "items": reference(&item),
+                    "items": reference(item),
                 },
                 "kind": {
                     "description": "Kind is a string value representing the REST resource this object represents.",
@@ -129,7 +161,7 @@ impl Components {
                     "description": "Standard list metadata.",
                 },
             },
-            "x-kubernetes-group-version-kind": [gvk_json(k.group, k.version, &kind)],
+            "x-kubernetes-group-version-kind": [gvk_json(group, version, &kind)],
         });
         self.lists.push((name.clone(), schema));
         name

@@ -95,12 +95,15 @@ fn local_status(now: &str) -> Value {
 impl Registry {
     /// The group versions this registry serves, in discovery order, without the
     /// aggregator's own.
-    pub fn served_group_versions(&self) -> Vec<(&'static str, &'static str)> {
-        let mut out: Vec<(&'static str, &'static str)> = Vec::new();
-        for def in self.resources() {
-            let gv = (def.group, def.version);
-            if def.group != APIREGISTRATION_GROUP && !out.contains(&gv) {
-                out.push(gv);
+    pub fn served_group_versions(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for def in self.resources().iter() {
+            if def.group != APIREGISTRATION_GROUP
+                && !out
+                    .iter()
+                    .any(|(g, v)| *g == def.group && *v == def.version)
+            {
+                out.push((def.group.to_string(), def.version.to_string()));
             }
         }
         out
@@ -122,7 +125,7 @@ impl Registry {
         let desired: Vec<Value> = self
             .served_group_versions()
             .into_iter()
-            .map(|(g, v)| local_api_service(g, v))
+            .map(|(g, v)| local_api_service(&g, &v))
             .collect();
         for want in &desired {
             let name = object::name(want).to_owned();

@@ -14,7 +14,7 @@ impl Registry {
     /// written through `/status`. An existing object, edited or not, is left as it is (a
     /// restart keeps the stored state: upstream's hooks only create what is missing).
     pub async fn ensure_bootstrap_objects(&self) -> Result<()> {
-        for def in self.resources() {
+        for def in self.resources().builtin() {
             let opts = WriteOptions {
                 field_manager: Some(def.bootstrap_field_manager.to_owned()),
                 ..WriteOptions::default()

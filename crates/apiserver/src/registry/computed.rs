@@ -24,7 +24,7 @@ pub struct ServerView<'a> {
     /// Where pod and node usage comes from (`metrics.k8s.io`).
     pub usage: &'a crate::registry::usage::UsageSlot,
     /// The served group versions (`""` for core), in discovery order, each once.
-    pub group_versions: Vec<(&'static str, &'static str)>,
+    pub group_versions: Vec<(String, String)>,
 }
 
 /// Computes the objects of a read-only resource from the server's own state.

@@ -100,11 +100,10 @@ impl Registry {
         let mut errs = validate_object_meta(&obj, def.namespaced, def.strategy.name_rule());
         errs.extend(def.strategy.validate(&obj));
         def.check(object::name(&obj), errs)?;
-        // The allocation lock stays held until the Service is stored (dropped on return).
-        let _service_ips = if std::ptr::eq(def, &crate::resources::service::SERVICES) {
-            let guard = self.service_ips.lock().await;
-            self.allocate_cluster_ip_locked(&mut obj).await?;
-            Some(guard)
+        // The allocation lock stays held until the Service is stored; dropped uncommitted
+        // (dry run, store failure) the allocations are given back.
+        let mut service_txn = if std::ptr::eq(def, &crate::resources::service::SERVICES) {
+            Some(self.begin_service_create(&mut obj).await?)
         } else {
             None
         };
@@ -121,6 +120,9 @@ impl Registry {
             match self.storage().create(&key, bytes).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut obj, rev);
+                    if let Some(txn) = service_txn.take() {
+                        txn.commit(self).await;
+                    }
                     return Ok(obj);
                 }
                 Err(storage::Error::AlreadyExists { .. })

@@ -152,10 +152,15 @@ impl Registry {
             if before.pending {
                 return Ok(DeleteOutcome::AlreadyDeleting(obj));
             }
-            let (finalizers_changed, finalizers) =
+            let (mut finalizers_changed, finalizers) =
                 gc_finalizers(&obj, opts, def.strategy.orphans_by_default());
             if finalizers_changed {
                 object::set_finalizers(&mut obj, finalizers);
+            }
+            if object::deletion_timestamp(&obj).is_none()
+                && def.strategy.prepare_for_delete(&mut obj)
+            {
+                finalizers_changed = true;
             }
             let pending_finalizers = !object::finalizers(&obj).is_empty();
             let mut last = obj;
@@ -186,7 +191,12 @@ impl Registry {
                 return Ok(DeleteOutcome::Deleted(last));
             }
             match self.storage().delete(&kv.key, rev).await {
-                Ok(_) => return Ok(DeleteOutcome::Deleted(last)),
+                Ok(_) => {
+                    if std::ptr::eq(def, &crate::resources::service::SERVICES) {
+                        self.release_service_allocations(&last).await;
+                    }
+                    return Ok(DeleteOutcome::Deleted(last));
+                }
                 // Graceless deletes race with other deleters; the object is gone either way.
                 Err(storage::Error::NotFound { .. }) if before.graceful => {
                     return Ok(DeleteOutcome::Deleted(last));
@@ -254,8 +264,8 @@ pub fn success_status(gr: GroupResource<'_>, obj: &Value) -> Value {
 fn check_preconditions(def: &ResourceDef, obj: &Value, opts: &DeleteOptions) -> Result<()> {
     // Upstream names the kind, not the resource, in these conflicts.
     let gr = GroupResource {
-        group: def.group,
-        resource: def.kind,
+        group: &def.group,
+        resource: &def.kind,
     };
     let name = object::name(obj);
     if let Some(uid) = &opts.precondition_uid

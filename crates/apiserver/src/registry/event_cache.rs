@@ -53,7 +53,7 @@ impl std::fmt::Debug for EventCache {
 
 /// Identifies the served version: resources sharing storage (events) decode differently.
 fn version_id(def: &ResourceDef) -> usize {
-    std::ptr::from_ref::<ResourceDef>(def) as usize
+    def.id()
 }
 
 impl EventCache {

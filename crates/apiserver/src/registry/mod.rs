@@ -18,6 +18,7 @@ pub mod components;
 pub mod computed;
 pub mod connect;
 pub mod create;
+pub mod custom;
 pub mod delete;
 pub mod event_cache;
 pub mod eviction;
@@ -29,8 +30,11 @@ pub mod options;
 pub mod patch;
 pub mod pod_log;
 pub mod priority;
+pub mod range_allocator;
 pub mod resource;
 pub mod scale;
+pub mod served;
+pub mod service_alloc;
 pub mod service_ip;
 pub mod strategy;
 pub mod subresource;
@@ -38,7 +42,7 @@ pub mod update;
 pub mod usage;
 pub mod watch;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -51,6 +55,7 @@ use crate::openapi::OpenApi;
 use crate::resources;
 use crate::storage::{KeyValue, Storage};
 pub use resource::ResourceDef;
+pub use served::{DefRef, Resources};
 pub use strategy::Strategy;
 pub use subresource::Subresource;
 
@@ -62,16 +67,18 @@ const MAX_WRITE_RETRIES: usize = 16;
 pub struct Registry {
     /// The revisioned store all resources live in.
     storage: Arc<dyn Storage>,
-    /// Entries in discovery order; `(group, version, plural)` is unique. A linear scan over a
-    /// few dozen entries is as fast as hashing the three strings.
-    resources: &'static [&'static ResourceDef],
+    /// The built-in entries and the custom resources' entries, in discovery order.
+    served: served::ServedSet,
     /// Recent watch events decoded and encoded once for all watchers.
     pub(crate) events: event_cache::EventCache,
-    /// The OpenAPI documents of `resources`, built on first use.
-    openapi: OnceLock<OpenApi>,
-    /// Held from reading the used Service cluster IPs until the new Service is stored, so
-    /// two creates never pick the same address.
-    service_ips: tokio::sync::Mutex<()>,
+    /// The OpenAPI documents of the built-in entries, built on first use.
+    builtin_openapi: OnceLock<Arc<OpenApi>>,
+    /// The documents of everything served, for the custom set's generation they were built
+    /// at; rebuilt (from `builtin_openapi` plus the custom entries) when the set changed.
+    openapi: Mutex<Option<(u64, Arc<OpenApi>)>>,
+    /// The Service cluster IP and node port bitmaps. Held from a Service's first allocation
+    /// until it is stored, so two requests never get the same IP or port.
+    service_ips: tokio::sync::Mutex<service_alloc::ServiceAllocators>,
     /// Health probes of the components beside the server, for `componentstatuses`.
     components: components::ComponentProbes,
     /// Authenticates bearer tokens for `tokenreviews`.
@@ -87,7 +94,7 @@ pub struct Registry {
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("resources", &self.resources.len())
+            .field("resources", &self.served)
             .finish()
     }
 }
@@ -105,10 +112,11 @@ impl Registry {
     ) -> Self {
         Self {
             storage,
-            resources,
+            served: served::ServedSet::new(resources),
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
-            openapi: OnceLock::new(),
-            service_ips: tokio::sync::Mutex::new(()),
+            builtin_openapi: OnceLock::new(),
+            openapi: Mutex::new(None),
+            service_ips: tokio::sync::Mutex::new(service_alloc::ServiceAllocators::default()),
             components: components::ComponentProbes::default(),
             authenticator: Arc::new(NoTokens),
             authorizer: Arc::new(BootstrapPolicy),
@@ -119,10 +127,13 @@ impl Registry {
 
     /// What [computed](computed::Computed) resources read of the server.
     pub(crate) fn view(&self) -> computed::ServerView<'_> {
-        let mut group_versions = Vec::new();
-        for def in self.resources {
-            if !group_versions.contains(&(def.group, def.version)) {
-                group_versions.push((def.group, def.version));
+        let mut group_versions: Vec<(String, String)> = Vec::new();
+        for def in self.resources().iter() {
+            if !group_versions
+                .iter()
+                .any(|(g, v)| *g == def.group && *v == def.version)
+            {
+                group_versions.push((def.group.to_string(), def.version.to_string()));
             }
         }
         computed::ServerView {
@@ -167,9 +178,44 @@ impl Registry {
         self.authorizer.as_ref()
     }
 
-    /// The OpenAPI v3 documents and schemas of every served resource (built on first use).
-    pub fn openapi(&self) -> &OpenApi {
-        self.openapi.get_or_init(|| OpenApi::build(self.resources))
+    /// The OpenAPI v3 documents and schemas of the built-in resources (built on first use):
+    /// what strict field validation of built-in kinds reads.
+    pub fn builtin_openapi(&self) -> &OpenApi {
+        self.builtin_openapi
+            .get_or_init(|| Arc::new(OpenApi::build(self.served.builtin())))
+    }
+
+    /// The OpenAPI v3 documents of every served resource, custom resources included: built
+    /// again (from the cached built-in documents) after the custom set changed.
+    pub fn openapi(&self) -> Arc<OpenApi> {
+        let resources = self.resources();
+        let generation = resources.custom().generation;
+        if generation == 0 {
+            // No custom resource was ever served: the built-in documents are the whole answer.
+            self.builtin_openapi();
+            if let Some(doc) = self.builtin_openapi.get() {
+                return Arc::clone(doc);
+            }
+        }
+        if let Some((g, doc)) = self
+            .openapi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            && *g == generation
+        {
+            return Arc::clone(doc);
+        }
+        // Built outside the lock: two requests racing after a change both build, one wins.
+        let doc = Arc::new(self.builtin_openapi().with_custom(&resources.custom().defs));
+        let mut slot = self.openapi.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            Some((g, newer)) if *g > generation => Arc::clone(newer),
+            _ => {
+                *slot = Some((generation, Arc::clone(&doc)));
+                doc
+            }
+        }
     }
 
     /// The store under the registry.
@@ -177,23 +223,28 @@ impl Registry {
         &self.storage
     }
 
-    /// Every served resource, in discovery order.
-    pub fn resources(&self) -> &'static [&'static ResourceDef] {
-        self.resources
+    /// A snapshot of every served resource, in discovery order (built-ins, then custom
+    /// resources).
+    pub fn resources(&self) -> Resources {
+        self.served.snapshot()
     }
 
-    /// The entry serving `group/version/plural`.
-    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
-        self.resources
-            .iter()
-            .find(|d| d.group == group && d.version == version && d.plural == plural)
-            .copied()
+    /// The entry serving `group/version/plural` now.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<DefRef> {
+        self.served.lookup(group, version, plural)
+    }
+
+    /// Replaces the custom resources' entries (the CRD controller's job) and returns the
+    /// custom set's new generation. Requests already routed keep their entry until they end.
+    pub fn set_custom_resources(&self, defs: Vec<Arc<ResourceDef>>) -> u64 {
+        self.served.replace_custom(defs)
     }
 
     /// `def` if this registry serves it (for internal reads such as namespaces and
     /// PodDisruptionBudgets).
     pub(crate) fn served(&self, def: &'static ResourceDef) -> Option<&'static ResourceDef> {
-        self.resources
+        self.served
+            .builtin()
             .iter()
             .find(|d| std::ptr::eq(**d, def))
             .copied()

@@ -63,6 +63,17 @@ pub(crate) enum Decoded {
 }
 
 impl Registry {
+    /// The fields of `obj` that `def`'s schema does not declare: a built-in's typed schema,
+    /// or what a custom resource's structural schema would prune.
+    pub(crate) fn unknown_fields(&self, def: &ResourceDef, obj: &Value) -> Vec<String> {
+        match &def.custom {
+            Some(custom) => custom.unknown_fields(obj),
+            None => self
+                .builtin_openapi()
+                .unknown_fields(def.openapi.as_ref(), obj),
+        }
+    }
+
     /// Applies `fieldValidation` to `obj`, a body or patched object of `def`'s kind: the
     /// warnings to send under `Warn`, a 400 under `Strict` when fields are unknown.
     pub(crate) fn check_fields(
@@ -75,7 +86,7 @@ impl Registry {
         if directive == FieldValidation::Ignore {
             return Ok(Vec::new());
         }
-        let unknown = self.openapi().unknown_fields(&def.openapi, obj);
+        let unknown = self.unknown_fields(def, obj);
         if unknown.is_empty() {
             return Ok(Vec::new());
         }

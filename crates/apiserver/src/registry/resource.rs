@@ -22,6 +22,9 @@
 //! ([`ResourceDef::openapi`]), `kubectl get` tables ([`ResourceDef::table_printer`]) and
 //! strategic merge patches ([`ResourceDef::patch_schema`]). Nothing matches on kind or plural strings.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use k8s_openapi::schemars::JsonSchema;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
 use serde::Serialize;
@@ -31,11 +34,13 @@ use serde_json::Value;
 use crate::error::{ApiError, GroupKind, GroupResource};
 use crate::openapi::schemas::TypedKind;
 use crate::registry::computed::Computed;
-use crate::registry::strategy::{DefaultStrategy, Strategy, decode_as};
+use crate::registry::custom::CustomBehaviour;
+use crate::registry::strategy::{DefaultStrategy, Strategy, StrategyRef, decode_as};
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::{Schema, TypeDef};
-use crate::table::Printer;
+use crate::table::{IncludeObject, Printer};
 use crate::validation::FieldError;
+use jiff::Timestamp;
 
 /// Whether a k8s-openapi resource scope is namespaced, so that [`ResourceDef::of`] can read
 /// the scope from the type.
@@ -161,6 +166,10 @@ pub enum Storage {
     /// Never stored: `get` and `list` answer with objects computed on each read (upstream's
     /// `componentstatuses`).
     Computed(&'static dyn Computed),
+    /// A custom resource: stored under `/registry/{group}/{plural}/` of its own names, every
+    /// served version in the CRD's storage version's form (`conversion.strategy: None`
+    /// rewrites `apiVersion` only), through the entry's [`CustomBehaviour`].
+    Custom,
 }
 
 impl std::fmt::Debug for dyn Computed {
@@ -210,23 +219,96 @@ impl SelectableField {
     }
 }
 
+/// A list of names (short names, categories): borrowed from a `static` entry, or owned by
+/// an entry built at run time from a CustomResourceDefinition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Names {
+    /// A built-in entry's names.
+    Static(&'static [&'static str]),
+    /// A custom resource's names.
+    Owned(Vec<String>),
+}
+
+impl Names {
+    /// The names, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        let (borrowed, owned) = match self {
+            Names::Static(s) => (*s, &[][..]),
+            Names::Owned(v) => (&[][..], v.as_slice()),
+        };
+        borrowed
+            .iter()
+            .copied()
+            .chain(owned.iter().map(String::as_str))
+    }
+
+    /// Whether there is no name.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Names::Static(s) => s.is_empty(),
+            Names::Owned(v) => v.is_empty(),
+        }
+    }
+
+    /// Whether `name` is one of the names.
+    pub fn contains(&self, name: &str) -> bool {
+        self.iter().any(|n| n == name)
+    }
+}
+
+impl Serialize for Names {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+/// The names of one served version of a custom resource, from its CRD.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CustomNames {
+    /// `spec.group`.
+    pub group: String,
+    /// The served version's name.
+    pub version: String,
+    /// `status.acceptedNames.kind`.
+    pub kind: String,
+    /// `status.acceptedNames.plural`.
+    pub plural: String,
+    /// `spec.scope == Namespaced`.
+    pub namespaced: bool,
+    /// `status.acceptedNames.shortNames`.
+    pub short_names: Vec<String>,
+    /// `status.acceptedNames.categories`.
+    pub categories: Vec<String>,
+    /// The version's `deprecationWarning` (or upstream's default one) when it is deprecated.
+    pub deprecation: Option<String>,
+}
+
+/// Replaces a field of an entry in a `const` builder. A `const fn` cannot run destructors, so
+/// the replaced value is forgotten instead of dropped: builders only ever replace what
+/// [`ResourceDef::of`] set, which borrows `'static` data and owns nothing, so nothing leaks.
+/// (Entries built at run time, [`ResourceDef::custom`], never go through the builders.)
+const fn replace_field<T>(slot: &mut T, value: T) {
+    std::mem::forget(std::mem::replace(slot, value));
+}
+
 /// One served resource (one group/version/plural), declared once. Build it with
-/// [`ResourceDef::of`] and the `const` builder methods; see the [module docs](self).
+/// [`ResourceDef::of`] and the `const` builder methods; see the [module docs](self). Custom
+/// resources' entries are built at run time ([`ResourceDef::custom`]) and own their names.
 pub struct ResourceDef {
     /// API group; empty for core.
-    pub group: &'static str,
+    pub group: Cow<'static, str>,
     /// API version, e.g. `v1`.
-    pub version: &'static str,
+    pub version: Cow<'static, str>,
     /// Kind, e.g. `Pod`.
-    pub kind: &'static str,
+    pub kind: Cow<'static, str>,
     /// Plural resource name (the URL segment), e.g. `pods`.
-    pub plural: &'static str,
+    pub plural: Cow<'static, str>,
     /// Whether objects live in a namespace.
     pub namespaced: bool,
     /// kubectl short names, e.g. `po`.
-    pub short_names: &'static [&'static str],
+    pub short_names: Names,
     /// Discovery categories, e.g. `all`.
-    pub categories: &'static [&'static str],
+    pub categories: Names,
     /// The verbs of the main paths; subresources have their own.
     pub verbs: Verbs,
     /// Subresources served under `/{name}/`.
@@ -240,14 +322,15 @@ pub struct ResourceDef {
     decode: fn(Value) -> Result<Value, String>,
     /// The behaviour the registry asks for (validation, create/update preparation,
     /// graceful deletion, ...).
-    pub strategy: &'static dyn Strategy,
+    pub strategy: StrategyRef,
     /// The `kubectl get` printer; `None` until declared (see [`ResourceDef::table_printer`]).
     printer: Option<Printer>,
     /// The strategic merge patch metadata; `None` until declared (see
     /// [`ResourceDef::patch_schema`]).
     merge_schema: Option<Schema>,
-    /// The typed kind behind the OpenAPI schema and strict field validation.
-    pub openapi: TypedKind,
+    /// The typed kind behind the OpenAPI schema and strict field validation; `None` for a
+    /// custom resource, whose schema its [`CustomBehaviour`] holds.
+    pub openapi: Option<TypedKind>,
     /// The objects every cluster starts with, created at start when missing (upstream's
     /// post-start hooks, such as the system priority classes).
     /// A bootstrap object's `status` is written through `/status` after its create (a create
@@ -258,7 +341,10 @@ pub struct ResourceDef {
     pub bootstrap_field_manager: &'static str,
     /// The `Warning` every answer about this resource carries, for a deprecated API
     /// (upstream's deprecated-API warning, e.g. `v1 ComponentStatus is deprecated in v1.19+`).
-    pub deprecation: Option<&'static str>,
+    pub deprecation: Option<Cow<'static, str>>,
+    /// What a custom resource does differently (schema-driven decode and defaults, printer
+    /// columns, OpenAPI schema, scale paths); `None` for built-ins.
+    pub custom: Option<Arc<dyn CustomBehaviour>>,
 }
 
 impl std::fmt::Debug for ResourceDef {
@@ -272,7 +358,7 @@ impl std::fmt::Debug for ResourceDef {
 }
 
 /// The storage group of an API group: `core` for the core group, as upstream's etcd keys.
-const fn storage_group(group: &'static str) -> &'static str {
+const fn storage_group(group: &str) -> &str {
     if group.is_empty() { "core" } else { group }
 }
 
@@ -286,13 +372,13 @@ impl ResourceDef {
         K::Scope: KindScope,
     {
         Self {
-            group: K::GROUP,
-            version: K::VERSION,
-            kind: K::KIND,
-            plural: K::URL_PATH_SEGMENT,
+            group: Cow::Borrowed(K::GROUP),
+            version: Cow::Borrowed(K::VERSION),
+            kind: Cow::Borrowed(K::KIND),
+            plural: Cow::Borrowed(K::URL_PATH_SEGMENT),
             namespaced: <K::Scope as KindScope>::NAMESPACED,
-            short_names: &[],
-            categories: &[],
+            short_names: Names::Static(&[]),
+            categories: Names::Static(&[]),
             verbs: Verbs::ALL,
             subresources: &[],
             fields: &[],
@@ -302,25 +388,60 @@ impl ResourceDef {
                 conversion: None,
             },
             decode: decode_as::<K>,
-            strategy: &DefaultStrategy,
+            strategy: StrategyRef::Static(&DefaultStrategy),
             printer: None,
             merge_schema: None,
-            openapi: TypedKind::of::<K>(),
+            openapi: Some(TypedKind::of::<K>()),
             bootstrap_objects: Vec::new,
             bootstrap_field_manager: "kube-apiserver",
             deprecation: None,
+            custom: None,
+        }
+    }
+
+    /// The entry of one served version of a custom resource, built at run time from its
+    /// CRD: stored under the CRD's group and plural, all eight verbs, no printer or strategic
+    /// merge schema of its own (its `behaviour` prints it; strategic merge patches are
+    /// refused with 415, as upstream), decoded, defaulted and documented by `behaviour`.
+    pub fn custom(
+        names: CustomNames,
+        subresources: &'static [Subresource],
+        strategy: Arc<dyn Strategy>,
+        behaviour: Arc<dyn CustomBehaviour>,
+    ) -> Self {
+        Self {
+            group: Cow::Owned(names.group),
+            version: Cow::Owned(names.version),
+            kind: Cow::Owned(names.kind),
+            plural: Cow::Owned(names.plural),
+            namespaced: names.namespaced,
+            short_names: Names::Owned(names.short_names),
+            categories: Names::Owned(names.categories),
+            verbs: Verbs::ALL,
+            subresources,
+            fields: &[],
+            storage: Storage::Custom,
+            decode: |obj| Ok(obj),
+            strategy: StrategyRef::Shared(strategy),
+            printer: None,
+            merge_schema: None,
+            openapi: None,
+            bootstrap_objects: Vec::new,
+            bootstrap_field_manager: "kube-apiserver",
+            deprecation: names.deprecation.map(Cow::Owned),
+            custom: Some(behaviour),
         }
     }
 
     /// Sets the kubectl short names.
     pub const fn short_names(mut self, names: &'static [&'static str]) -> Self {
-        self.short_names = names;
+        replace_field(&mut self.short_names, Names::Static(names));
         self
     }
 
     /// Sets the discovery categories (`all`).
     pub const fn categories(mut self, categories: &'static [&'static str]) -> Self {
-        self.categories = categories;
+        replace_field(&mut self.categories, Names::Static(categories));
         self
     }
 
@@ -351,7 +472,7 @@ impl ResourceDef {
 
     /// Sets the strategy (behaviour beyond the generic rules).
     pub const fn strategy(mut self, strategy: &'static dyn Strategy) -> Self {
-        self.strategy = strategy;
+        replace_field(&mut self.strategy, StrategyRef::Static(strategy));
         self
     }
 
@@ -421,7 +542,7 @@ impl ResourceDef {
     /// Marks the resource deprecated: every answer carries `warning` (as upstream warns
     /// about deprecated APIs).
     pub const fn deprecated(mut self, warning: &'static str) -> Self {
-        self.deprecation = Some(warning);
+        replace_field(&mut self.deprecation, Some(Cow::Borrowed(warning)));
         self
     }
 
@@ -436,30 +557,49 @@ impl ResourceDef {
     /// `apiVersion` of objects, e.g. `apps/v1` or `v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
-            self.version.to_owned()
+            self.version.to_string()
         } else {
             format!("{}/{}", self.group, self.version)
         }
     }
 
-    /// The singular name, e.g. `pod`: the lower-cased kind, as upstream's discovery.
+    /// The singular name, e.g. `pod`: the lower-cased kind, as upstream's discovery; a
+    /// custom resource's is its CRD's `names.singular`.
     pub fn singular(&self) -> String {
-        self.kind.to_ascii_lowercase()
+        match &self.custom {
+            Some(custom) => custom.singular().to_owned(),
+            None => self.kind.to_ascii_lowercase(),
+        }
     }
 
     /// The group/resource used in error messages.
-    pub fn group_resource(&self) -> GroupResource<'static> {
+    pub fn group_resource(&self) -> GroupResource<'_> {
         GroupResource {
-            group: self.group,
-            resource: self.plural,
+            group: &self.group,
+            resource: &self.plural,
         }
     }
 
     /// The group/kind used in `Invalid` errors.
-    pub fn group_kind(&self) -> GroupKind<'static> {
+    pub fn group_kind(&self) -> GroupKind<'_> {
         GroupKind {
-            group: self.group,
-            kind: self.kind,
+            group: &self.group,
+            kind: &self.kind,
+        }
+    }
+
+    /// Whether this is a custom resource, served from a CustomResourceDefinition.
+    pub fn is_custom(&self) -> bool {
+        self.custom.is_some()
+    }
+
+    /// Identifies the entry among those served now and before: two entries alive at once
+    /// never share it, and a custom resource's entry rebuilt from a changed CRD gets a new
+    /// one (the event cache keys decoded objects by it).
+    pub fn id(&self) -> usize {
+        match &self.custom {
+            Some(custom) => custom.id(),
+            None => std::ptr::from_ref::<ResourceDef>(self) as usize,
         }
     }
 
@@ -495,17 +635,19 @@ impl ResourceDef {
     /// Whether objects are stored (not a [`Storage::Transient`] or [`Storage::Computed`]
     /// resource).
     pub fn is_stored(&self) -> bool {
-        matches!(self.storage, Storage::Stored { .. })
+        matches!(self.storage, Storage::Stored { .. } | Storage::Custom)
     }
 
     /// The `(group, resource)` objects are stored under. A transient or computed resource
-    /// names its own, under which nothing is ever written.
-    pub fn storage_resource(&self) -> (&'static str, &'static str) {
+    /// names its own, under which nothing is ever written; a custom resource its CRD's.
+    pub fn storage_resource(&self) -> (&str, &str) {
         match self.storage {
             Storage::Stored {
                 group, resource, ..
             } => (group, resource),
-            Storage::Transient | Storage::Computed(_) => (storage_group(self.group), self.plural),
+            Storage::Transient | Storage::Computed(_) | Storage::Custom => {
+                (storage_group(&self.group), &self.plural)
+            }
         }
     }
 
@@ -536,11 +678,18 @@ impl ResourceDef {
     /// re-encodes it: unknown fields are dropped and a wrong type is an error message
     /// (answered as 400 BadRequest).
     pub fn decode(&self, obj: Value) -> Result<Value, String> {
-        (self.decode)(obj)
+        match &self.custom {
+            Some(custom) => custom.decode(obj),
+            None => (self.decode)(obj),
+        }
     }
 
-    /// Converts a stored object to this resource's version.
+    /// Converts a stored object to this resource's version (a custom resource's also gets
+    /// its schema's defaults, as upstream defaults custom resources read from etcd).
     pub fn from_storage(&self, obj: Value) -> Value {
+        if let Some(custom) = &self.custom {
+            return custom.stored_to_served(obj);
+        }
         match self.storage {
             Storage::Stored {
                 conversion: Some(c),
@@ -552,6 +701,9 @@ impl ResourceDef {
 
     /// Converts an object of this resource's version to the stored form.
     pub fn to_storage(&self, obj: Value) -> Value {
+        if let Some(custom) = &self.custom {
+            return custom.served_to_stored(obj);
+        }
         match self.storage {
             Storage::Stored {
                 conversion: Some(c),
@@ -565,6 +717,20 @@ impl ResourceDef {
     /// stored form (a converted version is printed as its stored version is).
     pub fn table_printer(&self) -> Printer {
         self.printer.unwrap_or(Printer::GENERIC)
+    }
+
+    /// The `meta.k8s.io/v1` Table of `objects` (in this entry's version) as `kubectl get`
+    /// shows them: the declared printer over their stored form, or a custom resource's
+    /// printer columns.
+    pub fn table(&self, objects: &[Value], include: IncludeObject, now: Timestamp) -> Value {
+        match &self.custom {
+            Some(custom) => custom.table(objects, include, now),
+            None => {
+                let stored: Vec<Value> =
+                    objects.iter().map(|o| self.to_storage(o.clone())).collect();
+                crate::table::table_for(self.table_printer(), &stored, include, now)
+            }
+        }
     }
 
     /// Whether a printer was declared (possibly the generic one, on purpose).
@@ -725,17 +891,17 @@ mod tests {
     fn names_and_scope_come_from_the_type() {
         assert_eq!(
             (
-                DEPLOYMENTS.group,
-                DEPLOYMENTS.version,
-                DEPLOYMENTS.kind,
-                DEPLOYMENTS.plural
+                &*DEPLOYMENTS.group,
+                &*DEPLOYMENTS.version,
+                &*DEPLOYMENTS.kind,
+                &*DEPLOYMENTS.plural
             ),
             ("apps", "v1", "Deployment", "deployments")
         );
         assert!(DEPLOYMENTS.namespaced);
         assert_eq!(DEPLOYMENTS.singular(), "deployment");
         assert_eq!(DEPLOYMENTS.api_version(), "apps/v1");
-        assert_eq!(DEPLOYMENTS.openapi.kind, "Deployment");
+        assert_eq!(DEPLOYMENTS.openapi.map(|k| k.kind), Some("Deployment"));
         let nodes = ResourceDef::of::<Node>();
         assert!(!nodes.namespaced);
         assert_eq!(nodes.api_version(), "v1");

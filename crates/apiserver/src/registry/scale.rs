@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
 use crate::openapi::field_validation::FieldValidation;
+use crate::registry::custom::ScalePaths;
 use crate::registry::options::WriteOptions;
 use crate::registry::patch::{PatchType, apply_patch};
 use crate::registry::resource::ResourceDef;
@@ -29,6 +30,40 @@ pub fn scale_of(obj: &Value) -> Value {
         .and_then(selector_of)
         .map(|s| s.to_string())
         .unwrap_or_default();
+    scale_from(obj, "/spec/replicas", "/status/replicas", selector)
+}
+
+/// The `Scale` of a custom resource, read at its CRD's paths (the selector is the string
+/// at `labelSelectorPath`, as upstream's custom resource scale).
+pub fn custom_scale_of(paths: &ScalePaths, obj: &Value) -> Value {
+    let selector = paths
+        .label_selector
+        .as_deref()
+        .and_then(|p| obj.pointer(p))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    scale_from(obj, &paths.spec_replicas, &paths.status_replicas, selector)
+}
+
+/// The `Scale` of `def`'s object `obj`.
+fn scale_for(def: &ResourceDef, obj: &Value) -> Value {
+    match def.custom.as_ref().and_then(|c| c.scale_paths()) {
+        Some(paths) => custom_scale_of(paths, obj),
+        None => scale_of(obj),
+    }
+}
+
+/// A merge patch setting the value at JSON pointer `pointer` (`/spec/replicas`).
+fn merge_patch_at(pointer: &str, value: Value) -> Value {
+    pointer
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .rev()
+        .fold(value, |inner, key| json!({ key: inner }))
+}
+
+fn scale_from(obj: &Value, spec_replicas: &str, status_replicas: &str, selector: String) -> Value {
     let mut metadata = json!({
         "name": object::name(obj),
         "uid": object::uid(obj),
@@ -40,15 +75,19 @@ pub fn scale_of(obj: &Value) -> Value {
     if let Some(ts) = obj.pointer("/metadata/creationTimestamp") {
         metadata["creationTimestamp"] = ts.clone();
     }
+    let mut status =
+        json!({"replicas": obj.pointer(status_replicas).and_then(Value::as_i64).unwrap_or(0)});
+    // `ScaleStatus.selector` is `omitempty`: a custom resource without `labelSelectorPath`
+    // shows none.
+    if !selector.is_empty() {
+        status["selector"] = Value::String(selector);
+    }
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
-        "spec": {"replicas": obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0)},
-        "status": {
-            "replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
-            "selector": selector,
-        },
+        "spec": {"replicas": obj.pointer(spec_replicas).and_then(Value::as_i64).unwrap_or(0)},
+        "status": status,
     })
 }
 
@@ -65,7 +104,7 @@ fn selector_of(raw: &Value) -> Option<Selector> {
 impl Registry {
     /// `GET .../{name}/scale`.
     pub async fn get_scale(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Value> {
-        Ok(scale_of(&self.get(def, namespace, name).await?))
+        Ok(scale_for(def, &self.get(def, namespace, name).await?))
     }
 
     /// `PUT .../{name}/scale`: writes `spec.replicas`; a `resourceVersion` in the Scale is a
@@ -108,7 +147,12 @@ impl Registry {
             ));
         }
         let precondition = parse_resource_version(object::resource_version(&scale))?;
-        let mut patch = json!({"spec": {"replicas": replicas}});
+        let spec_path = def
+            .custom
+            .as_ref()
+            .and_then(|c| c.scale_paths())
+            .map_or("/spec/replicas", |p| p.spec_replicas.as_str());
+        let mut patch = merge_patch_at(spec_path, json!(replicas));
         if let Some(rv) = precondition {
             patch["metadata"] = json!({"resourceVersion": rv.to_string()});
         }
@@ -128,7 +172,7 @@ impl Registry {
                 },
             )
             .await?;
-        Ok(scale_of(&updated.object))
+        Ok(scale_for(def, &updated.object))
     }
 
     /// `PATCH .../{name}/scale`: the patch applies to the current `Scale`.
@@ -166,6 +210,37 @@ mod tests {
         assert_eq!(scale["status"]["replicas"], 2);
         assert_eq!(scale["status"]["selector"], "app=web");
         assert_eq!(scale["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn a_custom_resource_scales_at_its_paths() {
+        let paths = ScalePaths {
+            spec_replicas: "/spec/size".to_owned(),
+            status_replicas: "/status/ready".to_owned(),
+            label_selector: Some("/status/selector".to_owned()),
+        };
+        let foo = json!({"metadata": {"name": "f"}, "spec": {"size": 3},
+            "status": {"ready": 1, "selector": "app=f"}});
+        let scale = custom_scale_of(&paths, &foo);
+        assert_eq!(scale["spec"]["replicas"], 3);
+        assert_eq!(scale["status"]["replicas"], 1);
+        assert_eq!(scale["status"]["selector"], "app=f");
+        assert_eq!(
+            merge_patch_at("/spec/size", json!(4)),
+            json!({"spec": {"size": 4}})
+        );
+    }
+
+    #[test]
+    fn a_custom_resource_without_a_label_selector_path_shows_no_selector() {
+        let paths = ScalePaths {
+            spec_replicas: "/spec/replicas".to_owned(),
+            status_replicas: "/status/availableReplicas".to_owned(),
+            label_selector: None,
+        };
+        let foo = json!({"metadata": {"name": "f"}, "spec": {"replicas": 2}});
+        let scale = custom_scale_of(&paths, &foo);
+        assert_eq!(scale["status"], json!({"replicas": 0}));
     }
 
     #[test]

@@ -131,6 +131,13 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Changes the first delete of an object makes before it waits for finalizers (upstream's
+    /// CRD `Delete`, which adds its cleanup finalizer and a `Terminating` condition); whether
+    /// it changed anything. Called only while the object is not yet being deleted.
+    fn prepare_for_delete(&self, _obj: &mut Value) -> bool {
+        false
+    }
+
     /// Whether a delete answers with the deleted object rather than a `Status` (pods).
     fn returns_deleted_object(&self) -> bool {
         false
@@ -139,6 +146,36 @@ pub trait Strategy: Send + Sync + 'static {
     /// Whether an update of a missing object creates it (`AllowCreateOnUpdate`).
     fn allow_create_on_update(&self) -> bool {
         false
+    }
+}
+
+/// The strategy an entry holds: a built-in's `static` one, or the one a custom resource's
+/// entry shares with nothing else and drops with its CRD.
+#[derive(Clone)]
+pub enum StrategyRef {
+    /// A built-in entry's strategy.
+    Static(&'static dyn Strategy),
+    /// A strategy built at run time (a custom resource's, from its CRD's schema).
+    Shared(std::sync::Arc<dyn Strategy>),
+}
+
+impl std::ops::Deref for StrategyRef {
+    type Target = dyn Strategy;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            StrategyRef::Static(s) => *s,
+            StrategyRef::Shared(s) => s.as_ref(),
+        }
+    }
+}
+
+impl std::fmt::Debug for StrategyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StrategyRef::Static(_) => "StrategyRef::Static",
+            StrategyRef::Shared(_) => "StrategyRef::Shared",
+        })
     }
 }
 

@@ -70,10 +70,7 @@ impl Subresource {
     /// The group/version/kind requests and answers carry, given the parent's (discovery's
     /// `responseKind`): the parent's own for `/status`, `/finalize` and `/log`, the options
     /// kinds of upstream's connect subresources (`PodExecOptions`, `NodeProxyOptions`, ...).
-    pub fn kind(
-        self,
-        parent: (&'static str, &'static str, &'static str),
-    ) -> (&'static str, &'static str, &'static str) {
+    pub fn kind<'a>(self, parent: (&'a str, &'a str, &'a str)) -> (&'a str, &'a str, &'a str) {
         let options = |kind| ("", "v1", kind);
         match self {
             Subresource::Exec => options("PodExecOptions"),

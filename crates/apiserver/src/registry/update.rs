@@ -79,7 +79,7 @@ impl Registry {
             let config = apply_config(def, name, patch)?;
             // Upstream converts the configuration to its typed form first, which fails on
             // any field the schema does not declare, whatever `fieldValidation` says.
-            let unknown = self.openapi().unknown_fields(&def.openapi, &config);
+            let unknown = self.unknown_fields(def, &config);
             if !unknown.is_empty() {
                 let object = if def.namespaced {
                     format!("{namespace}/{name}")
@@ -208,15 +208,12 @@ impl Registry {
             if target == Target::Main {
                 self.admit_priority(def, &mut new, false).await?;
             }
-            // A Service that gains a cluster IP (from ExternalName) gets one allocated; the
-            // allocation lock stays held until the write is done.
-            let _service_ips = if target == Target::Main
+            // A Service's cluster IP and node ports follow its type; the allocation lock
+            // stays held until the write is done (uncommitted, the allocations go back).
+            let service_txn = if target == Target::Main
                 && std::ptr::eq(def, &crate::resources::service::SERVICES)
-                && crate::registry::service_ip::needs_allocation(&new, &current)
             {
-                let guard = self.service_ips.lock().await;
-                self.allocate_cluster_ip_locked(&mut new).await?;
-                Some(guard)
+                Some(self.begin_service_update(&mut new, &current).await?)
             } else {
                 None
             };
@@ -225,6 +222,11 @@ impl Registry {
                 .await
             {
                 Ok(object) => {
+                    if let Some(txn) = service_txn
+                        && !dry_run
+                    {
+                        txn.commit(self).await;
+                    }
                     return Ok(WriteOutcome {
                         object,
                         created: false,

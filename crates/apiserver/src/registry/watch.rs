@@ -19,7 +19,7 @@ use crate::error::{ApiError, Result};
 use crate::registry::event_cache::EventCache;
 use crate::registry::list::ListOptions;
 use crate::registry::resource::ResourceDef;
-use crate::registry::{Registry, decode_stored, parse_resource_version};
+use crate::registry::{DefRef, Registry, decode_stored, parse_resource_version};
 use crate::storage::{self, Event, Revision};
 
 /// Upstream's minimum request timeout: watches without `timeoutSeconds` last between this
@@ -68,7 +68,7 @@ impl Registry {
     /// being dropped (the client went away).
     pub async fn watch(
         self: &Arc<Self>,
-        def: &'static ResourceDef,
+        def: DefRef,
         namespace: Option<String>,
         opts: ListOptions,
         settings: WatchSettings,
@@ -101,7 +101,7 @@ impl Registry {
         let registry = Arc::clone(self);
         tokio::spawn(async move {
             let deadline = tokio::time::sleep(timeout);
-            let run = registry.run_watch(def, prefix, start, opts, &settings, &tx);
+            let run = registry.run_watch(&def, prefix, start, opts, &settings, &tx);
             tokio::select! {
                 _ = run => {}
                 _ = deadline => {}
@@ -114,7 +114,7 @@ impl Registry {
 
     async fn run_watch(
         &self,
-        def: &'static ResourceDef,
+        def: &ResourceDef,
         prefix: String,
         start: Start,
         opts: ListOptions,

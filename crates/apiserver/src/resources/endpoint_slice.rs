@@ -62,6 +62,25 @@ impl Strategy for EndpointSliceStrategy {
         errs
     }
 
+    /// Bumps the generation when anything but metadata changed, or the labels did, as
+    /// upstream's `PrepareForUpdate` (EndpointSlices have no spec: the EndpointSlice
+    /// controllers' stale-cache tracking reads this generation).
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        let without_meta = |obj: &Value| {
+            let mut copy = obj.clone();
+            if let Some(map) = copy.as_object_mut() {
+                map.remove("metadata");
+                map.remove("apiVersion");
+                map.remove("kind");
+            }
+            copy
+        };
+        let labels_changed = new.pointer("/metadata/labels") != old.pointer("/metadata/labels");
+        if labels_changed || without_meta(new) != without_meta(old) {
+            crate::object::set_meta(new, "generation", crate::object::generation(old) + 1);
+        }
+    }
+
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = self.validate(new);
         if new.get("addressType") != old.get("addressType") {
@@ -228,6 +247,25 @@ fn validate_ports(obj: &Value, errs: &mut Vec<FieldError>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generation_follows_endpoints_ports_and_labels() {
+        let old = json!({"metadata": {"name": "s", "generation": 3, "labels": {"a": "1"}},
+            "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"]}]});
+        let bumped = |mut new: Value| {
+            EndpointSliceStrategy.prepare_for_update(&mut new, &old);
+            crate::object::generation(&new)
+        };
+        let mut same = old.clone();
+        same["metadata"]["annotations"] = json!({"x": "y"});
+        assert_eq!(bumped(same), 3, "annotations only");
+        let mut endpoints = old.clone();
+        endpoints["endpoints"][0]["conditions"] = json!({"ready": false});
+        assert_eq!(bumped(endpoints), 4);
+        let mut labels = old.clone();
+        labels["metadata"]["labels"]["a"] = json!("2");
+        assert_eq!(bumped(labels), 4);
+    }
 
     #[test]
     fn ports_default_to_tcp_with_an_empty_name() {

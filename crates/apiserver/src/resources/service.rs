@@ -1,8 +1,7 @@
-//! core/v1 services: defaults, cluster IP and node port allocation, immutable cluster IP.
+//! core/v1 services: defaults, validation, immutable cluster IP (cluster IPs and node ports are allocated by the registry, `registry::service_alloc`).
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use rand::Rng;
 use serde_json::{Value, json};
 
 use crate::registry::resource::ResourceDef;
@@ -22,8 +21,8 @@ pub static SERVICES: ResourceDef = ResourceDef::of::<Service>()
     .printer(printers::SERVICE)
     .merge_schema(&kinds::SERVICE);
 
-/// The service strategy. Cluster IPs are allocated by the registry when the Service is created
-/// (see `registry::service_ip`): unique, from 10.96.0.0/12.
+/// The service strategy. Cluster IPs, node ports and health-check node ports are allocated by
+/// the registry (`registry::service_alloc`): unique, from 10.96.0.0/12 and 30000-32767.
 #[derive(Debug, Default)]
 pub struct ServiceStrategy;
 
@@ -57,6 +56,62 @@ pub fn decode(obj: Value) -> Result<Value, String> {
     })
 }
 
+/// Drops the node ports and health-check node port a Service keeps from its old type when its
+/// new type has no use for them, as upstream's `dropTypeDependentFields` (values the user
+/// changed are left for validation to refuse).
+fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
+    let kind = |svc: &Value| {
+        svc.pointer("/spec/type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_owned()
+    };
+    let needs_node_ports = |svc: &Value| match kind(svc).as_str() {
+        "NodePort" => true,
+        "LoadBalancer" => svc
+            .pointer("/spec/allocateLoadBalancerNodePorts")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        _ => false,
+    };
+    let needs_hc = |svc: &Value| {
+        kind(svc) == "LoadBalancer"
+            && svc
+                .pointer("/spec/externalTrafficPolicy")
+                .and_then(Value::as_str)
+                == Some("Local")
+    };
+    if needs_node_ports(old) && !needs_node_ports(new) {
+        let old_ports: Vec<i64> = old
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+            .collect();
+        for port in new
+            .pointer_mut("/spec/ports")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let value = port.get("nodePort").and_then(Value::as_i64);
+            if value.is_some_and(|v| old_ports.contains(&v))
+                && let Some(map) = port.as_object_mut()
+            {
+                map.remove("nodePort");
+            }
+        }
+    }
+    if needs_hc(old)
+        && !needs_hc(new)
+        && new.pointer("/spec/healthCheckNodePort") == old.pointer("/spec/healthCheckNodePort")
+        && let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.remove("healthCheckNodePort");
+    }
+}
+
 impl Strategy for ServiceStrategy {
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1035Label
@@ -75,24 +130,15 @@ impl Strategy for ServiceStrategy {
         if kind == "ExternalName" {
             return;
         }
-        // The cluster IP itself is allocated by the registry against the stored Services
-        // (`registry::service_ip`); a headless Service only mirrors `None` into `clusterIPs`.
+        // The cluster IP itself is allocated by the registry (`registry::service_alloc`); a
+        // headless Service only mirrors `None` into `clusterIPs`.
         if spec.get("clusterIP").and_then(Value::as_str) == Some("None") {
             spec["clusterIPs"] = json!(["None"]);
-        }
-        let mut rng = rand::rng();
-        if (kind == "NodePort" || kind == "LoadBalancer")
-            && let Some(Value::Array(ports)) = spec.get_mut("ports")
-        {
-            for port in ports {
-                if port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) == 0 {
-                    port["nodePort"] = json!(rng.random_range(30000..=32767));
-                }
-            }
         }
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        drop_type_dependent_fields(new, old);
         // A Service turning ExternalName drops its cluster IPs (releasing them), as upstream's
         // `dropTypeDependentFields`.
         if new.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
@@ -143,6 +189,12 @@ impl Strategy for ServiceStrategy {
                     format!("spec.ports[{i}].port"),
                     port,
                     "must be between 1 and 65535, inclusive",
+                ));
+            }
+            if kind == "ClusterIP" && p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+                errs.push(FieldError::forbidden(
+                    format!("spec.ports[{i}].nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
                 ));
             }
             if ports.len() > 1

@@ -15,7 +15,7 @@ mod cluster;
 mod columns;
 mod control_plane;
 mod core;
-mod docs;
+pub(crate) mod docs;
 pub mod duration;
 mod fields;
 mod labels;
@@ -141,14 +141,39 @@ pub fn table_for(
     include_object: IncludeObject,
     now: Timestamp,
 ) -> Value {
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|obj| {
-            let row = (printer.row)(obj, now);
-            debug_assert_eq!(row.cells.len(), printer.columns.len(), "{printer:?}");
+    let columns: Vec<Value> = printer.columns.iter().map(Column::to_json).collect();
+    let rows = objects.iter().map(|obj| {
+        let row = (printer.row)(obj, now);
+        debug_assert_eq!(row.cells.len(), printer.columns.len(), "{printer:?}");
+        (row.cells, row.conditions)
+    });
+    assemble(columns, rows, objects, include_object)
+}
+
+/// The Table of `objects` whose column definitions (`TableColumnDefinition` JSON) and cells
+/// were computed elsewhere: a custom resource's printer columns, from its CRD.
+pub fn table_of_cells(
+    columns: Vec<Value>,
+    cells: impl Iterator<Item = Vec<Value>>,
+    objects: &[Value],
+    include_object: IncludeObject,
+) -> Value {
+    assemble(columns, cells.map(|c| (c, None)), objects, include_object)
+}
+
+/// A Table from its column definitions and one `(cells, conditions)` per object.
+fn assemble(
+    columns: Vec<Value>,
+    rows: impl Iterator<Item = (Vec<Value>, Option<Value>)>,
+    objects: &[Value],
+    include_object: IncludeObject,
+) -> Value {
+    let rows: Vec<Value> = rows
+        .zip(objects)
+        .map(|((cells, conditions), obj)| {
             let mut out = Map::new();
-            out.insert("cells".to_owned(), Value::Array(row.cells));
-            if let Some(conditions) = row.conditions {
+            out.insert("cells".to_owned(), Value::Array(cells));
+            if let Some(conditions) = conditions {
                 out.insert("conditions".to_owned(), conditions);
             }
             match include_object {
@@ -167,7 +192,7 @@ pub fn table_for(
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {},
-        "columnDefinitions": printer.columns.iter().map(Column::to_json).collect::<Vec<_>>(),
+        "columnDefinitions": columns,
         "rows": rows,
     })
 }

@@ -9,6 +9,7 @@ mod certificates;
 mod common;
 mod components;
 mod crud;
+mod custom_resources;
 mod deletion;
 mod discovery;
 mod endpointslices;

@@ -5,21 +5,32 @@ use std::sync::Arc;
 use super::context::ControllerContext;
 use super::names::{
     CRONJOB, CRONJOB_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT,
-    DEPLOYMENT_CONTROLLER, GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER,
-    HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER,
-    NAMESPACE, NAMESPACE_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER,
+    DEPLOYMENT_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
+    ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER,
+    GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, HORIZONTAL_POD_AUTOSCALER,
+    HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER,
+    NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER,
     POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER,
-    REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, SERVICEACCOUNT,
-    SERVICEACCOUNT_CONTROLLER, STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER,
-    TTL_AFTER_FINISHED, TTL_AFTER_FINISHED_CONTROLLER,
+    REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
+    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
+    STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
+    TTL_AFTER_FINISHED_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::cronjob::{CronJobController, CronJobControllerOptions, CronJobMetrics};
 use crate::daemon::{DaemonSetsController, DaemonSetsControllerOptions};
 use crate::deployment::{DeploymentController, DeploymentControllerOptions};
+use crate::endpoint::{EndpointController, EndpointControllerOptions};
+use crate::endpointslice::{
+    EndpointSliceController, EndpointSliceControllerOptions, EndpointSliceMetrics,
+};
+use crate::endpointslicemirroring::{
+    EndpointSliceMirroringController, EndpointSliceMirroringOptions, MirroringMetrics,
+};
 use crate::garbagecollector::{GarbageCollector, GarbageCollectorOptions};
 use crate::job::{JobController, JobControllerOptions, JobMetrics};
 use crate::namespace::{NamespaceController, NamespaceControllerOptions};
+use crate::nodeipam::{ApiNodeCidrClient, CIDR_UPDATE_WORKERS, RangeAllocator};
 use crate::nodelifecycle::zone::EvictionRates;
 use crate::nodelifecycle::{
     ApiLifecycleClient, EVENT_COMPONENT, NodeLifecycleController, NodeLifecycleOptions,
@@ -30,6 +41,9 @@ use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
 };
 use crate::replication::ReplicationManager;
+use crate::rootcacertpublisher::{
+    PUBLISHER_WORKERS, Publisher, PublisherMetrics, PublisherOptions,
+};
 use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
@@ -51,9 +65,14 @@ impl ControllerRegistry {
             deployment_controller(),
             daemonset_controller(),
             statefulset_controller(),
+            endpoints_controller(),
+            endpointslice_controller(),
+            endpointslice_mirroring_controller(),
             garbage_collector_controller(),
             namespace_controller(),
+            node_ipam_controller(),
             node_lifecycle_controller(),
+            root_ca_certificate_publisher_controller(),
             serviceaccount_controller(),
             taint_eviction_controller(),
             job_controller(),
@@ -183,6 +202,150 @@ pub fn deployment_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(DEPLOYMENT.aliases)
+}
+
+/// `endpoints-controller` (alias `endpoint`): Pods, Services and Endpoints informers,
+/// `--concurrent-endpoint-syncs` workers, queue `endpoint`; events from `endpoint-controller`.
+pub fn endpoints_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(ENDPOINTS_CONTROLLER, |ctx: ControllerContext| async move {
+        let flags = &ctx.options.endpoint;
+        let controller = Arc::new(EndpointController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            ctx.recorder(crate::endpoint::EVENT_COMPONENT),
+            EndpointControllerOptions {
+                endpoint_updates_batch_period: flags.endpoint_updates_batch_period.get(),
+                metrics: Some(ctx.workqueue_metrics()),
+            },
+        ));
+        let workers = flags.concurrent_endpoint_syncs as usize;
+        Ok(Some(StartedController::new(
+            controller.run(workers, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(ENDPOINTS.aliases)
+}
+
+/// `endpointslice-controller` (alias `endpointslice`): Pods, Services, Nodes and
+/// EndpointSlices informers, `--concurrent-service-endpoint-syncs` workers,
+/// `--max-endpoints-per-slice`, queue `endpoint_slice`; events from
+/// `endpoint-slice-controller`.
+pub fn endpointslice_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        ENDPOINTSLICE_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.endpointslice;
+            let controller_metrics = Arc::new(EndpointSliceMetrics::new());
+            ctx.metrics
+                .with_registry(|registry| controller_metrics.register(registry));
+            let controller = Arc::new(EndpointSliceController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(crate::endpointslice::EVENT_COMPONENT),
+                EndpointSliceControllerOptions {
+                    max_endpoints_per_slice: flags.max_endpoints_per_slice as usize,
+                    endpoint_updates_batch_period: flags.endpointslice_updates_batch_period.get(),
+                    metrics: Some(ctx.workqueue_metrics()),
+                    controller_metrics: Some(controller_metrics),
+                },
+            ));
+            let workers = flags.concurrent_service_endpoint_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(ENDPOINTSLICE.aliases)
+}
+
+/// `endpointslice-mirroring-controller` (alias `endpointslicemirroring`): Endpoints, Services
+/// and EndpointSlices informers, `--mirroring-*` flags, queue `endpoint_slice_mirroring`.
+pub fn endpointslice_mirroring_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        ENDPOINTSLICE_MIRRORING_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.endpointslice_mirroring;
+            let controller_metrics = Arc::new(MirroringMetrics::new());
+            ctx.metrics
+                .with_registry(|registry| controller_metrics.register(registry));
+            let controller = Arc::new(EndpointSliceMirroringController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(crate::endpointslicemirroring::EVENT_COMPONENT),
+                EndpointSliceMirroringOptions {
+                    max_endpoints_per_subset: flags.mirroring_max_endpoints_per_subset as usize,
+                    endpoint_updates_batch_period: flags
+                        .mirroring_endpointslice_updates_batch_period
+                        .get(),
+                    metrics: Some(ctx.workqueue_metrics()),
+                    controller_metrics: Some(controller_metrics),
+                },
+            ));
+            let workers = flags.mirroring_concurrent_service_endpoint_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(ENDPOINTSLICE_MIRRORING.aliases)
+}
+
+/// `node-ipam-controller` (alias `nodeipam`): only with `--allocate-node-cidrs`; the
+/// `--cluster-cidr` and mask flags are validated as upstream's `startNodeIpamController`, the
+/// Nodes are listed (their CIDRs occupied) before the Node informer starts; 30 workers, queue
+/// `cidrallocator_node`, events from `cidrAllocator`.
+pub fn node_ipam_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(NODE_IPAM_CONTROLLER, |ctx: ControllerContext| async move {
+        if !ctx.options.kube_cloud_shared.allocate_node_cidrs {
+            return Ok(None);
+        }
+        let config = ctx.options.node_ipam_flags().config()?;
+        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(ctx.client.clone());
+        let existing = api.list(&kube::api::ListParams::default()).await?.items;
+        let allocator = Arc::new(RangeAllocator::new(
+            &ctx.factory.nodes(),
+            Arc::new(ApiNodeCidrClient::new(ctx.client.clone())),
+            ctx.recorder(crate::nodeipam::EVENT_COMPONENT),
+            &config,
+            &existing,
+            Some(ctx.workqueue_metrics()),
+        )?);
+        Ok(Some(StartedController::new(
+            allocator.run(CIDR_UPDATE_WORKERS, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(NODE_IPAM.aliases)
+}
+
+/// `root-ca-certificate-publisher-controller` (alias `root-ca-cert-publisher`): ConfigMaps
+/// and Namespaces informers, one worker, queue `root_ca_cert_publisher`; publishes
+/// `--root-ca-file`, else the CA the client configuration trusts.
+pub fn root_ca_certificate_publisher_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let root_ca = match &ctx.options.sa_controller.root_ca_file {
+                Some(path) => crate::rootcacertpublisher::ca::read_ca_file(path)?,
+                None => ctx.client_ca.as_deref().cloned().unwrap_or_default(),
+            };
+            let metrics = Arc::new(PublisherMetrics::new());
+            ctx.metrics
+                .with_registry(|registry| metrics.register(registry));
+            let publisher = Arc::new(Publisher::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                &root_ca,
+                PublisherOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                    publisher_metrics: Some(metrics),
+                },
+            ));
+            Ok(Some(StartedController::new(
+                publisher.run(PUBLISHER_WORKERS, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(ROOT_CA_CERTIFICATE_PUBLISHER.aliases)
 }
 
 /// `garbage-collector-controller` (alias `garbagecollector`): typed informers from the shared

@@ -28,6 +28,10 @@ pub struct ControllerContext {
     pub metrics: ManagerMetrics,
     /// The flags, for each controller's own group (e.g. `options.replicaset`).
     pub options: Arc<ManagerOptions>,
+    /// The certificate authority of the API server as the client configuration trusts it
+    /// (PEM), if it names one: what the root CA publisher publishes without `--root-ca-file`
+    /// (upstream's `ClientBuilder.ConfigOrDie(...).CAData`).
+    pub client_ca: Option<Arc<Vec<u8>>>,
     /// Cancelled when controllers must stop: shutdown, or the end of leadership. Run futures
     /// return once their workers have finished the items they hold.
     pub cancel: CancellationToken,

@@ -238,6 +238,11 @@ impl ControllerManager {
                 .await?
             }
         };
+        let client_ca = config
+            .root_cert
+            .as_ref()
+            .filter(|certs| !certs.is_empty())
+            .map(|certs| Arc::new(crate::rootcacertpublisher::ca::der_to_pem(certs)));
         let client = kcm_machinery::client::build_client(
             config,
             options.generic.kube_api_qps,
@@ -258,6 +263,7 @@ impl ControllerManager {
         let leader_elect = options.leader_election.leader_elect;
         let shared = Arc::new(Shared {
             client: client.clone(),
+            client_ca,
             options: Arc::clone(&options),
             registry: self.registry,
             selection: self.selection,
@@ -416,6 +422,8 @@ async fn start_server(
 /// What the manager's tasks share.
 struct Shared {
     client: kube::Client,
+    /// The client configuration's CA (PEM), for [`ControllerContext::client_ca`].
+    client_ca: Option<Arc<Vec<u8>>>,
     options: Arc<ManagerOptions>,
     registry: Arc<ControllerRegistry>,
     selection: ControllerSelection,
@@ -521,6 +529,7 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
         events: Arc::clone(&shared.events),
         metrics: shared.metrics.clone(),
         options: Arc::clone(options),
+        client_ca: shared.client_ca.clone(),
         cancel: token.clone(),
     };
 

@@ -45,6 +45,18 @@ pub const HORIZONTAL_POD_AUTOSCALER_CONTROLLER: &str = crate::podautoscaler::CON
 /// kube-controller-manager's name of the pod garbage collector.
 pub const POD_GARBAGE_COLLECTOR_CONTROLLER: &str = crate::podgc::CONTROLLER_NAME;
 
+/// kube-controller-manager's name of the endpoints controller.
+pub const ENDPOINTS_CONTROLLER: &str = crate::endpoint::CONTROLLER_NAME;
+/// kube-controller-manager's name of the EndpointSlice controller.
+pub const ENDPOINTSLICE_CONTROLLER: &str = crate::endpointslice::CONTROLLER_NAME;
+/// kube-controller-manager's name of the EndpointSlice mirroring controller.
+pub const ENDPOINTSLICE_MIRRORING_CONTROLLER: &str = crate::endpointslicemirroring::CONTROLLER_NAME;
+/// kube-controller-manager's name of the node IPAM controller.
+pub const NODE_IPAM_CONTROLLER: &str = crate::nodeipam::CONTROLLER_NAME;
+/// kube-controller-manager's name of the root CA certificate publisher.
+pub const ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER: &str =
+    crate::rootcacertpublisher::CONTROLLER_NAME;
+
 /// `replicaset-controller`, alias `replicaset`.
 pub const REPLICASET: ControllerNames = ControllerNames {
     name: REPLICASET_CONTROLLER,
@@ -130,6 +142,37 @@ pub const POD_GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
     aliases: &[crate::podgc::CONTROLLER_ALIAS],
     disabled_by_default: false,
 };
+/// `endpoints-controller`, alias `endpoint`.
+pub const ENDPOINTS: ControllerNames = ControllerNames {
+    name: ENDPOINTS_CONTROLLER,
+    aliases: &[crate::endpoint::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `endpointslice-controller`, alias `endpointslice`.
+pub const ENDPOINTSLICE: ControllerNames = ControllerNames {
+    name: ENDPOINTSLICE_CONTROLLER,
+    aliases: &[crate::endpointslice::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `endpointslice-mirroring-controller`, alias `endpointslicemirroring`.
+pub const ENDPOINTSLICE_MIRRORING: ControllerNames = ControllerNames {
+    name: ENDPOINTSLICE_MIRRORING_CONTROLLER,
+    aliases: &[crate::endpointslicemirroring::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `node-ipam-controller`, alias `nodeipam` (on by default, as upstream; it only starts with
+/// `--allocate-node-cidrs`).
+pub const NODE_IPAM: ControllerNames = ControllerNames {
+    name: NODE_IPAM_CONTROLLER,
+    aliases: &[crate::nodeipam::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+/// `root-ca-certificate-publisher-controller`, alias `root-ca-cert-publisher`.
+pub const ROOT_CA_CERTIFICATE_PUBLISHER: ControllerNames = ControllerNames {
+    name: ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER,
+    aliases: &[crate::rootcacertpublisher::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
 
 /// `horizontal-pod-autoscaler-controller`, alias `horizontalpodautoscaling`.
 pub const HORIZONTAL_POD_AUTOSCALER: ControllerNames = ControllerNames {
@@ -140,15 +183,20 @@ pub const HORIZONTAL_POD_AUTOSCALER: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 15] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 20] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
     DAEMONSET,
     STATEFULSET,
+    ENDPOINTS,
+    ENDPOINTSLICE,
+    ENDPOINTSLICE_MIRRORING,
     GARBAGE_COLLECTOR,
     NAMESPACE,
+    NODE_IPAM,
     NODE_LIFECYCLE,
+    ROOT_CA_CERTIFICATE_PUBLISHER,
     SERVICEACCOUNT,
     TAINT_EVICTION,
     JOB,
@@ -185,14 +233,19 @@ mod tests {
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",
+                "endpoints-controller",
+                "endpointslice-controller",
+                "endpointslice-mirroring-controller",
                 "garbage-collector-controller",
                 "horizontal-pod-autoscaler-controller",
                 "job-controller",
                 "namespace-controller",
+                "node-ipam-controller",
                 "node-lifecycle-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "root-ca-certificate-publisher-controller",
                 "serviceaccount-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",

@@ -33,9 +33,21 @@ pub struct ManagerOptions {
     /// The DaemonSet controller.
     #[command(flatten)]
     pub daemonset: DaemonSetControllerFlags,
+    /// Flags shared with the cloud controller manager (pod CIDR allocation).
+    #[command(flatten)]
+    pub kube_cloud_shared: KubeCloudSharedFlags,
     /// The Deployment controller.
     #[command(flatten)]
     pub deployment: DeploymentControllerFlags,
+    /// The endpoints controller.
+    #[command(flatten)]
+    pub endpoint: EndpointControllerFlags,
+    /// The EndpointSlice controller.
+    #[command(flatten)]
+    pub endpointslice: EndpointSliceControllerFlags,
+    /// The EndpointSlice mirroring controller.
+    #[command(flatten)]
+    pub endpointslice_mirroring: EndpointSliceMirroringControllerFlags,
     /// The garbage collector.
     #[command(flatten)]
     pub garbage_collector: GarbageCollectorControllerFlags,
@@ -69,6 +81,12 @@ pub struct ManagerOptions {
     /// The HorizontalPodAutoscaler controller.
     #[command(flatten)]
     pub hpa: HpaControllerFlags,
+    /// The node IPAM controller.
+    #[command(flatten)]
+    pub node_ipam: NodeIpamControllerFlags,
+    /// The service account (token) controller's flags the root CA publisher reads.
+    #[command(flatten)]
+    pub sa_controller: SaControllerFlags,
     /// Where the API server is.
     #[command(flatten)]
     pub misc: MiscFlags,
@@ -274,6 +292,222 @@ pub struct DeploymentControllerFlags {
                 number = more responsive deployments, but more CPU (and network) load."
     )]
     pub concurrent_deployment_syncs: u32,
+}
+
+/// Flags kube-controller-manager shares with the cloud controller manager (its
+/// `KubeCloudShared` group, shown with the generic flags).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Generic flags")]
+pub struct KubeCloudSharedFlags {
+    /// Allocate pod CIDRs to Nodes (runs the node IPAM controller).
+    #[arg(
+        long = "allocate-node-cidrs",
+        value_name = "bool",
+        default_value = "false",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool,
+        help = "Should CIDRs for Pods be allocated and set on the cloud provider."
+    )]
+    pub allocate_node_cidrs: bool,
+
+    /// The cluster's pod CIDR(s).
+    #[arg(
+        long,
+        value_name = "string",
+        default_value = "",
+        help = "CIDR Range for Pods in cluster. Only used when --allocate-node-cidrs=true; if \
+                false, this option will be ignored."
+    )]
+    pub cluster_cidr: String,
+
+    /// Which allocator hands out pod CIDRs.
+    #[arg(
+        long,
+        value_name = "string",
+        default_value = crate::nodeipam::config::RANGE_ALLOCATOR,
+        help = "Type of CIDR allocator to use"
+    )]
+    pub cidr_allocator_type: String,
+}
+
+/// The endpoints controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Endpoint controller flags")]
+pub struct EndpointControllerFlags {
+    /// Endpoints workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::endpoint::DEFAULT_CONCURRENT_ENDPOINT_SYNCS,
+        help = "The number of endpoint syncing operations that will be done concurrently. Larger \
+                number = faster endpoint updating, but more CPU (and network) load"
+    )]
+    pub concurrent_endpoint_syncs: u32,
+
+    /// Delay of pod-triggered syncs.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "0s",
+        help = "The length of endpoint updates batching period. Processing of pod changes will be \
+                delayed by this duration to join them with potential upcoming updates and reduce \
+                the overall number of endpoints updates. Larger number = higher endpoint \
+                programming latency, but lower number of endpoints revision generated"
+    )]
+    pub endpoint_updates_batch_period: GoDuration,
+}
+
+/// The EndpointSlice controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Endpointslice controller flags")]
+pub struct EndpointSliceControllerFlags {
+    /// EndpointSlice workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::endpointslice::DEFAULT_CONCURRENT_SERVICE_ENDPOINT_SYNCS,
+        help = "The number of service endpoint syncing operations that will be done \
+                concurrently. Larger number = faster endpoint slice updating, but more CPU (and \
+                network) load. Defaults to 5."
+    )]
+    pub concurrent_service_endpoint_syncs: u32,
+
+    /// Endpoints per slice.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE,
+        value_parser = clap::value_parser!(u32).range(1..=1000),
+        help = "The maximum number of endpoints that will be added to an EndpointSlice. More \
+                endpoints per slice will result in less endpoint slices, but larger resources. \
+                Defaults to 100."
+    )]
+    pub max_endpoints_per_slice: u32,
+
+    /// Delay of pod-triggered syncs.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "0s",
+        help = "The length of endpoint slice updates batching period. Processing of pod changes \
+                will be delayed by this duration to join them with potential upcoming updates and \
+                reduce the overall number of endpoints updates. Larger number = higher endpoint \
+                programming latency, but lower number of endpoints revision generated"
+    )]
+    pub endpointslice_updates_batch_period: GoDuration,
+}
+
+/// The EndpointSlice mirroring controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Endpointslicemirroring controller flags")]
+pub struct EndpointSliceMirroringControllerFlags {
+    /// Mirroring workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::endpointslicemirroring::DEFAULT_MIRRORING_CONCURRENT_SERVICE_ENDPOINT_SYNCS,
+        help = "The number of service endpoint syncing operations that will be done \
+                concurrently by the endpointslice-mirroring-controller. Larger number = faster \
+                endpoint slice updating, but more CPU (and network) load. Defaults to 5."
+    )]
+    pub mirroring_concurrent_service_endpoint_syncs: u32,
+
+    /// Addresses mirrored per subset.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::endpointslicemirroring::DEFAULT_MIRRORING_MAX_ENDPOINTS_PER_SUBSET,
+        value_parser = clap::value_parser!(u32).range(1..=1000),
+        help = "The maximum number of endpoints that will be added to an EndpointSlice by the \
+                endpointslice-mirroring-controller. More endpoints per slice will result in less \
+                endpoint slices, but larger resources. Defaults to 100."
+    )]
+    pub mirroring_max_endpoints_per_subset: u32,
+
+    /// Delay of slice-triggered syncs.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "0s",
+        help = "The length of EndpointSlice updates batching period for \
+                endpointslice-mirroring-controller. Processing of EndpointSlice changes will be \
+                delayed by this duration to join them with potential upcoming updates and reduce \
+                the overall number of EndpointSlice updates. Larger number = higher endpoint \
+                programming latency, but lower number of endpoints revision generated"
+    )]
+    pub mirroring_endpointslice_updates_batch_period: GoDuration,
+}
+
+/// The node IPAM controller's flags.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Nodeipam controller flags")]
+pub struct NodeIpamControllerFlags {
+    /// Node block size (0: 24 for IPv4, 64 for IPv6).
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 0,
+        help = "Mask size for node cidr in cluster. Default is 24 for IPv4 and 64 for IPv6."
+    )]
+    pub node_cidr_mask_size: i32,
+
+    /// IPv4 node block size in a dual-stack cluster.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 0,
+        help = "Mask size for IPv4 node cidr in dual-stack cluster. Default is 24."
+    )]
+    pub node_cidr_mask_size_ipv4: i32,
+
+    /// IPv6 node block size in a dual-stack cluster.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 0,
+        help = "Mask size for IPv6 node cidr in dual-stack cluster. Default is 64."
+    )]
+    pub node_cidr_mask_size_ipv6: i32,
+
+    /// The Service range, never handed out to Nodes.
+    #[arg(
+        long,
+        value_name = "string",
+        default_value = "",
+        help = "CIDR Range for Services in cluster. Only used when --allocate-node-cidrs=true; \
+                if false, this option will be ignored."
+    )]
+    pub service_cluster_ip_range: String,
+}
+
+/// The service account controller's flags (the root CA publisher reads `--root-ca-file`).
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+#[command(next_help_heading = "Serviceaccount controller flags")]
+pub struct SaControllerFlags {
+    /// The CA bundle published as `kube-root-ca.crt`.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "If set, this root certificate authority will be included in service account's \
+                token secret. This must be a valid PEM-encoded CA bundle."
+    )]
+    pub root_ca_file: Option<PathBuf>,
+}
+
+impl ManagerOptions {
+    /// The node IPAM flags as the allocator's configuration input.
+    pub fn node_ipam_flags(&self) -> crate::nodeipam::NodeIpamFlags {
+        crate::nodeipam::NodeIpamFlags {
+            cluster_cidr: self.kube_cloud_shared.cluster_cidr.clone(),
+            cidr_allocator_type: self.kube_cloud_shared.cidr_allocator_type.clone(),
+            node_cidr_mask_size: self.node_ipam.node_cidr_mask_size,
+            node_cidr_mask_size_ipv4: self.node_ipam.node_cidr_mask_size_ipv4,
+            node_cidr_mask_size_ipv6: self.node_ipam.node_cidr_mask_size_ipv6,
+            service_cluster_ip_range: self.node_ipam.service_cluster_ip_range.clone(),
+        }
+    }
 }
 
 /// The garbage collector's flags.
@@ -778,6 +1012,35 @@ mod tests {
         assert_eq!(o.cronjob.concurrent_cron_job_syncs, 5);
         assert_eq!(o.ttl_after_finished.concurrent_ttl_after_finished_syncs, 5);
         assert_eq!(o.podgc.terminated_pod_gc_threshold, 12500);
+        assert_eq!(o.endpoint.concurrent_endpoint_syncs, 5);
+        assert_eq!(
+            o.endpoint.endpoint_updates_batch_period.get(),
+            Duration::ZERO
+        );
+        assert_eq!(o.endpointslice.concurrent_service_endpoint_syncs, 5);
+        assert_eq!(o.endpointslice.max_endpoints_per_slice, 100);
+        assert_eq!(
+            o.endpointslice.endpointslice_updates_batch_period.get(),
+            Duration::ZERO
+        );
+        assert_eq!(
+            o.endpointslice_mirroring
+                .mirroring_concurrent_service_endpoint_syncs,
+            5
+        );
+        assert_eq!(
+            o.endpointslice_mirroring.mirroring_max_endpoints_per_subset,
+            1000
+        );
+        assert!(!o.kube_cloud_shared.allocate_node_cidrs);
+        assert_eq!(o.kube_cloud_shared.cluster_cidr, "");
+        assert_eq!(o.kube_cloud_shared.cidr_allocator_type, "RangeAllocator");
+        assert_eq!(
+            o.node_ipam.node_cidr_mask_size, 0,
+            "unset: 24 for IPv4, 64 for IPv6"
+        );
+        assert_eq!(o.node_ipam.service_cluster_ip_range, "");
+        assert_eq!(o.sa_controller.root_ca_file, None);
         assert_eq!(o.misc, MiscFlags::default());
         o.validate().expect("defaults are valid");
     }
@@ -890,6 +1153,45 @@ mod tests {
                 },
             },
             Case {
+                name: "endpoint controllers",
+                args: &[
+                    "--concurrent-endpoint-syncs=2",
+                    "--endpoint-updates-batch-period=500ms",
+                    "--concurrent-service-endpoint-syncs=3",
+                    "--max-endpoints-per-slice=50",
+                    "--mirroring-concurrent-service-endpoint-syncs=4",
+                    "--mirroring-max-endpoints-per-subset=10",
+                ],
+                check: |o| {
+                    o.endpoint.concurrent_endpoint_syncs == 2
+                        && o.endpoint.endpoint_updates_batch_period.get()
+                            == Duration::from_millis(500)
+                        && o.endpointslice.concurrent_service_endpoint_syncs == 3
+                        && o.endpointslice.max_endpoints_per_slice == 50
+                        && o.endpointslice_mirroring
+                            .mirroring_concurrent_service_endpoint_syncs
+                            == 4
+                        && o.endpointslice_mirroring.mirroring_max_endpoints_per_subset == 10
+                },
+            },
+            Case {
+                name: "node ipam",
+                args: &[
+                    "--allocate-node-cidrs=true",
+                    "--cluster-cidr=10.244.0.0/16",
+                    "--node-cidr-mask-size=24",
+                    "--service-cluster-ip-range=10.96.0.0/12",
+                    "--root-ca-file=/ca.crt",
+                ],
+                check: |o| {
+                    o.kube_cloud_shared.allocate_node_cidrs
+                        && o.node_ipam_flags()
+                            .config()
+                            .is_ok_and(|c| c.node_mask_sizes == [24])
+                        && o.sa_controller.root_ca_file == Some(PathBuf::from("/ca.crt"))
+                },
+            },
+            Case {
                 name: "kubeconfig and master",
                 args: &["--kubeconfig=/kc", "--master=https://10.0.0.1:6443"],
                 check: |o| {
@@ -911,7 +1213,11 @@ mod tests {
 
     #[test]
     fn malformed_flags_are_rejected() {
-        let cases: [(&str, &[&str]); 6] = [
+        let cases: [(&str, &[&str]); 7] = [
+            (
+                "no slices of zero endpoints",
+                &["--max-endpoints-per-slice=0"],
+            ),
             (
                 "duration without unit",
                 &["--leader-elect-lease-duration=15"],
@@ -1019,7 +1325,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: cronjob-controller, daemonset-controller, deployment-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
+            "All controllers: cronjob-controller, daemonset-controller, deployment-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
             "--concurrent-job-syncs <int32>",
             "--concurrent-cron-job-syncs <int32>",
             "--concurrent-ttl-after-finished-syncs <int32>",

@@ -301,14 +301,19 @@ mod tests {
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",
+                "endpoints-controller",
+                "endpointslice-controller",
+                "endpointslice-mirroring-controller",
                 "garbage-collector-controller",
                 "horizontal-pod-autoscaler-controller",
                 "job-controller",
                 "namespace-controller",
+                "node-ipam-controller",
                 "node-lifecycle-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "root-ca-certificate-publisher-controller",
                 "serviceaccount-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",
@@ -319,10 +324,22 @@ mod tests {
             ("daemonset", "daemonset-controller"),
             ("statefulset", "statefulset-controller"),
             ("replicationcontroller", "replicationcontroller-controller"),
+            ("endpoint", "endpoints-controller"),
+            ("endpointslice", "endpointslice-controller"),
+            (
+                "endpointslicemirroring",
+                "endpointslice-mirroring-controller",
+            ),
+            ("nodeipam", "node-ipam-controller"),
+            (
+                "root-ca-cert-publisher",
+                "root-ca-certificate-publisher-controller",
+            ),
         ] {
             assert_eq!(
                 registry.aliases().get(alias).map(String::as_str),
-                Some(name)
+                Some(name),
+                "{alias}"
             );
         }
         assert_eq!(

@@ -14,6 +14,11 @@
 //! found in pod statuses are reserved on start and released when a pod finishes or goes), and
 //! a final delete (grace period 0, uid precondition) for pods being deleted.
 //!
+//! The node's /24 is the Node's `spec.podCIDR`, as a kubelet takes it: set by the node IPAM
+//! controller (`--allocate-node-cidrs`); until the Node has one, its pods wait. On a cluster
+//! without node IPAM, [`SimulatorConfig::assign_pod_cidrs`] makes each node register with
+//! `10.244.<index>.0/24` itself.
+//!
 //! Scale: one informer per resource type, shared with the rest of the process; two work
 //! queues (pods keyed `namespace/name`, nodes keyed by name) served by a fixed set of
 //! workers; timers are the queues' delayed adds, so no task lives per pod or per node.
@@ -45,7 +50,7 @@ use crate::client::{ClusterClient, KubeClusterClient};
 use crate::ipam::PodIpAllocator;
 use crate::node::{
     NODE_LEASE_NAMESPACE, NodeTemplate, conditions_healthy, heartbeat_stopped, internal_ip,
-    pod_cidr,
+    parse_cidr24, pod_cidr,
 };
 
 /// How often a node renews its Lease: a quarter of its 40 s duration, as the kubelet's
@@ -151,6 +156,9 @@ pub struct SimulatorConfig {
     pub pod_workers: usize,
     /// Workers registering nodes and renewing their heartbeats.
     pub node_workers: usize,
+    /// Register nodes with a pod CIDR of their own (`10.244.<index>.0/24`) instead of waiting
+    /// for the node IPAM controller to set one: for clusters that do not allocate node CIDRs.
+    pub assign_pod_cidrs: bool,
 }
 
 impl Default for SimulatorConfig {
@@ -163,6 +171,7 @@ impl Default for SimulatorConfig {
             node_status_update_period: DEFAULT_NODE_STATUS_UPDATE_PERIOD,
             pod_workers: 8,
             node_workers: 4,
+            assign_pod_cidrs: false,
         }
     }
 }
@@ -172,9 +181,9 @@ impl Default for SimulatorConfig {
 struct NodeSlot {
     /// The node's index: its name, pod CIDR and InternalIP derive from it.
     index: usize,
-    /// Pod IPs. Invariant: hands out addresses from the node's pod CIDR (replaced only at
-    /// registration, before any pod of the node is driven).
-    ipam: PodIpAllocator,
+    /// Pod IPs from the node's pod CIDR; `None` until the Node shows one (its pods wait).
+    /// Invariant: once set, replaced only while it hands out no address.
+    ipam: Option<PodIpAllocator>,
     /// The node's InternalIP, reported as pods' hostIP.
     host_ip: Ipv4Addr,
     /// The Node exists (created or adopted by this simulator).
@@ -220,10 +229,43 @@ impl Shared {
 
     /// Forgets a pod that finished or went: its IP returns to the node's pool.
     fn release(&self, node: &str, uid: &str) {
-        if let Some(slot) = self.slots.get(node) {
-            lock(slot).ipam.release(uid);
+        if let Some(slot) = self.slots.get(node)
+            && let Some(ipam) = lock(slot).ipam.as_mut()
+        {
+            ipam.release(uid);
         }
         lock(&self.first_seen).remove(uid);
+    }
+
+    /// Takes the pod CIDR `node` shows as its slot's pod IP range, when the slot has none yet
+    /// or has handed out nothing from another one. True when the range changed (the node's
+    /// waiting pods can run).
+    fn adopt_pod_cidr(&self, node: &Node) -> bool {
+        let Some(slot) = node
+            .metadata
+            .name
+            .as_deref()
+            .and_then(|n| self.slots.get(n))
+        else {
+            return false;
+        };
+        let Some(base) = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.pod_cidr.as_deref())
+            .and_then(parse_cidr24)
+        else {
+            return false;
+        };
+        let mut slot = lock(slot);
+        let replace = match &slot.ipam {
+            None => true,
+            Some(ipam) => ipam.base() != base && ipam.in_use() == 0,
+        };
+        if replace {
+            slot.ipam = Some(PodIpAllocator::new(base));
+        }
+        replace
     }
 
     /// Queues every pod bound to `node` (a node coming back to life).
@@ -279,6 +321,9 @@ impl ResourceEventHandler<Node> for NodeHandler {
             && self.0.slots.contains_key(name)
         {
             self.0.node_queue.add(name.to_owned());
+            if self.0.adopt_pod_cidr(&node) {
+                self.0.enqueue_pods_of(name);
+            }
         }
     }
 
@@ -295,6 +340,9 @@ impl ResourceEventHandler<Node> for NodeHandler {
         }
         if resumed {
             tracing::info!(node = name, "heartbeat resumed");
+            self.0.enqueue_pods_of(name);
+        } else if self.0.adopt_pod_cidr(&new) {
+            tracing::info!(node = name, pod_cidr = ?new.spec.as_ref().and_then(|s| s.pod_cidr.as_deref()), "node got its pod CIDR");
             self.0.enqueue_pods_of(name);
         }
     }
@@ -348,7 +396,9 @@ impl Simulator {
             .map(|index| {
                 let slot = NodeSlot {
                     index,
-                    ipam: PodIpAllocator::new(pod_cidr(index).0),
+                    ipam: config
+                        .assign_pod_cidrs
+                        .then(|| PodIpAllocator::new(pod_cidr(index).0)),
                     host_ip: internal_ip(index),
                     registered: false,
                     lease: None,
@@ -503,7 +553,10 @@ impl Simulator {
                 continue;
             };
             if let Some(slot) = shared.slots.get(node)
-                && lock(slot).ipam.reserve(uid, ip)
+                && lock(slot)
+                    .ipam
+                    .as_mut()
+                    .is_some_and(|ipam| ipam.reserve(uid, ip))
             {
                 reserved += 1;
             }

@@ -9,10 +9,9 @@ use tokio::time::Instant;
 use kcm_machinery::controller::api_status::ApiStatus;
 
 use super::{Error, Result, Simulator, lock};
-use crate::ipam::PodIpAllocator;
 use crate::node::{
     NODE_LEASE_NAMESPACE, build_lease, build_node, conditions_healthy, heartbeat_stopped,
-    parse_cidr24, refresh_conditions, renewed_lease,
+    refresh_conditions, renewed_lease,
 };
 
 impl Simulator {
@@ -49,7 +48,14 @@ impl Simulator {
             });
         };
         let index = lock(slot).index;
-        let desired = build_node(index, &shared.config.template, shared.clock.now());
+        let mut desired = build_node(index, &shared.config.template, shared.clock.now());
+        if !shared.config.assign_pod_cidrs
+            && let Some(spec) = desired.spec.as_mut()
+        {
+            // A kubelet does not pick its pod CIDR: the node IPAM controller sets it.
+            spec.pod_cidr = None;
+            spec.pod_cidrs = None;
+        }
         let wrap = |source| Error::RegisterNode {
             node: name.to_owned(),
             source,
@@ -72,18 +78,10 @@ impl Simulator {
             }
             Err(err) => return Err(wrap(err)),
         };
+        // The node's pod IPs come from the CIDR the Node shows (set by this registration, or
+        // earlier by the node IPAM controller); without one its pods wait for it.
+        shared.adopt_pod_cidr(&node);
         let mut slot = lock(slot);
-        // A node adopted with another /24 keeps it: pod IPs must come from the node's CIDR.
-        if let Some(base) = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.pod_cidr.as_deref())
-            .and_then(parse_cidr24)
-            && base != slot.ipam.base()
-            && slot.ipam.in_use() == 0
-        {
-            slot.ipam = PodIpAllocator::new(base);
-        }
         slot.registered = true;
         Ok(node)
     }

@@ -87,13 +87,24 @@ impl Simulator {
         }
         let (pod_ip, host_ip) = {
             let mut slot = lock(slot);
+            let host_ip = slot.host_ip;
+            let Some(ipam) = slot.ipam.as_mut() else {
+                // No pod CIDR on the Node yet: the node handler queues the node's pods when
+                // the node IPAM controller sets it.
+                tracing::debug!(
+                    pod = key,
+                    node = node_name,
+                    "waiting for the node's pod CIDR"
+                );
+                return Ok(None);
+            };
             let posted = pod
                 .status
                 .as_ref()
                 .and_then(|s| s.pod_ip.as_deref())
                 .and_then(|ip| ip.parse::<Ipv4Addr>().ok())
-                .filter(|ip| slot.ipam.reserve(&uid, *ip));
-            (posted.or_else(|| slot.ipam.allocate(&uid)), slot.host_ip)
+                .filter(|ip| ipam.reserve(&uid, *ip));
+            (posted.or_else(|| ipam.allocate(&uid)), host_ip)
         };
         let Some(pod_ip) = pod_ip else {
             return Err(Error::NoPodIp {

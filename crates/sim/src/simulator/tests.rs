@@ -25,10 +25,12 @@ impl Drop for Harness {
     }
 }
 
+/// Nodes that pick their own pod CIDR (no node IPAM controller in these tests).
 fn config(nodes: usize) -> SimulatorConfig {
     SimulatorConfig {
         nodes,
         pod_ready_delay: Duration::from_secs(2),
+        assign_pod_cidrs: true,
         ..SimulatorConfig::default()
     }
 }
@@ -427,6 +429,45 @@ async fn pods_of_a_silent_node_are_left_alone_until_it_resumes() {
         h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
     })
     .await;
+}
+
+/// By default a node registers without a pod CIDR, as a kubelet does, and its pods wait
+/// until the node IPAM controller sets one; then they run with IPs from it.
+#[tokio::test(start_paused = true)]
+async fn pods_wait_for_the_pod_cidr_the_node_ipam_controller_sets() {
+    let h = Harness::start(
+        FakeCluster::new(),
+        SimulatorConfig {
+            assign_pod_cidrs: false,
+            ..config(1)
+        },
+    )
+    .await;
+    let registered = h.fake.nodes();
+    assert_eq!(
+        registered[0].spec.as_ref().and_then(|s| s.pod_cidr.clone()),
+        None,
+        "a kubelet does not pick its pod CIDR"
+    );
+    h.run_pod(pod("web", &[]), "kcm-node-0").await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let waiting = h.pod("web").expect("pod");
+    assert_eq!(pod_ip(&waiting), None, "no pod CIDR, no pod IP");
+    assert_ne!(phase(&waiting).as_deref(), Some("Running"));
+
+    h.fake.update_node("kcm-node-0", |n| {
+        let spec = n.spec.get_or_insert_default();
+        spec.pod_cidr = Some("10.244.7.0/24".into());
+        spec.pod_cidrs = Some(vec!["10.244.7.0/24".into()]);
+    });
+    eventually("running", || {
+        h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    assert_eq!(
+        h.pod("web").and_then(|p| pod_ip(&p)).as_deref(),
+        Some("10.244.7.2")
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,0 +1,895 @@
+//! Service cluster IPs, node ports and health-check node ports: bitmaps kept in memory under one lock, snapshotted into the store, repaired from the stored Services on start, as kube-apiserver's Service REST allocation with its `RangeAllocation` and repair controllers.
+//!
+//! Every create, update and final removal of a Service goes through a
+//! [`ServiceAllocationTxn`]: it holds the allocation lock from the first allocation until the
+//! Service is stored (so two requests never get the same IP or port), takes the new items,
+//! and on [`commit`](ServiceAllocationTxn::commit) releases the items the Service no longer
+//! holds and writes the snapshots. Dropped without a commit (validation or store failure,
+//! dry run), it gives its new items back.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::MutexGuard;
+
+use super::range_allocator::{BitmapRange, RangeError, ip_range_offset, port_range_offset};
+use super::service_ip::{
+    KUBERNETES_SERVICE_IP, SERVICE_CIDR, SERVICE_CIDR_BASE, SERVICE_CIDR_PREFIX,
+};
+use crate::error::{ApiError, Result};
+use crate::object;
+use crate::registry::Registry;
+use crate::resources::service as svc_resource;
+use crate::storage::{self, ListOptions, Revision};
+use crate::validation::{FieldError, FieldErrorKind};
+
+/// The store key of the cluster IP snapshot (upstream's `/ranges/serviceips`).
+pub const SERVICE_IPS_KEY: &str = "/registry/ranges/serviceips";
+/// The store key of the node port snapshot (upstream's `/ranges/servicenodeports`).
+pub const SERVICE_NODE_PORTS_KEY: &str = "/registry/ranges/servicenodeports";
+/// The first port of `--service-node-port-range` (kube-apiserver's default 30000-32767).
+pub const NODE_PORT_BASE: u16 = 30000;
+/// The last port of the node port range.
+pub const NODE_PORT_LAST: u16 = 32767;
+/// The node port range as upstream prints it.
+pub const NODE_PORT_RANGE: &str = "30000-32767";
+
+/// How many cluster IPs the range has: the /12 but its network and broadcast addresses.
+fn ip_range_size() -> u32 {
+    (1u32 << (32 - SERVICE_CIDR_PREFIX)) - 2
+}
+
+/// The bitmap item of a cluster IP, if the address is allocatable.
+fn ip_item(ip: Ipv4Addr) -> Option<u32> {
+    let offset = u32::from(ip).checked_sub(u32::from(SERVICE_CIDR_BASE))?;
+    (1..=ip_range_size()).contains(&offset).then(|| offset - 1)
+}
+
+/// The cluster IP of a bitmap item.
+fn item_ip(item: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(SERVICE_CIDR_BASE) + item + 1)
+}
+
+/// The bitmap item of a node port, if in range.
+fn port_item(port: i64) -> Option<u32> {
+    (i64::from(NODE_PORT_BASE)..=i64::from(NODE_PORT_LAST))
+        .contains(&port)
+        .then(|| u32::try_from(port - i64::from(NODE_PORT_BASE)).unwrap_or(0))
+}
+
+/// The node port of a bitmap item.
+fn item_port(item: u32) -> i64 {
+    i64::from(NODE_PORT_BASE) + i64::from(item)
+}
+
+/// The allocators and their stored snapshots' revisions. Guarded by the registry's
+/// allocation lock; never read without it.
+#[derive(Debug)]
+pub struct ServiceAllocators {
+    /// Whether the bitmaps were loaded and repaired from the store.
+    loaded: bool,
+    /// Cluster IPs (item `i` is `10.96.0.0 + 1 + i`).
+    ips: BitmapRange,
+    /// Node ports and health-check node ports (item `i` is `30000 + i`).
+    ports: BitmapRange,
+    /// The revision of each stored snapshot (`None`: not stored yet).
+    ips_rev: Option<Revision>,
+    ports_rev: Option<Revision>,
+}
+
+impl Default for ServiceAllocators {
+    fn default() -> Self {
+        let port_size = u32::from(NODE_PORT_LAST - NODE_PORT_BASE) + 1;
+        Self {
+            loaded: false,
+            ips: BitmapRange::new(ip_range_size(), ip_range_offset(ip_range_size())),
+            ports: BitmapRange::new(port_size, port_range_offset(port_size)),
+            ips_rev: None,
+            ports_rev: None,
+        }
+    }
+}
+
+impl ServiceAllocators {
+    /// How many cluster IPs and node ports are allocated (tests, diagnostics).
+    pub fn used(&self) -> (u32, u32) {
+        (self.ips.used(), self.ports.used())
+    }
+}
+
+/// What a Service holds: its cluster IP, node ports and health-check node port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Holdings {
+    ips: BTreeSet<u32>,
+    ports: BTreeSet<u32>,
+}
+
+/// The items `svc` (as stored) holds in the ranges.
+fn holdings(svc: &Value) -> Holdings {
+    let mut held = Holdings::default();
+    let ips = svc.pointer("/spec/clusterIPs").and_then(Value::as_array);
+    for ip in ips
+        .into_iter()
+        .flatten()
+        .chain(svc.pointer("/spec/clusterIP"))
+    {
+        if let Some(item) = ip.as_str().and_then(|s| s.parse().ok()).and_then(ip_item) {
+            held.ips.insert(item);
+        }
+    }
+    for port in svc
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(item) = port
+            .get("nodePort")
+            .and_then(Value::as_i64)
+            .and_then(port_item)
+        {
+            held.ports.insert(item);
+        }
+    }
+    if let Some(item) = svc
+        .pointer("/spec/healthCheckNodePort")
+        .and_then(Value::as_i64)
+        .and_then(port_item)
+    {
+        held.ports.insert(item);
+    }
+    held
+}
+
+fn service_type(svc: &Value) -> &str {
+    svc.pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+}
+
+/// Whether the Service gets node ports, as upstream's `needsNodePort`: NodePort, and
+/// LoadBalancer unless `allocateLoadBalancerNodePorts` is false.
+fn needs_node_ports(svc: &Value) -> bool {
+    match service_type(svc) {
+        "NodePort" => true,
+        "LoadBalancer" => svc
+            .pointer("/spec/allocateLoadBalancerNodePorts")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        _ => false,
+    }
+}
+
+/// Whether the Service gets a health-check node port, as upstream's `needsHCNodePort`: a
+/// LoadBalancer with `externalTrafficPolicy: Local`.
+fn needs_health_check_port(svc: &Value) -> bool {
+    service_type(svc) == "LoadBalancer"
+        && svc
+            .pointer("/spec/externalTrafficPolicy")
+            .and_then(Value::as_str)
+            == Some("Local")
+}
+
+fn invalid(svc: &Value, field: String, value: impl std::fmt::Display, detail: String) -> ApiError {
+    ApiError::invalid(
+        svc_resource::SERVICES.group_kind(),
+        object::name(svc),
+        &[FieldError {
+            kind: FieldErrorKind::Invalid,
+            field,
+            value: value.to_string(),
+            detail,
+        }],
+    )
+}
+
+/// The message of a node port allocation error, as upstream's port allocator.
+fn port_error(err: RangeError) -> String {
+    match err {
+        RangeError::Allocated => "provided port is already allocated".to_owned(),
+        RangeError::NotInRange => format!(
+            "provided port is not in the valid range. The range of valid ports is {NODE_PORT_RANGE}"
+        ),
+        RangeError::Full => "range is full".to_owned(),
+    }
+}
+
+/// An allocation in progress, holding the allocation lock. See the module doc.
+pub struct ServiceAllocationTxn<'a> {
+    guard: MutexGuard<'a, ServiceAllocators>,
+    /// Items taken by this transaction (given back unless committed).
+    taken: Holdings,
+    /// Items the Service gives up once the write is done.
+    to_release: Holdings,
+    committed: bool,
+}
+
+impl std::fmt::Debug for ServiceAllocationTxn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceAllocationTxn")
+            .field("taken", &self.taken)
+            .field("to_release", &self.to_release)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceAllocationTxn<'_> {
+    /// The Service was stored: frees what it gave up and writes the snapshots.
+    pub async fn commit(mut self, registry: &Registry) {
+        self.committed = true;
+        for item in &self.to_release.ips {
+            self.guard.ips.release(*item);
+        }
+        for item in &self.to_release.ports {
+            self.guard.ports.release(*item);
+        }
+        let changed =
+            !(self.taken == Holdings::default() && self.to_release == Holdings::default());
+        if changed && let Err(err) = registry.persist_allocators_locked(&mut self.guard).await {
+            // The Services are the truth: the next start repairs the snapshot from them.
+            tracing::error!(%err, "writing the service allocation snapshots");
+        }
+    }
+
+    fn take_ip(&mut self, item: u32) -> Result<(), RangeError> {
+        self.guard.ips.allocate(item)?;
+        self.taken.ips.insert(item);
+        Ok(())
+    }
+
+    fn take_next_ip(&mut self) -> Result<u32, RangeError> {
+        // The first address is the kubernetes Service's, never handed out dynamically.
+        let reserved = ip_item(KUBERNETES_SERVICE_IP).filter(|i| !self.guard.ips.has(*i));
+        if let Some(item) = reserved {
+            let _ = self.guard.ips.allocate(item);
+        }
+        let got = self.guard.ips.allocate_next(&mut rand::rng());
+        if let Some(item) = reserved {
+            self.guard.ips.release(item);
+        }
+        let item = got?;
+        self.taken.ips.insert(item);
+        Ok(item)
+    }
+
+    fn take_port(&mut self, item: u32) -> Result<(), RangeError> {
+        self.guard.ports.allocate(item)?;
+        self.taken.ports.insert(item);
+        Ok(())
+    }
+
+    fn take_next_port(&mut self) -> Result<u32, RangeError> {
+        let item = self.guard.ports.allocate_next(&mut rand::rng())?;
+        self.taken.ports.insert(item);
+        Ok(item)
+    }
+}
+
+impl Drop for ServiceAllocationTxn<'_> {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        for item in &self.taken.ips {
+            self.guard.ips.release(*item);
+        }
+        for item in &self.taken.ports {
+            self.guard.ports.release(*item);
+        }
+    }
+}
+
+impl Registry {
+    /// Takes the allocation lock, loading and repairing the bitmaps on first use.
+    async fn lock_allocators(&self) -> Result<MutexGuard<'_, ServiceAllocators>> {
+        let mut guard = self.service_ips.lock().await;
+        if !guard.loaded {
+            self.repair_allocators_locked(&mut guard).await?;
+        }
+        Ok(guard)
+    }
+
+    /// Loads and repairs the allocators now (the server does it before serving, as
+    /// kube-apiserver runs its repair controllers before allocating).
+    pub async fn repair_service_allocations(&self) -> Result<()> {
+        let mut guard = self.service_ips.lock().await;
+        self.repair_allocators_locked(&mut guard).await
+    }
+
+    /// Rebuilds the bitmaps from the stored Services, as upstream's IP and node port repair
+    /// controllers: items held by Services are marked (a second holder is an error, logged),
+    /// items only the snapshot holds are leaks and freed; the snapshots are rewritten.
+    async fn repair_allocators_locked(&self, alloc: &mut ServiceAllocators) -> Result<()> {
+        let stored_ips = self.read_snapshot(SERVICE_IPS_KEY).await?;
+        let stored_ports = self.read_snapshot(SERVICE_NODE_PORTS_KEY).await?;
+        let def = &svc_resource::SERVICES;
+        let listed = self
+            .storage()
+            .list(ListOptions {
+                prefix: def.storage_prefix(None),
+                ..ListOptions::default()
+            })
+            .await
+            .map_err(|e| ApiError::from_storage(e, def.group_resource(), ""))?;
+        let fresh = ServiceAllocators::default();
+        let (mut ips, mut ports) = (fresh.ips, fresh.ports);
+        for kv in &listed.kvs {
+            let Ok(svc) = serde_json::from_slice::<Value>(&kv.value) else {
+                continue;
+            };
+            let held = holdings(&svc);
+            for item in held.ips {
+                if ips.allocate(item).is_err() {
+                    tracing::error!(ip = %item_ip(item), service = %kv.key, "Cluster IP allocated to more than one Service");
+                }
+            }
+            for item in held.ports {
+                if ports.allocate(item).is_err() {
+                    tracing::error!(port = item_port(item), service = %kv.key, "Node port allocated to more than one Service");
+                }
+            }
+        }
+        let compare = |name: &str, snapshot: Option<&BitmapRange>, actual: &BitmapRange| {
+            let Some(snapshot) = snapshot else {
+                return;
+            };
+            let leaked = snapshot.items().filter(|i| !actual.has(*i)).count();
+            let repaired = actual.items().filter(|i| !snapshot.has(*i)).count();
+            if leaked + repaired > 0 {
+                tracing::warn!(
+                    range = name,
+                    leaked,
+                    repaired,
+                    "repaired the service allocations from the stored Services"
+                );
+            }
+        };
+        compare("serviceips", stored_ips.as_ref().map(|(r, _)| r), &ips);
+        compare(
+            "servicenodeports",
+            stored_ports.as_ref().map(|(r, _)| r),
+            &ports,
+        );
+        alloc.ips = ips;
+        alloc.ports = ports;
+        alloc.ips_rev = stored_ips.map(|(_, rev)| rev);
+        alloc.ports_rev = stored_ports.map(|(_, rev)| rev);
+        alloc.loaded = true;
+        self.persist_allocators_locked(alloc).await
+    }
+
+    /// Reads a stored snapshot and its revision (`None` when absent or unreadable).
+    async fn read_snapshot(&self, key: &str) -> Result<Option<(BitmapRange, Revision)>> {
+        let kv = self
+            .storage()
+            .get(key)
+            .await
+            .map_err(|e| ApiError::internal(format!("reading {key}: {e}")))?;
+        let Some(kv) = kv else {
+            return Ok(None);
+        };
+        let defaults = ServiceAllocators::default();
+        let (size, offset) = if key == SERVICE_IPS_KEY {
+            (defaults.ips.size(), ip_range_offset(defaults.ips.size()))
+        } else {
+            (
+                defaults.ports.size(),
+                port_range_offset(defaults.ports.size()),
+            )
+        };
+        let range = serde_json::from_slice::<Value>(&kv.value)
+            .ok()
+            .and_then(|v| v.get("data").and_then(Value::as_str).map(str::to_owned))
+            .and_then(|data| BitmapRange::restore(size, offset, &data));
+        Ok(Some((
+            range.unwrap_or_else(|| BitmapRange::new(size, offset)),
+            kv.mod_revision,
+        )))
+    }
+
+    /// Writes both snapshots as `RangeAllocation` objects (compare-and-swap on the revision
+    /// last written; a stale revision re-reads it, as only this server writes them).
+    async fn persist_allocators_locked(&self, alloc: &mut ServiceAllocators) -> Result<()> {
+        let ips = json!({
+            "apiVersion": "v1",
+            "kind": "RangeAllocation",
+            "metadata": {"name": ""},
+            "range": SERVICE_CIDR,
+            "data": alloc.ips.snapshot(),
+        });
+        let ports = json!({
+            "apiVersion": "v1",
+            "kind": "RangeAllocation",
+            "metadata": {"name": ""},
+            "range": NODE_PORT_RANGE,
+            "data": alloc.ports.snapshot(),
+        });
+        alloc.ips_rev = Some(
+            self.write_snapshot(SERVICE_IPS_KEY, alloc.ips_rev, &ips)
+                .await?,
+        );
+        alloc.ports_rev = Some(
+            self.write_snapshot(SERVICE_NODE_PORTS_KEY, alloc.ports_rev, &ports)
+                .await?,
+        );
+        Ok(())
+    }
+
+    async fn write_snapshot(
+        &self,
+        key: &str,
+        rev: Option<Revision>,
+        value: &Value,
+    ) -> Result<Revision> {
+        let bytes = Bytes::from(serde_json::to_vec(value).map_err(ApiError::internal)?);
+        let fail = |e: storage::Error| ApiError::internal(format!("writing {key}: {e}"));
+        let mut rev = rev;
+        for _ in 0..3 {
+            let result = match rev {
+                Some(r) => self.storage().update(key, r, bytes.clone()).await,
+                None => self.storage().create(key, bytes.clone()).await,
+            };
+            match result {
+                Ok(r) => return Ok(r),
+                Err(
+                    storage::Error::Conflict { .. }
+                    | storage::Error::AlreadyExists { .. }
+                    | storage::Error::NotFound { .. },
+                ) => {
+                    rev = self
+                        .storage()
+                        .get(key)
+                        .await
+                        .map_err(fail)?
+                        .map(|kv| kv.mod_revision);
+                }
+                Err(e) => return Err(fail(e)),
+            }
+        }
+        Err(ApiError::internal(format!(
+            "writing {key}: conflicting writers"
+        )))
+    }
+
+    /// Allocates what a new Service needs, as upstream's Service REST `Create`
+    /// (`allocClusterIPs`, `initNodePorts`, `allocHealthCheckNodePort`): the requested cluster
+    /// IP (422 when out of range or taken) or a free one, requested or free node ports for
+    /// NodePort and LoadBalancer Services, a health-check node port for LoadBalancers with
+    /// `externalTrafficPolicy: Local`.
+    pub(crate) async fn begin_service_create(
+        &self,
+        svc: &mut Value,
+    ) -> Result<ServiceAllocationTxn<'_>> {
+        let guard = self.lock_allocators().await?;
+        let mut txn = ServiceAllocationTxn {
+            guard,
+            taken: Holdings::default(),
+            to_release: Holdings::default(),
+            committed: false,
+        };
+        if service_type(svc) != "ExternalName" {
+            allocate_cluster_ip(&mut txn, svc)?;
+        }
+        if needs_node_ports(svc) {
+            allocate_node_ports(&mut txn, svc, &BTreeSet::new())?;
+        }
+        if needs_health_check_port(svc) {
+            allocate_health_check_port(&mut txn, svc, None)?;
+        }
+        Ok(txn)
+    }
+
+    /// Allocates and releases what a Service update changes, as upstream's Service REST
+    /// `Update` (`patchAllocatedValues`, `updateNodePorts`, `updateHealthCheckNodePort`):
+    /// node ports omitted from the new spec keep their old values (by port name), new ones are
+    /// allocated, those no longer used are released once the update is stored; a Service that
+    /// leaves NodePort/LoadBalancer gives its node ports up, one becoming ExternalName its
+    /// cluster IP; a final removal (deleting, no finalizers left) gives everything up.
+    pub(crate) async fn begin_service_update(
+        &self,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<ServiceAllocationTxn<'_>> {
+        let guard = self.lock_allocators().await?;
+        let mut txn = ServiceAllocationTxn {
+            guard,
+            taken: Holdings::default(),
+            to_release: Holdings::default(),
+            committed: false,
+        };
+        let old_held = holdings(old);
+        let removed = new
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null())
+            && object::finalizers(new).is_empty();
+        if removed {
+            txn.to_release = old_held;
+            return Ok(txn);
+        }
+        // Cluster IP: allocated when gaining one (from ExternalName), released when losing it.
+        let had_ip = !old_held.ips.is_empty();
+        let wants_ip = service_type(new) != "ExternalName";
+        if wants_ip && !had_ip {
+            allocate_cluster_ip(&mut txn, new)?;
+        } else if !wants_ip {
+            txn.to_release.ips.extend(old_held.ips.iter().copied());
+        }
+        // Node ports.
+        let old_ports = node_port_items(old);
+        if needs_node_ports(new) {
+            if needs_node_ports(old) {
+                patch_omitted_node_ports(new, old);
+            }
+            allocate_node_ports(&mut txn, new, &old_ports)?;
+        } else {
+            clear_node_ports(new, old);
+        }
+        let new_ports = node_port_items(new);
+        txn.to_release
+            .ports
+            .extend(old_ports.difference(&new_ports).copied());
+        // Health-check node port.
+        let old_hc = old
+            .pointer("/spec/healthCheckNodePort")
+            .and_then(Value::as_i64)
+            .and_then(port_item);
+        if needs_health_check_port(new) {
+            let requested = new
+                .pointer("/spec/healthCheckNodePort")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if requested == 0
+                && needs_health_check_port(old)
+                && let Some(old_item) = old_hc
+            {
+                new["spec"]["healthCheckNodePort"] = json!(item_port(old_item));
+            }
+            allocate_health_check_port(&mut txn, new, old_hc)?;
+        } else if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
+            && spec
+                .get("healthCheckNodePort")
+                .and_then(Value::as_i64)
+                .and_then(port_item)
+                == old_hc
+        {
+            spec.remove("healthCheckNodePort");
+        }
+        let new_hc = new
+            .pointer("/spec/healthCheckNodePort")
+            .and_then(Value::as_i64)
+            .and_then(port_item);
+        if let Some(item) = old_hc
+            && new_hc != Some(item)
+            && !new_ports.contains(&item)
+        {
+            txn.to_release.ports.insert(item);
+        }
+        Ok(txn)
+    }
+
+    /// Gives back what a removed Service held (a delete's final removal).
+    pub(crate) async fn release_service_allocations(&self, svc: &Value) {
+        let mut guard = match self.lock_allocators().await {
+            Ok(guard) => guard,
+            Err(err) => {
+                tracing::error!(%err, "loading the service allocations to release a deleted Service's");
+                return;
+            }
+        };
+        let held = holdings(svc);
+        for item in &held.ips {
+            guard.ips.release(*item);
+        }
+        for item in &held.ports {
+            guard.ports.release(*item);
+        }
+        if held != Holdings::default()
+            && let Err(err) = self.persist_allocators_locked(&mut guard).await
+        {
+            tracing::error!(%err, "writing the service allocation snapshots");
+        }
+    }
+
+    /// How many cluster IPs and node ports are allocated (tests, diagnostics).
+    pub async fn service_allocations_used(&self) -> Result<(u32, u32)> {
+        Ok(self.lock_allocators().await?.used())
+    }
+}
+
+/// The node port items of `svc`'s ports (not its health-check port).
+fn node_port_items(svc: &Value) -> BTreeSet<u32> {
+    svc.pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            p.get("nodePort")
+                .and_then(Value::as_i64)
+                .and_then(port_item)
+        })
+        .collect()
+}
+
+/// Defaults a headless Service's `ipFamilyPolicy` and `ipFamilies` as upstream's
+/// `initIPFamilyFields` on this single-stack IPv4 cluster: with a selector SingleStack and
+/// IPv4; without one RequireDualStack and both families (its Endpoints come from its owner,
+/// in any family). Values the user set are kept. The EndpointSlice controller reads
+/// `ipFamilies` to choose the slices' address types.
+fn default_headless_ip_families(svc: &mut Value) {
+    let selectorless = svc
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .is_none_or(|s| s.is_empty());
+    let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let unset = |v: Option<&Value>| v.is_none_or(|v| v.is_null() || v == "" || v == &json!([]));
+    if unset(spec.get("ipFamilyPolicy")) {
+        let policy = if selectorless {
+            "RequireDualStack"
+        } else {
+            "SingleStack"
+        };
+        spec.insert("ipFamilyPolicy".to_owned(), json!(policy));
+    }
+    if unset(spec.get("ipFamilies")) {
+        spec.insert("ipFamilies".to_owned(), json!(["IPv4"]));
+    }
+    let single = spec.get("ipFamilyPolicy").and_then(Value::as_str) == Some("SingleStack");
+    if selectorless
+        && !single
+        && let Some(families) = spec.get_mut("ipFamilies").and_then(Value::as_array_mut)
+        && families.len() == 1
+    {
+        let other = if families[0] == "IPv6" {
+            "IPv4"
+        } else {
+            "IPv6"
+        };
+        families.push(json!(other));
+    }
+}
+
+/// Allocates the requested (`clusterIP`, else `clusterIPs[0]`) or a free cluster IP and sets
+/// `clusterIP`, `clusterIPs`, `ipFamilies` and `ipFamilyPolicy`; headless (`None`) Services
+/// get no IP, only their families ([`default_headless_ip_families`]).
+fn allocate_cluster_ip(txn: &mut ServiceAllocationTxn<'_>, svc: &mut Value) -> Result<()> {
+    let requested = svc
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .filter(|ip| !ip.is_empty())
+        .or_else(|| {
+            svc.pointer("/spec/clusterIPs/0")
+                .and_then(Value::as_str)
+                .filter(|ip| !ip.is_empty())
+        })
+        .map(str::to_owned);
+    if requested.as_deref() == Some("None") {
+        default_headless_ip_families(svc);
+        return Ok(());
+    }
+    let item = match &requested {
+        Some(ip) => {
+            let is_kubernetes =
+                object::namespace(svc) == "default" && object::name(svc) == "kubernetes";
+            let checked = ip
+                .parse::<Ipv4Addr>()
+                .ok()
+                .and_then(|parsed| ip_item(parsed).map(|item| (parsed, item)));
+            let result = match checked {
+                None => Err(super::service_ip::AllocError::NotInRange(ip.clone())),
+                Some((parsed, _)) if parsed == KUBERNETES_SERVICE_IP && !is_kubernetes => {
+                    Err(super::service_ip::AllocError::Allocated)
+                }
+                Some((_, item)) => txn.take_ip(item).map(|()| item).map_err(|e| match e {
+                    RangeError::Allocated => super::service_ip::AllocError::Allocated,
+                    RangeError::Full => super::service_ip::AllocError::Full,
+                    RangeError::NotInRange => super::service_ip::AllocError::NotInRange(ip.clone()),
+                }),
+            };
+            result.map_err(|e| {
+                // The value as upstream prints `spec.clusterIPs` (`%#v` of a Go slice).
+                invalid(
+                    svc,
+                    "spec.clusterIPs".to_owned(),
+                    format!("[]string{{{ip:?}}}"),
+                    format!("failed to allocate IP {ip}: {e}"),
+                )
+            })?
+        }
+        None => txn
+            .take_next_ip()
+            .map_err(|e| ApiError::internal(format!("failed to allocate a serviceIP: {e}")))?,
+    };
+    let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    let ip = item_ip(item).to_string();
+    spec.insert("clusterIP".to_owned(), json!(ip));
+    spec.insert("clusterIPs".to_owned(), json!([ip]));
+    spec.insert("ipFamilies".to_owned(), json!(["IPv4"]));
+    spec.insert("ipFamilyPolicy".to_owned(), json!("SingleStack"));
+    Ok(())
+}
+
+/// Node ports for every port, as upstream's `initNodePorts`/`updateNodePorts`: a requested
+/// port is allocated (unless the Service already held it), an omitted one gets a free port;
+/// ports sharing a port number (TCP and UDP) share a node port.
+fn allocate_node_ports(
+    txn: &mut ServiceAllocationTxn<'_>,
+    svc: &mut Value,
+    already_held: &BTreeSet<u32>,
+) -> Result<()> {
+    let snapshot = svc.clone();
+    let Some(ports) = svc.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    let mut by_port: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut claimed: BTreeSet<u32> = BTreeSet::new();
+    for i in 0..ports.len() {
+        let number = ports[i].get("port").and_then(Value::as_i64).unwrap_or(0);
+        let requested = ports[i]
+            .get("nodePort")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let shared = by_port.get(&number).copied();
+        let node_port = match (requested, shared) {
+            (0, Some(np)) => np,
+            (0, None) => {
+                // A later port with the same number may name the node port to use.
+                let later = ports[i + 1..]
+                    .iter()
+                    .filter(|p| p.get("port").and_then(Value::as_i64) == Some(number))
+                    .find_map(|p| {
+                        p.get("nodePort")
+                            .and_then(Value::as_i64)
+                            .filter(|n| *n != 0)
+                    });
+                match later {
+                    Some(np) => np,
+                    None => {
+                        let item = txn.take_next_port().map_err(|e| {
+                            ApiError::internal(format!("failed to allocate a nodePort: {e}"))
+                        })?;
+                        claimed.insert(item);
+                        item_port(item)
+                    }
+                }
+            }
+            (np, _) => np,
+        };
+        if let Some(item) = port_item(node_port)
+            && (claimed.contains(&item) || already_held.contains(&item))
+        {
+            // Held already, by this Service.
+        } else {
+            let item = port_item(node_port)
+                .ok_or(RangeError::NotInRange)
+                .and_then(|item| txn.take_port(item).map(|()| item));
+            match item {
+                Ok(item) => {
+                    claimed.insert(item);
+                }
+                Err(e) => {
+                    return Err(invalid(
+                        &snapshot,
+                        format!("spec.ports[{i}].nodePort"),
+                        node_port,
+                        port_error(e),
+                    ));
+                }
+            }
+        }
+        ports[i]["nodePort"] = json!(node_port);
+        by_port.entry(number).or_insert(node_port);
+    }
+    Ok(())
+}
+
+/// Fills node ports the new spec omits with the old ones (matched by port name) when no
+/// other port took them, as upstream's `patchAllocatedValues`.
+fn patch_omitted_node_ports(new: &mut Value, old: &Value) {
+    let old_by_name: BTreeMap<String, i64> = old
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let name = p
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            p.get("nodePort").and_then(Value::as_i64).map(|n| (name, n))
+        })
+        .collect();
+    let used: BTreeSet<i64> = node_port_items(old)
+        .intersection(&node_port_items(new))
+        .map(|i| item_port(*i))
+        .collect();
+    for port in new
+        .pointer_mut("/spec/ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+            continue;
+        }
+        let name = port
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        if let Some(old_value) = old_by_name.get(&name)
+            && !used.contains(old_value)
+        {
+            port["nodePort"] = json!(old_value);
+        }
+    }
+}
+
+/// Drops node ports from a Service that no longer has any (its old values only: a new value
+/// is the user's mistake, left for validation), as upstream's `dropTypeDependentFields`.
+fn clear_node_ports(new: &mut Value, old: &Value) {
+    let old_values = node_port_items(old);
+    for port in new
+        .pointer_mut("/spec/ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        let value = port.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
+        if (value == 0 || port_item(value).is_some_and(|i| old_values.contains(&i)))
+            && let Some(map) = port.as_object_mut()
+        {
+            map.remove("nodePort");
+        }
+    }
+}
+
+/// The health-check node port: the requested one (unless already held as `held`), or a free
+/// one.
+fn allocate_health_check_port(
+    txn: &mut ServiceAllocationTxn<'_>,
+    svc: &mut Value,
+    held: Option<u32>,
+) -> Result<()> {
+    let requested = svc
+        .pointer("/spec/healthCheckNodePort")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let item = if requested == 0 {
+        txn.take_next_port().map_err(|e| {
+            ApiError::internal(format!("failed to allocate a health check node port: {e}"))
+        })?
+    } else {
+        match port_item(requested) {
+            Some(item) if Some(item) == held => item,
+            Some(item) => txn.take_port(item).map(|()| item).map_err(|e| {
+                invalid(
+                    svc,
+                    "spec.healthCheckNodePort".to_owned(),
+                    requested,
+                    port_error(e),
+                )
+            })?,
+            None => {
+                return Err(invalid(
+                    svc,
+                    "spec.healthCheckNodePort".to_owned(),
+                    requested,
+                    port_error(RangeError::NotInRange),
+                ));
+            }
+        }
+    };
+    svc["spec"]["healthCheckNodePort"] = json!(item_port(item));
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "service_alloc_tests.rs"]
+mod tests;

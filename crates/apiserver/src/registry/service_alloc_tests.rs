@@ -1,0 +1,439 @@
+//! Tests of the Service IP and node port allocation through the registry (upstream's Service REST storage tests, in the cases that matter).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::registry::delete::DeleteOptions;
+use crate::registry::options::WriteOptions;
+use crate::registry::update::Target;
+use crate::resources::namespace::NAMESPACES;
+use crate::resources::service::SERVICES;
+use crate::storage::Storage;
+use crate::storage::memory::MemoryStorage;
+
+async fn registry_on(storage: Arc<MemoryStorage>) -> Registry {
+    let registry = Registry::new(storage);
+    let _ = registry
+        .create(
+            &NAMESPACES,
+            "",
+            json!({"metadata": {"name": "ns"}}),
+            &WriteOptions::default(),
+        )
+        .await;
+    registry
+}
+
+async fn registry() -> Registry {
+    registry_on(Arc::new(MemoryStorage::new())).await
+}
+
+fn svc(name: &str, spec: Value) -> Value {
+    json!({"metadata": {"name": name, "namespace": "ns"}, "spec": spec})
+}
+
+async fn create(r: &Registry, body: Value) -> Result<Value> {
+    r.create(&SERVICES, "ns", body, &WriteOptions::default())
+        .await
+        .map(|o| o.object)
+}
+
+async fn update(r: &Registry, body: Value) -> Result<Value> {
+    let name = object::name(&body).to_owned();
+    r.update(
+        &SERVICES,
+        "ns",
+        &name,
+        body,
+        Target::Main,
+        &WriteOptions::default(),
+    )
+    .await
+    .map(|o| o.object)
+}
+
+fn node_ports(svc: &Value) -> Vec<i64> {
+    svc.pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+        .collect()
+}
+
+fn error_text(err: &ApiError) -> String {
+    format!("{err:?}")
+}
+
+/// Cluster IPs: requested ones are checked (range, taken, the kubernetes address), free ones
+/// are unique; a deleted Service's IP is free again.
+#[tokio::test]
+async fn cluster_ips_are_unique_checked_and_released() {
+    let r = registry().await;
+    let a = create(
+        &r,
+        svc(
+            "a",
+            json!({"clusterIP": "10.96.5.5", "ports": [{"port": 80}]}),
+        ),
+    )
+    .await
+    .expect("requested");
+    assert_eq!(a["spec"]["clusterIPs"], json!(["10.96.5.5"]));
+    assert_eq!(a["spec"]["ipFamilies"], json!(["IPv4"]));
+    let taken = create(
+        &r,
+        svc(
+            "b",
+            json!({"clusterIP": "10.96.5.5", "ports": [{"port": 80}]}),
+        ),
+    )
+    .await
+    .expect_err("taken");
+    assert!(
+        error_text(&taken).contains("provided IP is already allocated"),
+        "{taken:?}"
+    );
+    let outside = create(
+        &r,
+        svc(
+            "c",
+            json!({"clusterIP": "10.200.0.1", "ports": [{"port": 80}]}),
+        ),
+    )
+    .await
+    .expect_err("range");
+    assert!(
+        error_text(&outside).contains("is not in the valid range"),
+        "{outside:?}"
+    );
+    let kubernetes = create(
+        &r,
+        svc(
+            "d",
+            json!({"clusterIP": "10.96.0.1", "ports": [{"port": 80}]}),
+        ),
+    )
+    .await
+    .expect_err("reserved");
+    assert!(
+        error_text(&kubernetes).contains("already allocated"),
+        "{kubernetes:?}"
+    );
+
+    let mut seen = HashSet::new();
+    for i in 0..50 {
+        let s = create(&r, svc(&format!("s{i}"), json!({"ports": [{"port": 80}]})))
+            .await
+            .expect("free ip");
+        let ip = s["spec"]["clusterIP"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert_ne!(ip, "10.96.0.1");
+        assert!(seen.insert(ip.clone()), "{ip} twice");
+    }
+    assert_eq!(r.service_allocations_used().await.expect("used").0, 51);
+    r.delete(&SERVICES, "ns", "a", &DeleteOptions::default())
+        .await
+        .expect("delete");
+    assert_eq!(r.service_allocations_used().await.expect("used").0, 50);
+    create(
+        &r,
+        svc(
+            "e",
+            json!({"clusterIP": "10.96.5.5", "ports": [{"port": 80}]}),
+        ),
+    )
+    .await
+    .expect("free again");
+    // Headless and ExternalName Services hold no IP.
+    create(&r, svc("h", json!({"clusterIP": "None"})))
+        .await
+        .expect("headless");
+    create(
+        &r,
+        svc(
+            "x",
+            json!({"type": "ExternalName", "externalName": "example.com"}),
+        ),
+    )
+    .await
+    .expect("external name");
+    assert_eq!(r.service_allocations_used().await.expect("used").0, 51);
+}
+
+/// Concurrent creates never share an IP or a node port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_never_share() {
+    let r = Arc::new(registry().await);
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let r = Arc::clone(&r);
+        tasks.push(tokio::spawn(async move {
+            create(
+                &r,
+                svc(
+                    &format!("s{i}"),
+                    json!({"type": "NodePort", "ports": [{"port": 80}]}),
+                ),
+            )
+            .await
+            .expect("create")
+        }));
+    }
+    let (mut ips, mut ports) = (HashSet::new(), HashSet::new());
+    for t in tasks {
+        let s = t.await.expect("task");
+        assert!(
+            ips.insert(
+                s["spec"]["clusterIP"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            )
+        );
+        for p in node_ports(&s) {
+            assert!(ports.insert(p), "node port {p} twice");
+            assert!((30000..=32767).contains(&p));
+        }
+    }
+    assert_eq!((ips.len(), ports.len()), (100, 100));
+}
+
+/// Node ports: requested ones are checked, free ones allocated, ports sharing a number share
+/// a node port; changing the type to ClusterIP releases them; omitted values are kept on
+/// update.
+#[tokio::test]
+async fn node_ports_like_upstream() {
+    let r = registry().await;
+    let a = create(
+        &r,
+        svc(
+            "a",
+            json!({"type": "NodePort", "ports": [
+                {"name": "tcp", "port": 53, "protocol": "TCP"},
+                {"name": "udp", "port": 53, "protocol": "UDP"},
+                {"name": "web", "port": 80, "nodePort": 30080}
+            ]}),
+        ),
+    )
+    .await
+    .expect("create");
+    let ports = node_ports(&a);
+    assert_eq!(ports[0], ports[1], "same port number, same node port");
+    assert_eq!(ports[2], 30080);
+    let taken = create(
+        &r,
+        svc(
+            "b",
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}),
+        ),
+    )
+    .await
+    .expect_err("taken");
+    assert!(
+        error_text(&taken).contains("provided port is already allocated"),
+        "{taken:?}"
+    );
+    let outside = create(
+        &r,
+        svc(
+            "c",
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 8080}]}),
+        ),
+    )
+    .await
+    .expect_err("range");
+    assert!(
+        error_text(&outside).contains("The range of valid ports is 30000-32767"),
+        "{outside:?}"
+    );
+    assert_eq!(r.service_allocations_used().await.expect("used").1, 2);
+
+    // An update that omits the node ports keeps them.
+    let mut omitted = a.clone();
+    for p in omitted["spec"]["ports"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        p.as_object_mut().map(|m| m.remove("nodePort"));
+    }
+    let kept = update(&r, omitted).await.expect("update");
+    assert_eq!(node_ports(&kept), ports);
+
+    // To ClusterIP: node ports dropped and released.
+    let mut cluster_ip = kept.clone();
+    cluster_ip["spec"]["type"] = json!("ClusterIP");
+    let changed = update(&r, cluster_ip).await.expect("to ClusterIP");
+    assert!(node_ports(&changed).is_empty());
+    assert_eq!(r.service_allocations_used().await.expect("used").1, 0);
+    create(
+        &r,
+        svc(
+            "d",
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}),
+        ),
+    )
+    .await
+    .expect("free again");
+}
+
+/// LoadBalancers get node ports (unless told not to) and, with `externalTrafficPolicy:
+/// Local`, a health-check node port; the status stays empty (no cloud: pending).
+#[tokio::test]
+async fn load_balancers_and_health_check_ports() {
+    let r = registry().await;
+    let lb = create(
+        &r,
+        svc("lb", json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]})),
+    )
+    .await
+    .expect("create");
+    let hc = lb["spec"]["healthCheckNodePort"]
+        .as_i64()
+        .expect("health check port");
+    assert!((30000..=32767).contains(&hc));
+    assert_eq!(node_ports(&lb).len(), 1);
+    assert_ne!(node_ports(&lb)[0], hc);
+    assert_eq!(lb["status"], json!({"loadBalancer": {}}));
+    assert_eq!(r.service_allocations_used().await.expect("used").1, 2);
+
+    let mut cluster = lb.clone();
+    cluster["spec"]["externalTrafficPolicy"] = json!("Cluster");
+    let cluster = update(&r, cluster).await.expect("policy change");
+    assert!(cluster["spec"].get("healthCheckNodePort").is_none());
+    assert_eq!(
+        r.service_allocations_used().await.expect("used").1,
+        1,
+        "health-check port released"
+    );
+
+    let no_ports = create(
+        &r,
+        svc("lb2", json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false, "ports": [{"port": 80}]})),
+    )
+    .await
+    .expect("create");
+    assert!(node_ports(&no_ports).is_empty());
+    r.delete(&SERVICES, "ns", "lb", &DeleteOptions::default())
+        .await
+        .expect("delete");
+    assert_eq!(r.service_allocations_used().await.expect("used").1, 0);
+}
+
+/// A dry run and a failed create give their allocations back.
+#[tokio::test]
+async fn failed_and_dry_run_creates_release() {
+    let r = registry().await;
+    r.create(
+        &SERVICES,
+        "ns",
+        svc("a", json!({"type": "NodePort", "ports": [{"port": 80}]})),
+        &WriteOptions::dry_run(true),
+    )
+    .await
+    .expect("dry run");
+    create(&r, svc("b", json!({"ports": [{"port": 80}]})))
+        .await
+        .expect("create");
+    assert!(
+        create(
+            &r,
+            svc("b", json!({"type": "NodePort", "ports": [{"port": 80}]}))
+        )
+        .await
+        .is_err(),
+        "exists"
+    );
+    assert_eq!(r.service_allocations_used().await.expect("used"), (1, 0));
+}
+
+/// The snapshots are stored, and a restarted registry rebuilds the bitmaps from the stored
+/// Services (leaks freed, missing items marked).
+#[tokio::test]
+async fn restart_repairs_from_the_stored_services() {
+    let storage = Arc::new(MemoryStorage::new());
+    let r = registry_on(Arc::clone(&storage)).await;
+    let a = create(
+        &r,
+        svc("a", json!({"type": "NodePort", "ports": [{"port": 80}]})),
+    )
+    .await
+    .expect("create");
+    create(&r, svc("b", json!({"ports": [{"port": 80}]})))
+        .await
+        .expect("create");
+    let stored = storage
+        .get(SERVICE_IPS_KEY)
+        .await
+        .expect("get")
+        .expect("snapshot stored");
+    let snapshot: Value = serde_json::from_slice(&stored.value).expect("json");
+    assert_eq!(snapshot["kind"], "RangeAllocation");
+    assert_eq!(snapshot["range"], "10.96.0.0/12");
+    drop(r);
+
+    let restarted = Registry::new(Arc::clone(&storage) as Arc<dyn crate::storage::Storage>);
+    restarted
+        .repair_service_allocations()
+        .await
+        .expect("repair");
+    assert_eq!(
+        restarted.service_allocations_used().await.expect("used"),
+        (2, 1)
+    );
+    let taken = create(
+        &restarted,
+        svc(
+            "c",
+            json!({"clusterIP": a["spec"]["clusterIP"].clone(), "ports": [{"port": 80}]}),
+        ),
+    )
+    .await;
+    assert!(taken.is_err(), "the IP is known as taken after the restart");
+}
+
+/// Headless Services get IP families as upstream's `initIPFamilyFields` on a single-stack
+/// cluster: SingleStack IPv4 with a selector, RequireDualStack IPv4+IPv6 without; what the
+/// user set is kept.
+#[tokio::test]
+async fn headless_services_get_ip_families() {
+    let r = registry().await;
+    let cases = [
+        (
+            "selected",
+            json!({"clusterIP": "None", "selector": {"app": "a"}, "ports": [{"port": 80}]}),
+            json!("SingleStack"),
+            json!(["IPv4"]),
+        ),
+        (
+            "selectorless",
+            json!({"clusterIP": "None", "ports": [{"port": 80}]}),
+            json!("RequireDualStack"),
+            json!(["IPv4", "IPv6"]),
+        ),
+        (
+            "selectorless-single",
+            json!({"clusterIP": "None", "ipFamilyPolicy": "SingleStack"}),
+            json!("SingleStack"),
+            json!(["IPv4"]),
+        ),
+        (
+            "selectorless-v6",
+            json!({"clusterIP": "None", "ipFamilyPolicy": "PreferDualStack", "ipFamilies": ["IPv6"]}),
+            json!("PreferDualStack"),
+            json!(["IPv6", "IPv4"]),
+        ),
+    ];
+    for (name, spec, policy, families) in cases {
+        let created = create(&r, svc(name, spec)).await.expect(name);
+        assert_eq!(created["spec"]["clusterIPs"], json!(["None"]), "{name}");
+        assert_eq!(created["spec"]["ipFamilyPolicy"], policy, "{name}");
+        assert_eq!(created["spec"]["ipFamilies"], families, "{name}");
+    }
+}
