@@ -234,8 +234,12 @@ fn top_and_autoscale_on_kcm_up_driven_by_kubectl() {
     up.wait_for("the scale-up to 3", || {
         (up.replicas("web") == 3).then_some(())
     });
+    // Events are written asynchronously, after the scale.
+    let rescales = up.wait_for("the SuccessfulRescale event", || {
+        Some(up.rescales("web")).filter(|r| !r.is_empty())
+    });
     assert_eq!(
-        up.rescales("web"),
+        rescales,
         ["New size: 3; reason: cpu resource utilization (percentage of request) above target"]
     );
     up.wait_for("three running pods", || {
@@ -268,10 +272,10 @@ fn top_and_autoscale_on_kcm_up_driven_by_kubectl() {
         "scaled down after {waited:?}, inside the 10 s stabilization window\n{}",
         up.logs()
     );
-    assert_eq!(
-        up.rescales("web").last().map(String::as_str),
-        Some("New size: 1; reason: All metrics below target")
-    );
+    let rescales = up.wait_for("the scale-down event", || {
+        Some(up.rescales("web")).filter(|r| r.len() == 2)
+    });
+    assert_eq!(rescales[1], "New size: 1; reason: All metrics below target");
     let described = up.kubectl_ok(&["describe", "hpa", "web"]);
     assert!(described.contains("ValidMetricFound"), "{described}");
 
