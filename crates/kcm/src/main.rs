@@ -3,6 +3,8 @@
 mod apiserver_cmd;
 mod run_cmd;
 mod sim_cmd;
+mod sim_logs;
+mod sim_usage;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};

@@ -49,6 +49,31 @@ pub struct UpArgs {
     /// How long a scheduled pod stays Pending before it runs (Go duration: 500ms, 2s, 1m).
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub pod_ready_delay: Duration,
+    /// The share of its requests a simulated container uses, as `kubectl top` and the
+    /// HorizontalPodAutoscaler see it, unless its pod's `sim.kcm.io/cpu-usage` /
+    /// `sim.kcm.io/memory-usage` annotations say otherwise.
+    #[arg(long, default_value_t = kcm_sim::usage::DEFAULT_USAGE_SHARE, value_parser = parse_share)]
+    pub pod_usage_share: f64,
+    /// The HorizontalPodAutoscaler controller's period (kube-controller-manager's flag).
+    #[arg(long, value_name = "duration", default_value = "15s")]
+    pub horizontal_pod_autoscaler_sync_period: String,
+    /// How long the HorizontalPodAutoscaler controller waits before scaling down
+    /// (kube-controller-manager's flag).
+    #[arg(long, value_name = "duration", default_value = "5m0s")]
+    pub horizontal_pod_autoscaler_downscale_stabilization: String,
+    /// How long after a pod's start the HorizontalPodAutoscaler controller may skip its CPU
+    /// samples (kube-controller-manager's flag).
+    #[arg(long, value_name = "duration", default_value = "5m0s")]
+    pub horizontal_pod_autoscaler_cpu_initialization_period: String,
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "invalid share {s:?} (a number such as 0.25 or 1.5)"
+        )),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -92,23 +117,37 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 /// The controller manager's options inside `kcm up`: kube-controller-manager's defaults for
 /// everything, but no leader election (one process owns the cluster), no HTTPS endpoint
 /// (nothing probes it; `kcm run` serves one), and pod CIDRs allocated from
-/// [`CLUSTER_CIDR`].
-fn manager_options() -> anyhow::Result<ManagerOptions> {
+/// [`CLUSTER_CIDR`]; the HPA flags `kcm up` takes are passed on.
+fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
     #[derive(Parser)]
     struct Flags {
         #[command(flatten)]
         options: ManagerOptions,
     }
-    let flags = Flags::try_parse_from([
-        "kcm-up",
-        "--leader-elect=false",
-        "--secure-port=0",
+    let mut argv = vec![
+        "kcm-up".to_owned(),
+        "--leader-elect=false".to_owned(),
+        "--secure-port=0".to_owned(),
         // Pod CIDRs come from the node IPAM controller; the simulated nodes wait for theirs.
-        "--allocate-node-cidrs=true",
-        &format!("--cluster-cidr={CLUSTER_CIDR}"),
-        &format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
-    ])
-    .context("the controller manager's options")?;
+        "--allocate-node-cidrs=true".to_owned(),
+        format!("--cluster-cidr={CLUSTER_CIDR}"),
+        format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
+    ];
+    if let Some(args) = args {
+        argv.push(format!(
+            "--horizontal-pod-autoscaler-sync-period={}",
+            args.horizontal_pod_autoscaler_sync_period
+        ));
+        argv.push(format!(
+            "--horizontal-pod-autoscaler-downscale-stabilization={}",
+            args.horizontal_pod_autoscaler_downscale_stabilization
+        ));
+        argv.push(format!(
+            "--horizontal-pod-autoscaler-cpu-initialization-period={}",
+            args.horizontal_pod_autoscaler_cpu_initialization_period
+        ));
+    }
+    let flags = Flags::try_parse_from(argv).context("the controller manager's options")?;
     Ok(flags.options)
 }
 
@@ -326,9 +365,10 @@ async fn run_cluster(
     args: &UpArgs,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let manager = ControllerManager::new(manager_options()?, ControllerRegistry::builtin())
-        .context("configuring the controller manager")?
-        .with_kube_config(server.kube_config());
+    let manager =
+        ControllerManager::new(manager_options(Some(args))?, ControllerRegistry::builtin())
+            .context("configuring the controller manager")?
+            .with_kube_config(server.kube_config());
     tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
     let manager = manager
         .start(cancel.child_token())
@@ -347,6 +387,19 @@ async fn run_cluster(
     };
 
     register_component_probes(server, &manager, &nodes);
+    server
+        .registry()
+        .logs()
+        .set(Arc::new(crate::sim_logs::SimLogs));
+    server
+        .registry()
+        .usage()
+        .set(Arc::new(crate::sim_usage::SimUsage {
+            config: kcm_sim::usage::UsageConfig {
+                default_share: args.pod_usage_share,
+                ..kcm_sim::usage::UsageConfig::default()
+            },
+        }));
     print!(
         "{}",
         ready_banner(server.url(), server.kubeconfig_path(), args.nodes)
@@ -425,7 +478,7 @@ mod tests {
 
     #[test]
     fn manager_runs_every_controller_without_election_or_endpoint() {
-        let options = manager_options().expect("options");
+        let options = manager_options(None).expect("options");
         assert!(!options.leader_election.leader_elect);
         assert_eq!(options.secure_serving.secure_port, 0);
         assert_eq!(options.generic.controllers, ["*"]);

@@ -14,11 +14,13 @@ pub mod client;
 pub mod fake;
 pub mod ipam;
 pub mod kubelet;
+pub mod logs;
 pub mod node;
 pub mod quantity;
 pub mod scheduler;
 pub mod simulator;
 pub mod storage;
+pub mod usage;
 
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use simulator::{Simulator, SimulatorConfig};

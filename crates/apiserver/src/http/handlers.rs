@@ -101,6 +101,13 @@ async fn serve(
             if !sub.verbs().contains(&connect_verb(&method)) {
                 return Err(method_not_allowed(def, &method));
             }
+            if sub == Subresource::Log && std::ptr::eq(def, &crate::resources::pod::PODS) {
+                let opts = crate::registry::pod_log::PodLogOptions::from_query(|k| query.get(k))?;
+                let answer = registry
+                    .pod_log(&ns, name, opts, state.watch.shutdown.clone())
+                    .await?;
+                return Ok(log_response(answer));
+            }
             let answer = registry.connect(def, &ns, name, sub).await?;
             Ok(json_response(StatusCode::OK, &answer))
         }
@@ -414,6 +421,21 @@ fn method_not_allowed(def: &ResourceDef, method: &Method) -> ApiError {
 
 /// Streams encoded watch events, one chunk per event, flushed as they come, in the
 /// negotiated representation.
+/// A `pods/log` answer: plain text, streamed when following.
+fn log_response(answer: crate::registry::pod_log::LogResponse) -> Response {
+    use futures::StreamExt;
+    let first = futures::stream::once(async move { answer.first });
+    let body = match answer.follow {
+        Some(rest) => Body::from_stream(first.chain(rest).map(Ok::<_, Infallible>)),
+        None => Body::from_stream(first.map(Ok::<_, Infallible>)),
+    };
+    let mut response = Response::new(body);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    response
+}
+
 fn watch_response(
     rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     repr: Representation,

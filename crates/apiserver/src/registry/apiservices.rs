@@ -45,6 +45,8 @@ const PRIORITIES: &[(&str, &str, i32, i32)] = &[
     ("node.k8s.io", "v1", 16300, 15),
     ("discovery.k8s.io", "v1", 16200, 15),
     ("flowcontrol.apiserver.k8s.io", "v1", 16100, 21),
+    // metrics-server's APIService.
+    ("metrics.k8s.io", "v1beta1", 100, 100),
 ];
 
 /// The priorities of a group version; a group upstream does not list gets the lowest.

@@ -21,6 +21,8 @@ pub struct ServerView<'a> {
     pub storage: &'a dyn Storage,
     /// Health probes of the components beside the server.
     pub components: &'a ComponentProbes,
+    /// Where pod and node usage comes from (`metrics.k8s.io`).
+    pub usage: &'a crate::registry::usage::UsageSlot,
     /// The served group versions (`""` for core), in discovery order, each once.
     pub group_versions: Vec<(String, String)>,
 }

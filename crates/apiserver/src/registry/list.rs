@@ -213,6 +213,7 @@ impl Registry {
                 .objects(&self.view())
                 .await?
                 .into_iter()
+                .filter(|o| namespace.is_none_or(|ns| crate::object::namespace(o) == ns))
                 .filter(|o| opts.matches(o))
                 .collect();
             return Ok(json!({

@@ -28,6 +28,7 @@ pub mod list;
 pub mod namespace;
 pub mod options;
 pub mod patch;
+pub mod pod_log;
 pub mod priority;
 pub mod range_allocator;
 pub mod rbac_escalation;
@@ -41,6 +42,7 @@ pub mod subresource;
 pub mod token_request;
 pub mod token_review;
 pub mod update;
+pub mod usage;
 pub mod watch;
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -88,6 +90,10 @@ pub struct Registry {
     authorizer: Arc<dyn Authorizer>,
     /// Signs `serviceaccounts/token` tokens; `None` serves no TokenRequests.
     token_issuer: Option<Arc<crate::auth::service_account_token::TokenIssuer>>,
+    /// What `metrics.k8s.io` reads usage from (the process embedding the server sets it).
+    usage: usage::UsageSlot,
+    /// What `pods/log` reads container logs from (the process embedding the server sets it).
+    logs: pod_log::LogSlot,
 }
 
 impl std::fmt::Debug for Registry {
@@ -120,6 +126,8 @@ impl Registry {
             authenticator: Arc::new(NoTokens),
             authorizer: Arc::new(BootstrapPolicy),
             token_issuer: None,
+            usage: usage::UsageSlot::default(),
+            logs: pod_log::LogSlot::default(),
         }
     }
 
@@ -137,6 +145,7 @@ impl Registry {
         computed::ServerView {
             storage: self.storage.as_ref(),
             components: &self.components,
+            usage: &self.usage,
             group_versions,
         }
     }
@@ -145,6 +154,12 @@ impl Registry {
     /// scheduler or the controller manager registers theirs).
     pub fn components(&self) -> &components::ComponentProbes {
         &self.components
+    }
+
+    /// Where `metrics.k8s.io` reads pod and node usage (`kcm up` registers the simulator's
+    /// usage model).
+    pub fn usage(&self) -> &usage::UsageSlot {
+        &self.usage
     }
 
     /// Replaces the authenticator `tokenreviews` consult (none authenticates by default).
@@ -262,7 +277,10 @@ impl Registry {
                 .objects(&self.view())
                 .await?
                 .into_iter()
-                .find(|o| object::name(o) == name)
+                .find(|o| {
+                    object::name(o) == name
+                        && (!def.namespaced || object::namespace(o) == namespace)
+                })
                 .ok_or_else(|| ApiError::not_found(def.group_resource(), name));
         }
         let key = def.storage_key(namespace, name);

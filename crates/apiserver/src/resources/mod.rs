@@ -106,6 +106,7 @@ pub mod hpa;
 pub mod hpa_conversion;
 pub mod job;
 pub mod limit_range;
+pub mod metrics;
 pub mod namespace;
 pub mod node;
 pub mod persistent_volume;
@@ -222,6 +223,8 @@ pub static ALL: &[&ResourceDef] = &[
     &authorization::SELF_SUBJECT_RULES_REVIEWS,
     &authorization::SUBJECT_ACCESS_REVIEWS,
     &authorization::LOCAL_SUBJECT_ACCESS_REVIEWS,
+    &metrics::NODE_METRICS,
+    &metrics::POD_METRICS,
 ];
 
 #[cfg(test)]
@@ -274,10 +277,12 @@ mod tests {
                 "{gvr:?}: no OpenAPI schema {component}"
             );
             // kubectl writes CRDs as JSON (unstructured), never protobuf, and their schemas'
-            // raw JSON fields have no place in the generated wire tables.
+            // raw JSON fields have no place in the generated wire tables. Computed resources
+            // are never written, so no body of theirs is ever decoded.
             let json_only = ["CustomResourceDefinition"];
             assert!(
                 json_only.contains(&&*def.kind)
+                    || def.computed_by().is_some()
                     || crate::protobuf::decodes(&def.api_version(), &def.kind),
                 "{gvr:?}: no protobuf root (add it to protobuf/generate.py and regenerate)"
             );

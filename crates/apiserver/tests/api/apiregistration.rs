@@ -1,4 +1,4 @@
-//! apiregistration.k8s.io/v1 over HTTP: one local, available APIService per served group version; remote ones are stored, not proxied.
+//! apiregistration.k8s.io/v1 over HTTP: one local, available APIService per served group version (metrics.k8s.io included: kcm serves it itself); remote ones are stored, not proxied.
 
 use kcm_apiserver::testing::TestServer;
 use serde_json::json;
@@ -38,19 +38,19 @@ async fn local_api_services_match_discovery_and_remote_ones_are_stored() {
             &client,
             Lifecycle {
                 collection: APISERVICES,
-                object: json!({"metadata": {"name": "v1beta1.metrics.k8s.io"}, "spec": {"group": "metrics.k8s.io",
+                object: json!({"metadata": {"name": "v1beta1.custom.metrics.k8s.io"}, "spec": {"group": "custom.metrics.k8s.io",
                     "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100, "insecureSkipTLSVerify": true,
-                    "service": {"name": "metrics-server", "namespace": "kube-system"}}}),
+                    "service": {"name": "prometheus-adapter", "namespace": "monitoring"}}}),
                 patch: json!({"spec": {"versionPriority": 50}}),
                 apply: json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                    "metadata": {"name": "v1beta1.metrics.k8s.io", "labels": {"k8s-app": "metrics-server"}},
-                    "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100,
-                        "versionPriority": 100, "service": {"name": "metrics-server", "namespace": "kube-system"}}}),
+                    "metadata": {"name": "v1beta1.custom.metrics.k8s.io", "labels": {"app": "prometheus-adapter"}},
+                    "spec": {"group": "custom.metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100,
+                        "versionPriority": 100, "service": {"name": "prometheus-adapter", "namespace": "monitoring"}}}),
             },
         )
         .await;
         assert_eq!(out.created["spec"]["service"]["port"], 443);
-        let (code, _) = raw(&client, "GET", "/apis/metrics.k8s.io", "application/json", Vec::new()).await;
+        let (code, _) = raw(&client, "GET", "/apis/custom.metrics.k8s.io", "application/json", Vec::new()).await;
         assert_eq!(code, 404, "the group is not served: no aggregation");
     })
     .await;

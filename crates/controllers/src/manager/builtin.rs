@@ -7,13 +7,14 @@ use super::names::{
     CRONJOB, CRONJOB_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT,
     DEPLOYMENT_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
     ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER,
-    GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE,
-    NAMESPACE_CONTROLLER, NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE,
-    NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET,
-    REPLICASET_CONTROLLER, REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER,
-    ROOT_CA_CERTIFICATE_PUBLISHER, ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT,
-    SERVICEACCOUNT_CONTROLLER, STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER,
-    TTL_AFTER_FINISHED, TTL_AFTER_FINISHED_CONTROLLER,
+    GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, HORIZONTAL_POD_AUTOSCALER,
+    HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER,
+    NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER,
+    POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER,
+    REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
+    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
+    STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
+    TTL_AFTER_FINISHED_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::cronjob::{CronJobController, CronJobControllerOptions, CronJobMetrics};
@@ -34,6 +35,7 @@ use crate::nodelifecycle::zone::EvictionRates;
 use crate::nodelifecycle::{
     ApiLifecycleClient, EVENT_COMPONENT, NodeLifecycleController, NodeLifecycleOptions,
 };
+use crate::podautoscaler::{HorizontalController, HorizontalControllerOptions, ReplicaCalculator};
 use crate::podgc::{PodGcController, PodGcControllerOptions, PodGcMetrics};
 use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
@@ -77,6 +79,7 @@ impl ControllerRegistry {
             cronjob_controller(),
             ttl_after_finished_controller(),
             pod_garbage_collector_controller(),
+            horizontal_pod_autoscaler_controller(),
         ] {
             if let Err(err) = registry.register(descriptor) {
                 // The list above is fixed at compile time; a clash is a programming error,
@@ -553,6 +556,44 @@ pub fn ttl_after_finished_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(TTL_AFTER_FINISHED.aliases)
+}
+
+/// `horizontal-pod-autoscaler-controller` (alias `horizontalpodautoscaling`): the HPA and
+/// Pods informers, the resource metrics API and the targets' `scale` subresources,
+/// `--concurrent-horizontal-pod-autoscaler-syncs` workers on queue `horizontalpodautoscaler`.
+pub fn horizontal_pod_autoscaler_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        HORIZONTAL_POD_AUTOSCALER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.hpa;
+            let controller = Arc::new(HorizontalController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder("horizontal-pod-autoscaler"),
+                HorizontalControllerOptions {
+                    sync_period: flags.horizontal_pod_autoscaler_sync_period.get(),
+                    downscale_stabilization: flags
+                        .horizontal_pod_autoscaler_downscale_stabilization
+                        .get(),
+                    calculator: ReplicaCalculator {
+                        tolerance: flags.horizontal_pod_autoscaler_tolerance,
+                        cpu_initialization_period: flags
+                            .horizontal_pod_autoscaler_cpu_initialization_period
+                            .get(),
+                        delay_of_initial_readiness_status: flags
+                            .horizontal_pod_autoscaler_initial_readiness_delay
+                            .get(),
+                    },
+                    metrics: Some(ctx.workqueue_metrics()),
+                },
+            ));
+            let workers = flags.concurrent_horizontal_pod_autoscaler_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(HORIZONTAL_POD_AUTOSCALER.aliases)
 }
 
 /// `pod-garbage-collector-controller` (alias `podgc`): the Pods and Nodes informers, a pass

@@ -40,6 +40,8 @@ pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
 pub const CRONJOB_CONTROLLER: &str = crate::cronjob::CONTROLLER_NAME;
 /// kube-controller-manager's name of the TTL-after-finished controller.
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
+/// kube-controller-manager's name of the HorizontalPodAutoscaler controller.
+pub const HORIZONTAL_POD_AUTOSCALER_CONTROLLER: &str = crate::podautoscaler::CONTROLLER_NAME;
 /// kube-controller-manager's name of the pod garbage collector.
 pub const POD_GARBAGE_COLLECTOR_CONTROLLER: &str = crate::podgc::CONTROLLER_NAME;
 
@@ -172,9 +174,16 @@ pub const ROOT_CA_CERTIFICATE_PUBLISHER: ControllerNames = ControllerNames {
     disabled_by_default: false,
 };
 
+/// `horizontal-pod-autoscaler-controller`, alias `horizontalpodautoscaling`.
+pub const HORIZONTAL_POD_AUTOSCALER: ControllerNames = ControllerNames {
+    name: HORIZONTAL_POD_AUTOSCALER_CONTROLLER,
+    aliases: &[crate::podautoscaler::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 19] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 20] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -194,6 +203,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 19] = [
     CRONJOB,
     TTL_AFTER_FINISHED,
     POD_GARBAGE_COLLECTOR,
+    HORIZONTAL_POD_AUTOSCALER,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -227,6 +237,7 @@ mod tests {
                 "endpointslice-controller",
                 "endpointslice-mirroring-controller",
                 "garbage-collector-controller",
+                "horizontal-pod-autoscaler-controller",
                 "job-controller",
                 "namespace-controller",
                 "node-ipam-controller",

@@ -78,6 +78,9 @@ pub struct ManagerOptions {
     /// The pod garbage collector.
     #[command(flatten)]
     pub podgc: PodGcControllerFlags,
+    /// The HorizontalPodAutoscaler controller.
+    #[command(flatten)]
+    pub hpa: HpaControllerFlags,
     /// The node IPAM controller.
     #[command(flatten)]
     pub node_ipam: NodeIpamControllerFlags,
@@ -731,6 +734,66 @@ pub struct TtlAfterFinishedControllerFlags {
     pub concurrent_ttl_after_finished_syncs: u32,
 }
 
+/// The HorizontalPodAutoscaler controller's flags (upstream's `HPAControllerOptions`; the
+/// deprecated no-op upscale/downscale delays are left out).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Horizontalpodautoscaling controller flags")]
+pub struct HpaControllerFlags {
+    /// HPA workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::podautoscaler::DEFAULT_CONCURRENT_HORIZONTAL_POD_AUTOSCALER_SYNCS,
+        help = "The number of horizontal pod autoscaler objects that are allowed to sync \
+                concurrently. Larger number = more responsive horizontal pod autoscaler objects \
+                processing, but more CPU (and network) load."
+    )]
+    pub concurrent_horizontal_pod_autoscaler_syncs: u32,
+    /// How often each HPA is reconciled.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "15s",
+        help = "The period for syncing the number of pods in horizontal pod autoscaler."
+    )]
+    pub horizontal_pod_autoscaler_sync_period: GoDuration,
+    /// The scale-down stabilization window.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "5m0s",
+        help = "The period for which autoscaler will look backwards and not scale down below \
+                any recommendation it made during that period."
+    )]
+    pub horizontal_pod_autoscaler_downscale_stabilization: GoDuration,
+    /// The tolerance of the usage ratio.
+    #[arg(
+        long,
+        value_name = "float",
+        default_value_t = crate::podautoscaler::replica_calculator::DEFAULT_TOLERANCE,
+        help = "The minimum change (from 1.0) in the desired-to-actual metrics ratio for the \
+                horizontal pod autoscaler to consider scaling."
+    )]
+    pub horizontal_pod_autoscaler_tolerance: f64,
+    /// How long after a pod's start its CPU samples may be skipped.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "5m0s",
+        help = "The period after pod start when CPU samples might be skipped."
+    )]
+    pub horizontal_pod_autoscaler_cpu_initialization_period: GoDuration,
+    /// How long after a pod's start readiness changes count as initial readiness.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "30s",
+        help = "The period after pod start during which readiness changes will be treated as \
+                initial readiness."
+    )]
+    pub horizontal_pod_autoscaler_initial_readiness_delay: GoDuration,
+}
+
 /// The pod garbage collector's flags.
 #[derive(Args, Clone, Debug, PartialEq)]
 #[command(next_help_heading = "Podgc controller flags")]
@@ -872,6 +935,30 @@ mod tests {
     fn defaults_are_kube_controller_managers() {
         let o = parse(&[]).expect("defaults parse");
         assert_eq!(o.generic.controllers, vec!["*"]);
+        assert_eq!(o.hpa.concurrent_horizontal_pod_autoscaler_syncs, 5);
+        assert_eq!(
+            o.hpa.horizontal_pod_autoscaler_sync_period.get(),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            o.hpa
+                .horizontal_pod_autoscaler_downscale_stabilization
+                .get(),
+            Duration::from_secs(300)
+        );
+        assert_eq!(o.hpa.horizontal_pod_autoscaler_tolerance, 0.1);
+        assert_eq!(
+            o.hpa
+                .horizontal_pod_autoscaler_cpu_initialization_period
+                .get(),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            o.hpa
+                .horizontal_pod_autoscaler_initial_readiness_delay
+                .get(),
+            Duration::from_secs(30)
+        );
         assert_eq!(o.generic.kube_api_qps, 20.0);
         assert_eq!(o.generic.kube_api_burst, 30);
         assert_eq!(
@@ -1238,7 +1325,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: cronjob-controller, daemonset-controller, deployment-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
+            "All controllers: cronjob-controller, daemonset-controller, deployment-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
             "--concurrent-job-syncs <int32>",
             "--concurrent-cron-job-syncs <int32>",
             "--concurrent-ttl-after-finished-syncs <int32>",

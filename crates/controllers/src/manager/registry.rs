@@ -305,6 +305,7 @@ mod tests {
                 "endpointslice-controller",
                 "endpointslice-mirroring-controller",
                 "garbage-collector-controller",
+                "horizontal-pod-autoscaler-controller",
                 "job-controller",
                 "namespace-controller",
                 "node-ipam-controller",

@@ -1,0 +1,344 @@
+//! Observing and autoscaling simulated pods on `kcm up`, driven by the installed `kubectl` as a
+//! user would: `kubectl top nodes` and `kubectl top pods [--containers]` print the simulator's
+//! usage model, and `kubectl autoscale deploy web --cpu-percent=50` on pods using 150 % of
+//! their CPU request scales the Deployment up to the computed count, then — once the pods'
+//! usage drops — back down, but only after the downscale stabilization window (10 s here,
+//! through `kcm up`'s flag; the sync period is 1 s); `kubectl logs -f` follows a simulated
+//! container's lines and ends when its pod is deleted. Skipped (with a note) when `kubectl` is
+//! missing.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const KCM: &str = env!("CARGO_BIN_EXE_kcm");
+/// How long any single wait may take: generous, the machine is shared and the build is debug.
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// A running `kcm up`; killed when dropped, however the test ends.
+struct Up {
+    child: Child,
+    kubeconfig: PathBuf,
+    log: PathBuf,
+}
+
+impl Up {
+    /// Starts `kcm up` on a free port and returns once it printed its kubeconfig path.
+    fn start(data_dir: &Path) -> Self {
+        let log = data_dir.join("up.log");
+        let stderr = std::fs::File::create(&log).expect("log file");
+        let mut child = Command::new(KCM)
+            .args([
+                "up",
+                "--listen",
+                "127.0.0.1:0",
+                "--pod-ready-delay",
+                "200ms",
+                "--horizontal-pod-autoscaler-sync-period",
+                "1s",
+                "--horizontal-pod-autoscaler-downscale-stabilization",
+                "10s",
+                "--horizontal-pod-autoscaler-cpu-initialization-period",
+                "0s",
+            ])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("KCM_LOG", "info,kcm_controllers::podautoscaler=debug")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn kcm up");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut up = Up {
+            child,
+            kubeconfig: PathBuf::new(),
+            log,
+        };
+        let started = Instant::now();
+        loop {
+            let Ok(line) = rx.recv_timeout(DEADLINE.saturating_sub(started.elapsed())) else {
+                panic!("kcm up printed no kubeconfig\n{}", up.logs());
+            };
+            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
+                up.kubeconfig = PathBuf::from(path);
+                return up;
+            }
+        }
+    }
+
+    fn logs(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(60).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!("--- kcm up log tail ---\n{}", tail.join("\n"))
+    }
+
+    fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--request-timeout", "20s"])
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.kubectl(args);
+        assert!(
+            ok,
+            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {stderr}\n{}",
+            self.logs()
+        );
+        stdout
+    }
+
+    /// Polls `f` every 200 ms until it yields a value; panics naming `what` after [`DEADLINE`].
+    fn wait_for<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(value) = f() {
+                return value;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The Deployment's `spec.replicas`.
+    fn replicas(&self, deploy: &str) -> i64 {
+        self.kubectl_ok(&["get", "deploy", deploy, "-o", "jsonpath={.spec.replicas}"])
+            .trim()
+            .parse()
+            .unwrap_or(-1)
+    }
+
+    /// The messages of the `SuccessfulRescale` events about HPA `name`, oldest first.
+    fn rescales(&self, name: &str) -> Vec<String> {
+        let out = self.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("reason=SuccessfulRescale,involvedObject.name={name}"),
+            "--sort-by=.metadata.creationTimestamp",
+            "-o",
+            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+        ]);
+        out.lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kubectl_installed() -> bool {
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        sim.kcm.io/cpu-usage: \"150%\"
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+        resources:
+          requests: {cpu: 200m, memory: 128Mi}
+";
+
+#[test]
+fn top_and_autoscale_on_kcm_up_driven_by_kubectl() {
+    if !kubectl_installed() {
+        eprintln!("skipping: kubectl is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = Up::start(dir.path());
+
+    // kubectl top nodes: every node, with CPU and memory (the system overhead at least).
+    let nodes = up.wait_for("kubectl top nodes", || {
+        let (ok, out, _) = up.kubectl(&["top", "nodes", "--no-headers"]);
+        (ok && out.lines().count() == 3).then_some(out)
+    });
+    for line in nodes.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols.len(), 5, "{line}");
+        assert!(cols[0].starts_with("kcm-node-"), "{line}");
+        assert!(cols[1].ends_with('m') && cols[3].ends_with("Mi"), "{line}");
+    }
+
+    let manifest = dir.path().join("web.yaml");
+    std::fs::write(&manifest, DEPLOYMENT).expect("manifest");
+    up.kubectl_ok(&["apply", "-f", manifest.to_str().expect("utf-8 path")]);
+
+    // kubectl top pods [--containers]: 150 % of a 200m request, a quarter of 128Mi.
+    let top = up.wait_for("the pod's metrics", || {
+        let (ok, out, _) = up.kubectl(&["top", "pods", "--no-headers"]);
+        (ok && out.lines().count() == 1).then_some(out)
+    });
+    let cols: Vec<&str> = top.split_whitespace().collect();
+    assert_eq!(&cols[1..], ["300m", "32Mi"], "{top}");
+    let containers = up.kubectl_ok(&["top", "pods", "--containers", "--no-headers"]);
+    let cols: Vec<&str> = containers.split_whitespace().collect();
+    assert_eq!(&cols[1..], ["nginx", "300m", "32Mi"], "{containers}");
+
+    // Utilization 150 % against a 50 % target: ratio 3, one pod -> 3 replicas (max 3 keeps
+    // it there while every pod stays at 150 %).
+    up.kubectl_ok(&[
+        "autoscale",
+        "deploy",
+        "web",
+        "--cpu-percent=50",
+        "--min=1",
+        "--max=3",
+    ]);
+    up.wait_for("the scale-up to 3", || {
+        (up.replicas("web") == 3).then_some(())
+    });
+    // Events are written asynchronously, after the scale.
+    let rescales = up.wait_for("the SuccessfulRescale event", || {
+        Some(up.rescales("web")).filter(|r| !r.is_empty())
+    });
+    assert_eq!(
+        rescales,
+        ["New size: 3; reason: cpu resource utilization (percentage of request) above target"]
+    );
+    up.wait_for("three running pods", || {
+        let out = up.kubectl_ok(&["get", "pods", "-l", "app=web", "--no-headers"]);
+        (out.lines().filter(|l| l.contains("Running")).count() == 3).then_some(())
+    });
+    let hpa = up.wait_for("the HPA's status", || {
+        let out = up.kubectl_ok(&["get", "hpa", "web", "--no-headers"]);
+        out.contains("cpu: 150%/50%").then_some(out)
+    });
+    assert!(hpa.split_whitespace().any(|c| c == "3"), "{hpa}");
+
+    // Usage drops to 10 %: the HPA wants 1 replica, but waits out the 10 s window.
+    up.kubectl_ok(&[
+        "annotate",
+        "pods",
+        "-l",
+        "app=web",
+        "sim.kcm.io/cpu-usage=10%",
+        "--overwrite",
+    ]);
+    let dropped = Instant::now();
+    up.wait_for("the scale-down to 1", || {
+        (up.replicas("web") == 1).then_some(())
+    });
+    let waited = dropped.elapsed();
+    // The last high recommendation was made at most one sync period (1 s) before the drop.
+    assert!(
+        waited >= Duration::from_secs(9),
+        "scaled down after {waited:?}, inside the 10 s stabilization window\n{}",
+        up.logs()
+    );
+    let rescales = up.wait_for("the scale-down event", || {
+        Some(up.rescales("web")).filter(|r| r.len() == 2)
+    });
+    assert_eq!(rescales[1], "New size: 1; reason: All metrics below target");
+    let described = up.kubectl_ok(&["describe", "hpa", "web"]);
+    assert!(described.contains("ValidMetricFound"), "{described}");
+
+    // kubectl logs -f follows a simulated container and ends when its pod is deleted.
+    up.kubectl_ok(&[
+        "run",
+        "logger",
+        "--image=busybox",
+        "--annotations=sim.kcm.io/log-line=tick {n}",
+        "--annotations=sim.kcm.io/log-interval=200ms",
+    ]);
+    up.wait_for("the logger's first tick", || {
+        let (ok, out, _) = up.kubectl(&["logs", "logger"]);
+        (ok && out.contains("tick 1")).then_some(())
+    });
+    let mut follow = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&up.kubeconfig)
+        .args(["logs", "-f", "logger"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl logs -f");
+    let stdout = follow.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let first_tick = loop {
+        let line = rx
+            .recv_timeout(DEADLINE)
+            .expect("a line from kubectl logs -f");
+        if let Some(n) = line.strip_prefix("tick ") {
+            let n: u64 = n.parse().expect("tick number");
+            seen.push(line);
+            break n;
+        }
+        seen.push(line);
+    };
+    // A line written after the follow started arrives through the stream.
+    let later = rx.recv_timeout(DEADLINE).expect("a streamed line");
+    assert_eq!(later, format!("tick {}", first_tick + 1), "{seen:?}");
+    assert!(
+        seen[0].starts_with("[kcm-sim] started container logger"),
+        "{seen:?}"
+    );
+
+    up.kubectl_ok(&["delete", "pod", "logger", "--wait=false"]);
+    let deadline = Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = follow.try_wait().expect("kubectl logs -f") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl logs -f did not end after the pod was deleted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "kubectl logs -f: {status}");
+}
