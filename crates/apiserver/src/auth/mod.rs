@@ -8,6 +8,7 @@
 pub mod authenticator;
 pub mod authorizer;
 pub mod bootstrap_policy;
+pub mod bootstrap_reconcile;
 pub mod client_cert;
 pub mod rbac;
 pub mod rbac_rule;
