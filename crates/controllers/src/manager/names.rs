@@ -38,6 +38,8 @@ pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NA
 pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
 /// kube-controller-manager's name of the CronJob controller.
 pub const CRONJOB_CONTROLLER: &str = crate::cronjob::CONTROLLER_NAME;
+/// kube-controller-manager's name of the ClusterRole aggregation controller.
+pub const CLUSTERROLE_AGGREGATION_CONTROLLER: &str = crate::clusterroleaggregation::CONTROLLER_NAME;
 /// kube-controller-manager's name of the TTL-after-finished controller.
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
 /// kube-controller-manager's name of the pod garbage collector.
@@ -129,9 +131,16 @@ pub const POD_GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
     disabled_by_default: false,
 };
 
+/// `clusterrole-aggregation-controller`, alias `clusterrole-aggregation`.
+pub const CLUSTERROLE_AGGREGATION: ControllerNames = ControllerNames {
+    name: CLUSTERROLE_AGGREGATION_CONTROLLER,
+    aliases: &[crate::clusterroleaggregation::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 14] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 15] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -146,6 +155,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 14] = [
     CRONJOB,
     TTL_AFTER_FINISHED,
     POD_GARBAGE_COLLECTOR,
+    CLUSTERROLE_AGGREGATION,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -172,6 +182,7 @@ mod tests {
         assert_eq!(
             all,
             [
+                "clusterrole-aggregation-controller",
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",
