@@ -210,6 +210,9 @@ async fn the_bootstrap_policy_exists() {
             "system:basic-user",
             "system:discovery",
             "system:public-info-viewer",
+            "system:controller:replicaset-controller",
+            "system:controller:generic-garbage-collector",
+            "system:controller:clusterrole-aggregation-controller",
         ] {
             let (code, role) = admin(
                 &server,
@@ -233,6 +236,18 @@ async fn the_bootstrap_policy_exists() {
         .await;
         assert_eq!(code, 200);
         assert_eq!(binding["subjects"][0]["name"], "system:masters");
+        let (code, binding) = admin(
+            &server,
+            "GET",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:controller:replicaset-controller",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(code, 200);
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "replicaset-controller", "namespace": "kube-system"}])
+        );
         server.shutdown().await;
     })
     .await;
