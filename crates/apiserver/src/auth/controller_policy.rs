@@ -374,7 +374,7 @@ mod tests {
         ];
         for (sa, wanted, allowed) in cases {
             assert_eq!(
-                covers(&rules_of(sa), &[wanted.clone()]).0,
+                covers(&rules_of(sa), std::slice::from_ref(&wanted)).0,
                 allowed,
                 "{sa}: {wanted:?}"
             );
