@@ -261,17 +261,22 @@ fn top_and_autoscale_on_kcm_up_driven_by_kubectl() {
         "sim.kcm.io/cpu-usage=10%",
         "--overwrite",
     ]);
-    let dropped = Instant::now();
+    // The HPA sees the low usage but holds 3 replicas inside the window: one read of its
+    // status shows both (no timing assumption about when its last high recommendation was).
+    let held = up.wait_for("the HPA holding the scale-down in its window", || {
+        let out = up.kubectl_ok(&[
+            "get",
+            "hpa",
+            "web",
+            "-o",
+            "jsonpath={.status.desiredReplicas} {.status.conditions[?(@.type==\"AbleToScale\")].reason}",
+        ]);
+        out.ends_with("ScaleDownStabilized").then_some(out)
+    });
+    assert_eq!(held, "3 ScaleDownStabilized");
     up.wait_for("the scale-down to 1", || {
         (up.replicas("web") == 1).then_some(())
     });
-    let waited = dropped.elapsed();
-    // The last high recommendation was made at most one sync period (1 s) before the drop.
-    assert!(
-        waited >= Duration::from_secs(9),
-        "scaled down after {waited:?}, inside the 10 s stabilization window\n{}",
-        up.logs()
-    );
     let rescales = up.wait_for("the scale-down event", || {
         Some(up.rescales("web")).filter(|r| r.len() == 2)
     });

@@ -7,12 +7,42 @@ use async_trait::async_trait;
 
 use crate::auth::user::UserInfo;
 
+/// The audience of the API server itself (kube-apiserver's `--api-audiences`, which defaults
+/// to the service account issuer): what a request's token must be for, and what a
+/// TokenReview naming no audiences asks about.
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+
 /// Authenticates bearer tokens. Async because a ServiceAccount token is only valid while the
 /// objects it is bound to exist, which takes a read of the store.
 #[async_trait]
 pub trait Authenticator: Send + Sync + Debug {
     /// The user `token` authenticates as, or `None` when it authenticates nobody.
     async fn authenticate_token(&self, token: &str) -> Option<UserInfo>;
+
+    /// The user `token` authenticates as for one of `audiences` ([`API_AUDIENCE`] when
+    /// empty), with the requested audiences it is valid for (what a TokenReview answers).
+    /// By default the authenticator is audience-agnostic, as upstream's
+    /// `WrapAudienceAgnosticToken`: its tokens are good for the API audience only.
+    async fn authenticate_token_for(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Option<(UserInfo, Vec<String>)> {
+        let granted = if audiences.is_empty() {
+            vec![API_AUDIENCE.to_owned()]
+        } else {
+            audiences
+                .iter()
+                .filter(|a| *a == API_AUDIENCE)
+                .cloned()
+                .collect()
+        };
+        if granted.is_empty() {
+            return None;
+        }
+        let user = self.authenticate_token(token).await?;
+        Some((user, granted))
+    }
 }
 
 /// Tries authenticators in order; the first that knows the token wins (upstream's
@@ -26,6 +56,19 @@ impl Authenticator for Union {
         for a in &self.0 {
             if let Some(user) = a.authenticate_token(token).await {
                 return Some(user);
+            }
+        }
+        None
+    }
+
+    async fn authenticate_token_for(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Option<(UserInfo, Vec<String>)> {
+        for a in &self.0 {
+            if let Some(found) = a.authenticate_token_for(token, audiences).await {
+                return Some(found);
             }
         }
         None
@@ -118,6 +161,30 @@ mod tests {
         assert_eq!(union.authenticate_token("a").await, Some(UserInfo::admin()));
         assert_eq!(union.authenticate_token("b").await, Some(bob));
         assert_eq!(union.authenticate_token("c").await, None);
+    }
+
+    #[tokio::test]
+    async fn audience_agnostic_tokens_are_for_the_api_audience_only() {
+        let auth = StaticToken::new("s3cret", UserInfo::admin());
+        let api = vec![API_AUDIENCE.to_owned()];
+        let cases: [(&str, Vec<String>, Option<Vec<String>>); 4] = [
+            ("no audiences: the API's", vec![], Some(api.clone())),
+            ("the API audience", api.clone(), Some(api.clone())),
+            (
+                "the API audience among others: only it is granted",
+                vec!["vault".to_owned(), API_AUDIENCE.to_owned()],
+                Some(api.clone()),
+            ),
+            ("another audience only", vec!["vault".to_owned()], None),
+        ];
+        for (name, audiences, want) in cases {
+            let got = auth
+                .authenticate_token_for("s3cret", &audiences)
+                .await
+                .map(|(_, a)| a);
+            assert_eq!(got, want, "{name}");
+        }
+        assert_eq!(auth.authenticate_token_for("nope", &[]).await, None);
     }
 
     #[test]

@@ -230,8 +230,15 @@ fn aggregated(name: &str, labels: &[(&str, &str)], selects: &[&str], rules: Vec<
     role
 }
 
-/// Upstream's bootstrap ClusterRoles, for what kcm serves.
+/// Upstream's bootstrap ClusterRoles, for what kcm serves, then the controller roles
+/// ([`crate::auth::controller_policy`]).
 pub fn cluster_roles() -> Vec<Value> {
+    let mut roles = base_cluster_roles();
+    roles.extend(crate::auth::controller_policy::controller_roles());
+    roles
+}
+
+fn base_cluster_roles() -> Vec<Value> {
     let discovery_urls = [
         "/api",
         "/api/*",
@@ -336,8 +343,15 @@ fn group(name: &str) -> Value {
     json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name})
 }
 
-/// Upstream's bootstrap ClusterRoleBindings, for the roles above.
+/// Upstream's bootstrap ClusterRoleBindings, for the roles above, then the controller
+/// roles' bindings.
 pub fn cluster_role_bindings() -> Vec<Value> {
+    let mut bindings = base_cluster_role_bindings();
+    bindings.extend(crate::auth::controller_policy::controller_role_bindings());
+    bindings
+}
+
+fn base_cluster_role_bindings() -> Vec<Value> {
     vec![
         binding(
             "cluster-admin",

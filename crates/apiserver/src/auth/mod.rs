@@ -8,7 +8,9 @@
 pub mod authenticator;
 pub mod authorizer;
 pub mod bootstrap_policy;
+pub mod bootstrap_reconcile;
 pub mod client_cert;
+pub mod controller_policy;
 pub mod rbac;
 pub mod rbac_rule;
 pub mod service_account_authenticator;

@@ -60,11 +60,36 @@ impl ServiceAccountAuthenticator {
 
     /// The token's user, or why it is refused (for logs and TokenReview errors).
     pub async fn authenticate(&self, token: &str) -> Result<UserInfo, String> {
+        self.authenticate_for(token, &[])
+            .await
+            .map(|(user, _)| user)
+    }
+
+    /// The token's user for one of `audiences` (the API audiences when empty) and the
+    /// audiences of those it carries (upstream's `jwtTokenAuthenticator`: the answer's
+    /// audiences are the intersection of the requested and the token's), or why it is
+    /// refused.
+    pub async fn authenticate_for(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<(UserInfo, Vec<String>), String> {
         let claims = self
             .issuer
-            .verify(token, &[], (self.clock)())
+            .verify(token, audiences, (self.clock)())
             .map_err(|e| e.to_string())?;
-        self.check_bound_objects(&claims).await
+        let wanted = if audiences.is_empty() {
+            self.issuer.api_audiences()
+        } else {
+            audiences
+        };
+        let granted = wanted
+            .iter()
+            .filter(|a| claims.aud.contains(a))
+            .cloned()
+            .collect();
+        let user = self.check_bound_objects(&claims).await?;
+        Ok((user, granted))
     }
 
     /// upstream's `validator.Validate`: the service account, and the pod or secret the token
@@ -154,6 +179,23 @@ impl Authenticator for ServiceAccountAuthenticator {
         }
         match self.authenticate(token).await {
             Ok(user) => Some(user),
+            Err(why) => {
+                tracing::debug!(%why, "service account token rejected");
+                None
+            }
+        }
+    }
+
+    async fn authenticate_token_for(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Option<(UserInfo, Vec<String>)> {
+        if token.split('.').count() != 3 {
+            return None;
+        }
+        match self.authenticate_for(token, audiences).await {
+            Ok(found) => Some(found),
             Err(why) => {
                 tracing::debug!(%why, "service account token rejected");
                 None
@@ -289,5 +331,48 @@ mod tests {
         assert_eq!(user.uid, "sa-1");
         assert_eq!(user.extra[EXTRA_POD_NAME], ["p"]);
         assert!(user.extra[EXTRA_CREDENTIAL_ID][0].starts_with("JTI="));
+
+        // Audiences: a token for `vault` and `ci` is refused by the API (requests) and
+        // granted, by TokenReview, only the requested audiences it carries.
+        let mut c = Claims::new(
+            DEFAULT_ISSUER,
+            "default",
+            "ci",
+            "sa-1",
+            vec!["vault".to_owned(), "ci".to_owned()],
+            NOW,
+            3600,
+        );
+        c.kubernetes.pod = None;
+        let vault = issuer.issue(&c).expect("signs");
+        assert_eq!(
+            authn.authenticate_token(&vault).await,
+            None,
+            "not for the API"
+        );
+        let s = |v: &[&str]| v.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        let audience_cases: [(&str, Vec<String>, Option<Vec<String>>); 4] = [
+            ("the API audience", vec![], None),
+            ("one it carries", s(&["vault"]), Some(s(&["vault"]))),
+            (
+                "the intersection",
+                s(&["x", "ci", "vault"]),
+                Some(s(&["ci", "vault"])),
+            ),
+            ("none it carries", s(&["x"]), None),
+        ];
+        for (name, audiences, want) in audience_cases {
+            let got = authn
+                .authenticate_token_for(&vault, &audiences)
+                .await
+                .map(|(_, a)| a);
+            assert_eq!(got, want, "{name}");
+        }
+        let api_token = token("ci", "sa-1", None);
+        let (_, granted) = authn
+            .authenticate_token_for(&api_token, &[])
+            .await
+            .expect("API token");
+        assert_eq!(granted, [DEFAULT_ISSUER]);
     }
 }

@@ -8,6 +8,7 @@ pub mod authorization;
 pub mod body;
 pub mod discovery;
 pub mod handlers;
+pub mod impersonation;
 pub mod negotiate;
 pub mod oidc;
 pub mod openapi;
@@ -48,12 +49,17 @@ pub struct AppState {
 
 /// The router: authentication in front of one dispatching handler.
 pub fn router(state: Arc<AppState>) -> Router {
-    // Layers run outside-in from the last added: authentication, then authorization.
+    // Layers run outside-in from the last added: authentication, impersonation, then
+    // authorization.
     Router::new()
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             authorization::authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            impersonation::impersonate,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),

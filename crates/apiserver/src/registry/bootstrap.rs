@@ -1,9 +1,11 @@
-//! The objects every cluster starts with (upstream's post-start hooks: the system priority classes, the API Priority and Fairness configuration, the default ServiceCIDR): created at start when missing, never overwritten.
+//! The objects every cluster starts with (upstream's post-start hooks: the system priority classes, the API Priority and Fairness configuration, the default ServiceCIDR, the RBAC bootstrap policy): created at start when missing, never overwritten — except the RBAC policy, which is reconciled (missing rules and subjects added, see [`crate::auth::bootstrap_reconcile`]).
 
 use serde_json::Value;
 
+use crate::auth::bootstrap_reconcile::{Reconcile, reconcile_binding, reconcile_role};
 use crate::error::Result;
 use crate::object;
+use crate::registry::delete::DeleteOptions;
 use crate::registry::options::WriteOptions;
 use crate::registry::update::Target;
 use crate::registry::{Registry, ResourceDef, Subresource};
@@ -36,7 +38,7 @@ impl Registry {
         let namespace = object::namespace(&obj).to_owned();
         let name = object::name(&obj).to_owned();
         if self.get_kv(def, &namespace, &name).await?.is_some() {
-            return Ok(());
+            return self.reconcile_rbac(def, &name, &obj, opts).await;
         }
         let status = if def.has_subresource(Subresource::Status) {
             obj.as_object_mut().and_then(|m| m.remove("status"))
@@ -55,6 +57,51 @@ impl Registry {
                 .await?;
         }
         Ok(())
+    }
+}
+
+impl Registry {
+    /// Brings a stored bootstrap ClusterRole or ClusterRoleBinding up to the expected one
+    /// (upstream's `ensureRBACPolicy` post-start hook, union mode); other kinds are left.
+    async fn reconcile_rbac(
+        &self,
+        def: &'static ResourceDef,
+        name: &str,
+        expected: &Value,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        use crate::resources::rbac::{CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES};
+        let reconcile = if std::ptr::eq(def, &CLUSTER_ROLES) {
+            reconcile_role
+        } else if std::ptr::eq(def, &CLUSTER_ROLE_BINDINGS) {
+            reconcile_binding
+        } else {
+            return Ok(());
+        };
+        let existing = self.get(def, "", name).await?;
+        match reconcile(&existing, expected) {
+            Reconcile::Keep => Ok(()),
+            Reconcile::Update(updated) => {
+                tracing::info!(kind = %def.kind, %name, "reconciling bootstrap RBAC policy");
+                match self
+                    .update(def, "", name, updated, Target::Main, opts)
+                    .await
+                {
+                    // Another server sharing the store updated it meanwhile.
+                    Err(e) if e.code == 409 => Ok(()),
+                    other => other.map(drop),
+                }
+            }
+            Reconcile::Recreate(replacement) => {
+                tracing::info!(kind = %def.kind, %name, "recreating bootstrap RBAC binding for its roleRef");
+                self.delete(def, "", name, &DeleteOptions::default())
+                    .await?;
+                match self.create(def, "", replacement, opts).await {
+                    Err(e) if e.code == 409 => Ok(()),
+                    other => other.map(drop),
+                }
+            }
+        }
     }
 }
 
@@ -130,5 +177,117 @@ mod tests {
             schemas["items"].as_array().map(Vec::len),
             Some(flow_schemas().len())
         );
+    }
+
+    #[tokio::test]
+    async fn bootstrap_rbac_is_reconciled_keeping_users_additions() {
+        use crate::resources::rbac::{CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES};
+        let registry = Registry::new(Arc::new(MemoryStorage::new()));
+        registry
+            .ensure_bootstrap_objects()
+            .await
+            .expect("bootstrap");
+        let expected_view = registry
+            .get(&CLUSTER_ROLES, "", "system:aggregate-to-view")
+            .await
+            .expect("view");
+
+        // A user drops a rule and adds one; another binds the discovery role to a group.
+        let mut edited = expected_view.clone();
+        let mut rules = edited["rules"].as_array().cloned().expect("rules");
+        rules.remove(0);
+        rules.push(json!({"verbs": ["get"], "apiGroups": ["example.com"], "resources": ["foos"]}));
+        edited["rules"] = Value::Array(rules);
+        registry
+            .update(
+                &CLUSTER_ROLES,
+                "",
+                "system:aggregate-to-view",
+                edited,
+                Target::Main,
+                &WriteOptions::default(),
+            )
+            .await
+            .expect("edit");
+        let mut binding = registry
+            .get(&CLUSTER_ROLE_BINDINGS, "", "system:discovery")
+            .await
+            .expect("binding");
+        binding["subjects"] =
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]);
+        registry
+            .update(
+                &CLUSTER_ROLE_BINDINGS,
+                "",
+                "system:discovery",
+                binding,
+                Target::Main,
+                &WriteOptions::default(),
+            )
+            .await
+            .expect("edit binding");
+        // A protected role is left as the user wrote it.
+        let mut basic = registry
+            .get(&CLUSTER_ROLES, "", "system:basic-user")
+            .await
+            .expect("basic");
+        basic["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] =
+            json!("false");
+        basic["rules"] = json!([]);
+        registry
+            .update(
+                &CLUSTER_ROLES,
+                "",
+                "system:basic-user",
+                basic,
+                Target::Main,
+                &WriteOptions::default(),
+            )
+            .await
+            .expect("protect");
+
+        registry.ensure_bootstrap_objects().await.expect("restart");
+        let view = registry
+            .get(&CLUSTER_ROLES, "", "system:aggregate-to-view")
+            .await
+            .expect("view");
+        let have = crate::auth::rbac_rule::PolicyRule::rules_of(&view);
+        let want = crate::auth::rbac_rule::PolicyRule::rules_of(&expected_view);
+        assert!(
+            crate::auth::rbac_rule::covers(&have, &want).0,
+            "the dropped rule is back"
+        );
+        assert!(
+            view["rules"]
+                .as_array()
+                .expect("rules")
+                .iter()
+                .any(|r| r["resources"] == json!(["foos"])),
+            "the user's rule stays"
+        );
+        let binding = registry
+            .get(&CLUSTER_ROLE_BINDINGS, "", "system:discovery")
+            .await
+            .expect("binding");
+        let names: Vec<&str> = binding["subjects"]
+            .as_array()
+            .expect("subjects")
+            .iter()
+            .filter_map(|s| s["name"].as_str())
+            .collect();
+        assert_eq!(names, ["devs", "system:authenticated"]);
+        let basic = registry
+            .get(&CLUSTER_ROLES, "", "system:basic-user")
+            .await
+            .expect("basic");
+        assert_eq!(basic["rules"], json!([]));
+        // A second start changes nothing.
+        let rv = view["metadata"]["resourceVersion"].clone();
+        registry.ensure_bootstrap_objects().await.expect("again");
+        let again = registry
+            .get(&CLUSTER_ROLES, "", "system:aggregate-to-view")
+            .await
+            .expect("view");
+        assert_eq!(again["metadata"]["resourceVersion"], rv);
     }
 }

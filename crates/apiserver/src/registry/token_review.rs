@@ -6,7 +6,7 @@ use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::Registry;
 use crate::registry::resource::ResourceDef;
-use crate::resources::review::{token_review_status, token_review_token};
+use crate::resources::review::{token_review_audiences, token_review_status, token_review_token};
 
 impl Registry {
     /// Answers a TokenReview: never stored, `status` filled from the authenticator.
@@ -14,8 +14,12 @@ impl Registry {
         let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
         def.check(object::name(&obj), def.strategy.validate(&obj))?;
         let token = token_review_token(&obj)?.to_owned();
-        let user = self.authenticator().authenticate_token(&token).await;
-        token_review_status(&mut obj, user.as_ref());
+        let audiences = token_review_audiences(&obj);
+        let found = self
+            .authenticator()
+            .authenticate_token_for(&token, &audiences)
+            .await;
+        token_review_status(&mut obj, found.as_ref());
         Ok(obj)
     }
 }

@@ -13,7 +13,7 @@ use crate::validation::FieldError;
 
 /// The audience kube-apiserver's tokens carry by default (`--api-audiences` defaults to the
 /// service account issuer).
-pub const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+pub const DEFAULT_AUDIENCE: &str = crate::auth::authenticator::API_AUDIENCE;
 
 /// `authentication.k8s.io/v1` SelfSubjectReview: who the requester is.
 #[derive(Debug, Default)]
@@ -57,14 +57,24 @@ pub fn token_review_token(obj: &Value) -> Result<&str, ApiError> {
     Ok(token)
 }
 
-/// Fills a TokenReview's status with whom its token authenticates (`None`: nobody).
-pub fn token_review_status(obj: &mut Value, user: Option<&UserInfo>) {
-    let status = match user {
-        Some(user) => {
-            let audiences = match obj.pointer("/spec/audiences").and_then(Value::as_array) {
-                Some(a) if !a.is_empty() => Value::Array(a.clone()),
-                _ => json!([DEFAULT_AUDIENCE]),
-            };
+/// The audiences a TokenReview asks about (`spec.audiences`; empty: the API server's).
+pub fn token_review_audiences(obj: &Value) -> Vec<String> {
+    obj.pointer("/spec/audiences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Fills a TokenReview's status with whom its token authenticates and for which of the
+/// requested audiences (`None`: nobody, or none of the audiences).
+pub fn token_review_status(obj: &mut Value, found: Option<&(UserInfo, Vec<String>)>) {
+    let status = match found {
+        Some((user, audiences)) => {
             json!({"authenticated": true, "user": user.to_json(), "audiences": audiences})
         }
         // Upstream omits `authenticated: false` (omitempty) and keeps an empty user.
@@ -390,7 +400,10 @@ mod tests {
     fn token_reviews() {
         let mut good = json!({"spec": {"token": "s3cret"}});
         assert_eq!(token_review_token(&good).expect("token"), "s3cret");
-        token_review_status(&mut good, Some(&UserInfo::admin()));
+        token_review_status(
+            &mut good,
+            Some(&(UserInfo::admin(), vec![DEFAULT_AUDIENCE.to_owned()])),
+        );
         assert_eq!(good["status"]["authenticated"], true);
         assert_eq!(good["status"]["user"]["username"], "kubernetes-admin");
         assert_eq!(good["status"]["audiences"], json!([DEFAULT_AUDIENCE]));

@@ -88,6 +88,36 @@ async fn service_account_tokens_authenticate_while_their_account_exists() {
         let vault = client_as(&server, json!({"token": other["status"]["token"]}));
         assert_eq!(get_code(&vault, "/api/v1/namespaces").await, 401);
 
+        // TokenReview checks the audiences asked about: the vault token is good for vault,
+        // not for the API (no audiences) nor for another; the answer names what matched.
+        let review_for = |token: Value, audiences: Value| {
+            let client = server.client();
+            async move {
+                let (code, review) = raw(
+                    &client,
+                    "POST",
+                    "/apis/authentication.k8s.io/v1/tokenreviews",
+                    "application/json",
+                    serde_json::to_vec(&json!({"spec": {"token": token, "audiences": audiences}})).expect("json"),
+                )
+                .await;
+                assert_eq!(code, 201, "{review}");
+                review["status"].clone()
+            }
+        };
+        let vault_token = other["status"]["token"].clone();
+        let status = review_for(vault_token.clone(), json!(["other", "vault"])).await;
+        assert_eq!(status["authenticated"], true, "{status}");
+        assert_eq!(status["audiences"], json!(["vault"]));
+        for audiences in [json!([]), json!(["other"])] {
+            let status = review_for(vault_token.clone(), audiences.clone()).await;
+            assert_ne!(status["authenticated"], true, "{audiences}: {status}");
+        }
+        let status = review_for(json!(token), json!([])).await;
+        assert_eq!(status["audiences"], json!(["https://kubernetes.default.svc.cluster.local"]));
+        let status = review_for(json!(server.token()), json!(["vault"])).await;
+        assert_ne!(status["authenticated"], true, "the admin token is for the API only: {status}");
+
         // Too short a lifetime is invalid, as upstream.
         let (code, status) = request_token(&server, "ci", json!({"expirationSeconds": 60})).await;
         assert_eq!(code, 422, "{status}");

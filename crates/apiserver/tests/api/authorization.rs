@@ -210,6 +210,9 @@ async fn the_bootstrap_policy_exists() {
             "system:basic-user",
             "system:discovery",
             "system:public-info-viewer",
+            "system:controller:replicaset-controller",
+            "system:controller:generic-garbage-collector",
+            "system:controller:clusterrole-aggregation-controller",
         ] {
             let (code, role) = admin(
                 &server,
@@ -233,6 +236,131 @@ async fn the_bootstrap_policy_exists() {
         .await;
         assert_eq!(code, 200);
         assert_eq!(binding["subjects"][0]["name"], "system:masters");
+        let (code, binding) = admin(
+            &server,
+            "GET",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:controller:replicaset-controller",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(code, 200);
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "replicaset-controller", "namespace": "kube-system"}])
+        );
+        server.shutdown().await;
+    })
+    .await;
+}
+
+/// A client with `token` acting as `user` (and `groups`), as `kubectl --as --as-group`.
+fn client_impersonating(
+    server: &TestServer,
+    token: &str,
+    user: &str,
+    groups: &[&str],
+) -> kube::Client {
+    let mut config = server.server().kube_config();
+    config.default_retry = false;
+    config.auth_info = serde_json::from_value(json!({
+        "token": token,
+        "as": user,
+        "as-groups": groups,
+    }))
+    .expect("auth info");
+    kube::Client::try_from(config).expect("client")
+}
+
+#[tokio::test]
+async fn impersonation_acts_as_the_named_user_only_when_allowed() {
+    timed(async {
+        let server = TestServer::start().await;
+        let token = service_account(&server, "ci").await;
+        let (code, _) = admin(&server, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", json!({
+            "metadata": {"name": "pod-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+        })).await;
+        assert_eq!(code, 201);
+        let (code, _) = admin(&server, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", json!({
+            "metadata": {"name": "ci-reads-pods"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "ci", "namespace": "default"}],
+        })).await;
+        assert_eq!(code, 201);
+
+        // The admin (system:masters) acting as the service account has its rights only.
+        let as_ci = client_impersonating(&server, server.token(), "system:serviceaccount:default:ci", &[]);
+        let (code, list) = eventually(&as_ci, "GET", "/api/v1/namespaces/default/pods", Value::Null, 200).await;
+        assert_eq!(code, 200, "{list}");
+        let (code, status) = raw(&as_ci, "GET", "/api/v1/namespaces/kube-system/pods", "application/json", vec![]).await;
+        assert_eq!(code, 403);
+        assert_eq!(
+            status["message"],
+            r#"pods is forbidden: User "system:serviceaccount:default:ci" cannot list resource "pods" in API group "" in the namespace "kube-system""#
+        );
+        let (code, review) = raw(
+            &as_ci,
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            "application/json",
+            serde_json::to_vec(&json!({"spec": {"namespace": "default"}})).expect("json"),
+        )
+        .await;
+        assert_eq!(code, 201, "{review}");
+        let rules = review["status"]["resourceRules"].as_array().expect("rules");
+        assert!(rules.iter().any(|r| r["resources"] == json!(["pods"])), "{review}");
+        assert!(!rules.iter().any(|r| r["resources"] == json!(["*"])), "no admin rules leak: {review}");
+        let (code, who) = raw(
+            &as_ci,
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            "application/json",
+            serde_json::to_vec(&json!({})).expect("json"),
+        )
+        .await;
+        assert_eq!(code, 201, "{who}");
+        assert_eq!(who["status"]["userInfo"]["username"], "system:serviceaccount:default:ci");
+        assert_eq!(
+            who["status"]["userInfo"]["groups"],
+            json!(["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"])
+        );
+
+        // The service account may not impersonate anyone: 403 on the impersonate check.
+        let ci_as_admin = client_impersonating(&server, &token, "kubernetes-admin", &["system:masters"]);
+        let (code, status) = raw(&ci_as_admin, "GET", "/api/v1/namespaces/default/pods", "application/json", vec![]).await;
+        assert_eq!(code, 403, "{status}");
+        assert_eq!(
+            status["message"],
+            r#"users "kubernetes-admin" is forbidden: User "system:serviceaccount:default:ci" cannot impersonate resource "users" in API group "" at the cluster scope"#
+        );
+
+        // Granted `impersonate` on one group only: that group works, another does not.
+        let (code, _) = admin(&server, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", json!({
+            "metadata": {"name": "impersonate-bob"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["users"], "resourceNames": ["bob"], "verbs": ["impersonate"]},
+                {"apiGroups": [""], "resources": ["groups"], "resourceNames": ["devs"], "verbs": ["impersonate"]},
+            ],
+        })).await;
+        assert_eq!(code, 201);
+        let (code, _) = admin(&server, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json!({
+            "metadata": {"name": "ci-impersonates-bob"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "impersonate-bob"},
+            "subjects": [{"kind": "ServiceAccount", "name": "ci", "namespace": "default"}],
+        })).await;
+        assert_eq!(code, 201);
+        let bob = client_impersonating(&server, &token, "bob", &["devs"]);
+        let (code, who) = eventually(&bob, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", json!({}), 201).await;
+        assert_eq!(code, 201, "{who}");
+        assert_eq!(who["status"]["userInfo"]["username"], "bob");
+        assert_eq!(who["status"]["userInfo"]["groups"], json!(["devs", "system:authenticated"]));
+        let masters = client_impersonating(&server, &token, "bob", &["system:masters"]);
+        let (code, status) = raw(&masters, "GET", "/api/v1/namespaces", "application/json", vec![]).await;
+        assert_eq!(code, 403, "{status}");
+        assert_eq!(
+            status["message"],
+            r#"groups "system:masters" is forbidden: User "system:serviceaccount:default:ci" cannot impersonate resource "groups" in API group "" at the cluster scope"#
+        );
         server.shutdown().await;
     })
     .await;

@@ -4,19 +4,22 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::names::{
-    CRONJOB, CRONJOB_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT,
-    DEPLOYMENT_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
-    ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER,
-    GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, HORIZONTAL_POD_AUTOSCALER,
-    HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER,
-    NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER,
-    POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER,
-    REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
-    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
-    STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
-    TTL_AFTER_FINISHED_CONTROLLER,
+    CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB, CRONJOB_CONTROLLER,
+    DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER, ENDPOINTS,
+    ENDPOINTS_CONTROLLER, ENDPOINTSLICE, ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING,
+    ENDPOINTSLICE_MIRRORING_CONTROLLER, GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER,
+    HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER,
+    NAMESPACE, NAMESPACE_CONTROLLER, NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE,
+    NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET,
+    REPLICASET_CONTROLLER, REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER,
+    ROOT_CA_CERTIFICATE_PUBLISHER, ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT,
+    SERVICEACCOUNT_CONTROLLER, STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER,
+    TTL_AFTER_FINISHED, TTL_AFTER_FINISHED_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
+use crate::clusterroleaggregation::{
+    ClusterRoleAggregationController, WORKERS as AGGREGATION_WORKERS,
+};
 use crate::cronjob::{CronJobController, CronJobControllerOptions, CronJobMetrics};
 use crate::daemon::{DaemonSetsController, DaemonSetsControllerOptions};
 use crate::deployment::{DeploymentController, DeploymentControllerOptions};
@@ -80,6 +83,7 @@ impl ControllerRegistry {
             ttl_after_finished_controller(),
             pod_garbage_collector_controller(),
             horizontal_pod_autoscaler_controller(),
+            clusterrole_aggregation_controller(),
         ] {
             if let Err(err) = registry.register(descriptor) {
                 // The list above is fixed at compile time; a clash is a programming error,
@@ -594,6 +598,25 @@ pub fn horizontal_pod_autoscaler_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(HORIZONTAL_POD_AUTOSCALER.aliases)
+}
+
+/// `clusterrole-aggregation-controller` (alias `clusterrole-aggregation`): the ClusterRoles
+/// informer, 5 workers (upstream's constant) on queue `ClusterRoleAggregator`.
+pub fn clusterrole_aggregation_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        CLUSTERROLE_AGGREGATION_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(ClusterRoleAggregationController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                Some(ctx.workqueue_metrics()),
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(AGGREGATION_WORKERS, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(CLUSTERROLE_AGGREGATION.aliases)
 }
 
 /// `pod-garbage-collector-controller` (alias `podgc`): the Pods and Nodes informers, a pass

@@ -38,6 +38,8 @@ pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NA
 pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
 /// kube-controller-manager's name of the CronJob controller.
 pub const CRONJOB_CONTROLLER: &str = crate::cronjob::CONTROLLER_NAME;
+/// kube-controller-manager's name of the ClusterRole aggregation controller.
+pub const CLUSTERROLE_AGGREGATION_CONTROLLER: &str = crate::clusterroleaggregation::CONTROLLER_NAME;
 /// kube-controller-manager's name of the TTL-after-finished controller.
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
 /// kube-controller-manager's name of the HorizontalPodAutoscaler controller.
@@ -181,9 +183,16 @@ pub const HORIZONTAL_POD_AUTOSCALER: ControllerNames = ControllerNames {
     disabled_by_default: false,
 };
 
+/// `clusterrole-aggregation-controller`, alias `clusterrole-aggregation`.
+pub const CLUSTERROLE_AGGREGATION: ControllerNames = ControllerNames {
+    name: CLUSTERROLE_AGGREGATION_CONTROLLER,
+    aliases: &[crate::clusterroleaggregation::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 20] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 21] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -204,6 +213,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 20] = [
     TTL_AFTER_FINISHED,
     POD_GARBAGE_COLLECTOR,
     HORIZONTAL_POD_AUTOSCALER,
+    CLUSTERROLE_AGGREGATION,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -230,6 +240,7 @@ mod tests {
         assert_eq!(
             all,
             [
+                "clusterrole-aggregation-controller",
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",

@@ -1325,7 +1325,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: cronjob-controller, daemonset-controller, deployment-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
+            "All controllers: clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
             "--concurrent-job-syncs <int32>",
             "--concurrent-cron-job-syncs <int32>",
             "--concurrent-ttl-after-finished-syncs <int32>",

@@ -298,6 +298,7 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "clusterrole-aggregation-controller",
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",

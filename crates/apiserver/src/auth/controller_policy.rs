@@ -1,0 +1,400 @@
+//! The `system:controller:*` ClusterRoles and their bindings to the controllers' service accounts in `kube-system` (upstream's `bootstrappolicy/controller_policy.go`), for the controllers kcm implements.
+
+use serde_json::{Value, json};
+
+/// The prefix of every controller role (upstream's `saRolePrefix`).
+pub const CONTROLLER_ROLE_PREFIX: &str = "system:controller:";
+
+const LEGACY: &str = "";
+const APPS: &str = "apps";
+const EXTENSIONS: &str = "extensions";
+const BATCH: &str = "batch";
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
+    json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
+}
+
+/// Upstream's `eventsRule`: events in the core and `events.k8s.io` groups.
+fn events() -> Value {
+    rule(
+        &["create", "update", "patch"],
+        &[LEGACY, "events.k8s.io"],
+        &["events"],
+    )
+}
+
+/// `(service account name, rules)` of each controller, upstream's order and rules.
+fn controllers() -> Vec<(&'static str, Vec<Value>)> {
+    vec![
+        (
+            "clusterrole-aggregation-controller",
+            vec![rule(
+                &["escalate", "get", "list", "watch", "update", "patch"],
+                &[RBAC],
+                &["clusterroles"],
+            )],
+        ),
+        (
+            "cronjob-controller",
+            vec![
+                rule(&["get", "list", "watch", "update"], &[BATCH], &["cronjobs"]),
+                rule(
+                    &[
+                        "get", "list", "watch", "create", "update", "delete", "patch",
+                    ],
+                    &[BATCH],
+                    &["jobs"],
+                ),
+                rule(&["update"], &[BATCH], &["cronjobs/status"]),
+                rule(&["update"], &[BATCH], &["cronjobs/finalizers"]),
+                rule(&["list", "watch", "delete"], &[LEGACY], &["pods"]),
+                events(),
+            ],
+        ),
+        (
+            "daemon-set-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch"],
+                    &[EXTENSIONS, APPS],
+                    &["daemonsets"],
+                ),
+                rule(&["update"], &[EXTENSIONS, APPS], &["daemonsets/status"]),
+                rule(&["update"], &[EXTENSIONS, APPS], &["daemonsets/finalizers"]),
+                rule(&["list", "watch"], &[LEGACY], &["nodes"]),
+                rule(
+                    &["list", "watch", "create", "delete", "patch"],
+                    &[LEGACY],
+                    &["pods"],
+                ),
+                rule(&["create"], &[LEGACY], &["pods/binding"]),
+                rule(
+                    &[
+                        "get", "list", "watch", "create", "delete", "update", "patch",
+                    ],
+                    &[APPS],
+                    &["controllerrevisions"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "deployment-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[EXTENSIONS, APPS],
+                    &["deployments"],
+                ),
+                rule(&["update"], &[EXTENSIONS, APPS], &["deployments/status"]),
+                rule(
+                    &["update"],
+                    &[EXTENSIONS, APPS],
+                    &["deployments/finalizers"],
+                ),
+                rule(
+                    &[
+                        "get", "list", "watch", "create", "update", "patch", "delete",
+                    ],
+                    &[APPS, EXTENSIONS],
+                    &["replicasets"],
+                ),
+                rule(&["get", "list", "watch", "update"], &[LEGACY], &["pods"]),
+                events(),
+            ],
+        ),
+        (
+            "generic-garbage-collector",
+            vec![
+                rule(
+                    &["get", "list", "watch", "patch", "update", "delete"],
+                    &["*"],
+                    &["*"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "job-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update", "patch"],
+                    &[BATCH],
+                    &["jobs"],
+                ),
+                rule(&["update"], &[BATCH], &["jobs/status"]),
+                rule(&["update"], &[BATCH], &["jobs/finalizers"]),
+                rule(
+                    &["list", "watch", "create", "delete", "patch"],
+                    &[LEGACY],
+                    &["pods"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "namespace-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "delete"],
+                    &[LEGACY],
+                    &["namespaces"],
+                ),
+                rule(
+                    &["update"],
+                    &[LEGACY],
+                    &["namespaces/finalize", "namespaces/status"],
+                ),
+                rule(
+                    &["get", "list", "watch", "delete", "deletecollection"],
+                    &["*"],
+                    &["*"],
+                ),
+            ],
+        ),
+        (
+            "node-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update", "delete", "patch"],
+                    &[LEGACY],
+                    &["nodes"],
+                ),
+                rule(&["patch", "update"], &[LEGACY], &["nodes/status"]),
+                rule(&["patch", "update"], &[LEGACY], &["pods/status"]),
+                rule(&["list", "watch", "get", "delete"], &[LEGACY], &["pods"]),
+                events(),
+            ],
+        ),
+        (
+            "pod-garbage-collector",
+            vec![
+                rule(&["list", "watch", "delete"], &[LEGACY], &["pods"]),
+                rule(&["get", "list", "watch"], &[LEGACY], &["nodes"]),
+                rule(&["patch"], &[LEGACY], &["pods/status"]),
+            ],
+        ),
+        (
+            "replicaset-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[APPS, EXTENSIONS],
+                    &["replicasets"],
+                ),
+                rule(&["update"], &[APPS, EXTENSIONS], &["replicasets/status"]),
+                rule(
+                    &["update"],
+                    &[APPS, EXTENSIONS],
+                    &["replicasets/finalizers"],
+                ),
+                rule(
+                    &["list", "watch", "patch", "create", "delete"],
+                    &[LEGACY],
+                    &["pods"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "replication-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[LEGACY],
+                    &["replicationcontrollers"],
+                ),
+                rule(&["update"], &[LEGACY], &["replicationcontrollers/status"]),
+                rule(
+                    &["update"],
+                    &[LEGACY],
+                    &["replicationcontrollers/finalizers"],
+                ),
+                rule(
+                    &["list", "watch", "patch", "create", "delete"],
+                    &[LEGACY],
+                    &["pods"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "service-account-controller",
+            vec![rule(&["create"], &[LEGACY], &["serviceaccounts"]), events()],
+        ),
+        (
+            "statefulset-controller",
+            vec![
+                rule(&["list", "watch"], &[LEGACY], &["pods"]),
+                rule(&["get", "list", "watch"], &[APPS], &["statefulsets"]),
+                rule(&["update"], &[APPS], &["statefulsets/status"]),
+                rule(&["update"], &[APPS], &["statefulsets/finalizers"]),
+                rule(
+                    &["get", "create", "delete", "update", "patch"],
+                    &[LEGACY],
+                    &["pods"],
+                ),
+                rule(
+                    &[
+                        "get", "create", "delete", "update", "patch", "list", "watch",
+                    ],
+                    &[APPS],
+                    &["controllerrevisions"],
+                ),
+                rule(
+                    &["get", "create", "list", "watch"],
+                    &[LEGACY],
+                    &["persistentvolumeclaims"],
+                ),
+                rule(
+                    &["update", "delete"],
+                    &[LEGACY],
+                    &["persistentvolumeclaims"],
+                ),
+                rule(&["update"], &[LEGACY], &["pods/finalizers"]),
+                events(),
+            ],
+        ),
+        (
+            "ttl-after-finished-controller",
+            vec![
+                rule(&["get", "list", "watch", "delete"], &[BATCH], &["jobs"]),
+                events(),
+            ],
+        ),
+    ]
+}
+
+fn metadata(name: &str) -> Value {
+    json!({
+        "name": name,
+        "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+        "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+    })
+}
+
+/// The controller ClusterRoles (upstream's `ControllerRoles`).
+pub fn controller_roles() -> Vec<Value> {
+    controllers()
+        .into_iter()
+        .map(|(sa, rules)| {
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": metadata(&format!("{CONTROLLER_ROLE_PREFIX}{sa}")),
+                "rules": rules,
+            })
+        })
+        .collect()
+}
+
+/// Each controller role bound to the service account `kube-system/<controller>` (upstream's
+/// `ControllerRoleBindings`).
+pub fn controller_role_bindings() -> Vec<Value> {
+    controllers()
+        .into_iter()
+        .map(|(sa, _)| {
+            let name = format!("{CONTROLLER_ROLE_PREFIX}{sa}");
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": metadata(&name),
+                "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": "kube-system"}],
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::rbac_rule::{PolicyRule, covers};
+
+    fn rules_of(sa: &str) -> Vec<PolicyRule> {
+        let roles = controller_roles();
+        let role = roles
+            .iter()
+            .find(|r| r["metadata"]["name"] == format!("{CONTROLLER_ROLE_PREFIX}{sa}"))
+            .unwrap_or_else(|| panic!("{sa}"));
+        PolicyRule::rules_of(role)
+    }
+
+    fn one(verb: &str, group: &str, resource: &str) -> PolicyRule {
+        PolicyRule::from_json(&rule(&[verb], &[group], &[resource]))
+    }
+
+    #[test]
+    fn controller_roles_grant_what_each_controller_calls() {
+        let cases = [
+            ("replicaset-controller", one("create", "", "pods"), true),
+            (
+                "replicaset-controller",
+                one("update", "apps", "replicasets/status"),
+                true,
+            ),
+            (
+                "replicaset-controller",
+                one("delete", "apps", "replicasets"),
+                false,
+            ),
+            (
+                "deployment-controller",
+                one("delete", "apps", "replicasets"),
+                true,
+            ),
+            (
+                "generic-garbage-collector",
+                one("delete", "example.com", "foos"),
+                true,
+            ),
+            (
+                "namespace-controller",
+                one("deletecollection", "apps", "deployments"),
+                true,
+            ),
+            ("namespace-controller", one("create", "", "pods"), false),
+            (
+                "ttl-after-finished-controller",
+                one("delete", "batch", "jobs"),
+                true,
+            ),
+            (
+                "ttl-after-finished-controller",
+                one("create", "", "events"),
+                true,
+            ),
+            (
+                "clusterrole-aggregation-controller",
+                one("escalate", RBAC, "clusterroles"),
+                true,
+            ),
+            ("pod-garbage-collector", one("create", "", "events"), false),
+        ];
+        for (sa, wanted, allowed) in cases {
+            assert_eq!(
+                covers(&rules_of(sa), std::slice::from_ref(&wanted)).0,
+                allowed,
+                "{sa}: {wanted:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_role_is_bound_to_its_service_account() {
+        let roles = controller_roles();
+        let bindings = controller_role_bindings();
+        assert_eq!(roles.len(), bindings.len());
+        for (role, binding) in roles.iter().zip(&bindings) {
+            let name = role["metadata"]["name"].as_str().expect("name");
+            assert!(name.starts_with(CONTROLLER_ROLE_PREFIX));
+            assert_eq!(binding["roleRef"]["name"], name);
+            assert_eq!(binding["subjects"][0]["namespace"], "kube-system");
+            assert_eq!(
+                binding["subjects"][0]["name"],
+                &name[CONTROLLER_ROLE_PREFIX.len()..]
+            );
+        }
+    }
+}
