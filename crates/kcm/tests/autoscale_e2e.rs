@@ -7,124 +7,28 @@
 //! container's lines and ends when its pod is deleted. Skipped (with a note) when `kubectl` is
 //! missing.
 
+mod kcm_up;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const KCM: &str = env!("CARGO_BIN_EXE_kcm");
-/// How long any single wait may take: generous, the machine is shared and the build is debug.
-const DEADLINE: Duration = Duration::from_secs(90);
+use kcm_up::{DEADLINE, Up, kubectl_installed};
 
-/// A running `kcm up`; killed when dropped, however the test ends.
-struct Up {
-    child: Child,
-    kubeconfig: PathBuf,
-    log: PathBuf,
-}
+/// Flags that make the HPA act within the test: 1 s syncs, a 10 s downscale window, no CPU
+/// initialization period.
+const HPA_FLAGS: &[&str] = &[
+    "--horizontal-pod-autoscaler-sync-period",
+    "1s",
+    "--horizontal-pod-autoscaler-downscale-stabilization",
+    "10s",
+    "--horizontal-pod-autoscaler-cpu-initialization-period",
+    "0s",
+];
 
+/// The autoscaling test's own queries.
 impl Up {
-    /// Starts `kcm up` on a free port and returns once it printed its kubeconfig path.
-    fn start(data_dir: &Path) -> Self {
-        let log = data_dir.join("up.log");
-        let stderr = std::fs::File::create(&log).expect("log file");
-        let mut child = Command::new(KCM)
-            .args([
-                "up",
-                "--listen",
-                "127.0.0.1:0",
-                "--pod-ready-delay",
-                "200ms",
-                "--horizontal-pod-autoscaler-sync-period",
-                "1s",
-                "--horizontal-pod-autoscaler-downscale-stabilization",
-                "10s",
-                "--horizontal-pod-autoscaler-cpu-initialization-period",
-                "0s",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .env("KCM_LOG", "info,kcm_controllers::podautoscaler=debug")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn kcm up");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut up = Up {
-            child,
-            kubeconfig: PathBuf::new(),
-            log,
-        };
-        let started = Instant::now();
-        loop {
-            let Ok(line) = rx.recv_timeout(DEADLINE.saturating_sub(started.elapsed())) else {
-                panic!("kcm up printed no kubeconfig\n{}", up.logs());
-            };
-            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
-                up.kubeconfig = PathBuf::from(path);
-                return up;
-            }
-        }
-    }
-
-    fn logs(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(60).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        format!("--- kcm up log tail ---\n{}", tail.join("\n"))
-    }
-
-    fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["--request-timeout", "20s"])
-            .args(args)
-            .output()
-            .expect("run kubectl");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn kubectl_ok(&self, args: &[&str]) -> String {
-        let (ok, stdout, stderr) = self.kubectl(args);
-        assert!(
-            ok,
-            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {stderr}\n{}",
-            self.logs()
-        );
-        stdout
-    }
-
-    /// Polls `f` every 200 ms until it yields a value; panics naming `what` after [`DEADLINE`].
-    fn wait_for<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(value) = f() {
-                return value;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    /// The Deployment's `spec.replicas`.
     fn replicas(&self, deploy: &str) -> i64 {
         self.kubectl_ok(&["get", "deploy", deploy, "-o", "jsonpath={.spec.replicas}"])
             .trim()
@@ -148,20 +52,6 @@ impl Up {
             .filter(|l| !l.is_empty())
             .collect()
     }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn kubectl_installed() -> bool {
-    Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 const DEPLOYMENT: &str = "apiVersion: apps/v1
@@ -192,7 +82,11 @@ fn top_and_autoscale_on_kcm_up_driven_by_kubectl() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let up = Up::start(dir.path());
+    let up = Up::start(
+        dir.path(),
+        HPA_FLAGS,
+        "info,kcm_controllers::podautoscaler=debug",
+    );
 
     // kubectl top nodes: every node, with CPU and memory (the system overhead at least).
     let nodes = up.wait_for("kubectl top nodes", || {
