@@ -66,17 +66,8 @@ impl Strategy for EndpointSliceStrategy {
     /// upstream's `PrepareForUpdate` (EndpointSlices have no spec: the EndpointSlice
     /// controllers' stale-cache tracking reads this generation).
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        let without_meta = |obj: &Value| {
-            let mut copy = obj.clone();
-            if let Some(map) = copy.as_object_mut() {
-                map.remove("metadata");
-                map.remove("apiVersion");
-                map.remove("kind");
-            }
-            copy
-        };
         let labels_changed = new.pointer("/metadata/labels") != old.pointer("/metadata/labels");
-        if labels_changed || without_meta(new) != without_meta(old) {
+        if labels_changed || differs_outside_metadata(new, old) {
             crate::object::set_meta(new, "generation", crate::object::generation(old) + 1);
         }
     }
@@ -241,6 +232,17 @@ fn validate_ports(obj: &Value, errs: &mut Vec<FieldError>) {
                 e.to_string(),
             ));
         }
+    }
+}
+
+/// Whether two objects differ in anything but `metadata`, `apiVersion` and `kind`, compared
+/// in place (serde_json's maps are ordered, so equal objects iterate alike).
+fn differs_outside_metadata(a: &Value, b: &Value) -> bool {
+    let outside =
+        |(key, _): &(&String, &Value)| !matches!(key.as_str(), "metadata" | "apiVersion" | "kind");
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => a.iter().filter(outside).ne(b.iter().filter(outside)),
+        _ => a != b,
     }
 }
 
