@@ -116,8 +116,10 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 
 /// The controller manager's options inside `kcm up`: kube-controller-manager's defaults for
 /// everything, but no leader election (one process owns the cluster), no HTTPS endpoint
-/// (nothing probes it; `kcm run` serves one), and pod CIDRs allocated from
-/// [`CLUSTER_CIDR`]; the HPA flags `kcm up` takes are passed on.
+/// (nothing probes it; `kcm run` serves one), pod CIDRs allocated from [`CLUSTER_CIDR`], and
+/// each controller running as its own service account with its `system:controller:*` role
+/// (`--use-service-account-credentials`, as kubeadm runs kube-controller-manager); the HPA
+/// flags `kcm up` takes are passed on.
 fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
     #[derive(Parser)]
     struct Flags {
@@ -132,6 +134,7 @@ fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
         "--allocate-node-cidrs=true".to_owned(),
         format!("--cluster-cidr={CLUSTER_CIDR}"),
         format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
+        "--use-service-account-credentials=true".to_owned(),
     ];
     if let Some(args) = args {
         argv.push(format!(
@@ -483,6 +486,7 @@ mod tests {
         assert_eq!(options.secure_serving.secure_port, 0);
         assert_eq!(options.generic.controllers, ["*"]);
         assert!(options.kube_cloud_shared.allocate_node_cidrs);
+        assert!(options.kube_cloud_shared.use_service_account_credentials);
         assert_eq!(
             options
                 .node_ipam_flags()

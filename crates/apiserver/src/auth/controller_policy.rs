@@ -10,6 +10,9 @@ const APPS: &str = "apps";
 const EXTENSIONS: &str = "extensions";
 const BATCH: &str = "batch";
 const RBAC: &str = "rbac.authorization.k8s.io";
+const POLICY: &str = "policy";
+const DISCOVERY: &str = "discovery.k8s.io";
+const AUTOSCALING: &str = "autoscaling";
 
 fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
@@ -105,11 +108,118 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "disruption-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch"],
+                    &[EXTENSIONS, APPS],
+                    &["deployments"],
+                ),
+                rule(
+                    &["get", "list", "watch"],
+                    &[APPS, EXTENSIONS],
+                    &["replicasets"],
+                ),
+                rule(
+                    &["get", "list", "watch"],
+                    &[LEGACY],
+                    &["replicationcontrollers"],
+                ),
+                rule(
+                    &["get", "list", "watch"],
+                    &[POLICY],
+                    &["poddisruptionbudgets"],
+                ),
+                rule(&["get", "list", "watch"], &[APPS], &["statefulsets"]),
+                rule(&["update"], &[POLICY], &["poddisruptionbudgets/status"]),
+                rule(&["patch", "update"], &[LEGACY], &["pods/status"]),
+                rule(&["get"], &["*"], &["*/scale"]),
+                events(),
+            ],
+        ),
+        (
+            "endpoint-controller",
+            vec![
+                rule(&["get", "list", "watch"], &[LEGACY], &["services", "pods"]),
+                rule(
+                    &["get", "list", "watch", "create", "update", "delete"],
+                    &[LEGACY],
+                    &["endpoints"],
+                ),
+                rule(&["create"], &[LEGACY], &["endpoints/restricted"]),
+                events(),
+            ],
+        ),
+        (
+            "endpointslice-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch"],
+                    &[LEGACY],
+                    &["services", "pods", "nodes"],
+                ),
+                rule(&["update"], &[LEGACY], &["services/finalizers"]),
+                rule(
+                    &["get", "list", "watch", "create", "update", "delete"],
+                    &[DISCOVERY],
+                    &["endpointslices"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "endpointslicemirroring-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch"],
+                    &[LEGACY],
+                    &["services", "endpoints"],
+                ),
+                rule(&["update"], &[LEGACY], &["services/finalizers"]),
+                rule(&["update"], &[LEGACY], &["endpoints/finalizers"]),
+                rule(
+                    &["get", "list", "watch", "create", "update", "delete"],
+                    &[DISCOVERY],
+                    &["endpointslices"],
+                ),
+                events(),
+            ],
+        ),
+        (
             "generic-garbage-collector",
             vec![
                 rule(
                     &["get", "list", "watch", "patch", "update", "delete"],
                     &["*"],
+                    &["*"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "horizontal-pod-autoscaler",
+            vec![
+                rule(
+                    &["get", "list", "watch"],
+                    &[AUTOSCALING],
+                    &["horizontalpodautoscalers"],
+                ),
+                rule(
+                    &["update"],
+                    &[AUTOSCALING],
+                    &["horizontalpodautoscalers/status"],
+                ),
+                rule(&["get", "update"], &["*"], &["*/scale"]),
+                rule(&["list", "watch"], &[LEGACY], &["pods"]),
+                rule(&["list", "watch"], &["metrics.k8s.io"], &["pods"]),
+                rule(
+                    &["get", "list", "watch"],
+                    &["custom.metrics.k8s.io"],
+                    &["*"],
+                ),
+                rule(
+                    &["get", "list", "watch"],
+                    &["external.metrics.k8s.io"],
                     &["*"],
                 ),
                 events(),
@@ -220,6 +330,15 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "resourcequota-controller",
+            vec![
+                // Quota counts anything, so it may list and watch everything.
+                rule(&["list", "watch"], &["*"], &["*"]),
+                rule(&["update"], &[LEGACY], &["resourcequotas/status"]),
+                events(),
+            ],
+        ),
+        (
             "service-account-controller",
             vec![rule(&["create"], &[LEGACY], &["serviceaccounts"]), events()],
         ),
@@ -260,6 +379,13 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             "ttl-after-finished-controller",
             vec![
                 rule(&["get", "list", "watch", "delete"], &[BATCH], &["jobs"]),
+                events(),
+            ],
+        ),
+        (
+            "root-ca-cert-publisher",
+            vec![
+                rule(&["create", "update"], &[LEGACY], &["configmaps"]),
                 events(),
             ],
         ),
@@ -371,6 +497,43 @@ mod tests {
                 true,
             ),
             ("pod-garbage-collector", one("create", "", "events"), false),
+            (
+                "horizontal-pod-autoscaler",
+                one("update", "apps", "deployments/scale"),
+                true,
+            ),
+            (
+                "horizontal-pod-autoscaler",
+                one("list", "metrics.k8s.io", "pods"),
+                true,
+            ),
+            ("endpoint-controller", one("create", "", "endpoints"), true),
+            (
+                "endpointslice-controller",
+                one("delete", "discovery.k8s.io", "endpointslices"),
+                true,
+            ),
+            ("endpointslice-controller", one("delete", "", "pods"), false),
+            (
+                "disruption-controller",
+                one("update", "policy", "poddisruptionbudgets/status"),
+                true,
+            ),
+            (
+                "resourcequota-controller",
+                one("watch", "apps", "deployments"),
+                true,
+            ),
+            (
+                "root-ca-cert-publisher",
+                one("update", "", "configmaps"),
+                true,
+            ),
+            (
+                "root-ca-cert-publisher",
+                one("delete", "", "configmaps"),
+                false,
+            ),
         ];
         for (sa, wanted, allowed) in cases {
             assert_eq!(

@@ -4,17 +4,18 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::names::{
-    CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB, CRONJOB_CONTROLLER,
-    DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER, ENDPOINTS,
-    ENDPOINTS_CONTROLLER, ENDPOINTSLICE, ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING,
-    ENDPOINTSLICE_MIRRORING_CONTROLLER, GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER,
-    HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER,
-    NAMESPACE, NAMESPACE_CONTROLLER, NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE,
-    NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET,
-    REPLICASET_CONTROLLER, REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER,
-    ROOT_CA_CERTIFICATE_PUBLISHER, ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT,
-    SERVICEACCOUNT_CONTROLLER, STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER,
-    TTL_AFTER_FINISHED, TTL_AFTER_FINISHED_CONTROLLER,
+    BUILTIN_CONTROLLERS, CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB,
+    CRONJOB_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER,
+    ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE, ENDPOINTSLICE_CONTROLLER,
+    ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER, GARBAGE_COLLECTOR,
+    GARBAGE_COLLECTOR_CONTROLLER, HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER,
+    JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER, NODE_IPAM, NODE_IPAM_CONTROLLER,
+    NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR,
+    POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER, REPLICATIONCONTROLLER,
+    REPLICATIONCONTROLLER_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
+    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
+    STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
+    TTL_AFTER_FINISHED_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::clusterroleaggregation::{
@@ -85,6 +86,13 @@ impl ControllerRegistry {
             horizontal_pod_autoscaler_controller(),
             clusterrole_aggregation_controller(),
         ] {
+            let descriptor = match BUILTIN_CONTROLLERS
+                .iter()
+                .find(|names| names.name == descriptor.name())
+            {
+                Some(names) => descriptor.with_service_account(names.service_account),
+                None => descriptor,
+            };
             if let Err(err) = registry.register(descriptor) {
                 // The list above is fixed at compile time; a clash is a programming error,
                 // caught by the unit test below.
@@ -650,7 +658,6 @@ pub fn pod_garbage_collector_controller() -> ControllerDescriptor {
 mod tests {
     use std::collections::BTreeSet;
 
-    use super::super::names::BUILTIN_CONTROLLERS;
     use super::*;
 
     /// The registry holds exactly the controllers of [`super::super::names`], with their
@@ -673,9 +680,30 @@ mod tests {
                 "{}",
                 names.name
             );
+            assert_eq!(
+                descriptor.service_account(),
+                Some(names.service_account),
+                "{}",
+                names.name
+            );
         }
         registry
             .select(&["*"])
             .expect("the default selection is valid for the built-in controllers");
+    }
+
+    /// Under `--use-service-account-credentials` each controller acts as its service account;
+    /// the API server's bootstrap policy must hold a `system:controller:<account>` role for it.
+    #[test]
+    fn every_service_account_has_its_bootstrap_controller_role() {
+        use kcm_apiserver::auth::controller_policy::{CONTROLLER_ROLE_PREFIX, controller_roles};
+        let roles: BTreeSet<String> = controller_roles()
+            .iter()
+            .filter_map(|r| r["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        for names in BUILTIN_CONTROLLERS {
+            let role = format!("{CONTROLLER_ROLE_PREFIX}{}", names.service_account);
+            assert!(roles.contains(&role), "{}: no {role}", names.name);
+        }
     }
 }

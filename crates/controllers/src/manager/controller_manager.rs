@@ -18,6 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::client_builder::{ControllerClients, ServiceAccountClients};
 use super::client_config::load_client_config;
 use super::context::ControllerContext;
 use super::error::{Error, Result};
@@ -243,11 +244,17 @@ impl ControllerManager {
             .as_ref()
             .filter(|certs| !certs.is_empty())
             .map(|certs| Arc::new(crate::rootcacertpublisher::ca::der_to_pem(certs)));
-        let client = kcm_machinery::client::build_client(
-            config,
+        // One limiter for the whole process: the controllers' own clients (with
+        // `--use-service-account-credentials`) draw from the same bucket.
+        let limiter = kcm_machinery::client::rate_limit_layer(
             options.generic.kube_api_qps,
             options.generic.kube_api_burst,
+        );
+        let client = kcm_machinery::client::build_client_with(
+            config.clone(),
+            &limiter,
             Some(self.metrics.client()),
+            None,
         )?;
 
         let events: Arc<dyn EventPipeline> = match self.events {
@@ -263,6 +270,8 @@ impl ControllerManager {
         let leader_elect = options.leader_election.leader_elect;
         let shared = Arc::new(Shared {
             client: client.clone(),
+            client_config: config,
+            limiter,
             client_ca,
             options: Arc::clone(&options),
             registry: self.registry,
@@ -422,6 +431,10 @@ async fn start_server(
 /// What the manager's tasks share.
 struct Shared {
     client: kube::Client,
+    /// What `client` was built from: the server and CA for the controllers' own clients.
+    client_config: kube::Config,
+    /// The process-wide QPS/burst limiter.
+    limiter: kcm_machinery::client::RateLimitLayer,
     /// The client configuration's CA (PEM), for [`ControllerContext::client_ca`].
     client_ca: Option<Arc<Vec<u8>>>,
     options: Arc<ManagerOptions>,
@@ -533,6 +546,18 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
         cancel: token.clone(),
     };
 
+    let clients = if options.kube_cloud_shared.use_service_account_credentials {
+        ControllerClients::ServiceAccounts(Arc::new(ServiceAccountClients::new(
+            shared.client.clone(),
+            shared.client_config.clone(),
+            shared.limiter.clone(),
+            shared.metrics.client(),
+            token.clone(),
+        )))
+    } else {
+        ControllerClients::Root(shared.client.clone())
+    };
+
     let mut started: Vec<(String, StartedController)> = Vec::new();
     for descriptor in shared.registry.iter() {
         let name = descriptor.name().to_owned();
@@ -545,7 +570,26 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
         }
         tracing::debug!(controller = %name, "Starting controller");
         let span = tracing::info_span!("controller", controller = %name);
-        match descriptor.init(ctx.clone()).instrument(span).await {
+        let client = match clients
+            .client_for(descriptor.service_account())
+            .instrument(span.clone())
+            .await
+        {
+            Ok(client) => client,
+            Err(err) => {
+                shared.fail(Error::ControllerInit {
+                    controller: name,
+                    source: Box::new(err),
+                });
+                factory.shutdown().await;
+                return;
+            }
+        };
+        let ctx = ControllerContext {
+            client,
+            ..ctx.clone()
+        };
+        match descriptor.init(ctx).instrument(span).await {
             Ok(Some(controller)) => started.push((name, controller)),
             Ok(None) => tracing::info!(controller = %name, "Warning: skipping controller"),
             Err(source) => {

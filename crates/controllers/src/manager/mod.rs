@@ -19,9 +19,11 @@
 //! - [`controller_manager`]: the run sequence (serve, elect, build, start informers, sync,
 //!   run, stop in order).
 //! - [`health`] / [`metrics`] / [`server`] / [`tls`]: the HTTPS endpoint.
-//! - [`client_config`], [`events`], [`signals`]: plumbing.
+//! - [`client_config`], [`client_builder`] (per-controller service-account clients),
+//!   [`events`], [`signals`]: plumbing.
 
 pub mod builtin;
+pub mod client_builder;
 pub mod client_config;
 pub mod context;
 pub mod controller_manager;

@@ -12,6 +12,11 @@ pub struct ControllerNames {
     pub aliases: &'static [&'static str],
     /// Whether `*` leaves the controller off (it runs only when named).
     pub disabled_by_default: bool,
+    /// Its service account in `kube-system` under `--use-service-account-credentials`: the
+    /// name upstream's start function passes to `ClientBuilder.ClientOrDie`, which is also its
+    /// `system:controller:<name>` ClusterRole (the node lifecycle, taint eviction and node IPAM
+    /// controllers share `node-controller`).
+    pub service_account: &'static str,
 }
 
 /// kube-controller-manager's name of the ReplicaSet controller.
@@ -64,60 +69,70 @@ pub const REPLICASET: ControllerNames = ControllerNames {
     name: REPLICASET_CONTROLLER,
     aliases: &["replicaset"],
     disabled_by_default: false,
+    service_account: "replicaset-controller",
 };
 /// `deployment-controller`, alias `deployment`.
 pub const DEPLOYMENT: ControllerNames = ControllerNames {
     name: DEPLOYMENT_CONTROLLER,
     aliases: &["deployment"],
     disabled_by_default: false,
+    service_account: "deployment-controller",
 };
 /// `garbage-collector-controller`, alias `garbagecollector`.
 pub const GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
     name: GARBAGE_COLLECTOR_CONTROLLER,
     aliases: &[crate::garbagecollector::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "generic-garbage-collector",
 };
 /// `node-lifecycle-controller`, alias `nodelifecycle`.
 pub const NODE_LIFECYCLE: ControllerNames = ControllerNames {
     name: NODE_LIFECYCLE_CONTROLLER,
     aliases: &["nodelifecycle"],
     disabled_by_default: false,
+    service_account: "node-controller",
 };
 /// `taint-eviction-controller` (no alias: it is newer than the aliases).
 pub const TAINT_EVICTION: ControllerNames = ControllerNames {
     name: TAINT_EVICTION_CONTROLLER,
     aliases: &[],
     disabled_by_default: false,
+    service_account: "node-controller",
 };
 /// `namespace-controller`, alias `namespace`.
 pub const NAMESPACE: ControllerNames = ControllerNames {
     name: NAMESPACE_CONTROLLER,
     aliases: &[crate::namespace::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "namespace-controller",
 };
 /// `daemonset-controller`, alias `daemonset`.
 pub const DAEMONSET: ControllerNames = ControllerNames {
     name: DAEMONSET_CONTROLLER,
     aliases: &["daemonset"],
     disabled_by_default: false,
+    service_account: "daemon-set-controller",
 };
 /// `statefulset-controller`, alias `statefulset`.
 pub const STATEFULSET: ControllerNames = ControllerNames {
     name: STATEFULSET_CONTROLLER,
     aliases: &["statefulset"],
     disabled_by_default: false,
+    service_account: "statefulset-controller",
 };
 /// `replicationcontroller-controller`, alias `replicationcontroller`.
 pub const REPLICATIONCONTROLLER: ControllerNames = ControllerNames {
     name: REPLICATIONCONTROLLER_CONTROLLER,
     aliases: &["replicationcontroller"],
     disabled_by_default: false,
+    service_account: "replication-controller",
 };
 /// `serviceaccount-controller`, alias `serviceaccount`.
 pub const SERVICEACCOUNT: ControllerNames = ControllerNames {
     name: SERVICEACCOUNT_CONTROLLER,
     aliases: &[crate::serviceaccount::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "service-account-controller",
 };
 
 /// `job-controller`, alias `job`.
@@ -125,42 +140,49 @@ pub const JOB: ControllerNames = ControllerNames {
     name: JOB_CONTROLLER,
     aliases: &["job"],
     disabled_by_default: false,
+    service_account: "job-controller",
 };
 /// `cronjob-controller`, alias `cronjob`.
 pub const CRONJOB: ControllerNames = ControllerNames {
     name: CRONJOB_CONTROLLER,
     aliases: &["cronjob"],
     disabled_by_default: false,
+    service_account: "cronjob-controller",
 };
 /// `ttl-after-finished-controller`, alias `ttl-after-finished`.
 pub const TTL_AFTER_FINISHED: ControllerNames = ControllerNames {
     name: TTL_AFTER_FINISHED_CONTROLLER,
     aliases: &[crate::ttlafterfinished::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "ttl-after-finished-controller",
 };
 /// `pod-garbage-collector-controller`, alias `podgc`.
 pub const POD_GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
     name: POD_GARBAGE_COLLECTOR_CONTROLLER,
     aliases: &[crate::podgc::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "pod-garbage-collector",
 };
 /// `endpoints-controller`, alias `endpoint`.
 pub const ENDPOINTS: ControllerNames = ControllerNames {
     name: ENDPOINTS_CONTROLLER,
     aliases: &[crate::endpoint::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "endpoint-controller",
 };
 /// `endpointslice-controller`, alias `endpointslice`.
 pub const ENDPOINTSLICE: ControllerNames = ControllerNames {
     name: ENDPOINTSLICE_CONTROLLER,
     aliases: &[crate::endpointslice::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "endpointslice-controller",
 };
 /// `endpointslice-mirroring-controller`, alias `endpointslicemirroring`.
 pub const ENDPOINTSLICE_MIRRORING: ControllerNames = ControllerNames {
     name: ENDPOINTSLICE_MIRRORING_CONTROLLER,
     aliases: &[crate::endpointslicemirroring::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "endpointslicemirroring-controller",
 };
 /// `node-ipam-controller`, alias `nodeipam` (on by default, as upstream; it only starts with
 /// `--allocate-node-cidrs`).
@@ -168,12 +190,14 @@ pub const NODE_IPAM: ControllerNames = ControllerNames {
     name: NODE_IPAM_CONTROLLER,
     aliases: &[crate::nodeipam::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "node-controller",
 };
 /// `root-ca-certificate-publisher-controller`, alias `root-ca-cert-publisher`.
 pub const ROOT_CA_CERTIFICATE_PUBLISHER: ControllerNames = ControllerNames {
     name: ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER,
     aliases: &[crate::rootcacertpublisher::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "root-ca-cert-publisher",
 };
 
 /// `horizontal-pod-autoscaler-controller`, alias `horizontalpodautoscaling`.
@@ -181,6 +205,7 @@ pub const HORIZONTAL_POD_AUTOSCALER: ControllerNames = ControllerNames {
     name: HORIZONTAL_POD_AUTOSCALER_CONTROLLER,
     aliases: &[crate::podautoscaler::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "horizontal-pod-autoscaler",
 };
 
 /// `clusterrole-aggregation-controller`, alias `clusterrole-aggregation`.
@@ -188,6 +213,7 @@ pub const CLUSTERROLE_AGGREGATION: ControllerNames = ControllerNames {
     name: CLUSTERROLE_AGGREGATION_CONTROLLER,
     aliases: &[crate::clusterroleaggregation::CONTROLLER_ALIAS],
     disabled_by_default: false,
+    service_account: "clusterrole-aggregation-controller",
 };
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test

@@ -330,6 +330,20 @@ pub struct KubeCloudSharedFlags {
         help = "Type of CIDR allocator to use"
     )]
     pub cidr_allocator_type: String,
+
+    /// Each controller talks to the API server as its own service account in `kube-system`
+    /// (upstream's `DynamicControllerClientBuilder`); informers keep the manager's credentials.
+    #[arg(
+        long = "use-service-account-credentials",
+        value_name = "bool",
+        default_value = "false",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool,
+        help = "If true, use individual service account credentials for each controller."
+    )]
+    pub use_service_account_credentials: bool,
 }
 
 /// The endpoints controller's flags.
@@ -1035,6 +1049,7 @@ mod tests {
         assert!(!o.kube_cloud_shared.allocate_node_cidrs);
         assert_eq!(o.kube_cloud_shared.cluster_cidr, "");
         assert_eq!(o.kube_cloud_shared.cidr_allocator_type, "RangeAllocator");
+        assert!(!o.kube_cloud_shared.use_service_account_credentials);
         assert_eq!(
             o.node_ipam.node_cidr_mask_size, 0,
             "unset: 24 for IPv4, 64 for IPv6"

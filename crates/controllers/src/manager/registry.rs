@@ -70,6 +70,9 @@ pub struct ControllerDescriptor {
     aliases: Vec<String>,
     /// Runs with `*` only when named explicitly.
     disabled_by_default: bool,
+    /// Its service account in `kube-system` under `--use-service-account-credentials`
+    /// (`None`: it uses the manager's own client).
+    service_account: Option<String>,
     /// Builds the controller.
     init: InitFn,
 }
@@ -80,6 +83,7 @@ impl std::fmt::Debug for ControllerDescriptor {
             .field("name", &self.name)
             .field("aliases", &self.aliases)
             .field("disabled_by_default", &self.disabled_by_default)
+            .field("service_account", &self.service_account)
             .finish_non_exhaustive()
     }
 }
@@ -95,6 +99,7 @@ impl ControllerDescriptor {
             name: name.into(),
             aliases: Vec::new(),
             disabled_by_default: false,
+            service_account: None,
             init: Arc::new(move |ctx| Box::pin(init(ctx))),
         }
     }
@@ -102,6 +107,14 @@ impl ControllerDescriptor {
     /// Adds names `--controllers` also accepts for this controller.
     pub fn with_aliases(mut self, aliases: &[&str]) -> Self {
         self.aliases.extend(aliases.iter().map(|a| (*a).to_owned()));
+        self
+    }
+
+    /// Names the service account (in `kube-system`) the controller's client authenticates as
+    /// under `--use-service-account-credentials`, e.g. `replicaset-controller`; several
+    /// controllers may share one (upstream's `ClientBuilder.ClientOrDie(name)`).
+    pub fn with_service_account(mut self, name: &str) -> Self {
+        self.service_account = Some(name.to_owned());
         self
     }
 
@@ -124,6 +137,11 @@ impl ControllerDescriptor {
     /// Whether `*` skips it.
     pub fn is_disabled_by_default(&self) -> bool {
         self.disabled_by_default
+    }
+
+    /// Its service account, if it names one.
+    pub fn service_account(&self) -> Option<&str> {
+        self.service_account.as_deref()
     }
 
     /// Calls the init function.

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use kube::client::ClientBuilder;
 
+use super::bearer::{BearerToken, BearerTokenLayer};
 use super::metrics::{ClientMetrics, MetricsLayer};
 use super::rate_limit::RateLimitLayer;
 use super::token_bucket::TokenBucket;
@@ -62,19 +63,35 @@ pub fn build_client(
     burst: u32,
     metrics: Option<Arc<ClientMetrics>>,
 ) -> Result<kube::Client> {
+    build_client_with(config, &rate_limit_layer(qps, burst), metrics, None)
+}
+
+/// [`build_client`] with a given limiter, which several clients may share (one bucket for the
+/// whole process), and optionally a [`BearerToken`]: then every request authenticates with that
+/// token alone — the config's own credentials (token, client certificate, exec plugin) are
+/// dropped, as client-go's `AnonymousClientConfig` under a service-account token source.
+pub fn build_client_with(
+    mut config: kube::Config,
+    limiter: &RateLimitLayer,
+    metrics: Option<Arc<ClientMetrics>>,
+    token: Option<Arc<BearerToken>>,
+) -> Result<kube::Client> {
     let host = config
         .cluster_url
         .authority()
         .map(|a| a.as_str().to_owned())
         .unwrap_or_default();
-    let limiter = rate_limit_layer(qps, burst);
+    if token.is_some() {
+        config.auth_info = kube::config::AuthInfo::default();
+    }
     let builder = ClientBuilder::try_from(config).map_err(|source| Error::Build {
         host: host.clone(),
         source,
     })?;
     Ok(builder
+        .with_layer(&tower::util::option_layer(token.map(BearerTokenLayer::new)))
         .with_layer(&MetricsLayer::new(metrics, &host))
-        .with_layer(&limiter)
+        .with_layer(limiter)
         .build())
 }
 

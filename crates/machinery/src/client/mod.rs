@@ -9,15 +9,19 @@
 //! [`backoff::Backoff`] is client-go's other `flowcontrol` piece: per-key exponential back-off.
 
 pub mod backoff;
+mod bearer;
 mod build;
 mod metrics;
 mod rate_limit;
 mod token_bucket;
 
 pub use backoff::Backoff;
+pub use bearer::{
+    BearerToken, BearerTokenFuture, BearerTokenLayer, BearerTokenService, InvalidToken,
+};
 pub use build::{
     CLIENT_GO_DEFAULT_BURST, CLIENT_GO_DEFAULT_QPS, DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS,
-    Error, Result, build_client, rate_limit_layer,
+    Error, Result, build_client, build_client_with, rate_limit_layer,
 };
 pub use metrics::{
     ClientMetrics, LATENCY_BUCKETS, LatencyLabels, MetricsFuture, MetricsLayer, RequestMetrics,
