@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kcm_apiserver::testing::TestServer;
 use kcm_controllers::manager::{
     ControllerContext, ControllerDescriptor, ControllerManager, ControllerRegistry, RunningManager,
@@ -17,7 +19,7 @@ use kcm_controllers::manager::{
 };
 use kcm_machinery::informer::ResourceEventHandlerFuncs;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use manager_support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -258,6 +260,7 @@ async fn readyz_and_metrics_are_served_over_https() {
     )
     .expect("manager")
     .with_kube_config(server.server().kube_config())
+    .with_delegation_config(server.server().kube_config())
     .with_listener(loopback_listener())
     .start(cancel.clone())
     .await
@@ -279,11 +282,19 @@ async fn readyz_and_metrics_are_served_over_https() {
         (200, "ok".to_owned())
     );
     assert_eq!(https_get(addr, &ca, "/livez").await, (200, "ok".to_owned()));
+    // Single checks are not among the always-allowed paths (exact matches): anonymous is
+    // forbidden, as upstream; the admin reads them.
+    assert_eq!(https_get(addr, &ca, "/readyz/informer-sync").await.0, 403);
     assert_eq!(
-        https_get(addr, &ca, "/readyz/informer-sync").await,
+        https_get_as(addr, &ca, "/readyz/informer-sync", Some(server.token())).await,
         (200, "ok".to_owned())
     );
-    assert_eq!(https_get(addr, &ca, "/readyz/nope").await.0, 404);
+    assert_eq!(
+        https_get_as(addr, &ca, "/readyz/nope", Some(server.token()))
+            .await
+            .0,
+        404
+    );
 
     converge(&client, "served", 1).await;
     // The controller's events reach the API server through the manager's broadcaster.
@@ -305,7 +316,48 @@ async fn readyz_and_metrics_are_served_over_https() {
         },
     )
     .await;
-    let (code, metrics) = https_get(addr, &ca, "/metrics").await;
+    // /metrics is delegated: anonymous and unbound service accounts are forbidden, the
+    // admin (system:masters) and an account in system:monitoring may read it.
+    assert_eq!(
+        https_get(addr, &ca, "/metrics").await,
+        (403, forbidden_status("system:anonymous", "/metrics"))
+    );
+    let scraper = service_account_token(&client, "scraper").await;
+    assert_eq!(
+        https_get_as(addr, &ca, "/metrics", Some(&scraper)).await,
+        (
+            403,
+            forbidden_status("system:serviceaccount:default:scraper", "/metrics")
+        )
+    );
+    // A token the API server does not recognise is anonymous; one it recognises and refuses
+    // (its service account deleted) is 401, as upstream's delegating authenticator.
+    assert_eq!(
+        https_get_as(addr, &ca, "/metrics", Some("not-a-token")).await,
+        (403, forbidden_status("system:anonymous", "/metrics"))
+    );
+    let gone = service_account_token(&client, "gone").await;
+    Api::<ServiceAccount>::namespaced(client.clone(), "default")
+        .delete("gone", &DeleteParams::default())
+        .await
+        .expect("delete service account");
+    let (code, body) = https_get_as(addr, &ca, "/metrics", Some(&gone)).await;
+    assert_eq!(code, 401, "{body}");
+    let monitor = service_account_token(&client, "monitor").await;
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "monitor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:monitoring"},
+        "subjects": [{"kind": "ServiceAccount", "name": "monitor", "namespace": "default"}],
+    }))
+    .expect("binding");
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind");
+    let (code, _) = https_get_as(addr, &ca, "/metrics", Some(&monitor)).await;
+    assert_eq!(code, 200, "a system:monitoring binding allows /metrics");
+    let (code, metrics) = https_get_as(addr, &ca, "/metrics", Some(server.token())).await;
     assert_eq!(code, 200);
     let host = server.url().trim_start_matches("https://").to_owned();
     for needle in [
@@ -325,6 +377,39 @@ async fn readyz_and_metrics_are_served_over_https() {
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "the endpoint stops with the manager"
     );
+}
+
+/// The Status body of a 403 for `user` reading `path`, as upstream's `responsewriters.Forbidden`.
+fn forbidden_status(user: &str, path: &str) -> String {
+    serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("forbidden: User \"{user}\" cannot get path \"{path}\""),
+        "reason": "Forbidden",
+        "details": {},
+        "code": 403,
+    })
+    .to_string()
+}
+
+/// Creates `default/<name>` and returns a token for it.
+async fn service_account_token(client: &kube::Client, name: &str) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let account: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("sa");
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("create service account");
+    accounts
+        .create_token_request(name, &PostParams::default(), &TokenRequest::default())
+        .await
+        .expect("token")
+        .status
+        .expect("status")
+        .token
 }
 
 /// A controller that reads one ConfigMap as fast as the client lets it.

@@ -222,6 +222,19 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
             ),
             rule(&[""], &["nodes"], &[], &["patch"]),
             rule(&[""], &["configmaps"], &[], &["create", "update"]),
+            // The endpoint's delegated authentication and authorization.
+            rule(
+                &["authentication.k8s.io"],
+                &["tokenreviews"],
+                &[],
+                &["create"]
+            ),
+            rule(
+                &["authorization.k8s.io"],
+                &["subjectaccessreviews"],
+                &[],
+                &["create"]
+            ),
         ])
     );
     let binding: ClusterRoleBinding = one("clusterrolebinding.yaml");

@@ -43,6 +43,17 @@ pub trait Authenticator: Send + Sync + Debug {
         let user = self.authenticate_token(token).await?;
         Some((user, granted))
     }
+
+    /// [`Self::authenticate_token_for`] with the reason a token this authenticator recognises
+    /// is refused (expired, bound object deleted, bad signature): what a TokenReview reports
+    /// in `status.error`. `Ok(None)`: not this authenticator's token.
+    async fn review_token(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<Option<(UserInfo, Vec<String>)>, String> {
+        Ok(self.authenticate_token_for(token, audiences).await)
+    }
 }
 
 /// Tries authenticators in order; the first that knows the token wins (upstream's
@@ -72,6 +83,28 @@ impl Authenticator for Union {
             }
         }
         None
+    }
+
+    /// The first authenticator that accepts the token wins; otherwise the refusals of those
+    /// that recognised it, aggregated as upstream's `utilerrors.NewAggregate` prints them.
+    async fn review_token(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<Option<(UserInfo, Vec<String>)>, String> {
+        let mut errors = Vec::new();
+        for a in &self.0 {
+            match a.review_token(token, audiences).await {
+                Ok(Some(found)) => return Ok(Some(found)),
+                Ok(None) => {}
+                Err(why) => errors.push(why),
+            }
+        }
+        match errors.len() {
+            0 => Ok(None),
+            1 => Err(errors.remove(0)),
+            _ => Err(format!("[{}]", errors.join(", "))),
+        }
     }
 }
 

@@ -311,6 +311,23 @@ fn base_cluster_roles() -> Vec<Value> {
             vec![url_rule(&["get"], &discovery_urls)],
         ),
         cluster_role(
+            "system:monitoring",
+            &[],
+            vec![url_rule(
+                &["get"],
+                &[
+                    "/metrics",
+                    "/metrics/slis",
+                    "/livez",
+                    "/readyz",
+                    "/healthz",
+                    "/livez/*",
+                    "/readyz/*",
+                    "/healthz/*",
+                ],
+            )],
+        ),
+        cluster_role(
             "system:public-info-viewer",
             &[],
             vec![url_rule(
@@ -367,6 +384,11 @@ fn base_cluster_role_bindings() -> Vec<Value> {
             "system:discovery",
             "system:discovery",
             vec![group(ALL_AUTHENTICATED)],
+        ),
+        binding(
+            "system:monitoring",
+            "system:monitoring",
+            vec![group("system:monitoring")],
         ),
         binding(
             "system:public-info-viewer",

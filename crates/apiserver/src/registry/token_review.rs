@@ -15,11 +15,11 @@ impl Registry {
         def.check(object::name(&obj), def.strategy.validate(&obj))?;
         let token = token_review_token(&obj)?.to_owned();
         let audiences = token_review_audiences(&obj);
-        let found = self
-            .authenticator()
-            .authenticate_token_for(&token, &audiences)
-            .await;
-        token_review_status(&mut obj, found.as_ref());
+        let reviewed = self.authenticator().review_token(&token, &audiences).await;
+        match reviewed {
+            Ok(found) => token_review_status(&mut obj, found.as_ref(), None),
+            Err(why) => token_review_status(&mut obj, None, Some(&why)),
+        }
         Ok(obj)
     }
 }

@@ -71,14 +71,20 @@ pub fn token_review_audiences(obj: &Value) -> Vec<String> {
 }
 
 /// Fills a TokenReview's status with whom its token authenticates and for which of the
-/// requested audiences (`None`: nobody, or none of the audiences).
-pub fn token_review_status(obj: &mut Value, found: Option<&(UserInfo, Vec<String>)>) {
-    let status = match found {
-        Some((user, audiences)) => {
+/// requested audiences (`None`: nobody, or none of the audiences), and why a recognised token
+/// was refused (`status.error`).
+pub fn token_review_status(
+    obj: &mut Value,
+    found: Option<&(UserInfo, Vec<String>)>,
+    error: Option<&str>,
+) {
+    let status = match (found, error) {
+        (Some((user, audiences)), _) => {
             json!({"authenticated": true, "user": user.to_json(), "audiences": audiences})
         }
         // Upstream omits `authenticated: false` (omitempty) and keeps an empty user.
-        None => json!({"user": {}}),
+        (None, Some(error)) => json!({"user": {}, "error": error}),
+        (None, None) => json!({"user": {}}),
     };
     obj["status"] = status;
 }
@@ -403,13 +409,20 @@ mod tests {
         token_review_status(
             &mut good,
             Some(&(UserInfo::admin(), vec![DEFAULT_AUDIENCE.to_owned()])),
+            None,
         );
         assert_eq!(good["status"]["authenticated"], true);
         assert_eq!(good["status"]["user"]["username"], "kubernetes-admin");
         assert_eq!(good["status"]["audiences"], json!([DEFAULT_AUDIENCE]));
         let mut bad = json!({"spec": {"token": "nope"}});
-        token_review_status(&mut bad, None);
+        token_review_status(&mut bad, None, None);
         assert_eq!(bad["status"], json!({"user": {}}));
+        let mut expired = json!({"spec": {"token": "a.b.c"}});
+        token_review_status(&mut expired, None, Some("token has expired"));
+        assert_eq!(
+            expired["status"],
+            json!({"user": {}, "error": "token has expired"})
+        );
         let err = token_review_token(&json!({"spec": {}})).expect_err("no token");
         assert_eq!(
             (err.code, err.message.as_str()),

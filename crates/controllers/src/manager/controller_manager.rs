@@ -21,6 +21,7 @@ use tracing::Instrument;
 use super::client_builder::{ControllerClients, ServiceAccountClients};
 use super::client_config::load_client_config;
 use super::context::ControllerContext;
+use super::delegated_auth::{DelegatedAuth, DelegationConfig, KubeReviewer, Reviewer};
 use super::error::{Error, Result};
 use super::events::EventPipeline;
 use super::health::{CheckFn, HealthEndpoints};
@@ -113,6 +114,10 @@ pub struct ControllerManager {
     selection: ControllerSelection,
     /// Overrides `--kubeconfig`/`--master` (tests, embedders).
     kube_config: Option<kube::Config>,
+    /// Where the endpoint's TokenReviews and SubjectAccessReviews go when
+    /// `--authentication-kubeconfig`/`--authorization-kubeconfig` are not given (tests,
+    /// embedders; otherwise the in-cluster configuration, if any).
+    delegation_config: Option<kube::Config>,
     /// Overrides `--bind-address`/`--secure-port` with a bound socket (tests: port 0).
     listener: Option<std::net::TcpListener>,
     /// Overrides the Lease lock (tests: an in-memory lock).
@@ -148,6 +153,7 @@ impl ControllerManager {
             registry: Arc::new(registry),
             selection,
             kube_config: None,
+            delegation_config: None,
             listener: None,
             lease_lock: None,
             identity: None,
@@ -161,6 +167,13 @@ impl ControllerManager {
     /// Uses `config` instead of loading one from the flags.
     pub fn with_kube_config(mut self, config: kube::Config) -> Self {
         self.kube_config = Some(config);
+        self
+    }
+
+    /// Reviews the endpoint's tokens and requests on the API server of `config` when the
+    /// delegation kubeconfig flags are not given.
+    pub fn with_delegation_config(mut self, config: kube::Config) -> Self {
+        self.delegation_config = Some(config);
         self
     }
 
@@ -345,6 +358,7 @@ impl ControllerManager {
         let server_cancel = CancellationToken::new();
         let (server, serving_cert_pem) = start_server(
             &options,
+            self.delegation_config,
             self.listener,
             &self.health,
             &self.metrics,
@@ -397,6 +411,7 @@ impl ControllerManager {
 /// Binds (or takes) the listener and serves; `None` when `--secure-port=0` and no listener.
 async fn start_server(
     options: &ManagerOptions,
+    delegation_config: Option<kube::Config>,
     listener: Option<std::net::TcpListener>,
     health: &HealthEndpoints,
     metrics: &ManagerMetrics,
@@ -421,11 +436,67 @@ async fn start_server(
         _ => ServingCert::self_signed(self_signed_hosts(serving.bind_address))?,
     };
     let tls = cert.server_config()?;
-    let router = server::router(health.clone(), metrics.clone());
+    let auth = delegated_auth(options, delegation_config).await?;
+    let router = server::router(health.clone(), metrics.clone()).layer(
+        axum::middleware::from_fn_with_state(Arc::new(auth), super::delegated_auth::gate),
+    );
     let server = server::serve(listener, tls, router, cancel.clone()).map_err(listen_error)?;
     let local = server.local_addr();
     tracing::info!(address = %local, "Serving securely");
     Ok((Some(server), Some((local, cert.chain_pem().to_owned()))))
+}
+
+/// The endpoint's gate from the delegation flags (upstream's `DelegatingAuthenticationOptions`
+/// and `DelegatingAuthorizationOptions` `ApplyTo`): each review client comes from its
+/// kubeconfig flag, else from `fallback`, else from the in-cluster configuration; without one,
+/// tokens are not looked at (authentication) or only the always-allowed paths and
+/// `system:masters` pass (authorization), as upstream warns.
+async fn delegated_auth(
+    options: &ManagerOptions,
+    fallback: Option<kube::Config>,
+) -> Result<DelegatedAuth> {
+    let flags = &options.delegated_auth;
+    let authentication =
+        review_client(flags.authentication_kubeconfig.as_deref(), fallback.clone()).await?;
+    if authentication.is_none() {
+        tracing::warn!(
+            "No authentication-kubeconfig provided in order to lookup client-ca-file in \
+             configmap/extension-apiserver-authentication in kube-system, so client certificate \
+             authentication won't work."
+        );
+    }
+    let authorization = review_client(flags.authorization_kubeconfig.as_deref(), fallback).await?;
+    if authorization.is_none() {
+        tracing::warn!(
+            "No authorization-kubeconfig provided, so SubjectAccessReview of authorization \
+             tokens won't work."
+        );
+    }
+    let config = DelegationConfig {
+        always_allow_paths: flags.authorization_always_allow_paths.clone(),
+        token_ttl: flags.authentication_token_webhook_cache_ttl.get(),
+        allow_ttl: flags.authorization_webhook_cache_authorized_ttl.get(),
+        deny_ttl: flags.authorization_webhook_cache_unauthorized_ttl.get(),
+        ..DelegationConfig::default()
+    };
+    Ok(DelegatedAuth::new(config, authentication, authorization))
+}
+
+/// The reviews' client: from `path`, else `fallback`, else in-cluster; `None` without any.
+async fn review_client(
+    path: Option<&std::path::Path>,
+    fallback: Option<kube::Config>,
+) -> Result<Option<Arc<dyn Reviewer>>> {
+    let config = match path {
+        Some(path) => Some(load_client_config(Some(path), None).await?),
+        None => fallback.or_else(|| kube::Config::incluster().ok()),
+    };
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    // Reviews gate every scrape: high limits, as upstream's delegating clients.
+    let client = kcm_machinery::client::build_client(config, 200.0, 400, None)?;
+    Ok(Some(Arc::new(KubeReviewer(client))))
 }
 
 /// What the manager's tasks share.

@@ -18,7 +18,8 @@
 //!   descriptors of kcm's controllers.
 //! - [`controller_manager`]: the run sequence (serve, elect, build, start informers, sync,
 //!   run, stop in order).
-//! - [`health`] / [`metrics`] / [`server`] / [`tls`]: the HTTPS endpoint.
+//! - [`health`] / [`metrics`] / [`server`] / [`tls`]: the HTTPS endpoint; [`delegated_auth`]:
+//!   who may read it (TokenReview, SubjectAccessReview).
 //! - [`client_config`], [`client_builder`] (per-controller service-account clients),
 //!   [`events`], [`signals`]: plumbing.
 
@@ -27,6 +28,7 @@ pub mod client_builder;
 pub mod client_config;
 pub mod context;
 pub mod controller_manager;
+pub mod delegated_auth;
 pub mod duration;
 pub mod error;
 pub mod events;
@@ -52,8 +54,9 @@ pub use events::{EventPipeline, LoggingEvents};
 pub use health::{CheckFn, HealthChecks, HealthEndpoints, HealthResponse};
 pub use metrics::{MANAGER_NAME, ManagerMetrics};
 pub use options::{
-    DEFAULT_SECURE_PORT, DeploymentControllerFlags, GarbageCollectorControllerFlags, GenericFlags,
-    LeaderElectionFlags, ManagerOptions, MiscFlags, ReplicaSetControllerFlags, SecureServingFlags,
+    DEFAULT_SECURE_PORT, DelegatedAuthFlags, DeploymentControllerFlags,
+    GarbageCollectorControllerFlags, GenericFlags, LeaderElectionFlags, ManagerOptions, MiscFlags,
+    ReplicaSetControllerFlags, SecureServingFlags,
 };
 pub use registry::{
     ControllerDescriptor, ControllerRegistry, HealthCheckFn, InitFn, InitFuture, StartedController,

@@ -30,6 +30,9 @@ pub struct ManagerOptions {
     /// The HTTPS endpoint serving health checks and metrics.
     #[command(flatten)]
     pub secure_serving: SecureServingFlags,
+    /// Who may read the endpoint: delegated authentication and authorization.
+    #[command(flatten)]
+    pub delegated_auth: DelegatedAuthFlags,
     /// The DaemonSet controller.
     #[command(flatten)]
     pub daemonset: DaemonSetControllerFlags,
@@ -277,6 +280,75 @@ pub struct SecureServingFlags {
         help = "File containing the default x509 private key matching --tls-cert-file."
     )]
     pub tls_private_key_file: Option<PathBuf>,
+}
+
+/// Delegated authentication and authorization of the HTTPS endpoint, as the apiserver
+/// library's `DelegatingAuthenticationOptions` and `DelegatingAuthorizationOptions`.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Authentication flags")]
+pub struct DelegatedAuthFlags {
+    /// Where to send TokenReviews.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "kubeconfig file pointing at the 'core' kubernetes server with enough rights to \
+                create tokenreviews.authentication.k8s.io. This is optional. If empty, all token \
+                requests are considered to be anonymous and no client CA is looked up in the \
+                cluster."
+    )]
+    pub authentication_kubeconfig: Option<PathBuf>,
+
+    /// How long TokenReview answers are reused.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "10s",
+        help = "The duration to cache responses from the webhook token authenticator."
+    )]
+    pub authentication_token_webhook_cache_ttl: GoDuration,
+
+    /// Where to send SubjectAccessReviews.
+    #[arg(
+        long,
+        value_name = "string",
+        help_heading = "Authorization flags",
+        help = "kubeconfig file pointing at the 'core' kubernetes server with enough rights to \
+                create subjectaccessreviews.authorization.k8s.io. This is optional. If empty, all \
+                requests not skipped by authorization are forbidden."
+    )]
+    pub authorization_kubeconfig: Option<PathBuf>,
+
+    /// Paths served to anyone.
+    #[arg(
+        long,
+        value_name = "strings",
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez",
+        help_heading = "Authorization flags",
+        help = "A list of HTTP paths to skip during authorization, i.e. these are authorized \
+                without contacting the 'core' kubernetes server."
+    )]
+    pub authorization_always_allow_paths: Vec<String>,
+
+    /// How long allowing SubjectAccessReview answers are reused.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "10s",
+        help_heading = "Authorization flags",
+        help = "The duration to cache 'authorized' responses from the webhook authorizer."
+    )]
+    pub authorization_webhook_cache_authorized_ttl: GoDuration,
+
+    /// How long denying SubjectAccessReview answers are reused.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "10s",
+        help_heading = "Authorization flags",
+        help = "The duration to cache 'unauthorized' responses from the webhook authorizer."
+    )]
+    pub authorization_webhook_cache_unauthorized_ttl: GoDuration,
 }
 
 /// The Deployment controller's flags.

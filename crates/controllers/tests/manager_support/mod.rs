@@ -70,6 +70,16 @@ where
 
 /// `GET path` over HTTPS, trusting `ca_pem`, with SNI `localhost`. Returns status and body.
 pub async fn https_get(addr: SocketAddr, ca_pem: &str, path: &str) -> (u16, String) {
+    https_get_as(addr, ca_pem, path, None).await
+}
+
+/// [`https_get`] with `Authorization: Bearer <token>` when `token` is given.
+pub async fn https_get_as(
+    addr: SocketAddr,
+    ca_pem: &str,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
         roots.add(cert.expect("pem")).expect("root");
@@ -88,7 +98,11 @@ pub async fn https_get(addr: SocketAddr, ca_pem: &str, path: &str) -> (u16, Stri
         .connect(server_name, tcp)
         .await
         .expect("TLS handshake");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
     tls.write_all(request.as_bytes()).await.expect("write");
     let mut raw = Vec::new();
     match tls.read_to_end(&mut raw).await {
