@@ -481,6 +481,7 @@ mod tests {
             )),
             token: TOKEN.to_owned(),
             client_certs: None,
+            limits: crate::http::limits::RequestLimits::unlimited(),
             max_body_bytes: 1 << 20,
             watch: WatchSettings {
                 bookmark_interval: Duration::from_secs(60),
