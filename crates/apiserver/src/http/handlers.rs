@@ -30,6 +30,7 @@ use crate::validation::FieldError;
 /// Handles one resource request; every answer about a deprecated resource carries its
 /// deprecation `Warning`.
 pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> Result<Response> {
+    crate::http::request_info::validate_segments(&r)?;
     let def = state
         .registry
         .lookup(&r.group, &r.version, &r.resource)
