@@ -264,6 +264,22 @@ impl ApiError {
         )
     }
 
+    /// 413 RequestEntityTooLarge for an object the store refuses to hold (etcd's
+    /// `etcdserver: request is too large`, which kube-apiserver answers with 413).
+    pub fn too_large_to_store() -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            "etcdserver: request is too large",
+        )
+    }
+
+    /// 504 Timeout: `Timeout: {message}` (`NewTimeoutError` with no retry delay).
+    pub fn timeout(message: &str) -> Self {
+        Self::new(504, "Timeout", format!("Timeout: {message}"))
+            .with_details(StatusDetails::default())
+    }
+
     /// 415 UnsupportedMediaType (`NewUnsupportedMediaTypeError`).
     pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
         Self::new(
@@ -353,6 +369,9 @@ impl ApiError {
             )),
             storage::Error::FutureRevision { requested, current } => {
                 Self::too_large_resource_version(requested, current)
+            }
+            storage::Error::Backend(e) if e.is::<storage::size_limit::ValueTooLarge>() => {
+                Self::too_large_to_store()
             }
             other => Self::internal(other),
         }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use rand::RngCore;
@@ -23,14 +23,24 @@ use crate::auth::service_account_authenticator::{ServiceAccountAuthenticator, sy
 use crate::auth::service_account_token::{DEFAULT_ISSUER, TokenIssuer};
 use crate::auth::user::UserInfo;
 use crate::http::body::DEFAULT_MAX_BODY_BYTES;
+use crate::http::connection::{ConnectionLimits, GuardedStream};
+use crate::http::limits::{
+    DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT, DEFAULT_MAX_REQUESTS_INFLIGHT, DEFAULT_REQUEST_TIMEOUT,
+    RequestLimits,
+};
 use crate::http::{AppState, router};
 use crate::kubeconfig;
 use crate::pki::{self, Pki};
 use crate::registry::Registry;
 use crate::registry::watch::WatchSettings;
+use crate::storage::size_limit::{DEFAULT_MAX_VALUE_BYTES, SizeLimited};
 use crate::storage::{
     DEFAULT_WATCH_CACHE_CAPACITY, MemoryStorage, SqliteOptions, SqliteStorage, Storage, WatchCache,
 };
+
+/// How long a client may take to send a request's headers, and to send anything at all after
+/// connecting (kube-apiserver's `ReadHeaderTimeout`: 32 s, just under its 34 s bound).
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
 
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -127,6 +137,23 @@ pub struct ServerConfig {
     pub token: Option<String>,
     /// Request bodies above this many bytes get 413 (3 MiB, as upstream).
     pub max_request_body_bytes: usize,
+    /// Objects whose stored form (key and value) exceeds this many bytes get 413 (etcd's
+    /// 1.5 MiB request limit, which kube-apiserver inherits).
+    pub max_object_bytes: usize,
+    /// Read requests served at once before the rest get 429 (`--max-requests-inflight`, 400;
+    /// 0 is unlimited). Watches and other long-running requests do not count.
+    pub max_requests_inflight: usize,
+    /// Writes served at once before the rest get 429 (`--max-mutating-requests-inflight`,
+    /// 200; 0 is unlimited).
+    pub max_mutating_requests_inflight: usize,
+    /// A request that is not long-running and has not answered in this long gets 504
+    /// (`--request-timeout`, 60 s; zero never times out).
+    pub request_timeout: Duration,
+    /// A client must send its first byte, and each request's headers, within this long.
+    pub header_read_timeout: Duration,
+    /// A connection whose peer does not read for this long while the server has something to
+    /// write (a stuck watcher) is closed.
+    pub write_stall_timeout: Duration,
     /// How often watches that asked for bookmarks get one (upstream: about a minute).
     pub bookmark_interval: Duration,
     /// In-memory store: compact every this often, keeping `compact_retain` revisions
@@ -146,6 +173,12 @@ impl ServerConfig {
             tls: true,
             token: None,
             max_request_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_object_bytes: DEFAULT_MAX_VALUE_BYTES,
+            max_requests_inflight: DEFAULT_MAX_REQUESTS_INFLIGHT,
+            max_mutating_requests_inflight: DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            write_stall_timeout: DEFAULT_REQUEST_TIMEOUT,
             bookmark_interval: Duration::from_secs(60),
             memory_compaction_interval: Some(Duration::from_secs(5 * 60)),
             compact_retain: 1000,
@@ -284,7 +317,16 @@ impl Server {
             client_certs: pki
                 .as_ref()
                 .and_then(|p| ClientCertAuthenticator::new(&p.ca_pem)),
+            limits: RequestLimits::new(
+                config.max_requests_inflight,
+                config.max_mutating_requests_inflight,
+                config.request_timeout,
+            ),
         });
+        let connection_limits = ConnectionLimits {
+            first_byte_timeout: config.header_read_timeout,
+            write_stall_timeout: config.write_stall_timeout,
+        };
         let acceptor = match &pki {
             Some(p) => Some(TlsAcceptor::from(Arc::new(
                 pki::server_config_with(p, Arc::new(RequestClientCert::new())).map_err(
@@ -300,6 +342,7 @@ impl Server {
             listener,
             acceptor,
             router(state),
+            connection_limits,
             shutdown.clone(),
             tracker.clone(),
         ));
@@ -483,6 +526,12 @@ impl RunningServer {
 
 /// Opens the configured store.
 async fn open_storage(config: &ServerConfig) -> Result<Arc<dyn Storage>> {
+    let store = open_backend(config).await?;
+    Ok(Arc::new(SizeLimited::new(store, config.max_object_bytes)))
+}
+
+/// Opens the configured backend, without the object size limit.
+async fn open_backend(config: &ServerConfig) -> Result<Arc<dyn Storage>> {
     match &config.storage {
         StorageBackend::Memory => Ok(Arc::new(MemoryStorage::new())),
         StorageBackend::Custom(s) => Ok(Arc::clone(s)),
@@ -574,6 +623,7 @@ async fn accept_loop(
     listener: TcpListener,
     acceptor: Option<TlsAcceptor>,
     app: axum::Router,
+    limits: ConnectionLimits,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
@@ -591,6 +641,8 @@ async fn accept_loop(
             },
         };
         let _ = stream.set_nodelay(true);
+        let stream = GuardedStream::new(stream, limits);
+        let header_read_timeout = limits.first_byte_timeout;
         let app = app.clone();
         let acceptor = acceptor.clone();
         let shutdown = shutdown.clone();
@@ -623,9 +675,13 @@ async fn accept_loop(
                         Some(cert) => TowerToHyperService::new(app.layer(axum::Extension(cert))),
                         None => service,
                     };
-                    serve_connection(TokioIo::new(tls), service, shutdown).await;
+                    serve_connection(TokioIo::new(tls), service, header_read_timeout, shutdown)
+                        .await;
                 }
-                None => serve_connection(TokioIo::new(stream), service, shutdown).await,
+                None => {
+                    serve_connection(TokioIo::new(stream), service, header_read_timeout, shutdown)
+                        .await;
+                }
             }
         });
     }
@@ -635,11 +691,18 @@ async fn accept_loop(
 async fn serve_connection<I>(
     io: I,
     service: TowerToHyperService<axum::Router>,
+    header_read_timeout: Duration,
     shutdown: CancellationToken,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A slowloris client trickling header bytes is cut off (HTTP/1; HTTP/2 frames its
+    // headers and bounds them by its own settings).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     tokio::select! {

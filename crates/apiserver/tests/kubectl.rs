@@ -684,7 +684,9 @@ async fn describe_lists_events_and_wait_sees_conditions() {
         assert_eq!(jp.trim(), "pod/web condition met");
         let deleting = env.run(&["wait", "--for=delete", "pod/web", "--timeout=20s"]);
         let deleter = async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // kubectl prints nothing when the pod is gone before its first read: give the
+            // process time to start on a loaded machine.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
             pods.delete("web", &Default::default()).await.expect("delete");
         };
         let (run, ()) = tokio::join!(deleting, deleter);

@@ -19,6 +19,9 @@ pub struct Args {
     /// Where objects are stored.
     #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
     pub storage: StorageKind,
+    /// Request limits.
+    #[command(flatten)]
+    pub limits: crate::server_limits::LimitArgs,
 }
 
 /// The `--storage` choices.
@@ -38,6 +41,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         StorageKind::Sqlite => StorageBackend::Sqlite,
         StorageKind::Memory => StorageBackend::Memory,
     };
+    args.limits.apply(&mut config);
     let server = Server::start(config)
         .await
         .with_context(|| format!("starting the API server in {}", args.data_dir.display()))?;

@@ -2,6 +2,7 @@
 
 mod apiserver_cmd;
 mod run_cmd;
+mod server_limits;
 mod sim_cmd;
 mod sim_logs;
 mod sim_usage;

@@ -65,6 +65,9 @@ pub struct UpArgs {
     /// samples (kube-controller-manager's flag).
     #[arg(long, value_name = "duration", default_value = "5m0s")]
     pub horizontal_pod_autoscaler_cpu_initialization_period: String,
+    /// The API server's request limits.
+    #[command(flatten)]
+    pub limits: crate::server_limits::LimitArgs,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -341,6 +344,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(&data_dir);
     config.listen = args.listen;
     config.storage = StorageBackend::Sqlite;
+    args.limits.apply(&mut config);
     let server = Server::start(config).await.with_context(|| {
         format!(
             "starting the API server on {} with data in {} (is another cluster listening? \

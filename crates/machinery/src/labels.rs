@@ -570,16 +570,32 @@ impl<'a> Parser<'a> {
         if self.next() != Token::OpenParen {
             return Err(self.error("expected '(' after 'in'/'notin'"));
         }
+        // A missing value is the empty value, as upstream's `parseValues` and
+        // `parseIdentifiersList`: `()` is `{""}`, and so are the gaps in `(,a)`, `(a,)`,
+        // `(a,,b)` — which is also how a requirement on the empty value prints.
         let mut values = Vec::new();
+        let mut want_value = true;
         loop {
             match self.next() {
-                Token::Identifier(v) => values.push(v.to_owned()),
-                Token::CloseParen if values.is_empty() => return Ok(values),
-                other => return Err(self.error(format!("found {other:?}, expected a value"))),
-            }
-            match self.next() {
-                Token::Comma => continue,
-                Token::CloseParen => return Ok(values),
+                Token::Identifier(v) if want_value => {
+                    values.push(v.to_owned());
+                    want_value = false;
+                }
+                Token::Comma => {
+                    if want_value {
+                        values.push(String::new());
+                    }
+                    want_value = true;
+                }
+                Token::CloseParen => {
+                    if want_value {
+                        values.push(String::new());
+                    }
+                    return Ok(values);
+                }
+                other if want_value => {
+                    return Err(self.error(format!("found {other:?}, expected a value")));
+                }
                 other => return Err(self.error(format!("found {other:?}, expected ',' or ')'"))),
             }
         }
@@ -590,6 +606,36 @@ impl<'a> Parser<'a> {
 mod tests {
     use super::*;
     use kcm_testing::{label_selector, labels, selector};
+
+    /// Found by the property tests: `a in ()` (how a requirement on the empty value prints)
+    /// did not parse back.
+    #[test]
+    fn missing_values_in_a_set_are_the_empty_value() {
+        let cases = [
+            ("a in ()", vec![""]),
+            ("a notin ()", vec![""]),
+            ("a in (,b)", vec!["", "b"]),
+            ("a in (b,)", vec!["", "b"]),
+            ("a in (b,,c)", vec!["", "b", "c"]),
+        ];
+        for (text, want) in cases {
+            let selector = Selector::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let got: Vec<&str> = selector.requirements()[0]
+                .values()
+                .iter()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(got, want, "{text}");
+            assert_eq!(
+                Selector::parse(&selector.to_string()).ok(),
+                Some(selector),
+                "{text}"
+            );
+        }
+        for bad in ["a in (b c)", "a in (b", "a in b"] {
+            assert!(Selector::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn parse_and_match_table() {
@@ -736,8 +782,8 @@ mod tests {
     #[test]
     fn parse_errors() {
         for bad in [
-            "x in a", "x in (a", "x in ()", "x=a,", ",x", "x=a=b", "-x=a", "x=-a", "x>a", "x=a b",
-            "x y", "(x)",
+            // `x in ()` parses (upstream: the empty value); see below.
+            "x in a", "x in (a", "x=a,", ",x", "x=a=b", "-x=a", "x=-a", "x>a", "x=a b", "x y", "(x)",
         ] {
             assert!(Selector::parse(bad).is_err(), "{bad:?} should not parse");
         }

@@ -30,6 +30,7 @@ use crate::validation::FieldError;
 /// Handles one resource request; every answer about a deprecated resource carries its
 /// deprecation `Warning`.
 pub async fn handle(state: &Arc<AppState>, r: ResourceRequest, req: Request) -> Result<Response> {
+    crate::http::request_info::validate_segments(&r)?;
     let def = state
         .registry
         .lookup(&r.group, &r.version, &r.resource)
@@ -481,6 +482,7 @@ mod tests {
             )),
             token: TOKEN.to_owned(),
             client_certs: None,
+            limits: crate::http::limits::RequestLimits::unlimited(),
             max_body_bytes: 1 << 20,
             watch: WatchSettings {
                 bookmark_interval: Duration::from_secs(60),

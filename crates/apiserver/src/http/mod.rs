@@ -6,9 +6,11 @@
 pub mod auth;
 pub mod authorization;
 pub mod body;
+pub mod connection;
 pub mod discovery;
 pub mod handlers;
 pub mod impersonation;
+pub mod limits;
 pub mod negotiate;
 pub mod oidc;
 pub mod openapi;
@@ -45,12 +47,14 @@ pub struct AppState {
     pub server_address: String,
     /// Verifies client certificates against the cluster CA; `None` accepts none.
     pub client_certs: Option<crate::auth::client_cert::ClientCertAuthenticator>,
+    /// The in-flight caps and the request timeout.
+    pub limits: limits::RequestLimits,
 }
 
 /// The router: authentication in front of one dispatching handler.
 pub fn router(state: Arc<AppState>) -> Router {
-    // Layers run outside-in from the last added: authentication, impersonation, then
-    // authorization.
+    // Layers run outside-in from the last added: the request timeout, authentication,
+    // impersonation, the in-flight limit, then authorization (upstream's handler chain order).
     Router::new()
         .fallback(dispatch)
         .layer(axum::middleware::from_fn_with_state(
@@ -59,11 +63,19 @@ pub fn router(state: Arc<AppState>) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
+            limits::max_in_flight,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
             impersonation::impersonate,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            limits::timeout,
         ))
         .with_state(state)
 }

@@ -125,6 +125,34 @@ fn resource(group: String, version: &str, rest: &[&str]) -> Route {
     Route::Resource(req)
 }
 
+/// Refuses a namespace or name that cannot be a path segment, as upstream's
+/// `path.IsValidPathSegmentName` in the store's key functions: `.` and `..`, and anything with
+/// `/` or `%` (the path is not percent-decoded here, so an encoded `/` or `.` arrives as `%`).
+/// 400 `Name parameter invalid: ...` (or `Namespace parameter invalid: ...`).
+pub fn validate_segments(r: &ResourceRequest) -> Result<(), crate::error::ApiError> {
+    for (what, value) in [("Namespace", &r.namespace), ("Name", &r.name)] {
+        let Some(value) = value else {
+            continue;
+        };
+        let mut why = Vec::new();
+        if value == "." || value == ".." {
+            why.push(format!("may not be '{value}'"));
+        }
+        for bad in ["/", "%"] {
+            if value.contains(bad) {
+                why.push(format!("may not contain '{bad}'"));
+            }
+        }
+        if !why.is_empty() {
+            return Err(crate::error::ApiError::bad_request(format!(
+                "{what} parameter invalid: {value:?}: {}",
+                why.join(";")
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +253,41 @@ mod tests {
         ];
         for (name, path, want) in cases {
             assert_eq!(parse(path), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn segments_that_are_not_names_are_refused() {
+        let cases = [
+            ("plain", "/api/v1/namespaces/ns/pods/p", None),
+            ("dot name", "/api/v1/namespaces/ns/pods/.", Some(400)),
+            ("dot-dot name", "/api/v1/namespaces/ns/pods/..", Some(400)),
+            (
+                "dot-dot namespace",
+                "/api/v1/namespaces/../pods/p",
+                Some(400),
+            ),
+            (
+                "encoded slash",
+                "/api/v1/namespaces/ns/pods/a%2Fb",
+                Some(400),
+            ),
+            (
+                "encoded dot-dot",
+                "/api/v1/namespaces/%2e%2e/pods",
+                Some(400),
+            ),
+            ("dots inside", "/api/v1/namespaces/ns/pods/a..b", None),
+        ];
+        for (name, path, want) in cases {
+            let Route::Resource(r) = parse(path) else {
+                panic!("case {name}: not a resource");
+            };
+            assert_eq!(
+                validate_segments(&r).err().map(|e| e.code),
+                want,
+                "case {name}"
+            );
         }
     }
 

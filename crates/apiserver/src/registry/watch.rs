@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -28,6 +28,11 @@ const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
 
 /// Encoded events buffered per watcher before the watch applies backpressure to the store.
 const WATCH_BUFFER: usize = 128;
+
+/// How long a watch waits for its client to take one more event before it ends: a client
+/// that does not read is dropped after a bounded backlog (upstream's cacher likewise closes a
+/// watcher that does not keep up), releasing its place in the store's fan-out.
+const WATCH_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The annotation on the BOOKMARK that ends `sendInitialEvents`' initial ADDED events.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
@@ -132,12 +137,16 @@ impl Registry {
             )
         };
         let error_event = |err: ApiError| encode_event("ERROR", &err.to_status());
+        // Progress bookmarks are only sound for a watch that starts at or after the store's
+        // progress point (its backlog then comes from memory, already queued); one that
+        // starts earlier qualifies once it has caught up with that point.
+        let progress_at_open = self.storage().progress_revision().await.unwrap_or(0);
         let mut last: Revision = match start {
             Start::After(n) => n,
             Start::Now => match self.storage().current_revision().await {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = tx.send(error_event(ApiError::internal(e))).await;
+                    let _ = send(tx, error_event(ApiError::internal(e))).await;
                     return;
                 }
             },
@@ -152,7 +161,7 @@ impl Registry {
                 {
                     Ok(p) => p,
                     Err(e) => {
-                        let _ = tx.send(error_event(ApiError::internal(e))).await;
+                        let _ = send(tx, error_event(ApiError::internal(e))).await;
                         return;
                     }
                 };
@@ -160,20 +169,21 @@ impl Registry {
                     let Ok(obj) = decode_stored(def, kv) else {
                         continue;
                     };
-                    if opts.matches(&obj) && tx.send(encode_event("ADDED", &obj)).await.is_err() {
+                    if opts.matches(&obj) && !send(tx, encode_event("ADDED", &obj)).await {
                         return;
                     }
                 }
-                if end_bookmark && tx.send(bookmark(page.revision, true)).await.is_err() {
+                if end_bookmark && !send(tx, bookmark(page.revision, true)).await {
                     return;
                 }
                 page.revision
             }
         };
+        let mut caught_up = progress_at_open > 0 && last >= progress_at_open;
         let mut events = match self.storage().watch(&prefix, last).await {
             Ok(stream) => stream,
             Err(e) => {
-                let _ = tx.send(error_event(watch_error(e, last))).await;
+                let _ = send(tx, error_event(watch_error(e, last))).await;
                 return;
             }
         };
@@ -182,33 +192,61 @@ impl Registry {
             settings.bookmark_interval,
         );
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // One store event (or the end of the stream) delivered; `false` ends the watch.
+        let deliver = async |next: Option<storage::Result<Event>>, last: &mut Revision| {
+            let event = match next {
+                Some(Ok(ev)) => ev,
+                Some(Err(e)) => {
+                    let _ = send(tx, error_event(watch_error(e, *last))).await;
+                    return false;
+                }
+                None => return false,
+            };
+            *last = event.revision();
+            match convert_event(&self.events, def, &event, &opts) {
+                Some(line) => send(tx, line).await,
+                None => true,
+            }
+        };
         loop {
             tokio::select! {
                 next = events.next() => {
-                    let event = match next {
-                        Some(Ok(ev)) => ev,
-                        Some(Err(e)) => {
-                            let _ = tx.send(error_event(watch_error(e, last))).await;
-                            return;
-                        }
-                        None => return,
-                    };
-                    last = event.revision();
-                    if let Some(line) = convert_event(&self.events, def, &event, &opts)
-                        && tx.send(line).await.is_err()
-                    {
+                    if !deliver(next, &mut last).await {
                         return;
                     }
+                    caught_up |= progress_at_open > 0 && last >= progress_at_open;
                 }
                 _ = ticker.tick(), if opts.allow_watch_bookmarks => {
-                    // A bookmark never claims a revision this watch has not delivered up to.
-                    if last > 0 && tx.send(bookmark(last, false)).await.is_err() {
+                    // A bookmark never claims a revision this watch has not delivered up to:
+                    // the store's progress revision counts only once every event up to it,
+                    // already queued for this watch, has been delivered.
+                    if caught_up
+                        && let Ok(progress) = self.storage().progress_revision().await
+                        && progress > last
+                    {
+                        while let Some(next) = events.next().now_or_never() {
+                            if !deliver(next, &mut last).await {
+                                return;
+                            }
+                        }
+                        last = last.max(progress);
+                    }
+                    if last > 0 && !send(tx, bookmark(last, false)).await {
                         return;
                     }
                 }
             }
         }
     }
+}
+
+/// Hands one encoded event to the client's side of the watch; `false` when the client went
+/// away or has not taken anything for [`WATCH_SEND_TIMEOUT`].
+async fn send(tx: &mpsc::Sender<EncodedEvent>, line: EncodedEvent) -> bool {
+    matches!(
+        tokio::time::timeout(WATCH_SEND_TIMEOUT, tx.send(line)).await,
+        Ok(Ok(()))
+    )
 }
 
 /// The API error a failed store watch is answered with (410 for compaction).
@@ -276,6 +314,8 @@ fn convert_event(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use tokio_util::sync::CancellationToken;
 
     use super::*;
     use crate::registry::field_selector::FieldSelector;
@@ -366,6 +406,114 @@ mod tests {
             let want = case.want.map(|(t, r)| (t.to_owned(), r.to_owned()));
             assert_eq!(got, want, "case {}", case.name);
         }
+    }
+
+    fn pod_bytes(name: &str, ns: &str, app: &str) -> Bytes {
+        let obj = json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": app}}});
+        Bytes::from(serde_json::to_vec(&obj).expect("json"))
+    }
+
+    async fn next_bookmark(rx: &mut mpsc::Receiver<EncodedEvent>) -> Revision {
+        let line = rx.recv().await.expect("watch open");
+        let event = decode(&line);
+        assert_eq!(event["type"], "BOOKMARK", "{event}");
+        event["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse().ok())
+            .expect("resourceVersion")
+    }
+
+    /// A quiet watch (its selector matches nothing, its namespace sees no writes) still gets
+    /// bookmarks at the store's current revision, so a restarted informer resumes from there
+    /// instead of from a revision that compaction will remove.
+    #[tokio::test(start_paused = true)]
+    async fn bookmarks_advance_while_nothing_watched_changes() {
+        let registry = Arc::new(Registry::new(
+            Arc::new(crate::storage::MemoryStorage::new()),
+        ));
+        let def = registry.lookup("", "v1", "pods").expect("pods served");
+        let store = Arc::clone(registry.storage());
+        let key = |ns: &str, name: &str| def.storage_key(ns, name);
+        let rev = store
+            .create(&key("quiet", "a"), pod_bytes("a", "quiet", "web"))
+            .await
+            .expect("create");
+        let opts = ListOptions {
+            resource_version: rev.to_string(),
+            allow_watch_bookmarks: true,
+            label_selector: Some(
+                kcm_machinery::labels::Selector::parse("app=none").expect("selector"),
+            ),
+            ..Default::default()
+        };
+        let settings = WatchSettings {
+            bookmark_interval: Duration::from_secs(1),
+            shutdown: CancellationToken::new(),
+        };
+        let mut rx = registry
+            .watch(def.clone(), Some("quiet".to_owned()), opts, settings)
+            .await
+            .expect("watch");
+        // Writes elsewhere, and one in the namespace the selector does not match.
+        for i in 0..3 {
+            store
+                .create(
+                    &key("busy", &format!("b{i}")),
+                    pod_bytes("b", "busy", "web"),
+                )
+                .await
+                .expect("create");
+        }
+        let current = store
+            .update(&key("quiet", "a"), rev, pod_bytes("a", "quiet", "api"))
+            .await
+            .expect("update");
+        assert_eq!(next_bookmark(&mut rx).await, current);
+        // Only writes elsewhere: the next bookmark still advances.
+        let later = store
+            .create(&key("busy", "c"), pod_bytes("c", "busy", "web"))
+            .await
+            .expect("create");
+        assert_eq!(next_bookmark(&mut rx).await, later);
+        assert!(later > current);
+    }
+
+    /// A client that takes nothing is dropped once its buffer has been full for the send
+    /// timeout, and the store's fan-out forgets it.
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_that_never_reads_is_dropped() {
+        let registry = Arc::new(Registry::new(
+            Arc::new(crate::storage::MemoryStorage::new()),
+        ));
+        let def = registry.lookup("", "v1", "pods").expect("pods served");
+        let store = Arc::clone(registry.storage());
+        let settings = WatchSettings {
+            bookmark_interval: Duration::from_secs(3600),
+            shutdown: CancellationToken::new(),
+        };
+        let opts = ListOptions {
+            resource_version: "0".to_owned(),
+            timeout_seconds: Some(3600),
+            ..Default::default()
+        };
+        let mut rx = registry
+            .watch(def.clone(), None, opts, settings)
+            .await
+            .expect("watch");
+        for i in 0..(WATCH_BUFFER + 10) {
+            let name = format!("p{i}");
+            store
+                .create(&def.storage_key("ns", &name), pod_bytes(&name, "ns", "web"))
+                .await
+                .expect("create");
+        }
+        tokio::time::sleep(WATCH_SEND_TIMEOUT + Duration::from_secs(1)).await;
+        // What was buffered is still readable, then the watch has ended.
+        let mut got = 0;
+        while rx.recv().await.is_some() {
+            got += 1;
+        }
+        assert_eq!(got, WATCH_BUFFER);
     }
 
     #[test]

@@ -165,6 +165,11 @@ impl Storage for MemoryStorage {
         Ok(self.lock().compacted)
     }
 
+    async fn progress_revision(&self) -> Result<Revision> {
+        // Events are dispatched to the watchers under the same lock that assigns revisions.
+        Ok(self.lock().revision)
+    }
+
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
         let mut state = self.lock();
         let state = &mut *state;

@@ -20,6 +20,7 @@ use futures::stream::BoxStream;
 mod conformance;
 mod hub;
 pub mod memory;
+pub mod size_limit;
 pub mod sqlite;
 pub mod watch_cache;
 
@@ -205,6 +206,15 @@ pub trait Storage: Send + Sync + 'static {
     /// stream's first item) with [`Error::Compacted`] if `after` is below the compacted
     /// revision.
     async fn watch(&self, prefix: &str, after: Revision) -> Result<WatchStream>;
+
+    /// A revision R such that every event at or below R has already been handed (queued, if
+    /// not yet read) to every watch stream this store opened from a revision at or after the
+    /// progress revision of its opening; 0 when the store cannot tell. Watches use it for
+    /// bookmarks that advance while nothing they watch changes, as kube-apiserver uses etcd's
+    /// progress notifications.
+    async fn progress_revision(&self) -> Result<Revision> {
+        Ok(0)
+    }
 
     /// Forgets history older than `revision`: afterwards the state as of `revision` and all
     /// later changes are still readable, and [`Storage::compacted_revision`] is `revision`.

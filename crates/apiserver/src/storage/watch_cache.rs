@@ -126,6 +126,11 @@ impl Storage for WatchCache {
         self.inner.compacted_revision().await
     }
 
+    async fn progress_revision(&self) -> Result<Revision> {
+        // The cache's own watchers have been handed every event the hub published.
+        Ok(self.hub.last_revision())
+    }
+
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
         self.inner.create(key, value).await
     }

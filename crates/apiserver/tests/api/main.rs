@@ -18,6 +18,7 @@ mod endpointslices;
 mod eviction;
 mod flowcontrol;
 mod lifecycle;
+mod limits;
 mod list;
 mod namespaces;
 mod networking;

@@ -1,0 +1,92 @@
+//! The API server's request-limit flags, shared by `kcm apiserver` and `kcm up` (kube-apiserver's names and defaults).
+
+use std::time::Duration;
+
+use clap::Args;
+use kcm_apiserver::ServerConfig;
+
+/// Limits on the requests the embedded API server serves.
+#[derive(Clone, Debug, Args)]
+pub struct LimitArgs {
+    /// Request bodies above this many bytes are refused with 413 (kube-apiserver's
+    /// MaxRequestBodyBytes, 3 MiB).
+    #[arg(long, value_name = "bytes", default_value_t = 3 * 1024 * 1024)]
+    pub max_request_bytes: usize,
+    /// The most read requests served at once; more get 429 with Retry-After (0: no limit).
+    /// Watches, logs and other long-running requests do not count.
+    #[arg(long, value_name = "n", default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// The most write requests served at once; more get 429 with Retry-After (0: no limit).
+    #[arg(long, value_name = "n", default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
+    /// How long a request that is not long-running may take before it gets 504 (Go duration;
+    /// 0 disables the timeout).
+    #[arg(long, value_name = "duration", default_value = "1m0s", value_parser = parse_timeout)]
+    pub request_timeout: Duration,
+}
+
+impl LimitArgs {
+    /// Sets these limits on `config`.
+    pub fn apply(&self, config: &mut ServerConfig) {
+        config.max_request_body_bytes = self.max_request_bytes;
+        config.max_requests_inflight = self.max_requests_inflight;
+        config.max_mutating_requests_inflight = self.max_mutating_requests_inflight;
+        config.request_timeout = self.request_timeout;
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    kcm_sim::kubelet::parse_duration(s)
+        .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 30s, 1m0s)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        limits: LimitArgs,
+    }
+
+    #[test]
+    fn defaults_are_kube_apiservers() {
+        let cli = Cli::parse_from(["kcm"]);
+        let mut config = ServerConfig::new("/tmp/unused");
+        cli.limits.apply(&mut config);
+        let defaults = ServerConfig::new("/tmp/unused");
+        assert_eq!(config.max_request_body_bytes, 3_145_728);
+        assert_eq!(
+            config.max_request_body_bytes,
+            defaults.max_request_body_bytes
+        );
+        assert_eq!(config.max_requests_inflight, 400);
+        assert_eq!(config.max_mutating_requests_inflight, 200);
+        assert_eq!(config.request_timeout, Duration::from_secs(60));
+        assert_eq!(config.request_timeout, defaults.request_timeout);
+    }
+
+    #[test]
+    fn flags() {
+        let cli = Cli::parse_from([
+            "kcm",
+            "--max-request-bytes=1024",
+            "--max-requests-inflight=0",
+            "--max-mutating-requests-inflight=5",
+            "--request-timeout=1m30s",
+        ]);
+        assert_eq!(cli.limits.max_request_bytes, 1024);
+        assert_eq!(cli.limits.max_requests_inflight, 0);
+        assert_eq!(cli.limits.max_mutating_requests_inflight, 5);
+        assert_eq!(cli.limits.request_timeout, Duration::from_secs(90));
+        let cli = Cli::parse_from(["kcm", "--request-timeout=0"]);
+        assert_eq!(cli.limits.request_timeout, Duration::ZERO);
+        assert!(Cli::try_parse_from(["kcm", "--request-timeout=soon"]).is_err());
+    }
+}
