@@ -65,6 +65,9 @@ pub struct UpArgs {
     /// samples (kube-controller-manager's flag).
     #[arg(long, value_name = "duration", default_value = "5m0s")]
     pub horizontal_pod_autoscaler_cpu_initialization_period: String,
+    /// Keep the cluster's objects in etcd instead of DATA_DIR/state.db.
+    #[command(flatten)]
+    pub etcd: crate::etcd_flags::EtcdFlags,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -337,7 +340,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     let mut config = ServerConfig::new(&data_dir);
     config.listen = args.listen;
-    config.storage = StorageBackend::Sqlite;
+    config.storage = match args.etcd.options() {
+        Some(etcd) => StorageBackend::Etcd(etcd),
+        None => StorageBackend::Sqlite,
+    };
     let server = Server::start(config).await.with_context(|| {
         format!(
             "starting the API server on {} with data in {} (is another cluster listening? \
