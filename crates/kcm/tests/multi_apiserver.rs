@@ -3,117 +3,16 @@
 //! Service cluster IPs allocated through both never collide, and the `kubernetes` Endpoints
 //! list both servers. Skipped (with a note) when the `etcd` binary is not installed.
 
+mod etcd_support;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use etcd_support::{DEADLINE, config_map, port_of, rv, two_servers};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Service};
-use kcm_apiserver::storage::etcd::throwaway::EtcdCluster;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
-
-const KCM: &str = env!("CARGO_BIN_EXE_kcm");
-/// The bound on any one wait (a hang guard; the shared machine builds in debug).
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// A `kcm apiserver` process, killed on drop.
-struct Apiserver {
-    child: Child,
-    kubeconfig: PathBuf,
-    log: PathBuf,
-}
-
-impl Apiserver {
-    /// Starts `kcm apiserver` on a free port with its identity in `dir` and objects in etcd.
-    fn start(dir: &Path, etcd: &[String]) -> Self {
-        std::fs::create_dir_all(dir).expect("data dir");
-        let log = dir.join("apiserver.log");
-        let mut child = Command::new(KCM)
-            .args(["apiserver", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir)
-            .arg("--etcd-servers")
-            .arg(etcd.join(","))
-            .env("KCM_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).expect("log"))
-            .spawn()
-            .expect("spawn kcm apiserver");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut server = Apiserver {
-            child,
-            kubeconfig: PathBuf::new(),
-            log,
-        };
-        let started = Instant::now();
-        loop {
-            let Ok(line) = rx.recv_timeout(DEADLINE.saturating_sub(started.elapsed())) else {
-                panic!("kcm apiserver printed no kubeconfig\n{}", server.logs());
-            };
-            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
-                server.kubeconfig = PathBuf::from(path);
-                return server;
-            }
-        }
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    async fn client(&self) -> kube::Client {
-        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .expect("config");
-        kube::Client::try_from(config).expect("client")
-    }
-}
-
-impl Drop for Apiserver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One etcd and two API servers on it; `None` when etcd is not installed.
-async fn two_servers() -> Option<(EtcdCluster, tempfile::TempDir, Apiserver, Apiserver)> {
-    let etcd = EtcdCluster::start(1).await?;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let a = Apiserver::start(&dir.path().join("a"), &etcd.endpoints());
-    let b = Apiserver::start(&dir.path().join("b"), &etcd.endpoints());
-    Some((etcd, dir, a, b))
-}
-
-fn config_map(name: &str, value: &str) -> ConfigMap {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "default"},
-        "data": {"v": value},
-    }))
-    .expect("config map")
-}
-
-fn rv(cm: &ConfigMap) -> u64 {
-    cm.metadata
-        .resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .expect("numeric resourceVersion")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_through_one_server_is_seen_in_order_by_a_watch_on_the_other() {
@@ -248,19 +147,7 @@ async fn cluster_ips_allocated_concurrently_through_both_servers_never_collide()
 
     // The kubernetes Endpoints list both servers (each renews its lease every 10 s).
     let endpoints: Api<Endpoints> = Api::namespaced(a.client().await, "default");
-    let want: HashSet<i32> = [&a, &b]
-        .iter()
-        .map(|s| {
-            let text = std::fs::read_to_string(&s.kubeconfig).expect("kubeconfig");
-            let port = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("server: "))
-                .and_then(|url| url.rsplit(':').next())
-                .and_then(|p| p.trim().parse().ok())
-                .expect("server port");
-            port
-        })
-        .collect();
+    let want: HashSet<i32> = [&a, &b].iter().map(|s| i32::from(port_of(s))).collect();
     let deadline = Instant::now() + DEADLINE;
     loop {
         let ep = endpoints.get("kubernetes").await.expect("endpoints");

@@ -62,13 +62,13 @@ impl Compactor {
             tracing::info!(revision = last.revision, "compacted etcd");
         }
         let (_, _, version) = read_compact_record(&mut self.kv, self.timeout).await?;
-        let resp = bounded(
-            self.timeout,
-            "read the revision",
-            COMPACT_REV_KEY,
-            self.kv
-                .get(COMPACT_REV_KEY, Some(GetOptions::new().with_count_only())),
-        )
+        let resp = bounded(self.timeout, "read the revision", COMPACT_REV_KEY, || {
+            let mut kv = self.kv.clone();
+            async move {
+                kv.get(COMPACT_REV_KEY, Some(GetOptions::new().with_count_only()))
+                    .await
+            }
+        })
         .await?;
         Ok(Tick {
             version,

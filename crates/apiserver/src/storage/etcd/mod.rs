@@ -263,24 +263,73 @@ fn tls_options(tls: &EtcdTls) -> Result<etcd_client::TlsOptions> {
 }
 
 /// Runs one etcd request within `timeout`, naming the operation and key in any error.
-pub(crate) async fn bounded<T>(
+/// `request` builds the request afresh for each attempt: one that etcd certainly never
+/// applied (no connection to that member, or the member has no leader) is retried, after a
+/// short pause, until the timeout, because the client balances requests over every endpoint
+/// and would otherwise fail a share of them whenever one member is down.
+pub(crate) async fn bounded<T, Fut>(
     timeout: Duration,
     op: &'static str,
     key: &str,
-    request: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-) -> std::result::Result<T, EtcdError> {
-    match tokio::time::timeout(timeout, request).await {
+    mut request: impl FnMut() -> Fut,
+) -> std::result::Result<T, EtcdError>
+where
+    Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
+    let mut last_unsent: Option<etcd_client::Error> = None;
+    let attempts = async {
+        loop {
+            match request().await {
+                Err(err) if never_applied(&err) => {
+                    last_unsent = Some(err);
+                    tokio::time::sleep(UNSENT_RETRY_PAUSE).await;
+                }
+                done => return done,
+            }
+        }
+    };
+    let outcome = tokio::time::timeout(timeout, attempts).await;
+    match outcome {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(source)) => Err(EtcdError::Request {
             op,
             key: key.to_owned(),
             source,
         }),
-        Err(_) => Err(EtcdError::Timeout {
-            op,
-            key: key.to_owned(),
-            timeout,
+        Err(_) => Err(match last_unsent {
+            Some(source) => EtcdError::Request {
+                op,
+                key: key.to_owned(),
+                source,
+            },
+            None => EtcdError::Timeout {
+                op,
+                key: key.to_owned(),
+                timeout,
+            },
         }),
+    }
+}
+
+/// gRPC's UNAVAILABLE status code.
+const GRPC_UNAVAILABLE: i32 = 14;
+
+/// The pause before retrying a request etcd never applied.
+const UNSENT_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// True for failures that prove the request was not applied: the connection to the chosen
+/// member could not be made, or the member refused it for want of a leader (etcd checks
+/// that before proposing).
+fn never_applied(err: &etcd_client::Error) -> bool {
+    match err {
+        etcd_client::Error::TransportError(_) => true,
+        etcd_client::Error::GRpcStatus(status) => {
+            // gRPC UNAVAILABLE (14); tonic's `Code` is not re-exported by etcd-client.
+            status.code() as i32 == GRPC_UNAVAILABLE
+                && (status.message().contains("connect error")
+                    || status.message().contains("no leader"))
+        }
+        _ => false,
     }
 }
 
@@ -321,12 +370,10 @@ pub(crate) async fn read_compact_record(
     kv: &mut KvClient,
     timeout: Duration,
 ) -> std::result::Result<(Revision, Revision, i64), EtcdError> {
-    let resp = bounded(
-        timeout,
-        "read",
-        COMPACT_REV_KEY,
-        kv.get(COMPACT_REV_KEY, None),
-    )
+    let resp = bounded(timeout, "read", COMPACT_REV_KEY, || {
+        let mut kv = kv.clone();
+        async move { kv.get(COMPACT_REV_KEY, None).await }
+    })
     .await?;
     let Some(kv) = resp.kvs().first() else {
         return Ok((0, 0, 0));
@@ -362,13 +409,22 @@ pub(crate) async fn compact_to(
                 record_rev,
             )])
             .and_then([TxnOp::put(COMPACT_REV_KEY, revision.to_string(), None)]);
-        let resp = bounded(timeout, "record compaction", COMPACT_REV_KEY, kv.txn(txn)).await?;
+        let resp = bounded(timeout, "record compaction", COMPACT_REV_KEY, || {
+            let (mut kv, txn) = (kv.clone(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await?;
         if resp.succeeded() {
             break;
         }
         // Another API server recorded a compaction in between: look again.
     }
-    match bounded(timeout, "compact", "", kv.compact(revision, None)).await {
+    match bounded(timeout, "compact", "", || {
+        let mut kv = kv.clone();
+        async move { kv.compact(revision, None).await }
+    })
+    .await
+    {
         Ok(_) => Ok(()),
         Err(err) if revision_error(&err) == Some(RevisionError::Compacted) => Ok(()),
         Err(err) => Err(err.into()),
@@ -423,13 +479,13 @@ impl Storage for EtcdStorage {
     }
 
     async fn current_revision(&self) -> Result<Revision> {
-        let resp = bounded(
-            self.timeout,
-            "read the revision",
-            "",
-            self.kv()
-                .get(COMPACT_REV_KEY, Some(GetOptions::new().with_count_only())),
-        )
+        let resp = bounded(self.timeout, "read the revision", "", || {
+            let mut kv = self.kv();
+            async move {
+                kv.get(COMPACT_REV_KEY, Some(GetOptions::new().with_count_only()))
+                    .await
+            }
+        })
         .await?;
         Ok(header_revision(resp.header()))
     }
@@ -444,7 +500,11 @@ impl Storage for EtcdStorage {
         let txn = Txn::new()
             .when([Compare::create_revision(k.as_str(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(k.as_str(), value.to_vec(), None)]);
-        let resp = bounded(self.timeout, "create", key, self.kv().txn(txn)).await?;
+        let resp = bounded(self.timeout, "create", key, || {
+            let (mut kv, txn) = (self.kv(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await?;
         if !resp.succeeded() {
             return Err(Error::AlreadyExists {
                 key: key.to_owned(),
@@ -454,12 +514,11 @@ impl Storage for EtcdStorage {
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        let resp = bounded(
-            self.timeout,
-            "get",
-            key,
-            self.kv().get(self.keys.to_etcd(key), None),
-        )
+        let k = self.keys.to_etcd(key);
+        let resp = bounded(self.timeout, "get", key, || {
+            let (mut kv, k) = (self.kv(), k.clone());
+            async move { kv.get(k, None).await }
+        })
         .await?;
         Ok(resp.kvs().first().map(|kv| to_kv(key.to_owned(), kv)))
     }
@@ -479,12 +538,10 @@ impl Storage for EtcdStorage {
         if let Some(limit) = opts.limit.filter(|l| *l > 0) {
             get = get.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
         }
-        let resp = match bounded(
-            self.timeout,
-            "list",
-            &opts.prefix,
-            self.kv().get(start, Some(get)),
-        )
+        let resp = match bounded(self.timeout, "list", &opts.prefix, || {
+            let (mut kv, start, get) = (self.kv(), start.clone(), get.clone());
+            async move { kv.get(start, Some(get)).await }
+        })
         .await
         {
             Ok(resp) => resp,
@@ -524,7 +581,11 @@ impl Storage for EtcdStorage {
             .when(guard(&k, expected))
             .and_then([TxnOp::put(k.as_str(), value.to_vec(), None)])
             .or_else([TxnOp::get(k.as_str(), None)]);
-        let resp = bounded(self.timeout, "update", key, self.kv().txn(txn)).await?;
+        let resp = bounded(self.timeout, "update", key, || {
+            let (mut kv, txn) = (self.kv(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await?;
         if !resp.succeeded() {
             return Err(guard_failure(key, expected, &resp));
         }
@@ -540,7 +601,11 @@ impl Storage for EtcdStorage {
                 Some(DeleteOptions::new().with_prev_key()),
             )])
             .or_else([TxnOp::get(k.as_str(), None)]);
-        let resp = bounded(self.timeout, "delete", key, self.kv().txn(txn)).await?;
+        let resp = bounded(self.timeout, "delete", key, || {
+            let (mut kv, txn) = (self.kv(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await?;
         if !resp.succeeded() {
             return Err(guard_failure(key, expected, &resp));
         }
@@ -573,12 +638,11 @@ impl Storage for EtcdStorage {
             .with_start_revision(after + 1)
             .with_prev_key()
             .with_progress_notify();
-        let stream = bounded(
-            self.timeout,
-            "watch",
-            prefix,
-            self.client.watch_client().watch(start, Some(options)),
-        )
+        let stream = bounded(self.timeout, "watch", prefix, || {
+            let (mut watch, start) = (self.client.watch_client(), start.clone());
+            let options = options.clone();
+            async move { watch.watch(start, Some(options)).await }
+        })
         .await?;
         let state = WatchState {
             stream,
