@@ -53,6 +53,10 @@ pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 /// How long one etcd request may take before the store reports an error.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The largest response accepted from etcd: gRPC's 4 MiB default would fail any list of a
+/// few thousand objects, so, as kube-apiserver (`MaxCallRecvMsgSize`), accept up to 2 GiB.
+const MAX_RESPONSE_BYTES: usize = i32::MAX as usize;
+
 /// What went wrong talking to etcd. Carried inside [`Error::Backend`].
 #[derive(Debug, thiserror::Error)]
 pub enum EtcdError {
@@ -228,7 +232,9 @@ impl EtcdStorage {
     }
 
     fn kv(&self) -> KvClient {
-        self.client.kv_client()
+        self.client
+            .kv_client()
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
 }
 
@@ -639,8 +645,11 @@ impl Storage for EtcdStorage {
             .with_prev_key()
             .with_progress_notify();
         let stream = bounded(self.timeout, "watch", prefix, || {
-            let (mut watch, start) = (self.client.watch_client(), start.clone());
-            let options = options.clone();
+            let mut watch = self
+                .client
+                .watch_client()
+                .max_decoding_message_size(MAX_RESPONSE_BYTES);
+            let (start, options) = (start.clone(), options.clone());
             async move { watch.watch(start, Some(options)).await }
         })
         .await?;

@@ -216,3 +216,30 @@ async fn an_unreachable_cluster_fails_within_the_request_timeout() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_larger_than_grpcs_default_message_size_is_read() {
+    let Some((_cluster, store)) = fresh().await else {
+        return;
+    };
+    // Six values of 1 MiB (etcd takes requests up to 1.5 MiB): a 6 MiB range response.
+    let big = Bytes::from(vec![b'x'; 1 << 20]);
+    for i in 0..6 {
+        store
+            .create(&format!("/big/{i}"), big.clone())
+            .await
+            .expect("create");
+    }
+    let list = store
+        .list(ListOptions {
+            prefix: "/big/".into(),
+            ..ListOptions::default()
+        })
+        .await
+        .expect("a 6 MiB list");
+    assert_eq!(list.kvs.len(), 6);
+    let mut watch = store.watch("/big/", 0).await.expect("watch");
+    for _ in 0..6 {
+        next_event(&mut watch).await;
+    }
+}
