@@ -59,7 +59,7 @@ impl KeyMapper {
 
     /// The storage key for an etcd key; `None` for keys this store does not own (another
     /// prefix, or etcd keys such as `compact_rev_key` that are not objects).
-    pub(crate) fn from_etcd(&self, key: &[u8]) -> Option<String> {
+    pub(crate) fn storage_key(&self, key: &[u8]) -> Option<String> {
         let key = std::str::from_utf8(key).ok()?;
         match key.strip_prefix(self.root.as_str()) {
             Some(rest) => {
@@ -183,7 +183,7 @@ mod tests {
             let mapper = KeyMapper::new(case.prefix);
             assert_eq!(mapper.to_etcd(case.storage), case.etcd, "{}", case.name);
             assert_eq!(
-                mapper.from_etcd(case.etcd.as_bytes()).as_deref(),
+                mapper.storage_key(case.etcd.as_bytes()).as_deref(),
                 Some(case.storage),
                 "{}",
                 case.name
@@ -194,10 +194,10 @@ mod tests {
     #[test]
     fn keys_the_store_does_not_own_are_skipped() {
         let mapper = KeyMapper::new("/registry");
-        assert_eq!(mapper.from_etcd(b"compact_rev_key"), None);
-        assert_eq!(mapper.from_etcd(&[0xff, 0xfe]), None);
+        assert_eq!(mapper.storage_key(b"compact_rev_key"), None);
+        assert_eq!(mapper.storage_key(&[0xff, 0xfe]), None);
         let other = KeyMapper::new("/other");
-        assert_eq!(other.from_etcd(b"/registry/pods/a/b"), None);
+        assert_eq!(other.storage_key(b"/registry/pods/a/b"), None);
     }
 
     #[test]

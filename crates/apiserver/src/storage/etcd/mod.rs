@@ -570,7 +570,7 @@ impl Storage for EtcdStorage {
             .kvs()
             .iter()
             .filter_map(|kv| {
-                let key = self.keys.from_etcd(kv.key())?;
+                let key = self.keys.storage_key(kv.key())?;
                 key.starts_with(&opts.prefix).then(|| to_kv(key, kv))
             })
             .collect();
@@ -742,7 +742,7 @@ impl WatchState {
         }
         for event in resp.events() {
             let Some(kv) = event.kv() else { continue };
-            let Some(key) = self.keys.from_etcd(kv.key()) else {
+            let Some(key) = self.keys.storage_key(kv.key()) else {
                 continue;
             };
             if !key.starts_with(&self.prefix) {
