@@ -229,8 +229,11 @@ mod tests {
         );
         assert_eq!(
             apiserver_subsets(&[(lo, 6443)]),
-            crate::registry::kubernetes_service::kubernetes_subsets(lo, 6443),
-            "one server: the same Endpoints as before leases"
+            json!([{
+                "addresses": [{"ip": "127.0.0.1"}],
+                "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}],
+            }]),
+            "one server: the same Endpoints as `kubernetes_subsets` gives"
         );
     }
 }
