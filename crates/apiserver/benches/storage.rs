@@ -1,7 +1,10 @@
-//! Storage benchmarks: creates per second (memory, SQLite with each sync mode, one writer and
-//! 64 concurrent writers) and watch fan-out through the watch cache (1 writer, 50 watchers).
+//! Storage benchmarks: creates per second (memory, SQLite with each sync mode, etcd; one writer
+//! and 64 concurrent writers), a list of 10k pods, and watch fan-out through the watch cache
+//! (1 writer, 50 watchers).
 //!
-//! Run: `cargo bench -p kcm-apiserver --bench storage`.
+//! Run: `cargo bench -p kcm-apiserver --bench storage`. The etcd rows need the `etcd` binary
+//! (a throwaway one-member etcd on a loopback port, data in the temp dir); without it they are
+//! left out.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,8 +13,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
+use kcm_apiserver::storage::etcd::throwaway::EtcdCluster;
 use kcm_apiserver::storage::{
-    MemoryStorage, SqliteOptions, SqliteStorage, Storage, Synchronous, WatchCache,
+    EtcdOptions, EtcdStorage, ListOptions, MemoryStorage, SqliteOptions, SqliteStorage, Storage,
+    Synchronous, WatchCache,
 };
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
@@ -32,8 +37,11 @@ fn runtime() -> Runtime {
         .expect("runtime")
 }
 
-/// The backends under test; the temporary directory lives as long as the store.
-fn backends(rt: &Runtime) -> Vec<(&'static str, Option<tempfile::TempDir>, Arc<dyn Storage>)> {
+/// Keeps a backend's temporary directory or etcd process alive as long as the store.
+type Guard = Option<Box<dyn std::any::Any>>;
+
+/// The backends under test.
+fn backends(rt: &Runtime) -> Vec<(&'static str, Guard, Arc<dyn Storage>)> {
     let sqlite = |sync| {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = rt
@@ -45,11 +53,14 @@ fn backends(rt: &Runtime) -> Vec<(&'static str, Option<tempfile::TempDir>, Arc<d
                 },
             ))
             .expect("open sqlite");
-        (Some(dir), Arc::new(store) as Arc<dyn Storage>)
+        (
+            Some(Box::new(dir) as Box<dyn std::any::Any>),
+            Arc::new(store) as Arc<dyn Storage>,
+        )
     };
     let (full_dir, full) = sqlite(Synchronous::Full);
     let (normal_dir, normal) = sqlite(Synchronous::Normal);
-    vec![
+    let mut backends = vec![
         (
             "memory",
             None,
@@ -57,7 +68,20 @@ fn backends(rt: &Runtime) -> Vec<(&'static str, Option<tempfile::TempDir>, Arc<d
         ),
         ("sqlite_full", full_dir, full),
         ("sqlite_normal", normal_dir, normal),
-    ]
+    ];
+    if let Some(cluster) = rt.block_on(EtcdCluster::start(1)) {
+        let options = EtcdOptions {
+            compaction_interval: None,
+            ..EtcdOptions::new(cluster.endpoints())
+        };
+        let store = rt.block_on(EtcdStorage::connect(options)).expect("etcd");
+        backends.push((
+            "etcd",
+            Some(Box::new(cluster) as Box<dyn std::any::Any>),
+            Arc::new(store) as Arc<dyn Storage>,
+        ));
+    }
+    backends
 }
 
 fn creates(c: &mut Criterion) {
@@ -76,7 +100,7 @@ fn creates(c: &mut Criterion) {
                 let n = counter.fetch_add(1, Ordering::Relaxed);
                 async move {
                     store
-                        .create(&format!("/registry/pods/default/seq-{n}"), value)
+                        .create(&format!("/registry/core/pods/default/seq-{n}"), value)
                         .await
                         .expect("create")
                 }
@@ -92,7 +116,10 @@ fn creates(c: &mut Criterion) {
                         let (store, value) = (Arc::clone(&store), value.clone());
                         tokio::spawn(async move {
                             store
-                                .create(&format!("/registry/pods/default/con-{}", base + i), value)
+                                .create(
+                                    &format!("/registry/core/pods/default/con-{}", base + i),
+                                    value,
+                                )
                                 .await
                                 .expect("create")
                         })
@@ -130,7 +157,7 @@ fn watch_fanout(c: &mut Criterion) {
         let start = rt.block_on(cache.current_revision()).expect("revision");
         for _ in 0..WATCHERS {
             let mut stream = rt
-                .block_on(cache.watch("/registry/pods/", start))
+                .block_on(cache.watch("/registry/core/pods/", start))
                 .expect("watch");
             let (delivered, target, done) = (delivered.clone(), target.clone(), done.clone());
             rt.spawn(async move {
@@ -157,7 +184,7 @@ fn watch_fanout(c: &mut Criterion) {
                     for i in 0..BATCH {
                         cache
                             .create(
-                                &format!("/registry/pods/default/w-{}", base + i),
+                                &format!("/registry/core/pods/default/w-{}", base + i),
                                 value.clone(),
                             )
                             .await
@@ -171,5 +198,55 @@ fn watch_fanout(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, creates, watch_fanout);
+fn list_10k(c: &mut Criterion) {
+    const PODS: u64 = 10_000;
+    let rt = runtime();
+    let value = object();
+    let mut group = c.benchmark_group("list");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3));
+    group.throughput(Throughput::Elements(PODS));
+    for (name, _guard, store) in backends(&rt) {
+        rt.block_on(async {
+            for chunk in 0..PODS / 100 {
+                let tasks: Vec<_> = (0..100)
+                    .map(|i| {
+                        let (store, value) = (Arc::clone(&store), value.clone());
+                        tokio::spawn(async move {
+                            store
+                                .create(
+                                    &format!("/registry/core/pods/default/l-{}", chunk * 100 + i),
+                                    value,
+                                )
+                                .await
+                                .expect("create")
+                        })
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.expect("join");
+                }
+            }
+        });
+        group.bench_function(format!("{name}/10k_pods"), |b| {
+            b.to_async(&rt).iter(|| {
+                let store = Arc::clone(&store);
+                async move {
+                    let list = store
+                        .list(ListOptions {
+                            prefix: "/registry/core/pods/".into(),
+                            ..ListOptions::default()
+                        })
+                        .await
+                        .expect("list");
+                    assert_eq!(list.kvs.len() as u64, PODS);
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, creates, list_10k, watch_fanout);
 criterion_main!(benches);

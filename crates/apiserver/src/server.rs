@@ -108,6 +108,9 @@ pub enum StorageBackend {
     Sqlite,
     /// In memory: fast, lost on exit (tests, demos).
     Memory,
+    /// An etcd v3 cluster (`--etcd-servers`), with a watch cache in front; several API servers
+    /// may share it.
+    Etcd(crate::storage::EtcdOptions),
     /// A store supplied by the caller.
     Custom(Arc<dyn Storage>),
 }
@@ -117,6 +120,7 @@ impl std::fmt::Debug for StorageBackend {
         f.write_str(match self {
             StorageBackend::Sqlite => "Sqlite",
             StorageBackend::Memory => "Memory",
+            StorageBackend::Etcd(_) => "Etcd",
             StorageBackend::Custom(_) => "Custom",
         })
     }
@@ -297,7 +301,7 @@ impl Server {
             tracing::warn!(error = %e, "unable to repair the service allocations; retried on first use");
         }
         if let Err(e) = registry
-            .ensure_kubernetes_service(client_host, addr.port())
+            .reconcile_kubernetes_endpoints(client_host, addr.port(), system_clock()())
             .await
         {
             tracing::warn!(error = %e, "unable to sync the default/kubernetes service");
@@ -416,12 +420,22 @@ async fn repair_kubernetes_service(
         tokio::time::interval(crate::registry::kubernetes_service::KUBERNETES_SERVICE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let clock = system_clock();
     loop {
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => {
+                // Leave the Endpoints at once rather than after the lease's TTL.
+                if let Err(e) = registry.remove_apiserver_lease(advertise, port).await {
+                    tracing::debug!(error = %e, "unable to remove this server's endpoint lease");
+                }
+                return;
+            }
             _ = tick.tick() => {}
         }
-        if let Err(e) = registry.ensure_kubernetes_service(advertise, port).await {
+        if let Err(e) = registry
+            .reconcile_kubernetes_endpoints(advertise, port, clock())
+            .await
+        {
             tracing::warn!(error = %e, "unable to sync the default/kubernetes service");
         }
     }
@@ -535,6 +549,19 @@ async fn open_backend(config: &ServerConfig) -> Result<Arc<dyn Storage>> {
     match &config.storage {
         StorageBackend::Memory => Ok(Arc::new(MemoryStorage::new())),
         StorageBackend::Custom(s) => Ok(Arc::clone(s)),
+        StorageBackend::Etcd(options) => {
+            let fail = |source| Error::Storage {
+                backend: "etcd",
+                source,
+            };
+            let etcd = crate::storage::EtcdStorage::connect(options.clone())
+                .await
+                .map_err(fail)?;
+            let cache = WatchCache::new(Arc::new(etcd), DEFAULT_WATCH_CACHE_CAPACITY)
+                .await
+                .map_err(fail)?;
+            Ok(Arc::new(cache))
+        }
         StorageBackend::Sqlite => {
             let options = SqliteOptions {
                 compact_retain: config.compact_retain,

@@ -7,6 +7,8 @@ use anyhow::Context;
 use clap::{Args as ClapArgs, ValueEnum};
 use kcm_apiserver::{Server, ServerConfig, StorageBackend};
 
+use crate::etcd_flags::EtcdFlags;
+
 /// Flags of `kcm apiserver`.
 #[derive(Debug, ClapArgs)]
 pub struct Args {
@@ -16,12 +18,15 @@ pub struct Args {
     /// Address to listen on; port 0 picks a free port (the kubeconfig holds the real one).
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
-    /// Where objects are stored.
+    /// Where objects are stored (ignored with --etcd-servers).
     #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
     pub storage: StorageKind,
     /// Request limits.
     #[command(flatten)]
     pub limits: crate::server_limits::LimitArgs,
+    /// Keep objects in etcd instead (several API servers may share it).
+    #[command(flatten)]
+    pub etcd: EtcdFlags,
 }
 
 /// The `--storage` choices.
@@ -37,9 +42,10 @@ pub enum StorageKind {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(&args.data_dir);
     config.listen = args.listen;
-    config.storage = match args.storage {
-        StorageKind::Sqlite => StorageBackend::Sqlite,
-        StorageKind::Memory => StorageBackend::Memory,
+    config.storage = match (args.etcd.options(), args.storage) {
+        (Some(etcd), _) => StorageBackend::Etcd(etcd),
+        (None, StorageKind::Sqlite) => StorageBackend::Sqlite,
+        (None, StorageKind::Memory) => StorageBackend::Memory,
     };
     args.limits.apply(&mut config);
     let server = Server::start(config)

@@ -1,6 +1,7 @@
 //! The `kcm` binary: `up` (the whole embedded cluster) and one subcommand per component.
 
 mod apiserver_cmd;
+mod etcd_flags;
 mod run_cmd;
 mod server_limits;
 mod sim_cmd;

@@ -68,6 +68,9 @@ pub struct UpArgs {
     /// The API server's request limits.
     #[command(flatten)]
     pub limits: crate::server_limits::LimitArgs,
+    /// Keep the cluster's objects in etcd instead of DATA_DIR/state.db.
+    #[command(flatten)]
+    pub etcd: crate::etcd_flags::EtcdFlags,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -343,7 +346,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     let mut config = ServerConfig::new(&data_dir);
     config.listen = args.listen;
-    config.storage = StorageBackend::Sqlite;
+    config.storage = match args.etcd.options() {
+        Some(etcd) => StorageBackend::Etcd(etcd),
+        None => StorageBackend::Sqlite,
+    };
     args.limits.apply(&mut config);
     let server = Server::start(config).await.with_context(|| {
         format!(

@@ -67,6 +67,39 @@ impl Registry {
         advertise: IpAddr,
         secure_port: u16,
     ) -> Result<()> {
+        self.ensure_kubernetes_service_subsets(
+            secure_port,
+            kubernetes_subsets(advertise, secure_port),
+        )
+        .await
+    }
+
+    /// As [`Registry::ensure_kubernetes_service`] for several API servers sharing one store
+    /// (upstream's lease endpoint reconciler): renews this server's lease at `now` (Unix
+    /// seconds) and makes the Endpoints list every server whose lease is live.
+    pub async fn reconcile_kubernetes_endpoints(
+        &self,
+        advertise: IpAddr,
+        secure_port: u16,
+        now: i64,
+    ) -> Result<()> {
+        self.renew_apiserver_lease(advertise, secure_port, now)
+            .await?;
+        let mut live = self.live_apiservers(now).await?;
+        if !live.contains(&(advertise, secure_port)) {
+            live.push((advertise, secure_port));
+        }
+        let subsets = crate::registry::apiserver_leases::apiserver_subsets(&live);
+        self.ensure_kubernetes_service_subsets(secure_port, subsets)
+            .await
+    }
+
+    /// Creates the Service if missing and makes the Endpoints hold `subsets`.
+    async fn ensure_kubernetes_service_subsets(
+        &self,
+        secure_port: u16,
+        subsets: Value,
+    ) -> Result<()> {
         if let Some(def) = self.served(&service::SERVICES)
             && self
                 .get_kv(def, KUBERNETES_SERVICE_NAMESPACE, KUBERNETES_SERVICE_NAME)
@@ -92,7 +125,6 @@ impl Registry {
         let Some(def) = self.served(&core::ENDPOINTS) else {
             return Ok(());
         };
-        let subsets = kubernetes_subsets(advertise, secure_port);
         let existing = self
             .get_kv(def, KUBERNETES_SERVICE_NAMESPACE, KUBERNETES_SERVICE_NAME)
             .await?;

@@ -11,6 +11,7 @@
 //! each stored value is the object's JSON without `resourceVersion`, which is set from the
 //! store's revision on every read.
 
+pub mod apiserver_leases;
 pub mod apiservices;
 pub mod binding;
 pub mod bootstrap;

@@ -2,10 +2,15 @@
 //!
 //! Every create, update and final removal of a Service goes through a
 //! [`ServiceAllocationTxn`]: it holds the allocation lock from the first allocation until the
-//! Service is stored (so two requests never get the same IP or port), takes the new items,
-//! and on [`commit`](ServiceAllocationTxn::commit) releases the items the Service no longer
-//! holds and writes the snapshots. Dropped without a commit (validation or store failure,
-//! dry run), it gives its new items back.
+//! Service is stored (so two requests of this server never get the same IP or port), takes
+//! the new items, and on [`commit`](ServiceAllocationTxn::commit) releases the items the
+//! Service no longer holds and writes the snapshots. Dropped without a commit (validation or
+//! store failure, dry run), it gives its new items back.
+//!
+//! Several API servers may share one store (etcd), so the stored snapshot, not this process's
+//! bitmap, is the truth, as upstream's `ipallocator` on etcd: the bitmaps are refreshed from
+//! the store when its snapshot changed, and new items are reserved by a compare-and-swap of
+//! the snapshot *before* the Service is stored; a lost race refreshes and allocates again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -29,6 +34,8 @@ use crate::validation::{FieldError, FieldErrorKind};
 pub const SERVICE_IPS_KEY: &str = "/registry/ranges/serviceips";
 /// The store key of the node port snapshot (upstream's `/ranges/servicenodeports`).
 pub const SERVICE_NODE_PORTS_KEY: &str = "/registry/ranges/servicenodeports";
+/// How many times an allocation retries after another API server changed the snapshots.
+const MAX_SNAPSHOT_RACES: usize = 16;
 /// The first port of `--service-node-port-range` (kube-apiserver's default 30000-32767).
 pub const NODE_PORT_BASE: u16 = 30000;
 /// The last port of the node port range.
@@ -219,17 +226,27 @@ impl ServiceAllocationTxn<'_> {
     /// The Service was stored: frees what it gave up and writes the snapshots.
     pub async fn commit(mut self, registry: &Registry) {
         self.committed = true;
-        for item in &self.to_release.ips {
-            self.guard.ips.release(*item);
+        // The items taken were stored when reserved; only the releases remain to be written.
+        if self.to_release == Holdings::default() {
+            return;
         }
-        for item in &self.to_release.ports {
-            self.guard.ports.release(*item);
-        }
-        let changed =
-            !(self.taken == Holdings::default() && self.to_release == Holdings::default());
-        if changed && let Err(err) = registry.persist_allocators_locked(&mut self.guard).await {
+        let releases = std::mem::take(&mut self.to_release);
+        if let Err(err) = registry
+            .persist_allocators_locked(&mut self.guard, &releases)
+            .await
+        {
             // The Services are the truth: the next start repairs the snapshot from them.
             tracing::error!(%err, "writing the service allocation snapshots");
+        }
+    }
+
+    /// Gives back every item taken so far (before allocating again after a lost race).
+    fn undo_taken(&mut self) {
+        for item in std::mem::take(&mut self.taken.ips) {
+            self.guard.ips.release(item);
+        }
+        for item in std::mem::take(&mut self.taken.ports) {
+            self.guard.ports.release(item);
         }
     }
 
@@ -285,10 +302,38 @@ impl Registry {
     /// Takes the allocation lock, loading and repairing the bitmaps on first use.
     async fn lock_allocators(&self) -> Result<MutexGuard<'_, ServiceAllocators>> {
         let mut guard = self.service_ips.lock().await;
-        if !guard.loaded {
+        if guard.loaded {
+            self.refresh_allocators_locked(&mut guard).await?;
+        } else {
             self.repair_allocators_locked(&mut guard).await?;
         }
         Ok(guard)
+    }
+
+    /// Adopts the stored snapshots when another server wrote them since this one did.
+    async fn refresh_allocators_locked(&self, alloc: &mut ServiceAllocators) -> Result<()> {
+        if let Some((ips, rev)) = self.read_snapshot(SERVICE_IPS_KEY).await?
+            && alloc.ips_rev != Some(rev)
+        {
+            alloc.ips = ips;
+            alloc.ips_rev = Some(rev);
+        }
+        if let Some((ports, rev)) = self.read_snapshot(SERVICE_NODE_PORTS_KEY).await?
+            && alloc.ports_rev != Some(rev)
+        {
+            alloc.ports = ports;
+            alloc.ports_rev = Some(rev);
+        }
+        Ok(())
+    }
+
+    /// Stores the items `txn` took, by compare-and-swap on the snapshots; `false` when another
+    /// server wrote a snapshot first (the caller refreshes and allocates again).
+    async fn reserve_locked(&self, txn: &mut ServiceAllocationTxn<'_>) -> Result<bool> {
+        if txn.taken == Holdings::default() {
+            return Ok(true);
+        }
+        self.try_persist_locked(&mut txn.guard).await
     }
 
     /// Loads and repairs the allocators now (the server does it before serving, as
@@ -357,7 +402,8 @@ impl Registry {
         alloc.ips_rev = stored_ips.map(|(_, rev)| rev);
         alloc.ports_rev = stored_ports.map(|(_, rev)| rev);
         alloc.loaded = true;
-        self.persist_allocators_locked(alloc).await
+        self.persist_allocators_locked(alloc, &Holdings::default())
+            .await
     }
 
     /// Reads a stored snapshot and its revision (`None` when absent or unreadable).
@@ -389,9 +435,34 @@ impl Registry {
         )))
     }
 
-    /// Writes both snapshots as `RangeAllocation` objects (compare-and-swap on the revision
-    /// last written; a stale revision re-reads it, as only this server writes them).
-    async fn persist_allocators_locked(&self, alloc: &mut ServiceAllocators) -> Result<()> {
+    /// Writes both snapshots as `RangeAllocation` objects, by compare-and-swap on the
+    /// revisions last seen; when another server wrote in between, adopts its snapshots,
+    /// applies `releases` again and retries (bounded).
+    async fn persist_allocators_locked(
+        &self,
+        alloc: &mut ServiceAllocators,
+        releases: &Holdings,
+    ) -> Result<()> {
+        for _ in 0..MAX_SNAPSHOT_RACES {
+            for item in &releases.ips {
+                alloc.ips.release(*item);
+            }
+            for item in &releases.ports {
+                alloc.ports.release(*item);
+            }
+            if self.try_persist_locked(alloc).await? {
+                return Ok(());
+            }
+            self.refresh_allocators_locked(alloc).await?;
+        }
+        Err(ApiError::internal(
+            "writing the service allocation snapshots: conflicting writers",
+        ))
+    }
+
+    /// One compare-and-swap of both snapshots; `false` when either was written by someone
+    /// else since this server last read or wrote it.
+    async fn try_persist_locked(&self, alloc: &mut ServiceAllocators) -> Result<bool> {
         let ips = json!({
             "apiVersion": "v1",
             "kind": "RangeAllocation",
@@ -406,51 +477,44 @@ impl Registry {
             "range": NODE_PORT_RANGE,
             "data": alloc.ports.snapshot(),
         });
-        alloc.ips_rev = Some(
-            self.write_snapshot(SERVICE_IPS_KEY, alloc.ips_rev, &ips)
-                .await?,
-        );
-        alloc.ports_rev = Some(
-            self.write_snapshot(SERVICE_NODE_PORTS_KEY, alloc.ports_rev, &ports)
-                .await?,
-        );
-        Ok(())
+        match self
+            .write_snapshot(SERVICE_IPS_KEY, alloc.ips_rev, &ips)
+            .await?
+        {
+            Some(rev) => alloc.ips_rev = Some(rev),
+            None => return Ok(false),
+        }
+        match self
+            .write_snapshot(SERVICE_NODE_PORTS_KEY, alloc.ports_rev, &ports)
+            .await?
+        {
+            Some(rev) => alloc.ports_rev = Some(rev),
+            None => return Ok(false),
+        }
+        Ok(true)
     }
 
+    /// Writes one snapshot if it is still at `rev` (`None` rev: absent); `None` on a race.
     async fn write_snapshot(
         &self,
         key: &str,
         rev: Option<Revision>,
         value: &Value,
-    ) -> Result<Revision> {
+    ) -> Result<Option<Revision>> {
         let bytes = Bytes::from(serde_json::to_vec(value).map_err(ApiError::internal)?);
-        let fail = |e: storage::Error| ApiError::internal(format!("writing {key}: {e}"));
-        let mut rev = rev;
-        for _ in 0..3 {
-            let result = match rev {
-                Some(r) => self.storage().update(key, r, bytes.clone()).await,
-                None => self.storage().create(key, bytes.clone()).await,
-            };
-            match result {
-                Ok(r) => return Ok(r),
-                Err(
-                    storage::Error::Conflict { .. }
-                    | storage::Error::AlreadyExists { .. }
-                    | storage::Error::NotFound { .. },
-                ) => {
-                    rev = self
-                        .storage()
-                        .get(key)
-                        .await
-                        .map_err(fail)?
-                        .map(|kv| kv.mod_revision);
-                }
-                Err(e) => return Err(fail(e)),
-            }
+        let result = match rev {
+            Some(r) => self.storage().update(key, r, bytes).await,
+            None => self.storage().create(key, bytes).await,
+        };
+        match result {
+            Ok(r) => Ok(Some(r)),
+            Err(
+                storage::Error::Conflict { .. }
+                | storage::Error::AlreadyExists { .. }
+                | storage::Error::NotFound { .. },
+            ) => Ok(None),
+            Err(e) => Err(ApiError::internal(format!("writing {key}: {e}"))),
         }
-        Err(ApiError::internal(format!(
-            "writing {key}: conflicting writers"
-        )))
     }
 
     /// Allocates what a new Service needs, as upstream's Service REST `Create`
@@ -469,16 +533,28 @@ impl Registry {
             to_release: Holdings::default(),
             committed: false,
         };
-        if service_type(svc) != "ExternalName" {
-            allocate_cluster_ip(&mut txn, svc)?;
+        let original = svc.clone();
+        for _ in 0..MAX_SNAPSHOT_RACES {
+            if service_type(svc) != "ExternalName" {
+                allocate_cluster_ip(&mut txn, svc)?;
+            }
+            if needs_node_ports(svc) {
+                allocate_node_ports(&mut txn, svc, &BTreeSet::new())?;
+            }
+            if needs_health_check_port(svc) {
+                allocate_health_check_port(&mut txn, svc, None)?;
+            }
+            if self.reserve_locked(&mut txn).await? {
+                return Ok(txn);
+            }
+            // Another API server allocated first: see what it took and try again.
+            txn.undo_taken();
+            self.refresh_allocators_locked(&mut txn.guard).await?;
+            *svc = original.clone();
         }
-        if needs_node_ports(svc) {
-            allocate_node_ports(&mut txn, svc, &BTreeSet::new())?;
-        }
-        if needs_health_check_port(svc) {
-            allocate_health_check_port(&mut txn, svc, None)?;
-        }
-        Ok(txn)
+        Err(ApiError::internal(
+            "allocating the Service's cluster IP and ports: conflicting writers",
+        ))
     }
 
     /// Allocates and releases what a Service update changes, as upstream's Service REST
@@ -499,74 +575,21 @@ impl Registry {
             to_release: Holdings::default(),
             committed: false,
         };
-        let old_held = holdings(old);
-        let removed = new
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null())
-            && object::finalizers(new).is_empty();
-        if removed {
-            txn.to_release = old_held;
-            return Ok(txn);
-        }
-        // Cluster IP: allocated when gaining one (from ExternalName), released when losing it.
-        let had_ip = !old_held.ips.is_empty();
-        let wants_ip = service_type(new) != "ExternalName";
-        if wants_ip && !had_ip {
-            allocate_cluster_ip(&mut txn, new)?;
-        } else if !wants_ip {
-            txn.to_release.ips.extend(old_held.ips.iter().copied());
-        }
-        // Node ports.
-        let old_ports = node_port_items(old);
-        if needs_node_ports(new) {
-            if needs_node_ports(old) {
-                patch_omitted_node_ports(new, old);
+        let original = new.clone();
+        for _ in 0..MAX_SNAPSHOT_RACES {
+            update_allocations(&mut txn, new, old)?;
+            if self.reserve_locked(&mut txn).await? {
+                return Ok(txn);
             }
-            allocate_node_ports(&mut txn, new, &old_ports)?;
-        } else {
-            clear_node_ports(new, old);
+            // Another API server allocated first: see what it took and try again.
+            txn.undo_taken();
+            txn.to_release = Holdings::default();
+            self.refresh_allocators_locked(&mut txn.guard).await?;
+            *new = original.clone();
         }
-        let new_ports = node_port_items(new);
-        txn.to_release
-            .ports
-            .extend(old_ports.difference(&new_ports).copied());
-        // Health-check node port.
-        let old_hc = old
-            .pointer("/spec/healthCheckNodePort")
-            .and_then(Value::as_i64)
-            .and_then(port_item);
-        if needs_health_check_port(new) {
-            let requested = new
-                .pointer("/spec/healthCheckNodePort")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            if requested == 0
-                && needs_health_check_port(old)
-                && let Some(old_item) = old_hc
-            {
-                new["spec"]["healthCheckNodePort"] = json!(item_port(old_item));
-            }
-            allocate_health_check_port(&mut txn, new, old_hc)?;
-        } else if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
-            && spec
-                .get("healthCheckNodePort")
-                .and_then(Value::as_i64)
-                .and_then(port_item)
-                == old_hc
-        {
-            spec.remove("healthCheckNodePort");
-        }
-        let new_hc = new
-            .pointer("/spec/healthCheckNodePort")
-            .and_then(Value::as_i64)
-            .and_then(port_item);
-        if let Some(item) = old_hc
-            && new_hc != Some(item)
-            && !new_ports.contains(&item)
-        {
-            txn.to_release.ports.insert(item);
-        }
-        Ok(txn)
+        Err(ApiError::internal(
+            "allocating the Service's cluster IP and ports: conflicting writers",
+        ))
     }
 
     /// Gives back what a removed Service held (a delete's final removal).
@@ -579,14 +602,8 @@ impl Registry {
             }
         };
         let held = holdings(svc);
-        for item in &held.ips {
-            guard.ips.release(*item);
-        }
-        for item in &held.ports {
-            guard.ports.release(*item);
-        }
         if held != Holdings::default()
-            && let Err(err) = self.persist_allocators_locked(&mut guard).await
+            && let Err(err) = self.persist_allocators_locked(&mut guard, &held).await
         {
             tracing::error!(%err, "writing the service allocation snapshots");
         }
@@ -596,6 +613,82 @@ impl Registry {
     pub async fn service_allocations_used(&self) -> Result<(u32, u32)> {
         Ok(self.lock_allocators().await?.used())
     }
+}
+
+/// One attempt at [`Registry::begin_service_update`]'s allocations and releases.
+fn update_allocations(
+    txn: &mut ServiceAllocationTxn<'_>,
+    new: &mut Value,
+    old: &Value,
+) -> Result<()> {
+    let old_held = holdings(old);
+    let removed = new
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+        && object::finalizers(new).is_empty();
+    if removed {
+        txn.to_release = old_held;
+        return Ok(());
+    }
+    // Cluster IP: allocated when gaining one (from ExternalName), released when losing it.
+    let had_ip = !old_held.ips.is_empty();
+    let wants_ip = service_type(new) != "ExternalName";
+    if wants_ip && !had_ip {
+        allocate_cluster_ip(txn, new)?;
+    } else if !wants_ip {
+        txn.to_release.ips.extend(old_held.ips.iter().copied());
+    }
+    // Node ports.
+    let old_ports = node_port_items(old);
+    if needs_node_ports(new) {
+        if needs_node_ports(old) {
+            patch_omitted_node_ports(new, old);
+        }
+        allocate_node_ports(txn, new, &old_ports)?;
+    } else {
+        clear_node_ports(new, old);
+    }
+    let new_ports = node_port_items(new);
+    txn.to_release
+        .ports
+        .extend(old_ports.difference(&new_ports).copied());
+    // Health-check node port.
+    let old_hc = old
+        .pointer("/spec/healthCheckNodePort")
+        .and_then(Value::as_i64)
+        .and_then(port_item);
+    if needs_health_check_port(new) {
+        let requested = new
+            .pointer("/spec/healthCheckNodePort")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if requested == 0
+            && needs_health_check_port(old)
+            && let Some(old_item) = old_hc
+        {
+            new["spec"]["healthCheckNodePort"] = json!(item_port(old_item));
+        }
+        allocate_health_check_port(txn, new, old_hc)?;
+    } else if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
+        && spec
+            .get("healthCheckNodePort")
+            .and_then(Value::as_i64)
+            .and_then(port_item)
+            == old_hc
+    {
+        spec.remove("healthCheckNodePort");
+    }
+    let new_hc = new
+        .pointer("/spec/healthCheckNodePort")
+        .and_then(Value::as_i64)
+        .and_then(port_item);
+    if let Some(item) = old_hc
+        && new_hc != Some(item)
+        && !new_ports.contains(&item)
+    {
+        txn.to_release.ports.insert(item);
+    }
+    Ok(())
 }
 
 /// The node port items of `svc`'s ports (not its health-check port).

@@ -437,3 +437,102 @@ async fn headless_services_get_ip_families() {
         assert_eq!(created["spec"]["ipFamilies"], families, "{name}");
     }
 }
+
+/// Two API servers (two registries) on one store, as with etcd: the stored snapshot is the
+/// truth, so concurrent creates through both never share a cluster IP or node port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_store_never_hand_out_the_same_ip_or_port() {
+    const PER_SERVER: usize = 20;
+    let storage = Arc::new(MemoryStorage::new());
+    let servers = [
+        Arc::new(registry_on(Arc::clone(&storage)).await),
+        Arc::new(registry_on(Arc::clone(&storage)).await),
+    ];
+    let tasks: Vec<_> = (0..PER_SERVER * 2)
+        .map(|i| {
+            let server = Arc::clone(&servers[i % 2]);
+            tokio::spawn(async move {
+                create(
+                    &server,
+                    svc(
+                        &format!("s{i}"),
+                        json!({"type": "NodePort", "ports": [{"port": 80}]}),
+                    ),
+                )
+                .await
+                .expect("create")
+            })
+        })
+        .collect();
+    let mut ips = HashSet::new();
+    let mut ports = HashSet::new();
+    for task in tasks {
+        let created = task.await.expect("join");
+        let ip = created["spec"]["clusterIP"]
+            .as_str()
+            .expect("cluster IP")
+            .to_owned();
+        assert!(ips.insert(ip.clone()), "cluster IP {ip} handed out twice");
+        for port in node_ports(&created) {
+            assert!(ports.insert(port), "node port {port} handed out twice");
+        }
+    }
+    assert_eq!((ips.len(), ports.len()), (PER_SERVER * 2, PER_SERVER * 2));
+    // Each server's view, refreshed from the store, holds every allocation (plus the
+    // kubernetes Service's reserved address, which no Service here holds).
+    for server in &servers {
+        let (used_ips, used_ports) = server.service_allocations_used().await.expect("used");
+        assert_eq!(
+            (used_ips as usize, used_ports as usize),
+            (PER_SERVER * 2, PER_SERVER * 2)
+        );
+    }
+}
+
+/// What one server allocated, and released, is seen by the other at its next allocation.
+#[tokio::test]
+async fn a_second_server_sees_the_first_servers_allocations_and_releases() {
+    let storage = Arc::new(MemoryStorage::new());
+    let a = registry_on(Arc::clone(&storage)).await;
+    let b = registry_on(Arc::clone(&storage)).await;
+    // Both load their bitmaps before either allocates.
+    b.service_allocations_used().await.expect("load b");
+    let spec = json!({"clusterIP": "10.96.7.7", "type": "NodePort",
+                      "ports": [{"port": 80, "nodePort": 30080}]});
+    let first = create(&a, svc("first", spec.clone()))
+        .await
+        .expect("through a");
+    let taken = create(&b, svc("second", spec.clone()))
+        .await
+        .expect_err("the same IP through b");
+    assert!(
+        error_text(&taken).contains("provided IP is already allocated"),
+        "{taken:?}"
+    );
+    let port_taken = create(
+        &b,
+        svc(
+            "third",
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}),
+        ),
+    )
+    .await
+    .expect_err("the same node port through b");
+    assert!(
+        error_text(&port_taken).contains("provided port is already allocated"),
+        "{port_taken:?}"
+    );
+
+    // Deleted through a: b may hand the address and port out again.
+    a.delete(
+        &SERVICES,
+        "ns",
+        object::name(&first),
+        &DeleteOptions::default(),
+    )
+    .await
+    .expect("delete through a");
+    create(&b, svc("second", spec))
+        .await
+        .expect("the released IP and port through b");
+}

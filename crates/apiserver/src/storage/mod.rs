@@ -7,8 +7,8 @@
 //! after a revision, in revision order. Old revisions are compacted away; reading or watching
 //! below the compacted revision fails with [`Error::Compacted`] (the API server's 410 Gone).
 //!
-//! Backends: `sqlite` (kine's append-only log, the default) and `memory` (tests), both behind
-//! [`Storage`]; `watch_cache` sits in front so recent watches never touch the database.
+//! Backends: `sqlite` (kine's append-only log, the default), `etcd` (an etcd v3 cluster, for
+//! several API servers) and `memory` (tests), all behind [`Storage`]; `watch_cache` sits in front so recent watches never touch the database.
 
 use std::sync::Arc;
 
@@ -18,12 +18,14 @@ use futures::stream::BoxStream;
 
 #[cfg(test)]
 mod conformance;
+pub mod etcd;
 mod hub;
 pub mod memory;
 pub mod size_limit;
 pub mod sqlite;
 pub mod watch_cache;
 
+pub use etcd::{EtcdOptions, EtcdStorage, EtcdTls};
 pub use hub::DEFAULT_WATCHER_BUFFER;
 pub use memory::MemoryStorage;
 pub use sqlite::{SqliteOptions, SqliteStorage, Synchronous};
