@@ -9,6 +9,7 @@ const LEGACY: &str = "";
 const APPS: &str = "apps";
 const EXTENSIONS: &str = "extensions";
 const BATCH: &str = "batch";
+const POLICY: &str = "policy";
 const RBAC: &str = "rbac.authorization.k8s.io";
 
 fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
@@ -101,6 +102,36 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
                     &["replicasets"],
                 ),
                 rule(&["get", "list", "watch", "update"], &[LEGACY], &["pods"]),
+                events(),
+            ],
+        ),
+        (
+            "disruption-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch"],
+                    &[EXTENSIONS, APPS],
+                    &["deployments"],
+                ),
+                rule(
+                    &["get", "list", "watch"],
+                    &[APPS, EXTENSIONS],
+                    &["replicasets"],
+                ),
+                rule(
+                    &["get", "list", "watch"],
+                    &[LEGACY],
+                    &["replicationcontrollers"],
+                ),
+                rule(
+                    &["get", "list", "watch"],
+                    &[POLICY],
+                    &["poddisruptionbudgets"],
+                ),
+                rule(&["get", "list", "watch"], &[APPS], &["statefulsets"]),
+                rule(&["update"], &[POLICY], &["poddisruptionbudgets/status"]),
+                rule(&["get"], &["*"], &["*/scale"]),
+                rule(&["patch", "update"], &[LEGACY], &["pods/status"]),
                 events(),
             ],
         ),
@@ -216,6 +247,15 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
                     &[LEGACY],
                     &["pods"],
                 ),
+                events(),
+            ],
+        ),
+        (
+            "resourcequota-controller",
+            vec![
+                // Quota counts anything, so it lists and watches everything.
+                rule(&["list", "watch"], &["*"], &["*"]),
+                rule(&["update"], &[LEGACY], &["resourcequotas/status"]),
                 events(),
             ],
         ),
@@ -371,6 +411,31 @@ mod tests {
                 true,
             ),
             ("pod-garbage-collector", one("create", "", "events"), false),
+            (
+                "resourcequota-controller",
+                one("update", "", "resourcequotas/status"),
+                true,
+            ),
+            (
+                "resourcequota-controller",
+                one("list", "apps", "deployments"),
+                true,
+            ),
+            (
+                "resourcequota-controller",
+                one("update", "", "resourcequotas"),
+                false,
+            ),
+            (
+                "disruption-controller",
+                one("update", "policy", "poddisruptionbudgets/status"),
+                true,
+            ),
+            (
+                "disruption-controller",
+                one("get", "apps", "deployments/scale"),
+                true,
+            ),
         ];
         for (sa, wanted, allowed) in cases {
             assert_eq!(

@@ -11,10 +11,11 @@ use super::names::{
     HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER,
     NAMESPACE, NAMESPACE_CONTROLLER, NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE,
     NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET,
-    REPLICASET_CONTROLLER, REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER,
-    ROOT_CA_CERTIFICATE_PUBLISHER, ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT,
-    SERVICEACCOUNT_CONTROLLER, STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER,
-    TTL_AFTER_FINISHED, TTL_AFTER_FINISHED_CONTROLLER,
+    REPLICASET_CONTROLLER, REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, RESOURCE_QUOTA,
+    RESOURCE_QUOTA_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
+    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
+    STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
+    TTL_AFTER_FINISHED_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::clusterroleaggregation::{
@@ -44,6 +45,7 @@ use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
 };
 use crate::replication::ReplicationManager;
+use crate::resourcequota::{ResourceQuotaController, ResourceQuotaControllerOptions};
 use crate::rootcacertpublisher::{
     PUBLISHER_WORKERS, Publisher, PublisherMetrics, PublisherOptions,
 };
@@ -84,6 +86,7 @@ impl ControllerRegistry {
             pod_garbage_collector_controller(),
             horizontal_pod_autoscaler_controller(),
             clusterrole_aggregation_controller(),
+            resource_quota_controller(),
         ] {
             if let Err(err) = registry.register(descriptor) {
                 // The list above is fixed at compile time; a clash is a programming error,
@@ -560,6 +563,31 @@ pub fn ttl_after_finished_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(TTL_AFTER_FINISHED.aliases)
+}
+
+/// `resourcequota-controller` (alias `resourcequota`): the ResourceQuota, Pods, Services and
+/// PersistentVolumeClaims informers, `--concurrent-resource-quota-syncs` workers on each of
+/// its two queues, every quota recalculated each `--resource-quota-sync-period`.
+pub fn resource_quota_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        RESOURCE_QUOTA_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.resource_quota;
+            let controller = Arc::new(ResourceQuotaController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ResourceQuotaControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                    resync_period: flags.resource_quota_sync_period.get(),
+                },
+            ));
+            let workers = flags.concurrent_resource_quota_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(RESOURCE_QUOTA.aliases)
 }
 
 /// `horizontal-pod-autoscaler-controller` (alias `horizontalpodautoscaling`): the HPA and

@@ -44,6 +44,8 @@ pub const CLUSTERROLE_AGGREGATION_CONTROLLER: &str = crate::clusterroleaggregati
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
 /// kube-controller-manager's name of the HorizontalPodAutoscaler controller.
 pub const HORIZONTAL_POD_AUTOSCALER_CONTROLLER: &str = crate::podautoscaler::CONTROLLER_NAME;
+/// kube-controller-manager's name of the ResourceQuota controller.
+pub const RESOURCE_QUOTA_CONTROLLER: &str = crate::resourcequota::CONTROLLER_NAME;
 /// kube-controller-manager's name of the pod garbage collector.
 pub const POD_GARBAGE_COLLECTOR_CONTROLLER: &str = crate::podgc::CONTROLLER_NAME;
 
@@ -138,6 +140,12 @@ pub const TTL_AFTER_FINISHED: ControllerNames = ControllerNames {
     aliases: &[crate::ttlafterfinished::CONTROLLER_ALIAS],
     disabled_by_default: false,
 };
+/// `resourcequota-controller`, alias `resourcequota`.
+pub const RESOURCE_QUOTA: ControllerNames = ControllerNames {
+    name: RESOURCE_QUOTA_CONTROLLER,
+    aliases: &[crate::resourcequota::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
 /// `pod-garbage-collector-controller`, alias `podgc`.
 pub const POD_GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
     name: POD_GARBAGE_COLLECTOR_CONTROLLER,
@@ -192,7 +200,7 @@ pub const CLUSTERROLE_AGGREGATION: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 21] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 22] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -214,6 +222,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 21] = [
     POD_GARBAGE_COLLECTOR,
     HORIZONTAL_POD_AUTOSCALER,
     CLUSTERROLE_AGGREGATION,
+    RESOURCE_QUOTA,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -256,6 +265,7 @@ mod tests {
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
                 "serviceaccount-controller",
                 "statefulset-controller",

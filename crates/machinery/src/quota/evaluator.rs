@@ -67,6 +67,18 @@ pub fn object_count_name(group: &str, resource: &str) -> String {
     }
 }
 
+/// The group and resource an object-count name counts: `count/deployments.apps` is
+/// (`apps`, `deployments`), `count/pods` and the legacy `configmaps` are core resources.
+pub fn counted_group_resource(name: &str) -> Option<(String, String)> {
+    if let Some(rest) = name.strip_prefix("count/") {
+        let (resource, group) = rest.split_once('.').unwrap_or((rest, ""));
+        return (!resource.is_empty()).then(|| (group.to_owned(), resource.to_owned()));
+    }
+    LEGACY_COUNTED
+        .contains(&name)
+        .then(|| (String::new(), name.to_owned()))
+}
+
 impl Evaluator {
     /// The evaluator of a group/resource (the admission plugin adds an object-count
     /// evaluator for any resource without its own).
@@ -235,6 +247,28 @@ mod tests {
 
     fn quota(v: serde_json::Value) -> ResourceQuota {
         serde_json::from_value(v).expect("quota")
+    }
+
+    #[test]
+    fn counted_names() {
+        let cases = [
+            ("count/deployments.apps", Some(("apps", "deployments"))),
+            ("count/pods", Some(("", "pods"))),
+            (
+                "count/widgets.example.com",
+                Some(("example.com", "widgets")),
+            ),
+            ("secrets", Some(("", "secrets"))),
+            ("requests.cpu", None),
+            ("count/", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(
+                counted_group_resource(name),
+                want.map(|(g, r)| (g.to_owned(), r.to_owned())),
+                "{name}"
+            );
+        }
     }
 
     #[test]

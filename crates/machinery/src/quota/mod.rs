@@ -11,5 +11,7 @@ pub mod pods;
 pub mod resource_list;
 pub mod services;
 
-pub use evaluator::{Evaluator, Object, Operation, object_count_name, scope_selectors};
+pub use evaluator::{
+    Evaluator, Object, Operation, counted_group_resource, object_count_name, scope_selectors,
+};
 pub use resource_list::{Amount, ResourceList};

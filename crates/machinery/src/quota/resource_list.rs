@@ -88,12 +88,18 @@ pub fn to_quantities(list: &ResourceList) -> BTreeMap<String, Quantity> {
         .collect()
 }
 
-/// `a + b` per resource (`quota.Add`).
+/// `a + b` per resource (`quota.Add`). A zero left value takes the right one's format, as
+/// Go's `Quantity.Add` does (so `0` plus `1Gi` prints `1Gi`).
 pub fn add(a: &ResourceList, b: &ResourceList) -> ResourceList {
     let mut out = a.clone();
     for (k, v) in b {
         out.entry(k.clone())
-            .and_modify(|x| x.milli += v.milli)
+            .and_modify(|x| {
+                if x.milli == 0 {
+                    x.format = v.format;
+                }
+                x.milli += v.milli;
+            })
             .or_insert(*v);
     }
     out
@@ -214,6 +220,8 @@ mod tests {
         let b = list(&[("memory", "1Gi"), ("cpu", "250m")]);
         let sum = add(&a, &b);
         assert_eq!(pretty_print(&sum), "cpu=250m,memory=2Gi,pods=1");
+        let from_zero = add(&list(&[("memory", "0")]), &list(&[("memory", "1Gi")]));
+        assert_eq!(pretty_print(&from_zero), "memory=1Gi");
         let diff = subtract_non_negative(&a, &b);
         assert_eq!(pretty_print(&diff), "cpu=0,memory=0,pods=1");
         assert_eq!(pretty_print(&remove_zeros(diff)), "pods=1");
