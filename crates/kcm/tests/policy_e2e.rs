@@ -133,3 +133,64 @@ fn quota_refuses_the_third_pod_until_raised() {
         (used == "1").then_some(())
     });
 }
+
+#[test]
+fn drain_respects_the_disruption_budget() {
+    if !kubectl_installed() {
+        eprintln!("skipping: kubectl is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("data dir");
+    // Two nodes: draining both leaves the evicted pod's replacement nowhere to run, so the
+    // budget stays exhausted and drain must wait.
+    let up = Up::start(dir.path(), &["--nodes", "2"], "info");
+    up.kubectl_ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--replicas=3",
+    ]);
+    up.kubectl_ok(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "--selector=app=web",
+        "--min-available=2",
+    ]);
+    let pdb_field =
+        |path: &str| up.kubectl_ok(&["get", "pdb", "web", "-o", &format!("jsonpath={path}")]);
+    up.wait_for("disruptionsAllowed 1", || {
+        (pdb_field("{.status.currentHealthy}/{.status.desiredHealthy}/{.status.expectedPods}/{.status.disruptionsAllowed}")
+            == "3/2/3/1")
+            .then_some(())
+    });
+    assert_eq!(
+        pdb_field("{.status.conditions[?(@.type==\"DisruptionAllowed\")].reason}"),
+        "SufficientPods"
+    );
+    let before = up.live_pods("default", "app=web");
+    assert_eq!(before.len(), 3);
+
+    let (ok, _stdout, stderr) = up.kubectl(&[
+        "drain",
+        "kcm-node-0",
+        "kcm-node-1",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=4s",
+    ]);
+    assert!(
+        !ok,
+        "drain must not finish while the budget holds: {stderr}"
+    );
+    assert!(
+        stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{stderr}"
+    );
+    // Exactly one of the original pods was evicted; the budget records it.
+    let after = up.live_pods("default", "app=web");
+    let survivors = before.iter().filter(|p| after.contains(p)).count();
+    assert_eq!(survivors, 2, "before {before:?}, after {after:?}");
+    assert_eq!(pdb_field("{.status.disruptionsAllowed}"), "0");
+}

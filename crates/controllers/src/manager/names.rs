@@ -44,6 +44,8 @@ pub const CLUSTERROLE_AGGREGATION_CONTROLLER: &str = crate::clusterroleaggregati
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
 /// kube-controller-manager's name of the HorizontalPodAutoscaler controller.
 pub const HORIZONTAL_POD_AUTOSCALER_CONTROLLER: &str = crate::podautoscaler::CONTROLLER_NAME;
+/// kube-controller-manager's name of the disruption controller.
+pub const DISRUPTION_CONTROLLER: &str = crate::disruption::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ResourceQuota controller.
 pub const RESOURCE_QUOTA_CONTROLLER: &str = crate::resourcequota::CONTROLLER_NAME;
 /// kube-controller-manager's name of the pod garbage collector.
@@ -140,6 +142,12 @@ pub const TTL_AFTER_FINISHED: ControllerNames = ControllerNames {
     aliases: &[crate::ttlafterfinished::CONTROLLER_ALIAS],
     disabled_by_default: false,
 };
+/// `disruption-controller`, alias `disruption`.
+pub const DISRUPTION: ControllerNames = ControllerNames {
+    name: DISRUPTION_CONTROLLER,
+    aliases: &[crate::disruption::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+};
 /// `resourcequota-controller`, alias `resourcequota`.
 pub const RESOURCE_QUOTA: ControllerNames = ControllerNames {
     name: RESOURCE_QUOTA_CONTROLLER,
@@ -200,7 +208,7 @@ pub const CLUSTERROLE_AGGREGATION: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 22] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 23] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -223,6 +231,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 22] = [
     HORIZONTAL_POD_AUTOSCALER,
     CLUSTERROLE_AGGREGATION,
     RESOURCE_QUOTA,
+    DISRUPTION,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -253,6 +262,7 @@ mod tests {
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",
+                "disruption-controller",
                 "endpoints-controller",
                 "endpointslice-controller",
                 "endpointslice-mirroring-controller",
