@@ -438,9 +438,15 @@ impl ReplenishmentHandlers {
 
 /// `core.GetQuotaServiceType`: the service types quota tells apart.
 fn quota_service_type(svc: &Service) -> &str {
-    match svc.spec.as_ref().and_then(|s| s.type_.as_deref()) {
-        Some(t @ ("NodePort" | "LoadBalancer")) => t,
-        _ => "",
+    let type_ = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.type_.as_deref())
+        .unwrap_or_default();
+    if matches!(type_, "NodePort" | "LoadBalancer") {
+        type_
+    } else {
+        ""
     }
 }
 

@@ -252,7 +252,7 @@ async fn deleted_and_finished_pods_replenish_their_namespaces_quotas() {
 
     // Another namespace's pods do not touch these quotas.
     let q = f.controller.queue();
-    while q.len() > 0 {
+    while !q.is_empty() {
         if let Some(k) = q.get().await {
             q.done(&k);
         }
