@@ -4,7 +4,7 @@
 //! registry, leader election, health and metrics. Each controller lives in its own module
 //! ([`replicaset`], [`replication`], [`deployment`], [`daemon`], [`statefulset`],
 //! [`garbagecollector`], [`namespace`], [`nodelifecycle`], [`serviceaccount`],
-//! [`tainteviction`], [`job`], [`cronjob`], [`ttlafterfinished`], [`podgc`]) with `new(...)`
+//! [`tainteviction`], [`job`], [`cronjob`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`disruption`]) with `new(...)`
 //! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
 //! functions beside the controllers.
 
@@ -12,6 +12,7 @@ pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemon;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoint;
 pub mod endpointslice;
 pub mod endpointslicemirroring;
@@ -26,6 +27,7 @@ pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
 pub mod replication;
+pub mod resourcequota;
 pub mod rootcacertpublisher;
 pub mod serviceaccount;
 pub mod statefulset;

@@ -12,6 +12,7 @@
 //! - [`labels`]: Kubernetes label selectors.
 //! - [`scheduling`]: node affinity and taint/toleration predicates (component-helpers).
 //! - [`intstr`]: int-or-percent values.
+//! - [`quota`]: ResourceQuota usage evaluators (kubernetes `pkg/quota/v1`).
 //!
 //! Data flows one way: API server --list/watch--> Reflector --deltas--> DeltaFIFO --pop-->
 //! Indexer (cache) and event handlers --keys--> work queue --key--> worker.
@@ -25,5 +26,6 @@ pub mod intstr;
 pub mod labels;
 pub mod leaderelection;
 pub mod quantity;
+pub mod quota;
 pub mod scheduling;
 pub mod workqueue;

@@ -514,6 +514,20 @@ mod tests {
                 true,
             ),
             ("endpointslice-controller", one("delete", "", "pods"), false),
+                "resourcequota-controller",
+                one("update", "", "resourcequotas/status"),
+                true,
+            ),
+            (
+                "resourcequota-controller",
+                one("list", "apps", "deployments"),
+                true,
+            ),
+            (
+                "resourcequota-controller",
+                one("update", "", "resourcequotas"),
+                false,
+            ),
             (
                 "disruption-controller",
                 one("update", "policy", "poddisruptionbudgets/status"),
@@ -533,6 +547,10 @@ mod tests {
                 "root-ca-cert-publisher",
                 one("delete", "", "configmaps"),
                 false,
+            ),
+                "disruption-controller",
+                one("get", "apps", "deployments/scale"),
+                true,
             ),
         ];
         for (sa, wanted, allowed) in cases {

@@ -1,5 +1,6 @@
 //! Create (`POST` to a collection): system metadata, `generateName`, defaults, admission, validation, dry run.
 
+use kcm_machinery::quota::Operation;
 use rand::Rng;
 use serde_json::Value;
 
@@ -7,6 +8,7 @@ use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
+use crate::registry::quota_admission::QuotaAttributes;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::RequestContext;
 use crate::registry::{Registry, encode_for_storage};
@@ -111,6 +113,17 @@ impl Registry {
         errs.extend(def.strategy.validate(&obj));
         def.check(object::name(&obj), errs)?;
         self.confirm_no_escalation(def, &obj, opts).await?;
+        self.admit_quota(QuotaAttributes {
+            namespace: &namespace,
+            name: object::name(&obj),
+            def,
+            subresource: "",
+            operation: Operation::Create,
+            object: &obj,
+            old_object: None,
+            dry_run,
+        })
+        .await?;
         // The allocation lock stays held until the Service is stored; dropped uncommitted
         // (dry run, store failure) the allocations are given back.
         let mut service_txn = if std::ptr::eq(def, &crate::resources::service::SERVICES) {

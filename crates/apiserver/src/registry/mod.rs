@@ -31,6 +31,7 @@ pub mod options;
 pub mod patch;
 pub mod pod_log;
 pub mod priority;
+pub mod quota_admission;
 pub mod range_allocator;
 pub mod rbac_escalation;
 pub mod resource;
@@ -95,6 +96,9 @@ pub struct Registry {
     usage: usage::UsageSlot,
     /// What `pods/log` reads container logs from (the process embedding the server sets it).
     logs: pod_log::LogSlot,
+    /// Held while a write charges ResourceQuotas, so charges of concurrent writes never
+    /// race one another (only the quota controller's writes can).
+    quota_lock: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -129,6 +133,7 @@ impl Registry {
             token_issuer: None,
             usage: usage::UsageSlot::default(),
             logs: pod_log::LogSlot::default(),
+            quota_lock: tokio::sync::Mutex::new(()),
         }
     }
 

@@ -5,6 +5,7 @@
 //! fields, and the status or spec depending on the target); a stale `resourceVersion` is a 409
 //! with upstream's message; no `resourceVersion` is an unconditional update, retried on races.
 
+use kcm_machinery::quota::Operation;
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
@@ -15,6 +16,7 @@ use crate::object;
 use crate::registry::create::{bind_namespace, check_kind};
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
+use crate::registry::quota_admission::QuotaAttributes;
 use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage, parse_resource_version};
 use crate::storage::{self, KeyValue};
@@ -208,6 +210,17 @@ impl Registry {
             if target == Target::Main {
                 self.admit_priority(def, &mut new, false).await?;
                 self.confirm_no_escalation(def, &new, opts).await?;
+                self.admit_quota(QuotaAttributes {
+                    namespace,
+                    name,
+                    def,
+                    subresource: "",
+                    operation: Operation::Update,
+                    object: &new,
+                    old_object: Some(&current),
+                    dry_run,
+                })
+                .await?;
             }
             // A Service's cluster IP and node ports follow its type; the allocation lock
             // stays held until the write is done (uncommitted, the allocations go back).

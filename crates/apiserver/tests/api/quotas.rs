@@ -104,3 +104,135 @@ async fn limit_ranges_default_container_limits_and_order_them() {
     })
     .await;
 }
+
+/// Sets a quota's computed status, as the ResourceQuota controller would.
+async fn compute_status(
+    api: &Api<ResourceQuota>,
+    name: &str,
+    hard: serde_json::Value,
+    used: serde_json::Value,
+) {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"hard": hard, "used": used}})),
+    )
+    .await
+    .expect("quota status");
+}
+
+#[tokio::test]
+async fn parallel_creates_never_overshoot_a_quota() {
+    use k8s_openapi::api::core::v1::Pod;
+
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "default");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let quota: ResourceQuota = serde_json::from_value(json!({
+            "metadata": {"name": "pods"}, "spec": {"hard": {"pods": "10"}}
+        }))
+        .expect("quota");
+        quotas.create(&PostParams::default(), &quota).await.expect("quota");
+        compute_status(&quotas, "pods", json!({"pods": "10"}), json!({"pods": "0"})).await;
+
+        let creates = (0..20).map(|i| {
+            let pods = pods.clone();
+            async move {
+                pods.create(&PostParams::default(), &crate::common::pod(&format!("p{i}"), &[]))
+                    .await
+            }
+        });
+        let results = futures::future::join_all(creates).await;
+        let mut refusals = Vec::new();
+        let mut created = 0;
+        for result in results {
+            match result {
+                Ok(_) => created += 1,
+                Err(e) => refusals.push(status_of(e)),
+            }
+        }
+        assert_eq!(created, 10, "refusals: {refusals:?}");
+        for (code, reason, message) in &refusals {
+            assert_eq!((*code, reason.as_str()), (403, "Forbidden"));
+            assert!(
+                message.ends_with("is forbidden: exceeded quota: pods, requested: pods=1, used: pods=10, limited: pods=10"),
+                "{message}"
+            );
+        }
+        assert_eq!(pods.list(&Default::default()).await.expect("list").items.len(), 10);
+        let used = quotas.get("pods").await.expect("quota").status.and_then(|s| s.used).expect("used");
+        assert_eq!(used["pods"].0, "10");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn quota_admission_counts_objects_and_refuses_unknown_status() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "default");
+        let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let services: Api<Service> = Api::namespaced(client.clone(), "default");
+        let quota: ResourceQuota = serde_json::from_value(json!({
+            "metadata": {"name": "objects"},
+            "spec": {"hard": {"count/configmaps": "1", "services.nodeports": "1"}}
+        }))
+        .expect("quota");
+        quotas.create(&PostParams::default(), &quota).await.expect("quota");
+
+        // Not computed yet: the quota does not apply.
+        configmaps
+            .create(&PostParams::default(), &crate::common::configmap("before", &[]))
+            .await
+            .expect("uncomputed quota does not apply");
+
+        compute_status(
+            &quotas,
+            "objects",
+            json!({"count/configmaps": "1", "services.nodeports": "1"}),
+            json!({"count/configmaps": "0"}),
+        )
+        .await;
+        // A dry run is checked but charges nothing.
+        let dry = PostParams { dry_run: true, ..Default::default() };
+        configmaps
+            .create(&dry, &crate::common::configmap("dry", &[]))
+            .await
+            .expect("dry run fits");
+        configmaps
+            .create(&PostParams::default(), &crate::common::configmap("a", &[]))
+            .await
+            .expect("fits");
+        let (code, _, message) = status_of(
+            configmaps
+                .create(&PostParams::default(), &crate::common::configmap("b", &[]))
+                .await
+                .expect_err("over"),
+        );
+        assert_eq!(code, 403);
+        assert_eq!(
+            message,
+            "configmaps \"b\" is forbidden: exceeded quota: objects, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1"
+        );
+
+        // services.nodeports is limited but its usage is not known.
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": "web"},
+            "spec": {"type": "NodePort", "ports": [{"port": 80}]}
+        }))
+        .expect("service");
+        let (code, _, message) =
+            status_of(services.create(&PostParams::default(), &svc).await.expect_err("unknown"));
+        assert_eq!(code, 403);
+        assert_eq!(
+            message,
+            "services \"web\" is forbidden: status unknown for quota: objects, resources: services.nodeports"
+        );
+    })
+    .await;
+}

@@ -4,15 +4,16 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::names::{
-    BUILTIN_CONTROLLERS, CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB,
-    CRONJOB_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER,
-    ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE, ENDPOINTSLICE_CONTROLLER,
-    ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER, GARBAGE_COLLECTOR,
-    GARBAGE_COLLECTOR_CONTROLLER, HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER,
-    JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER, NODE_IPAM, NODE_IPAM_CONTROLLER,
-    NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER, POD_GARBAGE_COLLECTOR,
-    POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER, REPLICATIONCONTROLLER,
-    REPLICATIONCONTROLLER_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
+    BUILTIN_CONTROLLERS, CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB, CRONJOB_CONTROLLER,
+    DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER, DISRUPTION,
+    DISRUPTION_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
+    ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER,
+    GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, HORIZONTAL_POD_AUTOSCALER,
+    HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER,
+    NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER,
+    POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER,
+    REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, RESOURCE_QUOTA,
+    RESOURCE_QUOTA_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
     ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
     STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
     TTL_AFTER_FINISHED_CONTROLLER,
@@ -24,6 +25,7 @@ use crate::clusterroleaggregation::{
 use crate::cronjob::{CronJobController, CronJobControllerOptions, CronJobMetrics};
 use crate::daemon::{DaemonSetsController, DaemonSetsControllerOptions};
 use crate::deployment::{DeploymentController, DeploymentControllerOptions};
+use crate::disruption::{DisruptionController, DisruptionControllerOptions};
 use crate::endpoint::{EndpointController, EndpointControllerOptions};
 use crate::endpointslice::{
     EndpointSliceController, EndpointSliceControllerOptions, EndpointSliceMetrics,
@@ -45,6 +47,7 @@ use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
 };
 use crate::replication::ReplicationManager;
+use crate::resourcequota::{ResourceQuotaController, ResourceQuotaControllerOptions};
 use crate::rootcacertpublisher::{
     PUBLISHER_WORKERS, Publisher, PublisherMetrics, PublisherOptions,
 };
@@ -85,6 +88,8 @@ impl ControllerRegistry {
             pod_garbage_collector_controller(),
             horizontal_pod_autoscaler_controller(),
             clusterrole_aggregation_controller(),
+            resource_quota_controller(),
+            disruption_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
                 .iter()
@@ -568,6 +573,51 @@ pub fn ttl_after_finished_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(TTL_AFTER_FINISHED.aliases)
+}
+
+/// `disruption-controller` (alias `disruption`): the PodDisruptionBudget, Pods,
+/// ReplicationControllers, ReplicaSets, Deployments and StatefulSets informers, upstream's one
+/// worker on queue `disruption`.
+pub fn disruption_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(DISRUPTION_CONTROLLER, |ctx: ControllerContext| async move {
+        let controller = Arc::new(DisruptionController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            ctx.recorder("controllermanager"),
+            DisruptionControllerOptions {
+                metrics: Some(ctx.workqueue_metrics()),
+            },
+        ));
+        Ok(Some(StartedController::new(
+            controller.run(ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(DISRUPTION.aliases)
+}
+
+/// `resourcequota-controller` (alias `resourcequota`): the ResourceQuota, Pods, Services and
+/// PersistentVolumeClaims informers, `--concurrent-resource-quota-syncs` workers on each of
+/// its two queues, every quota recalculated each `--resource-quota-sync-period`.
+pub fn resource_quota_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        RESOURCE_QUOTA_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.resource_quota;
+            let controller = Arc::new(ResourceQuotaController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ResourceQuotaControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                    resync_period: flags.resource_quota_sync_period.get(),
+                },
+            ));
+            let workers = flags.concurrent_resource_quota_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(RESOURCE_QUOTA.aliases)
 }
 
 /// `horizontal-pod-autoscaler-controller` (alias `horizontalpodautoscaling`): the HPA and

@@ -49,6 +49,10 @@ pub const CLUSTERROLE_AGGREGATION_CONTROLLER: &str = crate::clusterroleaggregati
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
 /// kube-controller-manager's name of the HorizontalPodAutoscaler controller.
 pub const HORIZONTAL_POD_AUTOSCALER_CONTROLLER: &str = crate::podautoscaler::CONTROLLER_NAME;
+/// kube-controller-manager's name of the disruption controller.
+pub const DISRUPTION_CONTROLLER: &str = crate::disruption::CONTROLLER_NAME;
+/// kube-controller-manager's name of the ResourceQuota controller.
+pub const RESOURCE_QUOTA_CONTROLLER: &str = crate::resourcequota::CONTROLLER_NAME;
 /// kube-controller-manager's name of the pod garbage collector.
 pub const POD_GARBAGE_COLLECTOR_CONTROLLER: &str = crate::podgc::CONTROLLER_NAME;
 
@@ -156,6 +160,20 @@ pub const TTL_AFTER_FINISHED: ControllerNames = ControllerNames {
     disabled_by_default: false,
     service_account: "ttl-after-finished-controller",
 };
+/// `disruption-controller`, alias `disruption`.
+pub const DISRUPTION: ControllerNames = ControllerNames {
+    name: DISRUPTION_CONTROLLER,
+    aliases: &[crate::disruption::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "disruption-controller",
+};
+/// `resourcequota-controller`, alias `resourcequota`.
+pub const RESOURCE_QUOTA: ControllerNames = ControllerNames {
+    name: RESOURCE_QUOTA_CONTROLLER,
+    aliases: &[crate::resourcequota::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "resourcequota-controller",
+};
 /// `pod-garbage-collector-controller`, alias `podgc`.
 pub const POD_GARBAGE_COLLECTOR: ControllerNames = ControllerNames {
     name: POD_GARBAGE_COLLECTOR_CONTROLLER,
@@ -218,7 +236,7 @@ pub const CLUSTERROLE_AGGREGATION: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 21] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 23] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -240,6 +258,8 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 21] = [
     POD_GARBAGE_COLLECTOR,
     HORIZONTAL_POD_AUTOSCALER,
     CLUSTERROLE_AGGREGATION,
+    RESOURCE_QUOTA,
+    DISRUPTION,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -270,6 +290,7 @@ mod tests {
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",
+                "disruption-controller",
                 "endpoints-controller",
                 "endpointslice-controller",
                 "endpointslice-mirroring-controller",
@@ -282,6 +303,7 @@ mod tests {
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
                 "serviceaccount-controller",
                 "statefulset-controller",

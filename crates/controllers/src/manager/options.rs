@@ -81,6 +81,9 @@ pub struct ManagerOptions {
     /// The pod garbage collector.
     #[command(flatten)]
     pub podgc: PodGcControllerFlags,
+    /// The ResourceQuota controller.
+    #[command(flatten)]
+    pub resource_quota: ResourceQuotaControllerFlags,
     /// The HorizontalPodAutoscaler controller.
     #[command(flatten)]
     pub hpa: HpaControllerFlags,
@@ -820,6 +823,29 @@ pub struct TtlAfterFinishedControllerFlags {
     pub concurrent_ttl_after_finished_syncs: u32,
 }
 
+/// The ResourceQuota controller's flags (upstream's `ResourceQuotaControllerOptions`).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Resourcequota controller flags")]
+pub struct ResourceQuotaControllerFlags {
+    /// ResourceQuota workers (per queue).
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::resourcequota::DEFAULT_CONCURRENT_RESOURCE_QUOTA_SYNCS,
+        help = "The number of resource quotas that are allowed to sync concurrently. Larger \
+                number = more responsive quota management, but more CPU (and network) load"
+    )]
+    pub concurrent_resource_quota_syncs: u32,
+    /// How often every quota is recalculated.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "5m0s",
+        help = "The period for syncing quota usage status in the system"
+    )]
+    pub resource_quota_sync_period: GoDuration,
+}
+
 /// The HorizontalPodAutoscaler controller's flags (upstream's `HPAControllerOptions`; the
 /// deprecated no-op upscale/downscale delays are left out).
 #[derive(Args, Clone, Debug, PartialEq)]
@@ -1098,6 +1124,11 @@ mod tests {
         assert_eq!(o.cronjob.concurrent_cron_job_syncs, 5);
         assert_eq!(o.ttl_after_finished.concurrent_ttl_after_finished_syncs, 5);
         assert_eq!(o.podgc.terminated_pod_gc_threshold, 12500);
+        assert_eq!(o.resource_quota.concurrent_resource_quota_syncs, 5);
+        assert_eq!(
+            o.resource_quota.resource_quota_sync_period.get(),
+            crate::resourcequota::DEFAULT_RESOURCE_QUOTA_SYNC_PERIOD
+        );
         assert_eq!(o.endpoint.concurrent_endpoint_syncs, 5);
         assert_eq!(
             o.endpoint.endpoint_updates_batch_period.get(),
@@ -1412,10 +1443,12 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
+            "All controllers: clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
             "--concurrent-job-syncs <int32>",
             "--concurrent-cron-job-syncs <int32>",
             "--concurrent-ttl-after-finished-syncs <int32>",
+            "--concurrent-resource-quota-syncs <int32>",
+            "--resource-quota-sync-period <duration>",
             "--terminated-pod-gc-threshold <int32>",
             "[default: 12500]",
             "--concurrent-daemonset-syncs <int32>",
