@@ -16,6 +16,7 @@
 //! decodes [`protobuf`] request bodies, applies [`strategic_merge`] patches and answers
 //! `GET`s as [`table`]s when asked (see [`http::negotiate`]).
 
+pub mod admission;
 pub mod apiextensions;
 pub mod auth;
 pub mod error;

@@ -7,6 +7,8 @@ use anyhow::Context;
 use clap::{Args as ClapArgs, ValueEnum};
 use kcm_apiserver::{Server, ServerConfig, StorageBackend};
 
+use crate::admission_flags::AdmissionFlags;
+
 /// Flags of `kcm apiserver`.
 #[derive(Debug, ClapArgs)]
 pub struct Args {
@@ -19,6 +21,9 @@ pub struct Args {
     /// Where objects are stored.
     #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
     pub storage: StorageKind,
+    /// The admission plugins.
+    #[command(flatten)]
+    pub admission: AdmissionFlags,
 }
 
 /// The `--storage` choices.
@@ -38,6 +43,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         StorageKind::Sqlite => StorageBackend::Sqlite,
         StorageKind::Memory => StorageBackend::Memory,
     };
+    config.admission = args.admission.config();
     let server = Server::start(config)
         .await
         .with_context(|| format!("starting the API server in {}", args.data_dir.display()))?;

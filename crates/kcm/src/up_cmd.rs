@@ -11,6 +11,8 @@ use anyhow::Context;
 use clap::{Args, Parser};
 use kcm_apiserver::registry::components::ComponentHealth;
 use kcm_apiserver::{RunningServer, Server, ServerConfig, StorageBackend};
+
+use crate::admission_flags::AdmissionFlags;
 use kcm_controllers::manager::{
     ControllerManager, ControllerRegistry, ManagerOptions, RunningManager, install_signal_handler,
 };
@@ -65,6 +67,9 @@ pub struct UpArgs {
     /// samples (kube-controller-manager's flag).
     #[arg(long, value_name = "duration", default_value = "5m0s")]
     pub horizontal_pod_autoscaler_cpu_initialization_period: String,
+    /// The API server's admission plugins.
+    #[command(flatten)]
+    pub admission: AdmissionFlags,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -338,6 +343,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(&data_dir);
     config.listen = args.listen;
     config.storage = StorageBackend::Sqlite;
+    config.admission = args.admission.config();
     let server = Server::start(config).await.with_context(|| {
         format!(
             "starting the API server on {} with data in {} (is another cluster listening? \

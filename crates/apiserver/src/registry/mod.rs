@@ -11,6 +11,7 @@
 //! each stored value is the object's JSON without `resourceVersion`, which is set from the
 //! store's revision on every read.
 
+pub mod admit;
 pub mod apiservices;
 pub mod binding;
 pub mod bootstrap;
@@ -29,7 +30,6 @@ pub mod namespace;
 pub mod options;
 pub mod patch;
 pub mod pod_log;
-pub mod priority;
 pub mod range_allocator;
 pub mod rbac_escalation;
 pub mod resource;
@@ -50,6 +50,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::admission::Chain;
 use crate::auth::authenticator::{Authenticator, NoTokens};
 use crate::auth::authorizer::{Authorizer, BootstrapPolicy};
 use crate::error::{ApiError, Result};
@@ -94,6 +95,8 @@ pub struct Registry {
     usage: usage::UsageSlot,
     /// What `pods/log` reads container logs from (the process embedding the server sets it).
     logs: pod_log::LogSlot,
+    /// The admission plugins every write passes through.
+    admission: Chain,
 }
 
 impl std::fmt::Debug for Registry {
@@ -128,7 +131,19 @@ impl Registry {
             token_issuer: None,
             usage: usage::UsageSlot::default(),
             logs: pod_log::LogSlot::default(),
+            admission: Chain::without_service_accounts(),
         }
+    }
+
+    /// Replaces the admission chain (a bare registry runs [`Chain::without_service_accounts`]).
+    pub fn with_admission(mut self, chain: Chain) -> Self {
+        self.admission = chain;
+        self
+    }
+
+    /// The admission chain.
+    pub fn admission(&self) -> &Chain {
+        &self.admission
     }
 
     /// What [computed](computed::Computed) resources read of the server.

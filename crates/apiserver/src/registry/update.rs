@@ -7,12 +7,14 @@
 
 use serde_json::Value;
 
+use crate::admission::{Attributes, Operation};
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
 use crate::fieldmanager::apply;
 use crate::fieldmanager::managed::{self, Writer};
 use crate::fieldmanager::walk::Scope;
 use crate::object;
-use crate::registry::create::{bind_namespace, check_kind};
+use crate::registry::create::{bind_namespace, check_kind, take_admitted};
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
 use crate::registry::resource::ResourceDef;
@@ -145,22 +147,22 @@ impl Registry {
                         }
                         check_name(&obj, name)?;
                         bind_namespace(def, &mut obj, namespace)?;
-                        let object = self.create_checked(def, obj, opts).await?;
+                        let (object, warnings) = self.create_checked(def, obj, opts).await?;
                         Ok(WriteOutcome {
                             object,
                             created: true,
-                            warnings: Vec::new(),
+                            warnings,
                         })
                     }
                     Source::Apply(config) if target == Target::Main => {
                         let mut obj =
                             self.apply_to(def, namespace, name, None, config, target, opts)?;
                         bind_namespace(def, &mut obj, namespace)?;
-                        let object = self.create_checked(def, obj, opts).await?;
+                        let (object, warnings) = self.create_checked(def, obj, opts).await?;
                         Ok(WriteOutcome {
                             object,
                             created: true,
-                            warnings: Vec::new(),
+                            warnings,
                         })
                     }
                     _ => Err(ApiError::not_found(gr, name)),
@@ -203,10 +205,24 @@ impl Registry {
                 }
             }
             let tracked = !matches!(source, Source::Apply(_));
-            let mut new =
+            let new =
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
+            // Both admission phases after the strategy's validation: none of the in-tree
+            // plugins mutates an update, so the order upstream uses (mutating admission
+            // before `BeforeUpdate`) gives the same result.
+            let server = UserInfo::apiserver();
+            let user = opts.user.as_deref().unwrap_or(&server);
+            let mut attrs =
+                Attributes::new(Operation::Update, def, namespace, name, Some(new), user)
+                    .with_subresource(subresource_name(target, opts))
+                    .with_old_object(Some(&current))
+                    .with_dry_run(dry_run);
+            self.admission_admit(&mut attrs).await?;
+            self.admission_validate(&mut attrs).await?;
+            warnings.extend(attrs.take_warnings());
+            let mut new = take_admitted(&mut attrs)?;
+            drop(attrs);
             if target == Target::Main {
-                self.admit_priority(def, &mut new, false).await?;
                 self.confirm_no_escalation(def, &new, opts).await?;
             }
             // A Service's cluster IP and node ports follow its type; the allocation lock
