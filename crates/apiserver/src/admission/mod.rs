@@ -10,11 +10,18 @@
 
 pub mod attributes;
 pub mod chain;
+pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod interfaces;
+pub mod limit_ranger;
 pub mod namespace_lifecycle;
 pub mod plugins;
+pub mod pod_security;
 pub mod priority;
+pub mod runtime_class;
+pub mod service_account;
+pub mod storage_object_in_use_protection;
+pub mod taint_nodes_by_condition;
 #[cfg(test)]
 pub mod testing;
 

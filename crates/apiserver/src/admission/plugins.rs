@@ -134,10 +134,19 @@ pub fn build(name: &str) -> Option<Arc<dyn Plugin>> {
     use crate::admission::*;
     let plugin: Arc<dyn Plugin> = match name {
         NAMESPACE_LIFECYCLE => Arc::new(namespace_lifecycle::NamespaceLifecycle),
+        LIMIT_RANGER => Arc::new(limit_ranger::LimitRanger),
+        SERVICE_ACCOUNT => Arc::new(service_account::ServiceAccount::default()),
+        TAINT_NODES_BY_CONDITION => Arc::new(taint_nodes_by_condition::TaintNodesByCondition),
+        POD_SECURITY => Arc::new(pod_security::PodSecurity),
         PRIORITY => Arc::new(priority::Priority),
         DEFAULT_TOLERATION_SECONDS => {
             Arc::new(default_toleration_seconds::DefaultTolerationSeconds::default())
         }
+        DEFAULT_STORAGE_CLASS => Arc::new(default_storage_class::DefaultStorageClass),
+        STORAGE_OBJECT_IN_USE_PROTECTION => {
+            Arc::new(storage_object_in_use_protection::StorageObjectInUseProtection)
+        }
+        RUNTIME_CLASS => Arc::new(runtime_class::RuntimeClass),
         _ => return None,
     };
     Some(plugin)
@@ -260,20 +269,32 @@ mod tests {
     fn the_default_chain_runs_in_upstreams_order() {
         assert_eq!(
             names(&AdmissionConfig::default()),
-            [NAMESPACE_LIFECYCLE, PRIORITY, DEFAULT_TOLERATION_SECONDS]
+            [
+                NAMESPACE_LIFECYCLE,
+                LIMIT_RANGER,
+                SERVICE_ACCOUNT,
+                TAINT_NODES_BY_CONDITION,
+                POD_SECURITY,
+                PRIORITY,
+                DEFAULT_TOLERATION_SECONDS,
+                DEFAULT_STORAGE_CLASS,
+                RUNTIME_CLASS,
+            ]
         );
     }
 
     #[test]
     fn flags_enable_and_disable_by_name_in_any_order() {
         let config = AdmissionConfig::from_flags(
-            &[],
+            &["StorageObjectInUseProtection".to_owned()],
             &["Priority,ServiceAccount".to_owned(), String::new()],
         );
-        assert_eq!(
-            names(&config),
-            [NAMESPACE_LIFECYCLE, DEFAULT_TOLERATION_SECONDS]
-        );
+        let got = names(&config);
+        assert!(!got.contains(&PRIORITY));
+        assert!(!got.contains(&SERVICE_ACCOUNT));
+        let at = |n| got.iter().position(|g| *g == n).expect("enabled");
+        assert!(at(DEFAULT_STORAGE_CLASS) < at(STORAGE_OBJECT_IN_USE_PROTECTION));
+        assert!(at(STORAGE_OBJECT_IN_USE_PROTECTION) < at(RUNTIME_CLASS));
     }
 
     #[test]
