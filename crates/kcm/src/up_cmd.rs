@@ -353,7 +353,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         )
     })?;
     tracing::info!(elapsed = ?started.elapsed(), url = server.url(), "API server ready");
-    ensure_default_storage_class(&server).await?;
 
     let result = run_cluster(&server, &args, &cancel).await;
     cancel.cancel();
@@ -363,36 +362,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         eprintln!("kcm up: stopped");
     }
     result
-}
-
-/// The default StorageClass a claim naming none gets (DefaultStorageClass admission), as
-/// kind's and minikube's `standard` class; created once, left alone when it exists.
-async fn ensure_default_storage_class(server: &RunningServer) -> anyhow::Result<()> {
-    let class = serde_json::json!({
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {
-            "name": "standard",
-            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
-        },
-        "provisioner": "kcm.io/simulated",
-        "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate",
-    });
-    let created = server
-        .registry()
-        .create(
-            &kcm_apiserver::resources::storage::STORAGE_CLASSES,
-            "",
-            class,
-            &kcm_apiserver::registry::options::WriteOptions::default(),
-        )
-        .await;
-    match created {
-        Ok(_) => Ok(()),
-        Err(e) if e.reason == "AlreadyExists" => Ok(()),
-        Err(e) => Err(anyhow::anyhow!("creating the standard StorageClass: {e}")),
-    }
 }
 
 /// Starts the controllers and the simulated nodes against `server`, prints the banner, and

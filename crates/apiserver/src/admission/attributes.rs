@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use crate::admission::interfaces::ObjectSource;
+use crate::admission::source::ObjectSource;
 use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
 use crate::registry::resource::ResourceDef;

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use crate::admission::attributes::Attributes;
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::{AdmissionConfig, Error, SERVICE_ACCOUNT};
+use crate::admission::source::ObjectSource;
 use crate::error::Result;
 
 /// The configured plugins, in run order. Cheap to share: the server holds one.

@@ -5,8 +5,9 @@ use k8s_openapi::api::core::v1::Toleration;
 use serde_json::{Value, json};
 
 use crate::admission::attributes::{Attributes, Operation};
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::DEFAULT_TOLERATION_SECONDS;
+use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::registry::strategy::typed;
 use crate::resources::pod::{self, PODS, TAINT_NOT_READY, TAINT_UNREACHABLE};

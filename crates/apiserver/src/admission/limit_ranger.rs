@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::admission::attributes::{Attributes, Operation};
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::LIMIT_RANGER;
+use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::resources::core::{LIMIT_RANGES, PERSISTENT_VOLUME_CLAIMS};
 use crate::resources::pod::PODS;

@@ -1,6 +1,6 @@
 //! Admission: kube-apiserver's in-tree admission plugins behind one [`Plugin`] trait, run as a [`Chain`] in upstream's order (every mutating phase before any validating phase).
 //!
-//! Start at [`interfaces`] (the plugin trait and what a plugin may read) and
+//! Start at [`interfaces`] (the plugin trait), [`source`] (what a plugin may read) and
 //! [`attributes`] (upstream's `admission.Attributes`: operation, resource, subresource,
 //! namespace, name, object, old object, user, dry run, and the warnings collected). The
 //! [`plugins`] file names every plugin in upstream's `AllOrderedPlugins` order with the
@@ -20,6 +20,7 @@ pub mod pod_security;
 pub mod priority;
 pub mod runtime_class;
 pub mod service_account;
+pub mod source;
 pub mod storage_object_in_use_protection;
 pub mod taint_nodes_by_condition;
 #[cfg(test)]
@@ -27,5 +28,6 @@ pub mod testing;
 
 pub use attributes::{Attributes, Operation};
 pub use chain::Chain;
-pub use interfaces::{ObjectSource, Plugin};
+pub use interfaces::Plugin;
 pub use plugins::{AdmissionConfig, Error};
+pub use source::ObjectSource;

@@ -4,8 +4,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::admission::attributes::{Attributes, Operation};
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::NAMESPACE_LIFECYCLE;
+use crate::admission::source::ObjectSource;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::resources::namespace::NAMESPACES;

@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::admission::attributes::{Attributes, Operation};
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::PRIORITY;
+use crate::admission::source::ObjectSource;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::resources::pod::PODS;

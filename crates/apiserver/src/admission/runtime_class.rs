@@ -4,8 +4,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::admission::attributes::{Attributes, Operation};
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::RUNTIME_CLASS;
+use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::resources::node::RUNTIME_CLASSES;
 use crate::resources::pod::PODS;

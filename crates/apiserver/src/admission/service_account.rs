@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::admission::attributes::{Attributes, Operation};
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::SERVICE_ACCOUNT;
+use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::registry::create::generate;
 use crate::resources::core::SERVICEACCOUNTS;

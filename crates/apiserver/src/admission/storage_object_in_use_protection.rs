@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::admission::attributes::{Attributes, Operation};
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::STORAGE_OBJECT_IN_USE_PROTECTION;
+use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::resources::core::{PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES};
 

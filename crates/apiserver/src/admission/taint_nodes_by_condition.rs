@@ -4,8 +4,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::admission::attributes::{Attributes, Operation};
-use crate::admission::interfaces::{ObjectSource, Plugin};
+use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::TAINT_NODES_BY_CONDITION;
+use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::resources::core::NODES;
 use crate::resources::pod::TAINT_NOT_READY;

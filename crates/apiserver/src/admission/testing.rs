@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::admission::interfaces::ObjectSource;
+use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::object;
 use crate::registry::resource::ResourceDef;
