@@ -63,6 +63,11 @@ fn pod_creates(c: &mut Criterion) {
         ("no_admission", Chain::new(Vec::new())),
         ("pre_chain_equivalent", Chain::new(legacy)),
         (
+            "default_chain_without_service_account",
+            Chain::from_config(&AdmissionConfig::default().disabling(&[plugins::SERVICE_ACCOUNT]))
+                .expect("chain"),
+        ),
+        (
             "default_chain",
             Chain::from_config(&AdmissionConfig::default()).expect("default chain"),
         ),

@@ -63,6 +63,9 @@ pub struct Attributes<'a> {
     /// The request's namespace object, read at most once per request and shared by every
     /// plugin that needs it (NamespaceLifecycle, PodSecurity); `None` when it does not exist.
     namespace_object: OnceCell<Option<Arc<Value>>>,
+    /// Lists already read in this request, by storage prefix, so a plugin listing in both
+    /// phases (LimitRanger) or two plugins listing the same objects read the store once.
+    lists: std::sync::Mutex<Vec<(String, Arc<Vec<Value>>)>>,
 }
 
 impl<'a> Attributes<'a> {
@@ -87,6 +90,7 @@ impl<'a> Attributes<'a> {
             dry_run: false,
             warnings: Vec::new(),
             namespace_object: OnceCell::new(),
+            lists: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -137,6 +141,34 @@ impl<'a> Attributes<'a> {
     /// A 403 naming the object, as upstream's `admission.NewForbidden`.
     pub fn forbidden(&self, why: &str) -> ApiError {
         ApiError::forbidden(self.resource.group_resource(), self.name, why)
+    }
+
+    /// Every object of `def` in `namespace`, read at most once per request (a racing write
+    /// between the phases is seen by neither, as with upstream's informer-fed listers).
+    pub async fn list_once(
+        &self,
+        source: &dyn ObjectSource,
+        def: &ResourceDef,
+        namespace: &str,
+    ) -> Result<Arc<Vec<Value>>> {
+        let key = def.storage_prefix((!namespace.is_empty()).then_some(namespace));
+        let cached = self
+            .lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| Arc::clone(v));
+        if let Some(list) = cached {
+            return Ok(list);
+        }
+        // Read without the lock held (it is never held across an await).
+        let list = Arc::new(source.list(def, namespace).await?);
+        self.lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((key, Arc::clone(&list)));
+        Ok(list)
     }
 
     /// The request's namespace object (read once per request), `None` when it is missing or

@@ -43,9 +43,9 @@ impl Plugin for LimitRanger {
         if !supports(a) || !a.is_main(&PODS) {
             return Ok(());
         }
-        let ranges = source.list(&LIMIT_RANGES, a.namespace).await?;
+        let ranges = a.list_once(source, &LIMIT_RANGES, a.namespace).await?;
         if let Some(pod) = a.object.as_mut() {
-            for range in &ranges {
+            for range in ranges.iter() {
                 default_pod_resources(range, pod);
             }
         }
@@ -56,12 +56,12 @@ impl Plugin for LimitRanger {
         if !supports(a) {
             return Ok(());
         }
-        let ranges = source.list(&LIMIT_RANGES, a.namespace).await?;
+        let ranges = a.list_once(source, &LIMIT_RANGES, a.namespace).await?;
         let Some(obj) = a.object.as_ref() else {
             return Ok(());
         };
         let mut errs = Vec::new();
-        for range in &ranges {
+        for range in ranges.iter() {
             if a.is_main(&PODS) {
                 validate_pod(range, obj, &mut errs);
             } else {

@@ -269,7 +269,7 @@ fn proc_mount(spec: &Value) -> Option<Violation> {
     })
 }
 
-fn seccomp_type<'a>(context: Option<&'a Value>) -> Option<&'a str> {
+fn seccomp_type(context: Option<&Value>) -> Option<&str> {
     context
         .and_then(|s| s.get("seccompProfile"))
         .and_then(|p| p.get("type"))

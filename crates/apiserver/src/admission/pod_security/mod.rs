@@ -181,20 +181,25 @@ impl Plugin for PodSecurity {
         {
             return Ok(());
         }
-        let Some(spec) = obj.pointer(spec_pointer).cloned() else {
+        if obj.pointer(spec_pointer).is_none() {
             return Ok(());
-        };
+        }
         let Some(namespace) = a.namespace_object(source).await? else {
             return Ok(());
         };
         let policy = Policy::from_labels(namespace.pointer("/metadata/labels"));
-        if is_pod && let Some(detail) = evaluate(&policy.enforce, &spec) {
+        // Evaluated on the borrowed spec; the warning is added once the borrow ends.
+        let spec = a.object.as_ref().and_then(|o| o.pointer(spec_pointer));
+        let Some(spec) = spec else {
+            return Ok(());
+        };
+        if is_pod && let Some(detail) = evaluate(&policy.enforce, spec) {
             return Err(a.forbidden(&format!(
                 "violates PodSecurity \"{}\": {detail}",
                 policy.enforce
             )));
         }
-        if let Some(detail) = evaluate(&policy.warn, &spec) {
+        if let Some(detail) = evaluate(&policy.warn, spec) {
             a.add_warning(format!(
                 "would violate PodSecurity \"{}\": {detail}",
                 policy.warn
