@@ -8,7 +8,8 @@
 //!
 //! Layout, request to disk: [`http`] (routing, auth, discovery, verb handlers) →
 //! [`registry`] (one generic registry: create, update/patch, delete, list, watch,
-//! subresources, admission) parameterised by one declarative
+//! subresources; every write passes the [`admission`] chain of kube-apiserver's in-tree
+//! plugins) parameterised by one declarative
 //! [`ResourceDef`](registry::resource::ResourceDef) per resource, listed in [`resources`]
 //! (how to add one is there) → [`storage`] (the revisioned store: the kine-style SQLite
 //! log and an in-memory backend behind one trait, with a watch cache in front). Objects travel as `serde_json::Value`; errors are
@@ -16,6 +17,7 @@
 //! decodes [`protobuf`] request bodies, applies [`strategic_merge`] patches and answers
 //! `GET`s as [`table`]s when asked (see [`http::negotiate`]).
 
+pub mod admission;
 pub mod apiextensions;
 pub mod auth;
 pub mod error;

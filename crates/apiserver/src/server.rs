@@ -89,6 +89,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// `--enable-admission-plugins` / `--disable-admission-plugins` name a bad set.
+    #[error("admission plugins: {0}")]
+    Admission(#[source] crate::admission::Error),
     /// Building a client for the running server failed.
     #[error("building a client for {url}: {source}")]
     Client {
@@ -165,6 +168,8 @@ pub struct ServerConfig {
     pub memory_compaction_interval: Option<Duration>,
     /// Revisions of history kept by compaction (kine: 1000).
     pub compact_retain: i64,
+    /// The admission plugins enabled and disabled beyond upstream's defaults.
+    pub admission: crate::admission::AdmissionConfig,
 }
 
 impl ServerConfig {
@@ -186,6 +191,7 @@ impl ServerConfig {
             bookmark_interval: Duration::from_secs(60),
             memory_compaction_interval: Some(Duration::from_secs(5 * 60)),
             compact_retain: 1000,
+            admission: crate::admission::AdmissionConfig::default(),
         }
     }
 }
@@ -218,6 +224,8 @@ impl Server {
         } else {
             None
         };
+        let admission =
+            crate::admission::Chain::from_config(&config.admission).map_err(Error::Admission)?;
         let storage = open_storage(&config).await?;
         let pki_dir = data_dir.join("pki");
         let issuer = Arc::new(
@@ -242,7 +250,8 @@ impl Server {
             Registry::new(Arc::clone(&storage))
                 .with_authenticator(Arc::new(authenticator))
                 .with_authorizer(Arc::new(rbac.clone()))
-                .with_token_issuer(issuer),
+                .with_token_issuer(issuer)
+                .with_admission(admission),
         );
         registry
             .ensure_default_namespaces()

@@ -75,6 +75,14 @@ impl TestServer {
         config.storage = storage;
         config.bookmark_interval = Duration::from_millis(200);
         config.memory_compaction_interval = None;
+        // No controller manager runs beside a test server: no `default` service account
+        // ever appears and no node lifecycle controller lifts a new node's not-ready taint,
+        // so ServiceAccount and TaintNodesByCondition are off, as in upstream's integration
+        // test servers.
+        config.admission = crate::admission::AdmissionConfig::default().disabling(&[
+            crate::admission::plugins::SERVICE_ACCOUNT,
+            crate::admission::plugins::TAINT_NODES_BY_CONDITION,
+        ]);
         let running = Server::start(config).await?;
         // No automatic retries of 429/503/504: tests see every status the server answers.
         let mut kube_config = running.kube_config();

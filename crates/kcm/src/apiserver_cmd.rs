@@ -8,6 +8,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use kcm_apiserver::{Server, ServerConfig, StorageBackend};
 
 use crate::etcd_flags::EtcdFlags;
+use crate::admission_flags::AdmissionFlags;
 
 /// Flags of `kcm apiserver`.
 #[derive(Debug, ClapArgs)]
@@ -27,6 +28,9 @@ pub struct Args {
     /// Keep objects in etcd instead (several API servers may share it).
     #[command(flatten)]
     pub etcd: EtcdFlags,
+    /// The admission plugins.
+    #[command(flatten)]
+    pub admission: AdmissionFlags,
 }
 
 /// The `--storage` choices.
@@ -48,6 +52,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         (None, StorageKind::Memory) => StorageBackend::Memory,
     };
     args.limits.apply(&mut config);
+    config.admission = args.admission.config();
     let server = Server::start(config)
         .await
         .with_context(|| format!("starting the API server in {}", args.data_dir.display()))?;

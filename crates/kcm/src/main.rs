@@ -1,5 +1,6 @@
 //! The `kcm` binary: `up` (the whole embedded cluster) and one subcommand per component.
 
+mod admission_flags;
 mod apiserver_cmd;
 mod etcd_flags;
 mod run_cmd;

@@ -11,6 +11,8 @@ use anyhow::Context;
 use clap::{Args, Parser};
 use kcm_apiserver::registry::components::ComponentHealth;
 use kcm_apiserver::{RunningServer, Server, ServerConfig, StorageBackend};
+
+use crate::admission_flags::AdmissionFlags;
 use kcm_controllers::manager::{
     ControllerManager, ControllerRegistry, ManagerOptions, RunningManager, install_signal_handler,
 };
@@ -71,6 +73,9 @@ pub struct UpArgs {
     /// Keep the cluster's objects in etcd instead of DATA_DIR/state.db.
     #[command(flatten)]
     pub etcd: crate::etcd_flags::EtcdFlags,
+    /// The API server's admission plugins.
+    #[command(flatten)]
+    pub admission: AdmissionFlags,
 }
 
 fn parse_share(s: &str) -> Result<f64, String> {
@@ -351,6 +356,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         None => StorageBackend::Sqlite,
     };
     args.limits.apply(&mut config);
+    config.admission = args.admission.config();
     let server = Server::start(config).await.with_context(|| {
         format!(
             "starting the API server on {} with data in {} (is another cluster listening? \

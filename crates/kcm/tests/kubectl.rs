@@ -27,6 +27,9 @@ fn start_server(data_dir: &Path) -> (ServerProcess, PathBuf) {
             "127.0.0.1:0",
             "--storage",
             "memory",
+            // No controller manager runs beside it to create `default` service accounts,
+            // so pods could never be admitted (as with a bare kube-apiserver).
+            "--disable-admission-plugins=ServiceAccount",
             "--data-dir",
         ])
         .arg(data_dir)

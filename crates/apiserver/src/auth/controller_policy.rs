@@ -514,6 +514,7 @@ mod tests {
                 true,
             ),
             ("endpointslice-controller", one("delete", "", "pods"), false),
+            (
                 "resourcequota-controller",
                 one("update", "", "resourcequotas/status"),
                 true,
@@ -548,6 +549,7 @@ mod tests {
                 one("delete", "", "configmaps"),
                 false,
             ),
+            (
                 "disruption-controller",
                 one("get", "apps", "deployments/scale"),
                 true,

@@ -1,9 +1,10 @@
 //! Create (`POST` to a collection): system metadata, `generateName`, defaults, admission, validation, dry run.
 
-use kcm_machinery::quota::Operation;
+use kcm_machinery::quota::Operation as QuotaOperation;
 use rand::Rng;
 use serde_json::Value;
 
+use crate::admission::{Attributes, Operation};
 use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
 use crate::object;
@@ -66,22 +67,24 @@ impl Registry {
                     warnings,
                 });
         }
-        self.create_checked(def, obj, opts)
-            .await
-            .map(|object| WriteOutcome {
-                object,
-                created: true,
-                warnings,
-            })
+        let (object, admission_warnings) = self.create_checked(def, obj, opts).await?;
+        let mut warnings = warnings;
+        warnings.extend(admission_warnings);
+        Ok(WriteOutcome {
+            object,
+            created: true,
+            warnings,
+        })
     }
 
-    /// Creates an object whose kind, namespace and fields were checked.
+    /// Creates an object whose kind, namespace and fields were checked; returns it as stored
+    /// with the admission chain's warnings.
     pub(crate) async fn create_checked(
         &self,
         def: &ResourceDef,
         obj: Value,
         opts: &WriteOptions,
-    ) -> Result<Value> {
+    ) -> Result<(Value, Vec<String>)> {
         let dry_run = opts.dry_run;
         let mut obj = def.decode(obj).map_err(ApiError::bad_request)?;
         // FillObjectMetaSystemFields and BeforeCreate: the server owns these fields.
@@ -107,18 +110,35 @@ impl Registry {
         let namespace = object::namespace(&obj).to_owned();
         let request = self.request_context(opts, &server, &namespace);
         def.strategy.prepare_for_create_in(&mut obj, &request)?;
-        self.admit_create(def, &obj).await?;
-        self.admit_priority(def, &mut obj, true).await?;
+        // Mutating admission, the strategy's validation, then validating admission, as
+        // upstream's create handler and `Store.Create`.
+        let name = object::name(&obj).to_owned();
+        let mut attrs = Attributes::new(
+            Operation::Create,
+            def,
+            &namespace,
+            &name,
+            Some(obj),
+            request.user,
+        )
+        .with_dry_run(dry_run);
+        self.admission_admit(&mut attrs).await?;
+        let obj = take_admitted(&mut attrs)?;
         let mut errs = validate_object_meta(&obj, def.namespaced, def.strategy.name_rule());
         errs.extend(def.strategy.validate(&obj));
         def.check(object::name(&obj), errs)?;
+        attrs.object = Some(obj);
+        self.admission_validate(&mut attrs).await?;
+        let mut obj = take_admitted(&mut attrs)?;
+        let warnings = attrs.take_warnings();
+        drop(attrs);
         self.confirm_no_escalation(def, &obj, opts).await?;
         self.admit_quota(QuotaAttributes {
             namespace: &namespace,
             name: object::name(&obj),
             def,
             subresource: "",
-            operation: Operation::Create,
+            operation: QuotaOperation::Create,
             object: &obj,
             old_object: None,
             dry_run,
@@ -133,7 +153,7 @@ impl Registry {
         };
 
         if dry_run {
-            return Ok(obj);
+            return Ok((obj, warnings));
         }
         let mut attempts = 0;
         loop {
@@ -147,7 +167,7 @@ impl Registry {
                     if let Some(txn) = service_txn.take() {
                         txn.commit(self).await;
                     }
-                    return Ok(obj);
+                    return Ok((obj, warnings));
                 }
                 Err(storage::Error::AlreadyExists { .. })
                     if generated && attempts < GENERATE_NAME_ATTEMPTS =>
@@ -196,6 +216,14 @@ impl Registry {
             authorizer: self.authorizer(),
         }
     }
+}
+
+/// The object out of admission attributes (the chain never removes it).
+pub(crate) fn take_admitted(attrs: &mut Attributes<'_>) -> Result<Value> {
+    attrs
+        .object
+        .take()
+        .ok_or_else(|| ApiError::internal("admission removed the object being written"))
 }
 
 /// Checks `apiVersion` and `kind` of a request body against the resource (both optional).

@@ -138,16 +138,29 @@ impl Registry {
             return Err(ApiError::forbidden(gr, name, why));
         }
         let namespace = if def.namespaced { namespace } else { "" };
-        if std::ptr::eq(def, &ns_resource::NAMESPACES)
+        let is_namespace = std::ptr::eq(def, &ns_resource::NAMESPACES);
+        if is_namespace {
+            // A namespace's delete is admitted before it turns Terminating (NamespaceLifecycle
+            // keeps the immortal namespaces).
+            self.admit_delete(def, namespace, name, None, opts.dry_run)
+                .await?;
+        }
+        if is_namespace
             && let Some(ns) = self.begin_namespace_delete(def, name, opts.dry_run).await?
         {
             return Ok(DeleteOutcome::Pending(ns));
         }
+        let mut admitted = is_namespace;
         for _ in 0..MAX_WRITE_RETRIES {
             let Some((mut obj, kv)) = self.get_kv(def, namespace, name).await? else {
                 return Err(ApiError::not_found(gr, name));
             };
             check_preconditions(def, &obj, opts)?;
+            if !admitted {
+                self.admit_delete(def, namespace, name, Some(&obj), opts.dry_run)
+                    .await?;
+                admitted = true;
+            }
             let before = before_delete(def, &mut obj, opts.grace_period_seconds);
             if before.pending {
                 return Ok(DeleteOutcome::AlreadyDeleting(obj));

@@ -12,6 +12,7 @@
 //! store's revision on every read.
 
 pub mod apiserver_leases;
+pub mod admit;
 pub mod apiservices;
 pub mod binding;
 pub mod bootstrap;
@@ -30,7 +31,6 @@ pub mod namespace;
 pub mod options;
 pub mod patch;
 pub mod pod_log;
-pub mod priority;
 pub mod quota_admission;
 pub mod range_allocator;
 pub mod rbac_escalation;
@@ -52,6 +52,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::admission::Chain;
 use crate::auth::authenticator::{Authenticator, NoTokens};
 use crate::auth::authorizer::{Authorizer, BootstrapPolicy};
 use crate::error::{ApiError, Result};
@@ -99,6 +100,8 @@ pub struct Registry {
     /// Held while a write charges ResourceQuotas, so charges of concurrent writes never
     /// race one another (only the quota controller's writes can).
     quota_lock: tokio::sync::Mutex<()>,
+    /// The admission plugins every write passes through.
+    admission: Chain,
 }
 
 impl std::fmt::Debug for Registry {
@@ -134,7 +137,19 @@ impl Registry {
             usage: usage::UsageSlot::default(),
             logs: pod_log::LogSlot::default(),
             quota_lock: tokio::sync::Mutex::new(()),
+            admission: Chain::without_service_accounts(),
         }
+    }
+
+    /// Replaces the admission chain (a bare registry runs [`Chain::without_service_accounts`]).
+    pub fn with_admission(mut self, chain: Chain) -> Self {
+        self.admission = chain;
+        self
+    }
+
+    /// The admission chain.
+    pub fn admission(&self) -> &Chain {
+        &self.admission
     }
 
     /// What [computed](computed::Computed) resources read of the server.

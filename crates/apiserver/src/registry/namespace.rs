@@ -1,4 +1,4 @@
-//! Namespace lifecycle: the NamespaceLifecycle admission plugin, namespace deletion (`Terminating`), `/finalize`, and the default namespaces.
+//! Namespace lifecycle: namespace deletion (`Terminating`), `/finalize`, and the default namespaces.
 
 use serde_json::{Value, json};
 
@@ -13,9 +13,6 @@ use crate::storage;
 /// Namespaces created at start, as kube-apiserver's system namespaces controller does.
 pub const DEFAULT_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
-
-/// Namespaces that may never be deleted (NamespaceLifecycle's immortal namespaces).
-pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
 impl Registry {
     /// Creates the default namespaces that do not exist yet.
@@ -34,45 +31,6 @@ impl Registry {
         Ok(())
     }
 
-    /// NamespaceLifecycle on create: the namespace must exist (404) and not be terminating
-    /// (403 with cause `NamespaceTerminating`).
-    pub(crate) async fn admit_create(&self, def: &ResourceDef, obj: &Value) -> Result<()> {
-        if !def.namespaced {
-            return Ok(());
-        }
-        let namespace = object::namespace(obj);
-        let key = ns_resource::NAMESPACES.storage_key("", namespace);
-        let stored = self.storage().get(&key).await.map_err(|e| {
-            ApiError::from_storage(e, ns_resource::NAMESPACES.group_resource(), namespace)
-        })?;
-        let Some(kv) = stored else {
-            return Err(ApiError::not_found(
-                ns_resource::NAMESPACES.group_resource(),
-                namespace,
-            ));
-        };
-        let ns: Value = serde_json::from_slice(&kv.value)
-            .map_err(|e| ApiError::internal(format!("decoding namespace {namespace}: {e}")))?;
-        let terminating = ns.pointer("/status/phase").and_then(Value::as_str)
-            == Some("Terminating")
-            || object::deletion_timestamp(&ns).is_some();
-        if terminating {
-            return Err(ApiError::forbidden(
-                def.group_resource(),
-                object::name(obj),
-                &format!(
-                    "unable to create new content in namespace {namespace} because it is being terminated"
-                ),
-            )
-            .with_cause(
-                "NamespaceTerminating",
-                format!("namespace {namespace} is being terminated"),
-                "metadata.namespace",
-            ));
-        }
-        Ok(())
-    }
-
     /// The first delete of a namespace: sets `deletionTimestamp` and phase `Terminating`
     /// (the namespace controller empties it and clears `spec.finalizers` via `/finalize`).
     /// Returns `None` when the namespace is already terminating with no finalizers left,
@@ -84,13 +42,6 @@ impl Registry {
         dry_run: bool,
     ) -> Result<Option<Value>> {
         let gr = ns_resource::NAMESPACES.group_resource();
-        if IMMORTAL_NAMESPACES.contains(&name) {
-            return Err(ApiError::forbidden(
-                gr,
-                name,
-                "this namespace may not be deleted",
-            ));
-        }
         for _ in 0..super::MAX_WRITE_RETRIES {
             let Some((mut ns, kv)) = self.get_kv(def, "", name).await? else {
                 return Err(ApiError::not_found(gr, name));

@@ -5,15 +5,17 @@
 //! fields, and the status or spec depending on the target); a stale `resourceVersion` is a 409
 //! with upstream's message; no `resourceVersion` is an unconditional update, retried on races.
 
-use kcm_machinery::quota::Operation;
+use kcm_machinery::quota::Operation as QuotaOperation;
 use serde_json::Value;
 
+use crate::admission::{Attributes, Operation};
+use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
 use crate::fieldmanager::apply;
 use crate::fieldmanager::managed::{self, Writer};
 use crate::fieldmanager::walk::Scope;
 use crate::object;
-use crate::registry::create::{bind_namespace, check_kind};
+use crate::registry::create::{bind_namespace, check_kind, take_admitted};
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
 use crate::registry::quota_admission::QuotaAttributes;
@@ -147,22 +149,22 @@ impl Registry {
                         }
                         check_name(&obj, name)?;
                         bind_namespace(def, &mut obj, namespace)?;
-                        let object = self.create_checked(def, obj, opts).await?;
+                        let (object, warnings) = self.create_checked(def, obj, opts).await?;
                         Ok(WriteOutcome {
                             object,
                             created: true,
-                            warnings: Vec::new(),
+                            warnings,
                         })
                     }
                     Source::Apply(config) if target == Target::Main => {
                         let mut obj =
                             self.apply_to(def, namespace, name, None, config, target, opts)?;
                         bind_namespace(def, &mut obj, namespace)?;
-                        let object = self.create_checked(def, obj, opts).await?;
+                        let (object, warnings) = self.create_checked(def, obj, opts).await?;
                         Ok(WriteOutcome {
                             object,
                             created: true,
-                            warnings: Vec::new(),
+                            warnings,
                         })
                     }
                     _ => Err(ApiError::not_found(gr, name)),
@@ -205,17 +207,31 @@ impl Registry {
                 }
             }
             let tracked = !matches!(source, Source::Apply(_));
-            let mut new =
+            let new =
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
+            // Both admission phases after the strategy's validation: none of the in-tree
+            // plugins mutates an update, so the order upstream uses (mutating admission
+            // before `BeforeUpdate`) gives the same result.
+            let server = UserInfo::apiserver();
+            let user = opts.user.as_deref().unwrap_or(&server);
+            let mut attrs =
+                Attributes::new(Operation::Update, def, namespace, name, Some(new), user)
+                    .with_subresource(subresource_name(target, opts))
+                    .with_old_object(Some(&current))
+                    .with_dry_run(dry_run);
+            self.admission_admit(&mut attrs).await?;
+            self.admission_validate(&mut attrs).await?;
+            warnings.extend(attrs.take_warnings());
+            let mut new = take_admitted(&mut attrs)?;
+            drop(attrs);
             if target == Target::Main {
-                self.admit_priority(def, &mut new, false).await?;
                 self.confirm_no_escalation(def, &new, opts).await?;
                 self.admit_quota(QuotaAttributes {
                     namespace,
                     name,
                     def,
                     subresource: "",
-                    operation: Operation::Update,
+                    operation: QuotaOperation::Update,
                     object: &new,
                     old_object: Some(&current),
                     dry_run,

@@ -1,6 +1,6 @@
-//! core/v1 pods: defaults, Pending status on create, the update rules, graceful deletion, admission.
+//! core/v1 pods: defaults, Pending status on create, the update rules, graceful deletion.
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use serde_json::{Value, json};
 
 use crate::registry::resource::{ResourceDef, SelectableField};
@@ -83,7 +83,6 @@ impl Strategy for PodStrategy {
             spec["serviceAccountName"] = Value::String(sa.clone());
             spec["serviceAccount"] = Value::String(sa);
         }
-        add_default_tolerations(obj);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -142,47 +141,6 @@ pub fn pod_grace_period(obj: &Value, requested: Option<i64>) -> i64 {
         period = 1;
     }
     period
-}
-
-/// The DefaultTolerationSeconds admission plugin: pods tolerate `not-ready` and `unreachable`
-/// NoExecute taints for 300 s unless they already tolerate them.
-pub fn add_default_tolerations(obj: &mut Value) {
-    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
-        return;
-    };
-    let existing: Vec<Toleration> = spec
-        .get("tolerations")
-        .and_then(typed::<Vec<Toleration>>)
-        .unwrap_or_default();
-    let tolerates = |key: &str| {
-        existing.iter().any(|t| {
-            let k = t.key.as_deref().unwrap_or("");
-            let e = t.effect.as_deref().unwrap_or("");
-            (k == key || k.is_empty()) && (e == "NoExecute" || e.is_empty())
-        })
-    };
-    let mut added = Vec::new();
-    for key in [TAINT_NOT_READY, TAINT_UNREACHABLE] {
-        if !tolerates(key) {
-            added.push(json!({
-                "key": key,
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
-            }));
-        }
-    }
-    if added.is_empty() {
-        return;
-    }
-    let list = spec
-        .as_object_mut()
-        .map(|m| m.entry("tolerations").or_insert_with(|| json!([])));
-    if let Some(Value::Array(list)) = list {
-        list.extend(added);
-    } else if let Some(slot) = list {
-        *slot = Value::Array(added);
-    }
 }
 
 /// The pod's QoS class (upstream's `qos.GetPodQOS`, simplified to cpu and memory).
@@ -401,30 +359,6 @@ mod tests {
         for (name, obj, requested, want) in cases {
             assert_eq!(pod_grace_period(&obj, requested), want, "case {name}");
         }
-    }
-
-    #[test]
-    fn default_tolerations_added_once() {
-        let mut pod = json!({"spec": {"containers": []}});
-        add_default_tolerations(&mut pod);
-        let tolerations = pod["spec"]["tolerations"]
-            .as_array()
-            .expect("array")
-            .clone();
-        assert_eq!(tolerations.len(), 2);
-        assert_eq!(tolerations[0]["key"], TAINT_NOT_READY);
-        assert_eq!(tolerations[1]["tolerationSeconds"], 300);
-        add_default_tolerations(&mut pod);
-        assert_eq!(pod["spec"]["tolerations"].as_array().map(Vec::len), Some(2));
-
-        let mut tolerates_all = json!({"spec": {"tolerations": [{"operator": "Exists"}]}});
-        add_default_tolerations(&mut tolerates_all);
-        assert_eq!(
-            tolerates_all["spec"]["tolerations"]
-                .as_array()
-                .map(Vec::len),
-            Some(1)
-        );
     }
 
     #[test]

@@ -1,0 +1,405 @@
+//! PodSecurity: the namespace's `pod-security.kubernetes.io/{enforce,audit,warn}` labels applied to pods (refused at `enforce`, warned at `warn`) and to workload pod templates (warned only), as upstream's `pod-security-admission`.
+//!
+//! The levels are `privileged` (anything), `baseline` and `restricted`, whose checks live in
+//! [`checks`]. Every version label (`latest` or `v1.N`) is evaluated with the latest checks;
+//! a missing or unparsable label falls back to `privileged:latest`, upstream's defaults. Not
+//! done yet: audit annotations (kcm has no audit log), exemptions (none by default upstream),
+//! the AppArmor, seLinuxOptions and Windows hostProcess checks.
+
+pub mod checks;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::admission::attributes::{Attributes, Operation};
+use crate::admission::interfaces::Plugin;
+use crate::admission::plugins::POD_SECURITY;
+use crate::admission::source::ObjectSource;
+use crate::error::Result;
+use crate::object;
+use crate::resources::namespace::NAMESPACES;
+use crate::resources::pod::PODS;
+
+/// The label prefix of the namespace policy.
+const LABEL_PREFIX: &str = "pod-security.kubernetes.io/";
+/// How many pods of a namespace a label change is checked against (upstream: 3000 pods, 1 s).
+const NAMESPACE_POD_LIMIT: usize = 3000;
+
+/// A Pod Security Standards level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// No restriction.
+    Privileged,
+    /// Known privilege escalations refused.
+    Baseline,
+    /// Hardening best practices.
+    Restricted,
+}
+
+impl Level {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "privileged" => Some(Level::Privileged),
+            "baseline" => Some(Level::Baseline),
+            "restricted" => Some(Level::Restricted),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Level::Privileged => "privileged",
+            Level::Baseline => "baseline",
+            Level::Restricted => "restricted",
+        }
+    }
+}
+
+/// A level at a version (`restricted:latest`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LevelVersion {
+    /// The level.
+    pub level: Level,
+    /// `latest` or `v1.N`.
+    pub version: String,
+}
+
+impl std::fmt::Display for LevelVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.level.as_str(), self.version)
+    }
+}
+
+/// A namespace's policy for each mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Violations are refused.
+    pub enforce: LevelVersion,
+    /// Violations are recorded in the audit log.
+    pub audit: LevelVersion,
+    /// Violations are returned as warnings.
+    pub warn: LevelVersion,
+}
+
+/// Whether `v` is a version label value upstream accepts (`latest`, `v1.N`).
+fn valid_version(v: &str) -> bool {
+    v == "latest"
+        || v.strip_prefix("v1.")
+            .is_some_and(|minor| !minor.is_empty() && minor.bytes().all(|b| b.is_ascii_digit()))
+}
+
+impl Policy {
+    /// The policy of a namespace's labels (upstream's `PolicyToEvaluate`): `privileged:latest`
+    /// where unset or invalid; `warn` and `audit` default to the enforce level and version.
+    pub fn from_labels(labels: Option<&Value>) -> Self {
+        let label = |mode: &str, suffix: &str| {
+            labels
+                .and_then(|l| l.get(format!("{LABEL_PREFIX}{mode}{suffix}")))
+                .and_then(Value::as_str)
+        };
+        let level = |mode| label(mode, "").and_then(Level::parse);
+        let version = |mode| {
+            label(mode, "-version")
+                .filter(|v| valid_version(v))
+                .map(str::to_owned)
+        };
+        let enforce = LevelVersion {
+            level: level("enforce").unwrap_or(Level::Privileged),
+            version: version("enforce").unwrap_or_else(|| "latest".to_owned()),
+        };
+        let other = |mode| LevelVersion {
+            level: level(mode).unwrap_or(enforce.level),
+            version: version(mode).unwrap_or_else(|| enforce.version.clone()),
+        };
+        Self {
+            audit: other("audit"),
+            warn: other("warn"),
+            enforce,
+        }
+    }
+}
+
+/// The violations of a pod spec at `lv` as upstream's `ForbiddenDetail`, `None` when allowed.
+fn evaluate(lv: &LevelVersion, spec: &Value) -> Option<String> {
+    let violations = match lv.level {
+        Level::Privileged => return None,
+        Level::Baseline => checks::evaluate(spec, false),
+        Level::Restricted => checks::evaluate(spec, true),
+    };
+    (!violations.is_empty()).then(|| checks::forbidden_detail(&violations))
+}
+
+/// Where the pod template of a workload resource is, by `group/plural`.
+fn template_pointer(group: &str, plural: &str) -> Option<&'static str> {
+    match (group, plural) {
+        ("", "podtemplates") => Some("/template/spec"),
+        ("", "replicationcontrollers")
+        | ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
+        | ("batch", "jobs") => Some("/spec/template/spec"),
+        ("batch", "cronjobs") => Some("/spec/jobTemplate/spec/template/spec"),
+        _ => None,
+    }
+}
+
+/// The plugin.
+#[derive(Debug, Default)]
+pub struct PodSecurity;
+
+#[async_trait]
+impl Plugin for PodSecurity {
+    fn name(&self) -> &'static str {
+        POD_SECURITY
+    }
+
+    fn handles(&self, operation: Operation) -> bool {
+        matches!(operation, Operation::Create | Operation::Update)
+    }
+
+    fn validates(&self) -> bool {
+        true
+    }
+
+    async fn validate(&self, source: &dyn ObjectSource, a: &mut Attributes<'_>) -> Result<()> {
+        if a.is_main(&NAMESPACES) {
+            return self.validate_namespace(source, a).await;
+        }
+        let is_pod = a.is_resource(&PODS)
+            && (a.subresource.is_empty() || a.subresource == "ephemeralcontainers");
+        let template = template_pointer(&a.resource.group, &a.resource.plural)
+            .filter(|_| a.subresource.is_empty());
+        if !is_pod && template.is_none() {
+            return Ok(());
+        }
+        let Some(obj) = a.object.as_ref() else {
+            return Ok(());
+        };
+        let spec_pointer = template.unwrap_or("/spec");
+        // Updates that leave the pod spec alone (labels, finalizers, status) are not
+        // re-evaluated, as upstream ignores metadata-only updates.
+        if a.operation == Operation::Update
+            && a.old_object.and_then(|o| o.pointer(spec_pointer)) == obj.pointer(spec_pointer)
+        {
+            return Ok(());
+        }
+        if obj.pointer(spec_pointer).is_none() {
+            return Ok(());
+        }
+        let Some(namespace) = a.namespace_object(source).await? else {
+            return Ok(());
+        };
+        let policy = Policy::from_labels(namespace.pointer("/metadata/labels"));
+        // Evaluated on the borrowed spec; the warning is added once the borrow ends.
+        let spec = a.object.as_ref().and_then(|o| o.pointer(spec_pointer));
+        let Some(spec) = spec else {
+            return Ok(());
+        };
+        if is_pod && let Some(detail) = evaluate(&policy.enforce, spec) {
+            return Err(a.forbidden(&format!(
+                "violates PodSecurity \"{}\": {detail}",
+                policy.enforce
+            )));
+        }
+        if let Some(detail) = evaluate(&policy.warn, spec) {
+            a.add_warning(format!(
+                "would violate PodSecurity \"{}\": {detail}",
+                policy.warn
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PodSecurity {
+    /// A namespace whose enforce level or version changes: the pods already there are checked
+    /// against the new level and each violation is returned as a warning (upstream's
+    /// `ValidateNamespace` and `EvaluatePodsInNamespace`).
+    async fn validate_namespace(
+        &self,
+        source: &dyn ObjectSource,
+        a: &mut Attributes<'_>,
+    ) -> Result<()> {
+        if a.operation != Operation::Update || !a.subresource.is_empty() {
+            return Ok(());
+        }
+        let Some(new) = a.object.as_ref() else {
+            return Ok(());
+        };
+        let new_policy = Policy::from_labels(new.pointer("/metadata/labels"));
+        let old_policy =
+            Policy::from_labels(a.old_object.and_then(|o| o.pointer("/metadata/labels")));
+        if new_policy.enforce == old_policy.enforce || new_policy.enforce.level == Level::Privileged
+        {
+            return Ok(());
+        }
+        let name = object::name(new).to_owned();
+        let pods = source.list(&PODS, &name).await?;
+        // Pods sharing one violation are reported together, in first-seen order.
+        let mut grouped: Vec<(String, String, usize)> = Vec::new();
+        for pod in pods.iter().take(NAMESPACE_POD_LIMIT) {
+            let Some(detail) = pod
+                .get("spec")
+                .and_then(|s| evaluate(&new_policy.enforce, s))
+            else {
+                continue;
+            };
+            match grouped.iter_mut().find(|(d, _, _)| *d == detail) {
+                Some((_, _, count)) => *count += 1,
+                None => grouped.push((detail, object::name(pod).to_owned(), 1)),
+            }
+        }
+        if grouped.is_empty() {
+            return Ok(());
+        }
+        a.add_warning(format!(
+            "existing pods in namespace \"{name}\" violate the new PodSecurity enforce level \"{}\"",
+            new_policy.enforce
+        ));
+        for (detail, first, count) in grouped {
+            a.add_warning(if count == 1 {
+                format!("{first}: {detail}")
+            } else {
+                format!("{first} (and {} other pods): {detail}", count - 1)
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::admission::testing::Objects;
+    use crate::auth::user::UserInfo;
+    use crate::resources::apps::DEPLOYMENTS;
+
+    fn namespace(labels: Value) -> Value {
+        json!({"metadata": {"name": "ns", "labels": labels}})
+    }
+
+    const PRIVILEGED_SPEC: &str = r#"{"containers": [{"name": "c", "image": "nginx", "securityContext": {"privileged": true}}]}"#;
+
+    fn privileged_spec() -> Value {
+        serde_json::from_str(PRIVILEGED_SPEC).unwrap_or_default()
+    }
+
+    #[test]
+    fn labels_give_the_policy_with_upstreams_defaults() {
+        let p = Policy::from_labels(None);
+        assert_eq!(p.enforce.to_string(), "privileged:latest");
+        let p = Policy::from_labels(Some(&json!({
+            "pod-security.kubernetes.io/enforce": "baseline",
+            "pod-security.kubernetes.io/enforce-version": "v1.30",
+            "pod-security.kubernetes.io/warn": "restricted",
+            "pod-security.kubernetes.io/audit-version": "nonsense",
+        })));
+        assert_eq!(p.enforce.to_string(), "baseline:v1.30");
+        assert_eq!(p.warn.to_string(), "restricted:v1.30");
+        assert_eq!(p.audit.to_string(), "baseline:v1.30");
+        let p = Policy::from_labels(Some(
+            &json!({"pod-security.kubernetes.io/enforce": "strict"}),
+        ));
+        assert_eq!(p.enforce.level, Level::Privileged);
+    }
+
+    async fn create(
+        def: &'static crate::registry::ResourceDef,
+        labels: Value,
+        obj: Value,
+    ) -> (Result<()>, Vec<String>) {
+        let source = Objects::new(vec![(&NAMESPACES, namespace(labels))]);
+        let user = UserInfo::admin();
+        let mut a = Attributes::new(Operation::Create, def, "ns", "p", Some(obj), &user);
+        let result = PodSecurity.validate(&source, &mut a).await;
+        (result, a.take_warnings())
+    }
+
+    #[tokio::test]
+    async fn enforce_refuses_pods_and_warn_warns() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": privileged_spec()});
+        let (result, _) = create(
+            &PODS,
+            json!({"pod-security.kubernetes.io/enforce": "restricted"}),
+            pod.clone(),
+        )
+        .await;
+        let err = result.expect_err("restricted refuses");
+        assert_eq!(err.code, 403);
+        assert!(
+            err.message.starts_with(
+                "pods \"p\" is forbidden: violates PodSecurity \"restricted:latest\": privileged (container \"c\" must not set securityContext.privileged=true), allowPrivilegeEscalation != false"
+            ),
+            "{}",
+            err.message
+        );
+
+        let (result, warnings) = create(
+            &PODS,
+            json!({"pod-security.kubernetes.io/warn": "baseline"}),
+            pod.clone(),
+        )
+        .await;
+        result.expect("warn only");
+        assert_eq!(
+            warnings,
+            [
+                "would violate PodSecurity \"baseline:latest\": privileged (container \"c\" must not set securityContext.privileged=true)"
+            ]
+        );
+
+        let (result, warnings) = create(&PODS, json!({}), pod).await;
+        result.expect("privileged by default");
+        assert!(warnings.is_empty());
+    }
+
+    #[tokio::test]
+    async fn workload_templates_are_warned_about_never_refused() {
+        let deployment =
+            json!({"metadata": {"name": "web"}, "spec": {"template": {"spec": privileged_spec()}}});
+        let (result, warnings) = create(
+            &DEPLOYMENTS,
+            json!({"pod-security.kubernetes.io/enforce": "baseline"}),
+            deployment,
+        )
+        .await;
+        result.expect("workloads are not refused");
+        assert_eq!(
+            warnings,
+            [
+                "would violate PodSecurity \"baseline:latest\": privileged (container \"c\" must not set securityContext.privileged=true)"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stricter_namespace_label_warns_about_existing_pods() {
+        let pod = |name: &str| json!({"metadata": {"name": name, "namespace": "ns"}, "spec": privileged_spec()});
+        let source = Objects::new(vec![(&PODS, pod("a")), (&PODS, pod("b"))]);
+        let user = UserInfo::admin();
+        let old = namespace(json!({}));
+        let mut a = Attributes::new(
+            Operation::Update,
+            &NAMESPACES,
+            "",
+            "ns",
+            Some(namespace(
+                json!({"pod-security.kubernetes.io/enforce": "baseline"}),
+            )),
+            &user,
+        )
+        .with_old_object(Some(&old))
+        .with_dry_run(true);
+        PodSecurity
+            .validate(&source, &mut a)
+            .await
+            .expect("allowed");
+        assert_eq!(
+            a.take_warnings(),
+            [
+                "existing pods in namespace \"ns\" violate the new PodSecurity enforce level \"baseline:latest\"",
+                "a (and 1 other pods): privileged (container \"c\" must not set securityContext.privileged=true)",
+            ]
+        );
+    }
+}

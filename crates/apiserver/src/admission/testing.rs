@@ -1,0 +1,57 @@
+//! Test support: an in-memory [`ObjectSource`] holding the objects a plugin test needs.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::admission::source::ObjectSource;
+use crate::error::Result;
+use crate::object;
+use crate::registry::resource::ResourceDef;
+
+/// Objects by resource (group and plural), served as the registry would.
+#[derive(Debug, Default)]
+pub struct Objects {
+    /// `(group, plural, object)`.
+    objects: Vec<(String, String, Value)>,
+}
+
+impl Objects {
+    /// A source holding `objects`.
+    pub fn new(objects: Vec<(&ResourceDef, Value)>) -> Self {
+        Self {
+            objects: objects
+                .into_iter()
+                .map(|(def, obj)| (def.group.to_string(), def.plural.to_string(), obj))
+                .collect(),
+        }
+    }
+
+    fn of<'a>(&'a self, def: &'a ResourceDef) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects
+            .iter()
+            .filter(move |(g, p, _)| *g == def.group && *p == def.plural)
+            .map(|(_, _, o)| o)
+    }
+}
+
+#[async_trait]
+impl ObjectSource for Objects {
+    async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Option<Value>> {
+        Ok(self
+            .of(def)
+            .find(|o| object::name(o) == name && object::namespace(o) == namespace)
+            .cloned())
+    }
+
+    async fn list(&self, def: &ResourceDef, namespace: &str) -> Result<Vec<Value>> {
+        Ok(self
+            .of(def)
+            .filter(|o| namespace.is_empty() || object::namespace(o) == namespace)
+            .cloned()
+            .collect())
+    }
+
+    fn serves(&self, _: &ResourceDef) -> bool {
+        true
+    }
+}
