@@ -1,6 +1,7 @@
 //! The `kcm` binary: `up` (the whole embedded cluster) and one subcommand per component.
 
 mod apiserver_cmd;
+mod bench;
 mod run_cmd;
 mod sim_cmd;
 mod sim_logs;
@@ -29,6 +30,9 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Run simulated nodes (and a scheduler) against a cluster.
     Sim(sim_cmd::SimArgs),
+    /// Create Deployments on simulated nodes and measure the time to all available, CPU,
+    /// memory, API requests and work queues (an embedded cluster unless --kubeconfig).
+    Bench(bench::BenchArgs),
 }
 
 #[tokio::main]
@@ -47,6 +51,8 @@ async fn main() -> anyhow::Result<()> {
             init_default_logging();
             sim_cmd::run(args).await
         }
+        // Like `kcm up`: warnings only, unless KCM_LOG says otherwise.
+        Command::Bench(args) => bench::run(args).await,
     }
 }
 
