@@ -7,8 +7,8 @@ use anyhow::Context;
 use clap::{Args as ClapArgs, ValueEnum};
 use kcm_apiserver::{Server, ServerConfig, StorageBackend};
 
-use crate::etcd_flags::EtcdFlags;
 use crate::admission_flags::AdmissionFlags;
+use crate::etcd_flags::EtcdFlags;
 
 /// Flags of `kcm apiserver`.
 #[derive(Debug, ClapArgs)]

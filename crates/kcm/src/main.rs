@@ -2,6 +2,7 @@
 
 mod admission_flags;
 mod apiserver_cmd;
+mod bench;
 mod etcd_flags;
 mod run_cmd;
 mod server_limits;
@@ -32,6 +33,9 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Run simulated nodes (and a scheduler) against a cluster.
     Sim(sim_cmd::SimArgs),
+    /// Create Deployments on simulated nodes and measure the time to all available, CPU,
+    /// memory, API requests and work queues (an embedded cluster unless --kubeconfig).
+    Bench(bench::BenchArgs),
 }
 
 #[tokio::main]
@@ -50,6 +54,8 @@ async fn main() -> anyhow::Result<()> {
             init_default_logging();
             sim_cmd::run(args).await
         }
+        // Like `kcm up`: warnings only, unless KCM_LOG says otherwise.
+        Command::Bench(args) => bench::run(args).await,
     }
 }
 

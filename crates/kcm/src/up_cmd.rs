@@ -76,7 +76,20 @@ pub struct UpArgs {
     /// The API server's admission plugins.
     #[command(flatten)]
     pub admission: AdmissionFlags,
+    /// QPS of the embedded controllers' client (kube-controller-manager's flag; a negative
+    /// value disables the limit). Higher than upstream's 20: the API server is in this process.
+    #[arg(long, default_value_t = UP_KUBE_API_QPS, allow_negative_numbers = true)]
+    pub kube_api_qps: f32,
+    /// Burst of the embedded controllers' client (kube-controller-manager's flag).
+    #[arg(long, default_value_t = UP_KUBE_API_BURST)]
+    pub kube_api_burst: u32,
 }
+
+/// `kcm up`'s `--kube-api-qps`: kube-controller-manager's 20 throttles a cluster whose API
+/// server shares the process (BENCHMARKS.md, "`kcm bench`"); `kcm run` keeps 20.
+pub const UP_KUBE_API_QPS: f32 = 1000.0;
+/// `kcm up`'s `--kube-api-burst` (`kcm run` keeps upstream's 30).
+pub const UP_KUBE_API_BURST: u32 = 2000;
 
 fn parse_share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -87,7 +100,7 @@ fn parse_share(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     kcm_sim::kubelet::parse_duration(s)
         .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 2s, 1m30s)"))
 }
@@ -130,7 +143,7 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 /// (nothing probes it; `kcm run` serves one), pod CIDRs allocated from [`CLUSTER_CIDR`], and
 /// each controller running as its own service account with its `system:controller:*` role
 /// (`--use-service-account-credentials`, as kubeadm runs kube-controller-manager); the HPA
-/// flags `kcm up` takes are passed on.
+/// and client-limit flags `kcm up` takes are passed on.
 fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
     #[derive(Parser)]
     struct Flags {
@@ -148,6 +161,8 @@ fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
         "--use-service-account-credentials=true".to_owned(),
     ];
     if let Some(args) = args {
+        argv.push(format!("--kube-api-qps={}", args.kube_api_qps));
+        argv.push(format!("--kube-api-burst={}", args.kube_api_burst));
         argv.push(format!(
             "--horizontal-pod-autoscaler-sync-period={}",
             args.horizontal_pod_autoscaler_sync_period
@@ -188,7 +203,7 @@ fn ready_banner(url: &str, kubeconfig: &Path, nodes: usize) -> String {
 
 /// Logs to stderr: warnings and errors only, so the banner stays readable; `KCM_LOG` (a
 /// tracing filter such as `info` or `info,kcm_sim=debug`) shows more.
-fn init_logging() -> anyhow::Result<()> {
+pub(crate) fn init_logging() -> anyhow::Result<()> {
     let filter = match std::env::var("KCM_LOG") {
         Ok(spec) if !spec.is_empty() => {
             EnvFilter::try_new(&spec).with_context(|| format!("KCM_LOG={spec:?}"))?
@@ -377,6 +392,69 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     result
 }
 
+/// The controllers and the simulated nodes of a `kcm up`, running against its API server
+/// (`kcm bench` starts one too).
+pub(crate) struct EmbeddedCluster {
+    /// The controller manager.
+    pub(crate) manager: RunningManager,
+    /// The scheduler, the simulated nodes and the provisioner.
+    nodes: SimulatedNodes,
+}
+
+impl EmbeddedCluster {
+    /// Starts the controllers (with the client limits of `args`) and, with `node_client`, the
+    /// scheduler and simulated nodes against `server`; wires the API server's component
+    /// statuses, logs and usage to them.
+    pub(crate) async fn start(
+        server: &RunningServer,
+        args: &UpArgs,
+        node_client: kube::Client,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let manager =
+            ControllerManager::new(manager_options(Some(args))?, ControllerRegistry::builtin())
+                .context("configuring the controller manager")?
+                .with_kube_config(server.kube_config());
+        tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
+        let manager = manager
+            .start(cancel.child_token())
+            .await
+            .context("starting the controller manager")?;
+        let nodes = match SimulatedNodes::start(node_client, args.simulator_config(), cancel) {
+            Ok(nodes) => nodes,
+            Err(err) => {
+                cancel.cancel();
+                let _ = manager.wait().await;
+                return Err(err);
+            }
+        };
+
+        register_component_probes(server, &manager, &nodes);
+        server
+            .registry()
+            .logs()
+            .set(Arc::new(crate::sim_logs::SimLogs));
+        server
+            .registry()
+            .usage()
+            .set(Arc::new(crate::sim_usage::SimUsage {
+                config: kcm_sim::usage::UsageConfig {
+                    default_share: args.pod_usage_share,
+                    ..kcm_sim::usage::UsageConfig::default()
+                },
+            }));
+        Ok(Self { manager, nodes })
+    }
+
+    /// Cancels `cancel`, then waits for the controllers and the nodes to stop.
+    pub(crate) async fn stop(self, cancel: &CancellationToken) -> anyhow::Result<()> {
+        cancel.cancel();
+        let result = self.manager.wait().await.context("the controller manager");
+        self.nodes.stopped().await;
+        result
+    }
+}
+
 /// Starts the controllers and the simulated nodes against `server`, prints the banner, and
 /// runs until `cancel` fires or the controller manager fails; stops both before returning.
 async fn run_cluster(
@@ -384,41 +462,11 @@ async fn run_cluster(
     args: &UpArgs,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let manager =
-        ControllerManager::new(manager_options(Some(args))?, ControllerRegistry::builtin())
-            .context("configuring the controller manager")?
-            .with_kube_config(server.kube_config());
-    tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
-    let manager = manager
-        .start(cancel.child_token())
-        .await
-        .context("starting the controller manager")?;
     let client = server
         .client()
         .context("a client for the scheduler and nodes")?;
-    let nodes = match SimulatedNodes::start(client, args.simulator_config(), cancel) {
-        Ok(nodes) => nodes,
-        Err(err) => {
-            cancel.cancel();
-            let _ = manager.wait().await;
-            return Err(err);
-        }
-    };
-
-    register_component_probes(server, &manager, &nodes);
-    server
-        .registry()
-        .logs()
-        .set(Arc::new(crate::sim_logs::SimLogs));
-    server
-        .registry()
-        .usage()
-        .set(Arc::new(crate::sim_usage::SimUsage {
-            config: kcm_sim::usage::UsageConfig {
-                default_share: args.pod_usage_share,
-                ..kcm_sim::usage::UsageConfig::default()
-            },
-        }));
+    let EmbeddedCluster { manager, nodes } =
+        EmbeddedCluster::start(server, args, client, cancel).await?;
     print!(
         "{}",
         ready_banner(server.url(), server.kubeconfig_path(), args.nodes)
@@ -466,6 +514,8 @@ mod tests {
         assert_eq!(cli.args.listen, "127.0.0.1:6443".parse().expect("addr"));
         assert_eq!(cli.args.nodes, 3);
         assert_eq!(cli.args.pod_ready_delay, DEFAULT_POD_READY_DELAY);
+        assert_eq!(cli.args.kube_api_qps, UP_KUBE_API_QPS);
+        assert_eq!(cli.args.kube_api_burst, UP_KUBE_API_BURST);
 
         let cli = Cli::try_parse_from([
             "kcm",
@@ -513,6 +563,7 @@ mod tests {
         );
         // Everything else is kube-controller-manager's default.
         assert_eq!(options.replicaset.concurrent_replicaset_syncs, 5);
+        assert_eq!(options.generic.kube_api_qps, 20.0);
         let manager =
             ControllerManager::new(options, ControllerRegistry::builtin()).expect("valid options");
         assert!(
@@ -522,6 +573,35 @@ mod tests {
             "{:?}",
             manager.enabled_controllers()
         );
+    }
+
+    #[test]
+    fn client_limits_reach_the_controller_manager() {
+        for (name, argv, qps, burst) in [
+            (
+                "kcm up's defaults",
+                vec!["kcm"],
+                UP_KUBE_API_QPS,
+                UP_KUBE_API_BURST,
+            ),
+            (
+                "upstream's limits",
+                vec!["kcm", "--kube-api-qps", "20", "--kube-api-burst", "30"],
+                20.0,
+                30,
+            ),
+            (
+                "no limit",
+                vec!["kcm", "--kube-api-qps", "-1"],
+                -1.0,
+                UP_KUBE_API_BURST,
+            ),
+        ] {
+            let cli = Cli::try_parse_from(argv).expect(name);
+            let options = manager_options(Some(&cli.args)).expect(name);
+            assert_eq!(options.generic.kube_api_qps, qps, "{name}");
+            assert_eq!(options.generic.kube_api_burst, burst, "{name}");
+        }
     }
 
     #[cfg(all(unix, not(target_os = "macos")))]

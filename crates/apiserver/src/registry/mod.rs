@@ -11,8 +11,8 @@
 //! each stored value is the object's JSON without `resourceVersion`, which is set from the
 //! store's revision on every read.
 
-pub mod apiserver_leases;
 pub mod admit;
+pub mod apiserver_leases;
 pub mod apiservices;
 pub mod binding;
 pub mod bootstrap;

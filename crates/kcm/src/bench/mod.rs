@@ -1,0 +1,460 @@
+//! `kcm bench`: Deployments × replicas on simulated nodes, timed to all available, with CPU, memory, API requests and work queues measured.
+//!
+//! Without `--kubeconfig` it starts a `kcm up` in this process (a fresh temporary data dir,
+//! SQLite as `kcm up` uses, port 0), so the CPU and memory it reports are the whole cluster's
+//! and the controllers' work-queue and client metrics are read directly. With `--kubeconfig`
+//! it drives any cluster (`kcm apiserver` + `kcm run` + `kcm sim`, or a real one) and measures
+//! the time only; it deletes the namespace it created at the end.
+
+mod plot;
+mod process;
+mod progress;
+mod prometheus;
+mod quantile;
+mod report;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser};
+use k8s_openapi::api::core::v1::Node;
+use kcm_apiserver::{Server, ServerConfig, StorageBackend};
+use kcm_controllers::manager::{ManagerMetrics, install_signal_handler};
+use kcm_machinery::client::{ClientMetrics, build_client};
+use kube::Api;
+use kube::api::ListParams;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use crate::up_cmd::{EmbeddedCluster, UP_KUBE_API_BURST, UP_KUBE_API_QPS, UpArgs};
+use process::Process;
+use progress::Progress;
+use report::{Config, ProcessReport, Report, TimelineSample};
+use workload::Observer;
+
+/// How often the timeline is sampled (and convergence checked).
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// How long the simulated nodes may take to register and turn Ready.
+const NODES_READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// The namespace of the workload in an embedded cluster (fresh, so a fixed name is safe).
+const EMBEDDED_NAMESPACE: &str = "kcm-bench";
+
+/// Flags of `kcm bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// How many Deployments to create.
+    #[arg(long, default_value_t = 20)]
+    pub deployments: u32,
+    /// Replicas of each Deployment.
+    #[arg(long, default_value_t = 25)]
+    pub replicas: u32,
+    /// Simulated nodes of the embedded cluster (110 pods each).
+    #[arg(long, default_value_t = 20)]
+    pub nodes: usize,
+    /// `--kube-api-qps` of the embedded controllers (negative: unlimited).
+    #[arg(long, default_value_t = UP_KUBE_API_QPS, allow_negative_numbers = true)]
+    pub qps: f32,
+    /// `--kube-api-burst` of the embedded controllers.
+    #[arg(long, default_value_t = UP_KUBE_API_BURST)]
+    pub burst: u32,
+    /// How long a scheduled pod stays Pending before it runs, in the embedded cluster.
+    #[arg(long, value_parser = crate::up_cmd::parse_duration, default_value = "1s")]
+    pub pod_ready_delay: Duration,
+    /// Drive this cluster instead of an embedded one.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where to write the results as JSON.
+    #[arg(long, default_value = "kcm-bench.json")]
+    pub json: PathBuf,
+    /// Where to write the plot (pods available and work-queue depth over time) as SVG.
+    #[arg(long, default_value = "kcm-bench.svg")]
+    pub svg: PathBuf,
+    /// Give up when not every pod is available after this long.
+    #[arg(long, value_parser = crate::up_cmd::parse_duration, default_value = "10m")]
+    pub timeout: Duration,
+}
+
+/// Where the controllers' and the nodes' metrics come from (embedded runs only).
+#[derive(Default)]
+struct MetricSources {
+    /// The controller manager's registry (work queues, its REST client).
+    controllers: Option<ManagerMetrics>,
+    /// The REST client metrics of the scheduler and the simulated nodes.
+    nodes: Option<prometheus_client::registry::Registry>,
+}
+
+impl MetricSources {
+    fn controllers(&self) -> Vec<prometheus::Sample> {
+        self.controllers
+            .as_ref()
+            .and_then(|m| m.encode().ok())
+            .map(|text| prometheus::parse(&text))
+            .unwrap_or_default()
+    }
+
+    fn nodes(&self) -> Vec<prometheus::Sample> {
+        let mut text = String::new();
+        match &self.nodes {
+            Some(registry)
+                if prometheus_client::encoding::text::encode(&mut text, registry).is_ok() =>
+            {
+                prometheus::parse(&text)
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Runs the bench; fails when the cluster cannot be set up or the pods do not all become
+/// available in time (the JSON and SVG are written either way).
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    crate::up_cmd::init_logging()?;
+    let cancel = CancellationToken::new();
+    install_signal_handler(cancel.clone()).context("installing the signal handler")?;
+    let report = match &args.kubeconfig {
+        Some(path) => run_against(&args, path, &cancel).await?,
+        None => run_embedded(&args, &cancel).await?,
+    };
+    print!("{}", report.table());
+    write_outputs(&report, &args.json, &args.svg)?;
+    println!(
+        "\n  wrote {} and {}",
+        args.json.display(),
+        args.svg.display()
+    );
+    if !report.converged {
+        anyhow::bail!(
+            "{} of {} pods available when the bench stopped",
+            report.pods_available,
+            report.pods_expected
+        );
+    }
+    Ok(())
+}
+
+fn write_outputs(report: &Report, json: &Path, svg: &Path) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(report).context("encoding the results")?;
+    std::fs::write(json, text + "\n").with_context(|| format!("writing {}", json.display()))?;
+    std::fs::write(svg, plot::svg(report)?)
+        .with_context(|| format!("writing {}", svg.display()))?;
+    Ok(())
+}
+
+/// An in-process `kcm up` in a fresh temporary data dir, removed afterwards.
+async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::Result<Report> {
+    let dir = tempfile::Builder::new()
+        .prefix("kcm-bench-")
+        .tempdir()
+        .context("creating a temporary data dir")?;
+    let mut config = ServerConfig::new(dir.path());
+    config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.storage = StorageBackend::Sqlite;
+    let server = Server::start(config)
+        .await
+        .context("starting the API server")?;
+
+    let up = up_args(args)?;
+    let node_metrics = Arc::new(ClientMetrics::new());
+    let mut node_registry = prometheus_client::registry::Registry::default();
+    node_metrics.register(&mut node_registry);
+    // Unlimited, as `kcm up`'s scheduler and nodes; with metrics, to count their requests.
+    let node_client = build_client(server.kube_config(), -1.0, 0, Some(node_metrics))
+        .context("a client for the scheduler and nodes")?;
+    let cluster = EmbeddedCluster::start(&server, &up, node_client, cancel).await?;
+    let sources = MetricSources {
+        controllers: Some(cluster.manager.metrics().clone()),
+        nodes: Some(node_registry),
+    };
+    let config = Config {
+        mode: "embedded".to_owned(),
+        deployments: args.deployments,
+        replicas: args.replicas,
+        nodes: Some(args.nodes),
+        kube_api_qps: Some(args.qps),
+        kube_api_burst: Some(args.burst),
+        pod_ready_delay_seconds: Some(args.pod_ready_delay.as_secs_f64()),
+    };
+    let result = async {
+        let client = server.client().context("the bench's client")?;
+        wait_for_nodes(&client, args.nodes, cancel).await?;
+        workload::create_namespace(&client, EMBEDDED_NAMESPACE).await?;
+        measure(&client, EMBEDDED_NAMESPACE, args, config, &sources, cancel).await
+    }
+    .await;
+    let stopped = cluster.stop(cancel).await;
+    server.shutdown().await;
+    drop(dir);
+    let report = result?;
+    stopped?;
+    Ok(report)
+}
+
+/// The `kcm up` flags of an embedded bench.
+fn up_args(args: &BenchArgs) -> anyhow::Result<UpArgs> {
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+    let flags = Flags::try_parse_from([
+        "kcm-bench".to_owned(),
+        format!("--nodes={}", args.nodes),
+        format!("--pod-ready-delay={}ms", args.pod_ready_delay.as_millis()),
+        format!("--kube-api-qps={}", args.qps),
+        format!("--kube-api-burst={}", args.burst),
+    ])
+    .context("the embedded cluster's flags")?;
+    Ok(flags.up)
+}
+
+/// Waits until `nodes` Nodes are Ready and have a pod CIDR (pods bound earlier would wait).
+async fn wait_for_nodes(
+    client: &kube::Client,
+    nodes: usize,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let api = Api::<Node>::all(client.clone());
+    let deadline = Instant::now() + NODES_READY_TIMEOUT;
+    loop {
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .context("listing nodes")?;
+        let ready = list.items.iter().filter(|n| node_ready(n)).count();
+        if ready >= nodes {
+            return Ok(());
+        }
+        if Instant::now() >= deadline || cancel.is_cancelled() {
+            anyhow::bail!("{ready} of {nodes} simulated nodes ready");
+        }
+        tokio::time::sleep(SAMPLE_EVERY).await;
+    }
+}
+
+fn node_ready(node: &Node) -> bool {
+    let has_cidr = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.pod_cidr.as_deref())
+        .is_some_and(|c| !c.is_empty());
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    has_cidr && ready
+}
+
+/// Any cluster, through `kubeconfig`: a fresh namespace, deleted afterwards.
+async fn run_against(
+    args: &BenchArgs,
+    kubeconfig: &Path,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Report> {
+    let kubeconfig_file = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig_file, &Default::default())
+        .await
+        .with_context(|| format!("loading kubeconfig {}", kubeconfig.display()))?;
+    let client = kube::Client::try_from(config).context("building the client")?;
+    let namespace = format!(
+        "kcm-bench-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    workload::create_namespace(&client, &namespace).await?;
+    let config = Config {
+        mode: "kubeconfig".to_owned(),
+        deployments: args.deployments,
+        replicas: args.replicas,
+        nodes: None,
+        kube_api_qps: None,
+        kube_api_burst: None,
+        pod_ready_delay_seconds: None,
+    };
+    let result = measure(
+        &client,
+        &namespace,
+        args,
+        config,
+        &MetricSources::default(),
+        cancel,
+    )
+    .await;
+    if let Err(err) = workload::delete_namespace(&client, &namespace).await {
+        eprintln!("kcm bench: cleaning up: {err:#}");
+    }
+    result
+}
+
+/// Creates the workload in `namespace` and samples until every pod is available, the
+/// timeout passes or `cancel` fires.
+async fn measure(
+    client: &kube::Client,
+    namespace: &str,
+    args: &BenchArgs,
+    config: Config,
+    sources: &MetricSources,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Report> {
+    let expected = u64::from(args.deployments) * u64::from(args.replicas);
+    let observer = Observer::start(client.clone(), namespace, cancel).await?;
+    let me = Process::current();
+    let before = me.usage().unwrap_or_default();
+
+    let start = Instant::now();
+    let mut create = tokio::spawn({
+        let client = client.clone();
+        let namespace = namespace.to_owned();
+        let (deployments, replicas) = (args.deployments, args.replicas);
+        async move { workload::create_deployments(&client, &namespace, deployments, replicas).await }
+    });
+    let mut create_seconds = None;
+    let mut samples = Vec::new();
+    let mut max_depth: BTreeMap<String, u64> = BTreeMap::new();
+    let mut progress = Progress::new();
+    let mut converged_at = None;
+    let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            created = &mut create, if create_seconds.is_none() => {
+                created.context("the create task")??;
+                create_seconds = Some(start.elapsed().as_secs_f64());
+                continue;
+            }
+            _ = cancel.cancelled() => break,
+        }
+        let elapsed = start.elapsed();
+        let available = observer.available();
+        let queue_depth = sources.controllers.as_ref().map(|_| {
+            let samples = sources.controllers();
+            let depths = prometheus::sum_by(&samples, "workqueue_depth", "name");
+            for (name, depth) in &depths {
+                let depth = *depth as u64;
+                let max = max_depth.entry(name.clone()).or_insert(0);
+                *max = (*max).max(depth);
+            }
+            depths.values().sum::<f64>() as u64
+        });
+        samples.push(TimelineSample {
+            t: elapsed.as_secs_f64(),
+            available,
+            queue_depth,
+            rss_bytes: me.usage().map(|u| u.rss_bytes),
+        });
+        progress.update(available, expected, elapsed, queue_depth);
+        if available >= expected && create_seconds.is_some() {
+            converged_at = Some(elapsed.as_secs_f64());
+            break;
+        }
+        if elapsed >= args.timeout {
+            break;
+        }
+    }
+    progress.finish();
+    if create_seconds.is_none() {
+        create.abort();
+    }
+    let after = me.usage().unwrap_or_default();
+    let pods_available = observer.available();
+    observer.shutdown().await;
+
+    let controller_samples = sources.controllers();
+    let mut requests = BTreeMap::new();
+    if sources.controllers.is_some() {
+        requests.insert(
+            "controllers".to_owned(),
+            report::requests_by_method(&controller_samples),
+        );
+    }
+    if sources.nodes.is_some() {
+        requests.insert(
+            "nodes".to_owned(),
+            report::requests_by_method(&sources.nodes()),
+        );
+    }
+    Ok(Report {
+        config,
+        converged: converged_at.is_some(),
+        time_to_available_seconds: converged_at,
+        create_seconds: create_seconds.unwrap_or(f64::NAN),
+        pods_available,
+        pods_expected: expected,
+        pods_per_second: converged_at
+            .filter(|t| *t > 0.0)
+            .map(|t| expected as f64 / t),
+        samples,
+        process: ProcessReport {
+            cpu_seconds: after.cpu_seconds - before.cpu_seconds,
+            rss_before_bytes: before.rss_bytes,
+            rss_after_bytes: after.rss_bytes,
+            peak_rss_bytes: after.peak_rss_bytes,
+        },
+        requests,
+        workqueues: report::queues(&controller_samples, &max_depth),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    #[test]
+    fn flags_reach_the_embedded_cluster() {
+        let cli = Cli::try_parse_from(["kcm"]).expect("defaults");
+        assert_eq!(
+            (cli.args.deployments, cli.args.replicas, cli.args.nodes),
+            (20, 25, 20)
+        );
+        assert_eq!(cli.args.qps, UP_KUBE_API_QPS);
+        let up = up_args(&cli.args).expect("up flags");
+        assert_eq!(up.nodes, 20);
+        assert_eq!(up.kube_api_qps, UP_KUBE_API_QPS);
+        assert_eq!(up.pod_ready_delay, Duration::from_secs(1));
+
+        let cli = Cli::try_parse_from([
+            "kcm",
+            "--deployments=100",
+            "--replicas=100",
+            "--nodes=100",
+            "--qps",
+            "-1",
+            "--burst=5",
+            "--pod-ready-delay=250ms",
+        ])
+        .expect("flags");
+        let up = up_args(&cli.args).expect("up flags");
+        assert_eq!(
+            (up.nodes, up.kube_api_qps, up.kube_api_burst),
+            (100, -1.0, 5)
+        );
+        assert_eq!(up.pod_ready_delay, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn outputs_written_as_json_and_svg() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (json, svg) = (dir.path().join("r.json"), dir.path().join("r.svg"));
+        write_outputs(&report::tests::sample_report(), &json, &svg).expect("written");
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid");
+        assert_eq!(value["pods_expected"], 6);
+        assert!(
+            std::fs::read_to_string(&svg)
+                .expect("svg")
+                .contains("</svg>")
+        );
+    }
+}
