@@ -2,11 +2,14 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+#[path = "../common/kubeconfig_line.rs"]
+mod kubeconfig_line;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use kubeconfig_line::wait_for_kubeconfig;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcm_apiserver::storage::etcd::throwaway::EtcdCluster;
@@ -44,29 +47,18 @@ impl Apiserver {
             .stderr(std::fs::File::create(&log).expect("log"))
             .spawn()
             .expect("spawn kcm apiserver");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let kubeconfig = wait_for_kubeconfig(&mut child, DEADLINE);
         let mut server = Apiserver {
             child,
             kubeconfig: PathBuf::new(),
             log,
         };
-        let started = Instant::now();
-        loop {
-            let Ok(line) = rx.recv_timeout(DEADLINE.saturating_sub(started.elapsed())) else {
-                panic!("kcm apiserver printed no kubeconfig\n{}", server.logs());
-            };
-            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
-                server.kubeconfig = PathBuf::from(path);
-                return server;
+        match kubeconfig {
+            Some(path) => {
+                server.kubeconfig = path;
+                server
             }
+            None => panic!("kcm apiserver printed no kubeconfig\n{}", server.logs()),
         }
     }
 

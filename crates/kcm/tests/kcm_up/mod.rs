@@ -2,11 +2,14 @@
 //! installed `kubectl`, its log tail shown when an assertion fails, killed when dropped.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::io::{BufRead, BufReader};
+#[path = "../common/kubeconfig_line.rs"]
+mod kubeconfig_line;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use kubeconfig_line::wait_for_kubeconfig;
 
 const KCM: &str = env!("CARGO_BIN_EXE_kcm");
 /// How long any single wait may take: generous, the machine is shared and the build is debug.
@@ -43,29 +46,18 @@ impl Up {
             .stderr(stderr)
             .spawn()
             .expect("spawn kcm up");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let kubeconfig = wait_for_kubeconfig(&mut child, DEADLINE);
         let mut up = Up {
             child,
             kubeconfig: PathBuf::new(),
             log,
         };
-        let started = Instant::now();
-        loop {
-            let Ok(line) = rx.recv_timeout(DEADLINE.saturating_sub(started.elapsed())) else {
-                panic!("kcm up printed no kubeconfig\n{}", up.logs());
-            };
-            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
-                up.kubeconfig = PathBuf::from(path);
-                return up;
+        match kubeconfig {
+            Some(path) => {
+                up.kubeconfig = path;
+                up
             }
+            None => panic!("kcm up printed no kubeconfig\n{}", up.logs()),
         }
     }
 
