@@ -4,26 +4,47 @@ use std::sync::Arc;
 
 use crate::admission::attributes::Attributes;
 use crate::admission::interfaces::Plugin;
-use crate::admission::plugins::{AdmissionConfig, Error, SERVICE_ACCOUNT};
+use crate::admission::plugins::{AdmissionConfig, Error, RESOURCE_QUOTA, SERVICE_ACCOUNT};
 use crate::admission::source::ObjectSource;
 use crate::error::Result;
 
 /// The configured plugins, in run order. Cheap to share: the server holds one.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Chain {
     /// Every plugin, in upstream's order; each phase skips plugins without it.
     plugins: Vec<Arc<dyn Plugin>>,
+    /// Whether the registry charges ResourceQuotas (the `ResourceQuota` plugin).
+    resource_quota: bool,
+}
+
+impl Default for Chain {
+    /// No plugins; ResourceQuota on.
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
 }
 
 impl Chain {
     /// A chain of `plugins`, run in the order given.
+    /// (ResourceQuota on, as by default).
     pub fn new(plugins: Vec<Arc<dyn Plugin>>) -> Self {
-        Self { plugins }
+        Self {
+            plugins,
+            resource_quota: true,
+        }
     }
 
     /// The chain `config` enables.
     pub fn from_config(config: &AdmissionConfig) -> Result<Self, Error> {
-        Ok(Self::new(config.plugins()?))
+        Ok(Self {
+            plugins: config.plugins()?,
+            resource_quota: config.enabled_names().contains(&RESOURCE_QUOTA),
+        })
+    }
+
+    /// Whether writes are checked against and charged to ResourceQuotas.
+    pub fn resource_quota(&self) -> bool {
+        self.resource_quota
     }
 
     /// The default chain without ServiceAccount: what a bare registry (no service account

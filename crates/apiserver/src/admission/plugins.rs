@@ -56,6 +56,12 @@ pub const DEFAULT_STORAGE_CLASS: &str = "DefaultStorageClass";
 pub const STORAGE_OBJECT_IN_USE_PROTECTION: &str = "StorageObjectInUseProtection";
 /// `RuntimeClass`.
 pub const RUNTIME_CLASS: &str = "RuntimeClass";
+/// `ResourceQuota`: run by the registry itself after the chain's validating phase (it
+/// charges quotas in the store, which a [`Plugin`] cannot), but switched like the others.
+pub const RESOURCE_QUOTA: &str = "ResourceQuota";
+
+/// Plugins the registry runs outside the chain: enabled and disabled by the same flags.
+pub const REGISTRY_PLUGINS: &[&str] = &[RESOURCE_QUOTA];
 
 /// Every upstream plugin, in the order they run (upstream's `AllOrderedPlugins`): webhooks,
 /// ResourceQuota and AlwaysDeny last.
@@ -94,7 +100,7 @@ pub const ALL_ORDERED_PLUGINS: &[&str] = &[
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
-    "ResourceQuota",
+    RESOURCE_QUOTA,
     "AlwaysDeny",
 ];
 
@@ -108,7 +114,7 @@ pub const DEFAULT_ON_PLUGINS: &[&str] = &[
     DEFAULT_TOLERATION_SECONDS,
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionWebhook",
-    "ResourceQuota",
+    RESOURCE_QUOTA,
     STORAGE_OBJECT_IN_USE_PROTECTION,
     PRIORITY,
     TAINT_NODES_BY_CONDITION,
@@ -240,6 +246,7 @@ impl AdmissionConfig {
         for name in self.enabled_names() {
             match build(name) {
                 Some(plugin) => plugins.push(plugin),
+                None if REGISTRY_PLUGINS.contains(&name) => {}
                 None if self.enable.iter().any(|n| n == name) => {
                     return Err(Error::NotImplemented {
                         name: name.to_owned(),
@@ -263,6 +270,22 @@ mod tests {
             .iter()
             .map(|p| p.name())
             .collect()
+    }
+
+    #[test]
+    fn resource_quota_is_switched_by_the_flags_though_the_registry_runs_it() {
+        use crate::admission::Chain;
+        let on =
+            |config: AdmissionConfig| Chain::from_config(&config).expect("valid").resource_quota();
+        assert!(on(AdmissionConfig::default()));
+        assert!(on(AdmissionConfig::from_flags(
+            &[RESOURCE_QUOTA.to_owned()],
+            &[]
+        )));
+        assert!(!on(AdmissionConfig::from_flags(
+            &[],
+            &[RESOURCE_QUOTA.to_owned()]
+        )));
     }
 
     #[test]

@@ -185,7 +185,8 @@ impl Registry {
     /// Checks a write against the quotas of its namespace and charges them (see the module
     /// doc). Called once per create or update, after validation and before the store.
     pub(crate) async fn admit_quota(&self, attrs: QuotaAttributes<'_>) -> Result<()> {
-        if attrs.namespace.is_empty() || !attrs.def.namespaced {
+        if attrs.namespace.is_empty() || !attrs.def.namespaced || !self.admission().resource_quota()
+        {
             return Ok(());
         }
         let Some(quota_def) = self.served(&RESOURCE_QUOTAS) else {
