@@ -200,18 +200,23 @@ impl Up {
         })
     }
 
-    /// Waits until the three simulated nodes are registered and Ready.
+    /// Waits until the three simulated nodes are registered, Ready and schedulable: the
+    /// TaintNodesByCondition admission plugin registers a node with the
+    /// `node.kubernetes.io/not-ready` taint, which the node lifecycle controller lifts just
+    /// after the node turns Ready (as on a real cluster), and a Deployment created in between
+    /// would not spread over all three.
     fn wait_nodes_ready(&self) {
-        self.wait_for("3 Ready nodes", || {
+        self.wait_for("3 Ready, untainted nodes", || {
             let out = self.kubectl_ok(&[
                 "get",
                 "nodes",
                 "-o",
-                "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+                "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status}={.spec.taints[*].key}{\"\\n\"}{end}",
             ]);
             let ready: BTreeSet<&str> = out
                 .lines()
-                .filter_map(|l| l.strip_suffix("=True"))
+                .filter(|l| !l.contains("node.kubernetes.io/not-ready"))
+                .filter_map(|l| l.split_once("=True=").map(|(name, _)| name))
                 .collect();
             (ready == NODES.into_iter().collect()).then_some(())
         });
