@@ -173,17 +173,9 @@ impl ServiceAccountAuthenticator {
 #[async_trait]
 impl Authenticator for ServiceAccountAuthenticator {
     async fn authenticate_token(&self, token: &str) -> Option<UserInfo> {
-        // Not a JWT: another authenticator's token, not worth a log line.
-        if token.split('.').count() != 3 {
-            return None;
-        }
-        match self.authenticate(token).await {
-            Ok(user) => Some(user),
-            Err(why) => {
-                tracing::debug!(%why, "service account token rejected");
-                None
-            }
-        }
+        self.authenticate_token_for(token, &[])
+            .await
+            .map(|(user, _)| user)
     }
 
     async fn authenticate_token_for(
@@ -191,16 +183,12 @@ impl Authenticator for ServiceAccountAuthenticator {
         token: &str,
         audiences: &[String],
     ) -> Option<(UserInfo, Vec<String>)> {
-        if token.split('.').count() != 3 {
-            return None;
-        }
-        match self.authenticate_for(token, audiences).await {
-            Ok(found) => Some(found),
-            Err(why) => {
+        self.review_token(token, audiences)
+            .await
+            .unwrap_or_else(|why| {
                 tracing::debug!(%why, "service account token rejected");
                 None
-            }
-        }
+            })
     }
 
     async fn review_token(
@@ -208,6 +196,7 @@ impl Authenticator for ServiceAccountAuthenticator {
         token: &str,
         audiences: &[String],
     ) -> Result<Option<(UserInfo, Vec<String>)>, String> {
+        // Not a JWT: another authenticator's token, not refused here nor worth a log line.
         if token.split('.').count() != 3 {
             return Ok(None);
         }

@@ -465,7 +465,12 @@ async fn delegated_auth(
              authentication won't work."
         );
     }
-    let authorization = review_client(flags.authorization_kubeconfig.as_deref(), fallback).await?;
+    // One kubeconfig for both (the usual case, or neither flag): one client.
+    let authorization = if flags.authorization_kubeconfig == flags.authentication_kubeconfig {
+        authentication.clone()
+    } else {
+        review_client(flags.authorization_kubeconfig.as_deref(), fallback).await?
+    };
     if authorization.is_none() {
         tracing::warn!(
             "No authorization-kubeconfig provided, so SubjectAccessReview of authorization \
