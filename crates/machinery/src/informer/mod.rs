@@ -31,6 +31,7 @@ pub mod lister_watcher;
 pub mod own_writes;
 pub mod processor;
 pub mod reflector;
+pub mod registration;
 pub mod shared_informer;
 pub mod store;
 pub mod thread_safe_store;
@@ -52,6 +53,7 @@ pub use lister::Lister;
 pub use lister_watcher::{ApiListerWatcher, ListerWatcher, NeverListerWatcher, WatchStream};
 pub use own_writes::OwnWrites;
 pub use reflector::{Reflector, ReflectorOptions, ReflectorStore};
+pub use registration::{InformerRegistrar, InformerSynced, all_synced, synced_of, wait_for_synced};
 pub use shared_informer::{
     HasSynced, ResourceEventHandlerRegistration, SharedIndexInformer, SharedInformerOptions,
     wait_for_cache_sync, wait_until_synced,
