@@ -14,6 +14,9 @@ use crate::storage;
 impl ObjectSource for Registry {
     async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Option<Value>> {
         let key = def.storage_key(namespace, name);
+        if let Some(cached) = self.object_cache.get(def, &key).await {
+            return Ok(cached);
+        }
         match self.storage().get(&key).await {
             Ok(Some(kv)) => decode_stored(def, &kv).map(Some),
             Ok(None) => Ok(None),
@@ -23,8 +26,12 @@ impl ObjectSource for Registry {
 
     async fn list(&self, def: &ResourceDef, namespace: &str) -> Result<Vec<Value>> {
         let namespace = (!namespace.is_empty()).then_some(namespace);
+        let prefix = def.storage_prefix(namespace);
+        if let Some(cached) = self.object_cache.list(def, &prefix).await {
+            return Ok(cached);
+        }
         let opts = storage::ListOptions {
-            prefix: def.storage_prefix(namespace),
+            prefix,
             ..storage::ListOptions::default()
         };
         let listed = self

@@ -28,6 +28,7 @@ pub mod field_selector;
 pub mod kubernetes_service;
 pub mod list;
 pub mod namespace;
+pub mod object_cache;
 pub mod options;
 pub mod patch;
 pub mod pod_log;
@@ -102,6 +103,8 @@ pub struct Registry {
     quota_lock: tokio::sync::Mutex<()>,
     /// The admission plugins every write passes through.
     admission: Chain,
+    /// What the admission plugins read, kept decoded in memory.
+    pub(crate) object_cache: object_cache::ObjectCache,
 }
 
 impl std::fmt::Debug for Registry {
@@ -124,6 +127,7 @@ impl Registry {
         resources: &'static [&'static ResourceDef],
     ) -> Self {
         Self {
+            object_cache: object_cache::ObjectCache::new(Arc::clone(&storage), resources),
             storage,
             served: served::ServedSet::new(resources),
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),

@@ -196,12 +196,17 @@ impl Registry {
         if !evaluator.handles(attrs.operation, attrs.subresource) {
             return Ok(());
         }
-        // The common case, a namespace without quotas, costs one list of an empty prefix.
-        if self
-            .list_quotas(quota_def, attrs.namespace)
-            .await?
-            .is_empty()
-        {
+        // The common case, a namespace without quotas, costs one look at the object cache
+        // (consistent with the store), or one list of an empty prefix.
+        let prefix = RESOURCE_QUOTAS.storage_prefix(Some(attrs.namespace));
+        let none = match self.object_cache.list(quota_def, &prefix).await {
+            Some(cached) => cached.is_empty(),
+            None => self
+                .list_quotas(quota_def, attrs.namespace)
+                .await?
+                .is_empty(),
+        };
+        if none {
             return Ok(());
         }
         let new = Decoded::new(&evaluator, attrs.object)?;
