@@ -8,7 +8,7 @@ use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::lister::Lister;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_until_synced,
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedInformerFactory, wait_for_synced,
 };
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
@@ -38,8 +38,9 @@ pub struct ClusterRoleAggregationController {
     pub(super) client: Arc<dyn AggregationClient>,
     /// The ClusterRole cache (read only).
     pub(super) lister: Lister<ClusterRole>,
-    /// Whether the ClusterRole informer has synced.
-    pub(super) synced: Option<SharedIndexInformer<ClusterRole>>,
+    /// Whether the ClusterRole informer has synced; empty (nothing to wait for) over a bare
+    /// cache.
+    pub(super) caches_synced: Vec<InformerSynced>,
     /// Names of aggregated ClusterRoles to bring up to date.
     pub(super) queue: RateLimitingQueue<String>,
     /// The informer-facing handlers.
@@ -71,10 +72,9 @@ impl ClusterRoleAggregationController {
             Arc::new(ApiAggregationClient::new(client)),
             metrics,
         );
-        if let Err(err) = informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "adding the ClusterRole event handler");
-        }
-        controller.synced = Some(informer);
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(&informer, controller.handlers.clone())
+            .finish();
         controller
     }
 
@@ -104,7 +104,7 @@ impl ClusterRoleAggregationController {
                 lister: lister.clone(),
             },
             lister,
-            synced: None,
+            caches_synced: Vec::new(),
             queue,
         }
     }
@@ -126,10 +126,7 @@ impl ClusterRoleAggregationController {
             controller = CONTROLLER_NAME,
             "Starting ClusterRoleAggregator controller"
         );
-        let synced = wait_until_synced(CONTROLLER_NAME, &cancel, || {
-            self.synced.as_ref().is_none_or(|i| i.has_synced())
-        })
-        .await;
+        let synced = wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await;
         if synced {
             let this = Arc::clone(&self);
             let sync = move |key: String| {

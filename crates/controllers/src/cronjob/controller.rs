@@ -16,7 +16,8 @@ use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::keys::{meta_namespace_key, object_key};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    OwnWrites, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    InformerRegistrar, InformerSynced, OwnWrites, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -58,9 +59,6 @@ pub(super) const KIND: &str = "CronJob";
 
 /// The wall clock (upstream's `now` seam); injectable so tests are deterministic.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// Tells whether an informer's cache has synced, as client-go's `InformerSynced`.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// A replacement for [`CronJobController::sync`] run by the workers (test seam).
 pub type SyncHandler = Arc<dyn Fn(String) -> BoxFuture<'static, Result<()>> + Send + Sync>;
@@ -190,17 +188,10 @@ impl CronJobController {
             recorder,
             options,
         );
-        if let Err(err) = job_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "adding the Job event handler");
-        }
-        if let Err(err) = cron_job_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "adding the CronJob event handler");
-        }
-        let (jobs, cron_jobs) = (job_informer.clone(), cron_job_informer.clone());
-        controller.caches_synced = vec![
-            Arc::new(move || jobs.has_synced()),
-            Arc::new(move || cron_jobs.has_synced()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(job_informer, controller.handlers.clone())
+            .register(cron_job_informer, controller.handlers.clone())
+            .finish();
         controller.own_writes = Some(OwnWrites::new(cron_job_informer.freshness()));
         controller
     }
@@ -292,7 +283,7 @@ impl CronJobController {
             let this = Arc::clone(&this);
             async move { this.sync_key(key).await }
         };
-        let synced = || self.caches_synced.iter().all(|synced| synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "cronjob controller v2",

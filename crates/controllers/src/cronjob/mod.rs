@@ -51,7 +51,7 @@ pub use client::{
 };
 pub use controller::{
     CONTROLLER_NAME, Clock, CronJobController, CronJobControllerOptions, CronJobEventHandlers,
-    DEFAULT_CONCURRENT_CRON_JOB_SYNCS, InformerSynced, OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
+    DEFAULT_CONCURRENT_CRON_JOB_SYNCS, OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
 };
 pub use history::jobs_to_delete_for_history;
 pub use metrics::CronJobMetrics;

@@ -21,8 +21,10 @@ use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::index::NAMESPACE_INDEX;
 use kcm_machinery::informer::keys::{meta_namespace_key, object_key};
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::wait_until_synced;
-use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, wait_for_synced,
+};
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -79,10 +81,6 @@ pub(super) const KIND: &str = "DaemonSet";
 /// The longest a sync waits for the DaemonSet cache to catch up with this controller's own
 /// last status write to that DaemonSet before going ahead with the stale copy.
 pub(super) const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
-
-/// Tells whether an informer's cache has synced its initial list, as client-go's
-/// `InformerSynced`.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The wall clock used for pod availability (upstream's `failedPodsBackoff.Clock.Now()`);
 /// injectable so tests are deterministic.
@@ -234,28 +232,13 @@ impl DaemonSetsController {
             recorder,
             options,
         );
-        let handlers = controller.handlers.clone();
-        let registered = [
-            ds_informer.add_event_handler(handlers.clone()).err(),
-            history_informer.add_event_handler(handlers.clone()).err(),
-            pod_informer.add_event_handler(handlers.clone()).err(),
-            node_informer.add_event_handler(handlers).err(),
-        ];
-        for err in registered.into_iter().flatten() {
-            tracing::error!(%err, "registering a DaemonSet controller event handler");
-        }
-        let (pods, nodes, history, dss) = (
-            pod_informer.clone(),
-            node_informer.clone(),
-            history_informer.clone(),
-            ds_informer.clone(),
-        );
-        controller.caches_synced = vec![
-            Arc::new(move || pods.has_synced()),
-            Arc::new(move || nodes.has_synced()),
-            Arc::new(move || history.has_synced()),
-            Arc::new(move || dss.has_synced()),
-        ];
+        let handlers = &controller.handlers;
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(ds_informer, handlers.clone())
+            .register(history_informer, handlers.clone())
+            .register(pod_informer, handlers.clone())
+            .register(node_informer, handlers.clone())
+            .finish();
         controller.own_writes = Some(OwnWrites::new(ds_informer.freshness()));
         controller
     }
@@ -370,11 +353,7 @@ impl DaemonSetsController {
             controller = CONTROLLER_NAME,
             "Starting daemon sets controller"
         );
-        if !wait_until_synced(CONTROLLER_NAME, &cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
-        .await
-        {
+        if !wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await {
             self.queue.shut_down();
             tracing::info!(
                 controller = CONTROLLER_NAME,

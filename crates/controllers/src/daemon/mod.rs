@@ -43,8 +43,8 @@ pub use client::{ApiDaemonSetClient, DaemonSetAction, DaemonSetClient, FakeDaemo
 pub use controller::{
     BACKOFF_GC_INTERVAL, BURST_REPLICAS, CONTROLLER_NAME, Clock, DaemonSetEventHandlers,
     DaemonSetsController, DaemonSetsControllerOptions, FAILED_DAEMON_POD_REASON,
-    FAILED_PLACEMENT_REASON, FAILED_PODS_BACKOFF_INITIAL, FAILED_PODS_BACKOFF_MAX, InformerSynced,
-    QUEUE_NAME, SELECTING_ALL_REASON, SUCCEEDED_DAEMON_POD_REASON, SyncHandler,
+    FAILED_PLACEMENT_REASON, FAILED_PODS_BACKOFF_INITIAL, FAILED_PODS_BACKOFF_MAX, QUEUE_NAME,
+    SELECTING_ALL_REASON, SUCCEEDED_DAEMON_POD_REASON, SyncHandler,
 };
 pub use placement::{DaemonPlacement, ShouldRun, node_should_run_daemon_pod};
 pub use status::STATUS_UPDATE_RETRIES;

@@ -19,7 +19,8 @@ use kcm_machinery::informer::keys::{meta_namespace_key, split_meta_namespace_key
 use kcm_machinery::informer::lister::Lister;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    OwnWrites, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_until_synced,
+    InformerRegistrar, InformerSynced, OwnWrites, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, wait_for_synced,
 };
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
@@ -74,10 +75,6 @@ pub const CONTROLLER_NAME: &str = "deployment-controller";
 /// The longest a sync waits for the informer caches to show this controller's own last writes
 /// for that Deployment before going ahead with stale copies (see `own_writes`).
 pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
-
-/// Tells whether an informer's cache has synced its initial list, as client-go's
-/// `InformerSynced`.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The wall clock used for condition times and progress deadlines (upstream's `metav1.Now()`);
 /// injectable so tests are deterministic.
@@ -218,25 +215,11 @@ impl DeploymentController {
             recorder,
             options,
         );
-        if let Err(err) = d_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "registering the Deployment event handler");
-        }
-        if let Err(err) = rs_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "registering the ReplicaSet event handler");
-        }
-        if let Err(err) = pod_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "registering the pod event handler");
-        }
-        let (d_synced, rs_synced, pod_synced) = (
-            d_informer.clone(),
-            rs_informer.clone(),
-            pod_informer.clone(),
-        );
-        controller.caches_synced = vec![
-            Arc::new(move || d_synced.has_synced()),
-            Arc::new(move || rs_synced.has_synced()),
-            Arc::new(move || pod_synced.has_synced()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(d_informer, controller.handlers.clone())
+            .register(rs_informer, controller.handlers.clone())
+            .register(pod_informer, controller.handlers.clone())
+            .finish();
         controller.deployment_writes = Some(OwnWrites::new(d_informer.freshness()));
         controller.replica_set_writes = Some(OwnWrites::new(rs_informer.freshness()));
         controller
@@ -328,7 +311,7 @@ impl DeploymentController {
     /// finish, and `run` returns once every worker has stopped.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
         tracing::info!(controller = QUEUE_NAME, "Starting controller");
-        if !self.wait_for_caches_synced(&cancel).await {
+        if !wait_for_synced(QUEUE_NAME, &cancel, &self.caches_synced).await {
             self.queue.shut_down();
             tracing::info!(controller = QUEUE_NAME, "Shutting down controller");
             return;
@@ -348,15 +331,6 @@ impl DeploymentController {
         )
         .await;
         tracing::info!(controller = QUEUE_NAME, "Shutting down controller");
-    }
-
-    /// Polls the informers' sync state until all have synced (true) or `cancel` fires
-    /// (false), as client-go's `WaitForNamedCacheSync`.
-    async fn wait_for_caches_synced(&self, cancel: &CancellationToken) -> bool {
-        wait_until_synced(QUEUE_NAME, cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
-        .await
     }
 }
 

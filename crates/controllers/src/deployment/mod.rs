@@ -53,8 +53,8 @@ pub use client::{
 };
 pub use controller::{
     CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_DEPLOYMENT_SYNCS, DeploymentController,
-    DeploymentControllerOptions, DeploymentEventHandlers, ERROR_POLICY, InformerSynced,
-    MAX_RETRIES, OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
+    DeploymentControllerOptions, DeploymentEventHandlers, ERROR_POLICY, MAX_RETRIES,
+    OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
 };
 
 use kcm_machinery::controller::ApiStatus;

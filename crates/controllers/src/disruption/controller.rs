@@ -13,7 +13,10 @@ use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::index::NAMESPACE_INDEX;
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
+};
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -43,9 +46,6 @@ const ERROR_POLICY: ErrorPolicy<String, super::Error> =
 
 /// The wall clock (upstream's `clock.Clock`); injectable so tests are deterministic.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// Tells whether an informer's cache has synced.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Wiring of a [`DisruptionController`].
 #[derive(Clone, Default)]
@@ -157,40 +157,15 @@ impl DisruptionController {
             stateful_sets: stateful_sets.indexer().clone(),
         };
         let mut controller = Self::with_caches(caches, client, recorder, options);
-        let errors = [
-            pdbs.add_event_handler(controller.handlers.clone()).err(),
-            pods.add_event_handler(controller.handlers.clone()).err(),
-        ];
-        for err in errors.into_iter().flatten() {
-            tracing::error!(%err, "adding a disruption controller event handler");
-        }
-        let synced: Vec<Box<dyn Fn() -> bool + Send + Sync>> = vec![
-            Box::new({
-                let i = pdbs.clone();
-                move || i.has_synced()
-            }),
-            Box::new({
-                let i = pods.clone();
-                move || i.has_synced()
-            }),
-            Box::new({
-                let i = rcs.clone();
-                move || i.has_synced()
-            }),
-            Box::new({
-                let i = rss.clone();
-                move || i.has_synced()
-            }),
-            Box::new({
-                let i = deployments.clone();
-                move || i.has_synced()
-            }),
-            Box::new({
-                let i = stateful_sets.clone();
-                move || i.has_synced()
-            }),
-        ];
-        controller.caches_synced = vec![Arc::new(move || synced.iter().all(|s| s()))];
+        // Budgets and pods are handled; the owners are only read through their listers.
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(pdbs, controller.handlers.clone())
+            .register(pods, controller.handlers.clone())
+            .wait_for(rcs)
+            .wait_for(rss)
+            .wait_for(deployments)
+            .wait_for(stateful_sets)
+            .finish();
         controller
     }
 
@@ -251,7 +226,7 @@ impl DisruptionController {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        let synced = || self.caches_synced.iter().all(|synced| synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "disruption controller",

@@ -9,7 +9,8 @@ use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    DeletedObject, InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -93,7 +94,7 @@ pub struct EndpointController {
     /// The Endpoints informer's cache (read only).
     pub(super) endpoints: Indexer<Endpoints>,
     /// The informers `run` waits for; empty for bare caches.
-    pub(super) synced: Vec<Arc<dyn HasSynced>>,
+    pub(super) caches_synced: Vec<InformerSynced>,
     /// Service keys (`namespace/name`) to sync. Shared with the handlers.
     pub(super) queue: RateLimitingQueue<String>,
     /// The informer-facing handlers.
@@ -161,27 +162,11 @@ impl EndpointController {
             recorder,
             options,
         );
-        let handlers = &controller.handlers;
-        for (what, result) in [
-            (
-                "service",
-                services.add_event_handler(handlers.clone()).err(),
-            ),
-            ("pod", pods.add_event_handler(handlers.clone()).err()),
-            (
-                "endpoints",
-                endpoints.add_event_handler(handlers.clone()).err(),
-            ),
-        ] {
-            if let Some(err) = result {
-                tracing::error!(%err, informer = what, "registering the endpoint controller's handler");
-            }
-        }
-        controller.synced = vec![
-            Arc::new(pods.clone()),
-            Arc::new(services.clone()),
-            Arc::new(endpoints.clone()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(services, controller.handlers.clone())
+            .register(pods, controller.handlers.clone())
+            .register(endpoints, controller.handlers.clone())
+            .finish();
         controller
     }
 
@@ -215,7 +200,7 @@ impl EndpointController {
             services,
             pods,
             endpoints,
-            synced: Vec::new(),
+            caches_synced: Vec::new(),
             queue,
             handlers,
             stale_endpoints: StaleEndpointsTracker::new(),
@@ -246,7 +231,7 @@ impl EndpointController {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        let synced = || self.synced.iter().all(|s| s.has_synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "endpoint controller",

@@ -11,7 +11,8 @@ use kcm_machinery::informer::index::{IndexFunc, Indexers};
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    DeletedObject, InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
 };
 use kcm_machinery::workqueue::limiters::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter,
@@ -154,7 +155,7 @@ pub struct EndpointSliceController {
     /// The EndpointSlice informer's cache (read only), indexed by [`SERVICE_NAME_INDEX`].
     pub(super) slices: Indexer<EndpointSlice>,
     /// The informers `run` waits for; empty for bare caches.
-    pub(super) synced: Vec<Arc<dyn HasSynced>>,
+    pub(super) caches_synced: Vec<InformerSynced>,
     /// Service keys to sync. Shared with the handlers.
     pub(super) queue: RateLimitingQueue<String>,
     /// The informer-facing handlers.
@@ -228,28 +229,12 @@ impl EndpointSliceController {
             recorder,
             options,
         );
-        let handlers = &controller.handlers;
-        for (what, result) in [
-            (
-                "service",
-                services.add_event_handler(handlers.clone()).err(),
-            ),
-            ("pod", pods.add_event_handler(handlers.clone()).err()),
-            (
-                "endpointslice",
-                slices.add_event_handler(handlers.clone()).err(),
-            ),
-        ] {
-            if let Some(err) = result {
-                tracing::error!(%err, informer = what, "registering the endpointslice controller's handler");
-            }
-        }
-        controller.synced = vec![
-            Arc::new(pods.clone()),
-            Arc::new(services.clone()),
-            Arc::new(slices.clone()),
-            Arc::new(nodes.clone()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(services, controller.handlers.clone())
+            .register(pods, controller.handlers.clone())
+            .register(slices, controller.handlers.clone())
+            .wait_for(nodes)
+            .finish();
         controller
     }
 
@@ -298,7 +283,7 @@ impl EndpointSliceController {
             services,
             pods,
             slices,
-            synced: Vec::new(),
+            caches_synced: Vec::new(),
             queue,
             handlers,
             tracker,
@@ -340,7 +325,7 @@ impl EndpointSliceController {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        let synced = || self.synced.iter().all(|s| s.has_synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "endpoint slice controller",

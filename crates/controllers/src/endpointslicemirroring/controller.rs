@@ -10,7 +10,8 @@ use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    DeletedObject, InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
 };
 use kcm_machinery::workqueue::{QueueConfig, RateLimitingQueue, WorkqueueMetrics};
 use tokio_util::sync::CancellationToken;
@@ -114,7 +115,7 @@ pub struct EndpointSliceMirroringController {
     /// The EndpointSlice informer's cache (read only), indexed by Service name.
     pub(super) slices: Indexer<EndpointSlice>,
     /// The informers `run` waits for.
-    pub(super) synced: Vec<Arc<dyn HasSynced>>,
+    pub(super) caches_synced: Vec<InformerSynced>,
     /// Endpoints keys to sync.
     pub(super) queue: RateLimitingQueue<String>,
     /// The informer-facing handlers.
@@ -179,30 +180,11 @@ impl EndpointSliceMirroringController {
             recorder,
             options,
         );
-        let handlers = &controller.handlers;
-        for (what, result) in [
-            (
-                "endpoints",
-                endpoints.add_event_handler(handlers.clone()).err(),
-            ),
-            (
-                "endpointslice",
-                slices.add_event_handler(handlers.clone()).err(),
-            ),
-            (
-                "service",
-                services.add_event_handler(handlers.clone()).err(),
-            ),
-        ] {
-            if let Some(err) = result {
-                tracing::error!(%err, informer = what, "registering the mirroring controller's handler");
-            }
-        }
-        controller.synced = vec![
-            Arc::new(endpoints.clone()),
-            Arc::new(slices.clone()),
-            Arc::new(services.clone()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(endpoints, controller.handlers.clone())
+            .register(slices, controller.handlers.clone())
+            .register(services, controller.handlers.clone())
+            .finish();
         controller
     }
 
@@ -245,7 +227,7 @@ impl EndpointSliceMirroringController {
             endpoints,
             services,
             slices,
-            synced: Vec::new(),
+            caches_synced: Vec::new(),
             queue,
             handlers,
             tracker,
@@ -276,7 +258,7 @@ impl EndpointSliceMirroringController {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        let synced = || self.synced.iter().all(|s| s.has_synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "EndpointSliceMirroring controller",

@@ -20,7 +20,8 @@ use kcm_machinery::informer::index::NAMESPACE_INDEX;
 use kcm_machinery::informer::keys::{meta_namespace_key, object_key};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    OwnWrites, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_until_synced,
+    InformerRegistrar, InformerSynced, OwnWrites, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, wait_for_synced,
 };
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::limiters::ItemExponentialFailureRateLimiter;
@@ -77,9 +78,6 @@ pub(super) const KIND: &str = "Job";
 
 /// The wall clock (upstream's `clock.WithTicker`); injectable so tests are deterministic.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// Tells whether an informer's cache has synced, as client-go's `InformerSynced`.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// A replacement for [`JobController::sync`] run by the workers (test seam, upstream's
 /// `syncHandler`).
@@ -212,17 +210,10 @@ impl JobController {
             recorder,
             options,
         );
-        if let Err(err) = job_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "adding Job event handler");
-        }
-        if let Err(err) = pod_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "adding Pod event handler");
-        }
-        let (jobs, pods) = (job_informer.clone(), pod_informer.clone());
-        controller.caches_synced = vec![
-            Arc::new(move || pods.has_synced()),
-            Arc::new(move || jobs.has_synced()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(job_informer, controller.handlers.clone())
+            .register(pod_informer, controller.handlers.clone())
+            .finish();
         controller.own_writes = Some(OwnWrites::new(job_informer.freshness()));
         controller
     }
@@ -349,10 +340,7 @@ impl JobController {
     /// finalizers with one more, until `cancel` fires, as upstream's `Run`.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
         tracing::info!(controller = CONTROLLER_NAME, "Starting job controller");
-        let synced = wait_until_synced(CONTROLLER_NAME, &cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
-        .await;
+        let synced = wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await;
         if !synced {
             self.queue.shut_down();
             self.orphan_queue.shut_down();

@@ -83,9 +83,9 @@ pub use backoff::{BackoffRecord, BackoffStore};
 pub use client::{ApiJobClient, FakeJobClient, JobAction, JobClient};
 pub use conditions::{finished_condition, is_job_finished, is_job_succeeded};
 pub use controller::{
-    CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_JOB_SYNCS, DEFAULT_JOB_API_BACKOFF, InformerSynced,
-    JobController, JobControllerOptions, JobEventHandlers, MAX_JOB_API_BACKOFF, ORPHAN_QUEUE_NAME,
-    OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
+    CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_JOB_SYNCS, DEFAULT_JOB_API_BACKOFF, JobController,
+    JobControllerOptions, JobEventHandlers, MAX_JOB_API_BACKOFF, ORPHAN_QUEUE_NAME, OWN_WRITE_WAIT,
+    QUEUE_NAME, SyncHandler,
 };
 pub use intervals::{Interval, OrderedIntervals};
 pub use manage::{ManagePlan, plan_manage_job};

@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kcm_machinery::controller::{ErrorPolicy, Retry, process_next_work_item, run_workers};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_for_cache_sync,
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, wait_for_synced,
 };
 use kcm_machinery::workqueue::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, QueueConfig,
@@ -111,9 +112,9 @@ impl std::fmt::Debug for NamespaceControllerOptions {
 pub struct NamespaceController {
     /// The namespace informer's cache (read only).
     cache: Indexer<Namespace>,
-    /// Whether the namespace informer has synced; `run` waits for it. `None` for bare caches
+    /// Whether the namespace informer has synced; `run` waits for it. Empty for bare caches
     /// (unit tests).
-    cache_synced: Option<SharedIndexInformer<Namespace>>,
+    caches_synced: Vec<InformerSynced>,
     /// Names of namespaces being deleted. Shared with the event handlers.
     queue: RateLimitingQueue<String>,
     /// The informer-facing handlers; they share `queue`.
@@ -167,12 +168,9 @@ impl NamespaceController {
     ) -> Self {
         let resync = options.resync_period;
         let mut controller = Self::with_cache(informer.indexer().clone(), deleter, options);
-        if let Err(err) =
-            informer.add_event_handler_with_resync_period(controller.handlers.clone(), resync)
-        {
-            tracing::error!(%err, "registering the namespace event handler");
-        }
-        controller.cache_synced = Some(informer.clone());
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register_with_resync(informer, controller.handlers.clone(), resync)
+            .finish();
         controller
     }
 
@@ -194,7 +192,7 @@ impl NamespaceController {
         let queue = RateLimitingQueue::with_config(ns_controller_rate_limiter(), config);
         Self {
             cache,
-            cache_synced: None,
+            caches_synced: Vec::new(),
             handlers: NamespaceEventHandlers {
                 queue: queue.clone(),
             },
@@ -222,7 +220,7 @@ impl NamespaceController {
     /// finish, and `run` returns once every worker has stopped.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
         tracing::info!(controller = CONTROLLER_NAME, "Starting controller");
-        if !self.wait_for_cache_synced(&cancel).await {
+        if !wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await {
             self.queue.shut_down();
             tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
             return;
@@ -243,15 +241,6 @@ impl NamespaceController {
         )
         .await;
         tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
-    }
-
-    /// Polls the informer until it has synced (true) or `cancel` fires (false), as
-    /// client-go's `WaitForNamedCacheSync`.
-    async fn wait_for_cache_synced(&self, cancel: &CancellationToken) -> bool {
-        let Some(informer) = &self.cache_synced else {
-            return true;
-        };
-        wait_for_cache_sync(CONTROLLER_NAME, cancel, &[informer]).await
     }
 }
 

@@ -9,7 +9,8 @@ use kcm_machinery::events::{EventRecorder, EventType};
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer,
+    DeletedObject, InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    all_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -136,7 +137,7 @@ pub struct RangeAllocator {
     /// The CIDR sets and pending patches, shared with the handlers.
     shared: Arc<Shared>,
     /// The informer `run` waits for.
-    synced: Vec<Arc<dyn HasSynced>>,
+    caches_synced: Vec<InformerSynced>,
     /// Node names to sync.
     queue: RateLimitingQueue<String>,
     /// The informer-facing handlers.
@@ -176,10 +177,9 @@ impl RangeAllocator {
             existing,
             metrics,
         )?;
-        if let Err(err) = nodes.add_event_handler(allocator.handlers.clone()) {
-            tracing::error!(%err, "registering the range allocator's handler");
-        }
-        allocator.synced = vec![Arc::new(nodes.clone())];
+        allocator.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(nodes, allocator.handlers.clone())
+            .finish();
         Ok(allocator)
     }
 
@@ -236,7 +236,7 @@ impl RangeAllocator {
                 shared: Arc::clone(&shared),
             },
             shared,
-            synced: Vec::new(),
+            caches_synced: Vec::new(),
             queue,
         })
     }
@@ -264,7 +264,7 @@ impl RangeAllocator {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        let synced = || self.synced.iter().all(|s| s.has_synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "range CIDR allocator",

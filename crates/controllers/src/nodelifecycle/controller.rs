@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
 use kcm_machinery::events::{EventRecorder, EventType, SystemClock, WallClock};
 use kcm_machinery::informer::{
-    HasSynced, Lister, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
-    wait_for_cache_sync,
+    InformerRegistrar, InformerSynced, Lister, ResourceEventHandlerFuncs, SharedIndexInformer,
+    SharedInformerFactory, wait_for_synced,
 };
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
@@ -170,7 +170,7 @@ pub struct NodeLifecycleController {
     /// Lease cache (all namespaces; only `kube-node-lease` is read).
     leases: Lister<Lease>,
     /// The informers to wait for.
-    synced: Vec<Arc<dyn HasSynced>>,
+    caches_synced: Vec<InformerSynced>,
     /// Mutable state.
     state: Mutex<State>,
     /// Node names for the NoSchedule pass.
@@ -237,48 +237,45 @@ impl NodeLifecycleController {
             default_controller_rate_limiter(),
             queue_config(POD_QUEUE),
         );
-        let controller = Arc::new(Self {
-            options,
-            client,
-            recorder,
-            clock,
-            nodes: nodes.lister(),
-            pods: pods.lister(),
-            leases: leases.lister(),
-            synced: vec![
-                Arc::new(leases.clone()),
-                Arc::new(nodes.clone()),
-                Arc::new(pods.clone()),
-                Arc::new(daemon_sets),
-            ],
-            state: Mutex::new(State::default()),
-            node_queue,
-            pod_queue,
-            metrics: NodeLifecycleMetrics::new(),
-        });
-
-        let weak = Arc::downgrade(&controller);
-        let (q1, q2) = (controller.node_queue.clone(), controller.node_queue.clone());
-        let handler = ResourceEventHandlerFuncs::<Node>::new()
-            .add_func(move |node, _| q1.add(node.metadata.name.clone().unwrap_or_default()))
-            .update_func(move |_, node| q2.add(node.metadata.name.clone().unwrap_or_default()))
-            .delete_func(move |deleted| {
-                if let Some(this) = weak.upgrade() {
-                    let name = deleted.object().metadata.name.clone().unwrap_or_default();
-                    this.state().nodes_to_retry.remove(&name);
-                }
-            });
-        if let Err(err) = nodes.add_event_handler(handler) {
-            tracing::error!(%err, "registering the node event handler");
-        }
-        let (q1, q2) = (controller.pod_queue.clone(), controller.pod_queue.clone());
-        let handler = ResourceEventHandlerFuncs::<Pod>::new()
-            .add_func(move |pod, _| pod_updated(&q1, None, &pod))
-            .update_func(move |old, pod| pod_updated(&q2, Some(&old), &pod));
-        if let Err(err) = pods.add_event_handler(handler) {
-            tracing::error!(%err, "registering the pod event handler");
-        }
-        controller
+        // The node handler's delete reaches the controller's state through a weak
+        // reference, so the controller is built around its own handle.
+        Arc::new_cyclic(|weak: &Weak<Self>| {
+            let weak = weak.clone();
+            let (q1, q2) = (node_queue.clone(), node_queue.clone());
+            let node_handler = ResourceEventHandlerFuncs::<Node>::new()
+                .add_func(move |node, _| q1.add(node.metadata.name.clone().unwrap_or_default()))
+                .update_func(move |_, node| q2.add(node.metadata.name.clone().unwrap_or_default()))
+                .delete_func(move |deleted| {
+                    if let Some(this) = weak.upgrade() {
+                        let name = deleted.object().metadata.name.clone().unwrap_or_default();
+                        this.state().nodes_to_retry.remove(&name);
+                    }
+                });
+            let (q1, q2) = (pod_queue.clone(), pod_queue.clone());
+            let pod_handler = ResourceEventHandlerFuncs::<Pod>::new()
+                .add_func(move |pod, _| pod_updated(&q1, None, &pod))
+                .update_func(move |old, pod| pod_updated(&q2, Some(&old), &pod));
+            let caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+                .wait_for(&leases)
+                .register(&nodes, node_handler)
+                .register(&pods, pod_handler)
+                .wait_for(&daemon_sets)
+                .finish();
+            Self {
+                options,
+                client,
+                recorder,
+                clock,
+                nodes: nodes.lister(),
+                pods: pods.lister(),
+                leases: leases.lister(),
+                caches_synced,
+                state: Mutex::new(State::default()),
+                node_queue,
+                pod_queue,
+                metrics: NodeLifecycleMetrics::new(),
+            }
+        })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -294,8 +291,7 @@ impl NodeLifecycleController {
     /// `cancel` fires.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
         tracing::info!(controller = CONTROLLER_NAME, "Starting controller");
-        let synced: Vec<&dyn HasSynced> = self.synced.iter().map(|s| s.as_ref()).collect();
-        if !wait_for_cache_sync(CONTROLLER_NAME, &cancel, &synced).await {
+        if !wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await {
             self.node_queue.shut_down();
             self.pod_queue.shut_down();
             return;

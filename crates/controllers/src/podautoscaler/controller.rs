@@ -13,7 +13,8 @@ use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, wait_until_synced,
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, wait_for_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -48,9 +49,6 @@ const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("error syncing
 
 /// The wall clock (upstream's `clock.Clock`); injectable so tests are deterministic.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// Tells whether an informer's cache has synced.
-type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The controller's flags and wiring.
 #[derive(Clone)]
@@ -167,14 +165,10 @@ impl HorizontalController {
             recorder,
             options,
         );
-        if let Err(err) = hpa_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "adding the HPA event handler");
-        }
-        let (hpas, pods) = (hpa_informer.clone(), pod_informer.clone());
-        controller.caches_synced = vec![
-            Arc::new(move || hpas.has_synced()),
-            Arc::new(move || pods.has_synced()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(hpa_informer, controller.handlers.clone())
+            .wait_for(pod_informer)
+            .finish();
         controller
     }
 
@@ -238,10 +232,7 @@ impl HorizontalController {
     /// fires, as upstream's `Run`.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
         tracing::info!(controller = CONTROLLER_NAME, "Starting HPA controller");
-        let synced = wait_until_synced(CONTROLLER_NAME, &cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
-        .await;
+        let synced = wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await;
         if synced {
             let this = Arc::clone(&self);
             let sync = move |key: String| {

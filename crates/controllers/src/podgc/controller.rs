@@ -8,7 +8,9 @@ use futures::FutureExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::{SharedIndexInformer, SharedInformerFactory, wait_until_synced};
+use kcm_machinery::informer::{
+    InformerRegistrar, InformerSynced, SharedIndexInformer, SharedInformerFactory, wait_for_synced,
+};
 use kcm_machinery::workqueue::{DelayingQueue, QueueConfig, WorkqueueMetrics};
 use tokio_util::sync::CancellationToken;
 
@@ -34,9 +36,6 @@ pub const ORPHANED_NODES_QUEUE_NAME: &str = "orphaned_pods_nodes";
 
 /// The wall clock (for condition times); injectable so tests are deterministic.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// Tells whether an informer's cache has synced, as client-go's `InformerSynced`.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Tuning and wiring of a [`PodGcController`].
 #[derive(Clone)]
@@ -147,11 +146,10 @@ impl PodGcController {
             client,
             options,
         );
-        let (pods, nodes) = (pod_informer.clone(), node_informer.clone());
-        controller.caches_synced = vec![
-            Arc::new(move || pods.has_synced()),
-            Arc::new(move || nodes.has_synced()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .wait_for(pod_informer)
+            .wait_for(node_informer)
+            .finish();
         controller
     }
 
@@ -195,10 +193,7 @@ impl PodGcController {
     /// a pass). A pass that panics is logged and the next one runs as usual.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
         tracing::info!(controller = CONTROLLER_NAME, "Starting GC controller");
-        let synced = wait_until_synced(CONTROLLER_NAME, &cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
-        .await;
+        let synced = wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await;
         if synced {
             loop {
                 if let Err(panic) = AssertUnwindSafe(self.gc()).catch_unwind().await {

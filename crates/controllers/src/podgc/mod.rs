@@ -23,7 +23,7 @@ pub mod metrics;
 
 pub use client::{ApiPodGcClient, FakePodGcClient, PodGcClient};
 pub use controller::{
-    CONTROLLER_NAME, Clock, DEFAULT_TERMINATED_POD_GC_THRESHOLD, GC_CHECK_PERIOD, InformerSynced,
+    CONTROLLER_NAME, Clock, DEFAULT_TERMINATED_POD_GC_THRESHOLD, GC_CHECK_PERIOD,
     ORPHANED_NODES_QUEUE_NAME, PodGcController, PodGcControllerOptions, QUARANTINE_TIME,
 };
 pub use gc::{is_pod_terminated, is_pod_terminating};

@@ -20,8 +20,10 @@ use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::index::{IndexFunc, Indexers, NAMESPACE_INDEX};
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::wait_until_synced;
-use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, wait_for_synced,
+};
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -66,10 +68,6 @@ pub(super) const KIND: &str = "ReplicaSet";
 /// The longest a sync waits for the ReplicaSet cache to catch up with this controller's own
 /// last status write to that ReplicaSet before going ahead with the stale copy.
 pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
-
-/// Tells whether an informer's cache has synced its initial list, as client-go's
-/// `InformerSynced`.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The wall clock used for condition transition times, pod availability and scale-down
 /// ranking (upstream's `metav1.Now()`); injectable so tests are deterministic.
@@ -268,17 +266,10 @@ impl ReplicaSetController {
             pod_control,
             options,
         );
-        if let Err(err) = rs_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "registering the ReplicaSet event handler");
-        }
-        if let Err(err) = pod_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "registering the pod event handler");
-        }
-        let (rs_synced, pod_synced) = (rs_informer.clone(), pod_informer.clone());
-        controller.caches_synced = vec![
-            Arc::new(move || pod_synced.has_synced()),
-            Arc::new(move || rs_synced.has_synced()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(controller.controller_name)
+            .register(rs_informer, controller.handlers.clone())
+            .register(pod_informer, controller.handlers.clone())
+            .finish();
         controller.own_writes = Some(OwnWrites::new(rs_informer.freshness()));
         controller
     }
@@ -396,7 +387,7 @@ impl ReplicaSetController {
     /// in progress finish, and `run` returns once every worker has stopped.
     pub async fn run(self: Arc<Self>, workers: usize, cancel: CancellationToken) {
         tracing::info!(controller = self.controller_name, "Starting controller");
-        if !self.wait_for_caches_synced(&cancel).await {
+        if !wait_for_synced(self.controller_name, &cancel, &self.caches_synced).await {
             self.queue.shut_down();
             tracing::info!(
                 controller = self.controller_name,
@@ -422,15 +413,6 @@ impl ReplicaSetController {
             controller = self.controller_name,
             "Shutting down controller"
         );
-    }
-
-    /// Polls the informers' sync state until all have synced (true) or `cancel` fires
-    /// (false), as client-go's `WaitForNamedCacheSync`.
-    async fn wait_for_caches_synced(&self, cancel: &CancellationToken) -> bool {
-        wait_until_synced(self.controller_name, cancel, || {
-            self.caches_synced.iter().all(|synced| synced())
-        })
-        .await
     }
 }
 

@@ -31,9 +31,9 @@ mod sync;
 
 pub use client::{ApiReplicaSetClient, FakeReplicaSetClient, ReplicaSetAction, ReplicaSetClient};
 pub use controller::{
-    BURST_REPLICAS, CONTROLLER_NAME, CONTROLLER_UID_INDEX, Clock, InformerSynced, ManagedKind,
-    OWN_WRITE_WAIT, QUEUE_NAME, ReplicaSetController, ReplicaSetControllerOptions,
-    ReplicaSetEventHandlers, SyncHandler,
+    BURST_REPLICAS, CONTROLLER_NAME, CONTROLLER_UID_INDEX, Clock, ManagedKind, OWN_WRITE_WAIT,
+    QUEUE_NAME, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetEventHandlers,
+    SyncHandler,
 };
 pub use metrics::ReplicaSetMetrics;
 pub use status::STATUS_UPDATE_RETRIES;

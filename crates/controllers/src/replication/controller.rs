@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use kcm_machinery::controller::{PodControl, RealPodControl};
 use kcm_machinery::events::EventRecorder;
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::{OwnWrites, SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    InformerRegistrar, OwnWrites, SharedIndexInformer, SharedInformerFactory,
+};
 use kcm_machinery::workqueue::WorkqueueMetrics;
 use kube::core::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
@@ -90,7 +92,6 @@ impl ReplicationManager {
         metrics: Option<Arc<WorkqueueMetrics>>,
     ) -> Self {
         let mirror: Indexer<ReplicaSet> = Indexer::new();
-        let (rcs, pods) = (rc_informer.clone(), pod_informer.clone());
         let inner = Self::controller(
             mirror.clone(),
             pod_informer.indexer().clone(),
@@ -98,18 +99,13 @@ impl ReplicationManager {
             pod_control,
             metrics,
         )
-        .with_caches_synced(vec![
-            Arc::new(move || pods.has_synced()),
-            Arc::new(move || rcs.has_synced()),
-        ])
         .with_own_writes(OwnWrites::new(rc_informer.freshness()));
         let adapter = RcInformerAdapter::new(mirror, inner.event_handlers().clone());
-        if let Err(err) = rc_informer.add_event_handler(adapter) {
-            tracing::error!(%err, "registering the ReplicationController event handler");
-        }
-        if let Err(err) = pod_informer.add_event_handler(inner.event_handlers().clone()) {
-            tracing::error!(%err, "registering the pod event handler");
-        }
+        let caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(rc_informer, adapter)
+            .register(pod_informer, inner.event_handlers().clone())
+            .finish();
+        let inner = inner.with_caches_synced(caches_synced);
         Self {
             inner: Arc::new(inner),
         }

@@ -10,7 +10,10 @@ use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::index::NAMESPACE_INDEX;
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
+};
 use kcm_machinery::quota::{Evaluator, counted_group_resource, pods};
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -39,9 +42,6 @@ const ERROR_POLICY: ErrorPolicy<String, super::Error> = ErrorPolicy::new("Sync f
 
 /// The wall clock (upstream's `clock.Clock`): decides whether a deleted pod still counts.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// Tells whether an informer's cache has synced, as client-go's `InformerSynced`.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Wiring of a [`ResourceQuotaController`].
 #[derive(Clone)]
@@ -158,25 +158,13 @@ impl ResourceQuotaController {
             pvcs: pvcs.indexer().clone(),
         };
         let mut controller = Self::with_caches(caches, client, options);
-        let errors = [
-            quotas
-                .add_event_handler(controller.quota_handlers.clone())
-                .err(),
-            pods.add_event_handler(controller.replenishment.clone())
-                .err(),
-            services
-                .add_event_handler(controller.replenishment.clone())
-                .err(),
-            pvcs.add_event_handler(controller.replenishment.clone())
-                .err(),
-        ];
-        for err in errors.into_iter().flatten() {
-            tracing::error!(%err, "adding a ResourceQuota controller event handler");
-        }
-        let (q, p, s, c) = (quotas.clone(), pods.clone(), services.clone(), pvcs.clone());
-        controller.caches_synced = vec![Arc::new(move || {
-            q.has_synced() && p.has_synced() && s.has_synced() && c.has_synced()
-        })];
+        // Quotas get the quota handlers; the counted kinds get the replenishment handler.
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(quotas, controller.quota_handlers.clone())
+            .register(pods, controller.replenishment.clone())
+            .register(services, controller.replenishment.clone())
+            .register(pvcs, controller.replenishment.clone())
+            .finish();
         controller
     }
 
@@ -258,7 +246,7 @@ impl ResourceQuotaController {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        let synced = || self.caches_synced.iter().all(|synced| synced());
+        let synced = || all_synced(&self.caches_synced);
         let resync = {
             let this = Arc::clone(&self);
             let cancel = cancel.clone();

@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcm_machinery::controller::{ApiStatus, ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    DeletedObject, InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -79,7 +80,7 @@ pub struct Publisher {
     /// The ConfigMap informer's cache (read only).
     config_maps: Indexer<ConfigMap>,
     /// The informers `run` waits for.
-    synced: Vec<Arc<dyn HasSynced>>,
+    caches_synced: Vec<InformerSynced>,
     /// Namespace names to sync.
     queue: RateLimitingQueue<String>,
     /// The informer-facing handlers.
@@ -132,22 +133,10 @@ impl Publisher {
     ) -> Self {
         let mut publisher =
             Self::with_caches(config_maps.indexer().clone(), client, root_ca, options);
-        let handlers = &publisher.handlers;
-        for (what, result) in [
-            (
-                "configmap",
-                config_maps.add_event_handler(handlers.clone()).err(),
-            ),
-            (
-                "namespace",
-                namespaces.add_event_handler(handlers.clone()).err(),
-            ),
-        ] {
-            if let Some(err) = result {
-                tracing::error!(%err, informer = what, "registering the root CA publisher's handler");
-            }
-        }
-        publisher.synced = vec![Arc::new(config_maps.clone()), Arc::new(namespaces.clone())];
+        publisher.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(config_maps, publisher.handlers.clone())
+            .register(namespaces, publisher.handlers.clone())
+            .finish();
         publisher
     }
 
@@ -171,7 +160,7 @@ impl Publisher {
             root_ca: String::from_utf8_lossy(root_ca).into_owned(),
             client,
             config_maps,
-            synced: Vec::new(),
+            caches_synced: Vec::new(),
             handlers: PublisherEventHandlers {
                 queue: queue.clone(),
             },
@@ -203,7 +192,7 @@ impl Publisher {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        let synced = || self.synced.iter().all(|s| s.has_synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "root CA cert publisher controller",

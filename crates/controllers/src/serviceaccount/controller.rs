@@ -8,7 +8,8 @@ use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    DeletedObject, InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -103,7 +104,7 @@ pub struct ServiceAccountsController {
     /// The Namespace informer's cache (read only), keyed by name.
     namespaces: Indexer<Namespace>,
     /// The informers `run` waits for; empty for bare caches (unit tests).
-    synced: Vec<Arc<dyn HasSynced>>,
+    caches_synced: Vec<InformerSynced>,
     /// Names of namespaces to look at. Shared with the event handlers.
     queue: RateLimitingQueue<String>,
     /// The informer-facing handlers; they share `queue`.
@@ -164,17 +165,10 @@ impl ServiceAccountsController {
             client,
             options,
         );
-        if let Err(err) =
-            accounts.add_event_handler_with_resync_period(controller.handlers.clone(), sa_resync)
-        {
-            tracing::error!(%err, "registering the serviceaccount event handler");
-        }
-        if let Err(err) =
-            namespaces.add_event_handler_with_resync_period(controller.handlers.clone(), ns_resync)
-        {
-            tracing::error!(%err, "registering the namespace event handler");
-        }
-        controller.synced = vec![Arc::new(accounts.clone()), Arc::new(namespaces.clone())];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register_with_resync(accounts, controller.handlers.clone(), sa_resync)
+            .register_with_resync(namespaces, controller.handlers.clone(), ns_resync)
+            .finish();
         controller
     }
 
@@ -204,7 +198,7 @@ impl ServiceAccountsController {
             to_ensure,
             accounts,
             namespaces,
-            synced: Vec::new(),
+            caches_synced: Vec::new(),
             handlers: ServiceAccountEventHandlers {
                 queue: queue.clone(),
             },
@@ -236,7 +230,7 @@ impl ServiceAccountsController {
             let this = Arc::clone(&this);
             async move { this.sync(&key).await }
         };
-        let synced = || self.synced.iter().all(|s| s.has_synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "service account controller",

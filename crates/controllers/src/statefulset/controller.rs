@@ -19,7 +19,10 @@ use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::index::NAMESPACE_INDEX;
 use kcm_machinery::informer::keys::{meta_namespace_key, object_key};
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
+};
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
 };
@@ -48,9 +51,6 @@ const ERROR_POLICY: ErrorPolicy<String, Error> =
 
 /// The kind this controller owns pods and revisions for.
 pub(super) const KIND: &str = "StatefulSet";
-
-/// Tells whether an informer's cache has synced its initial list.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// A replacement for [`StatefulSetController::sync`] run by the workers (tests only).
 pub type SyncHandler = Arc<dyn Fn(String) -> BoxFuture<'static, Result<()>> + Send + Sync>;
@@ -191,28 +191,12 @@ impl StatefulSetController {
             Arc::new(Timestamp::now),
             options,
         );
-        let handlers = controller.handlers.clone();
-        for err in [
-            pods.add_event_handler(handlers.clone()).err(),
-            sets.add_event_handler(handlers).err(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            tracing::error!(%err, "registering a StatefulSet controller event handler");
-        }
-        let (p, s, c, r) = (
-            pods.clone(),
-            sets.clone(),
-            claims.clone(),
-            revisions.clone(),
-        );
-        controller.caches_synced = vec![
-            Arc::new(move || p.has_synced()),
-            Arc::new(move || s.has_synced()),
-            Arc::new(move || c.has_synced()),
-            Arc::new(move || r.has_synced()),
-        ];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(pods, controller.handlers.clone())
+            .register(sets, controller.handlers.clone())
+            .wait_for(claims)
+            .wait_for(revisions)
+            .finish();
         controller
     }
 
@@ -292,7 +276,7 @@ impl StatefulSetController {
             let this = Arc::clone(&this);
             async move { this.sync_key(key).await }
         };
-        let synced = || self.caches_synced.iter().all(|synced| synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "stateful set controller",

@@ -45,7 +45,7 @@ pub use client::{
 };
 pub use control::{Clock, StatefulSetControl};
 pub use controller::{
-    CONTROLLER_NAME, InformerSynced, QUEUE_NAME, StatefulSetCaches, StatefulSetController,
+    CONTROLLER_NAME, QUEUE_NAME, StatefulSetCaches, StatefulSetController,
     StatefulSetControllerOptions, StatefulSetEventHandlers, SyncHandler,
 };
 pub use pod_control::StatefulPodControl;

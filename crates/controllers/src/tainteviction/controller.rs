@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_workers};
 use kcm_machinery::events::{EventRecorder, EventType, SystemClock, WallClock};
 use kcm_machinery::informer::{
-    HasSynced, Lister, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
-    wait_for_cache_sync,
+    InformerRegistrar, InformerSynced, Lister, ResourceEventHandlerFuncs, SharedIndexInformer,
+    SharedInformerFactory, wait_for_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -77,7 +77,7 @@ pub struct TaintEvictionController {
     /// Pod cache, indexed by node name.
     pods: Lister<Pod>,
     /// The informers to wait for.
-    synced: Vec<Arc<dyn HasSynced>>,
+    caches_synced: Vec<InformerSynced>,
     /// NoExecute taints per node that has some.
     tainted_nodes: Mutex<HashMap<String, Vec<Taint>>>,
     /// Scheduled deletions by `namespace/name`.
@@ -163,49 +163,42 @@ impl TaintEvictionController {
             name: name.to_owned(),
             metrics: queue_metrics.clone(),
         };
-        let controller = Arc::new(Self {
+        let node_queue = RateLimitingQueue::with_config(
+            default_controller_rate_limiter(),
+            queue_config(NODE_QUEUE),
+        );
+        let pod_queue = RateLimitingQueue::with_config(
+            default_controller_rate_limiter(),
+            queue_config(POD_QUEUE),
+        );
+        let (q1, q2, q3) = (pod_queue.clone(), pod_queue.clone(), pod_queue.clone());
+        let pod_handler = ResourceEventHandlerFuncs::<Pod>::new()
+            .add_func(move |pod, _| pod_updated(&q1, None, Some(&pod)))
+            .update_func(move |old, pod| pod_updated(&q2, Some(&old), Some(&pod)))
+            .delete_func(move |deleted| pod_updated(&q3, Some(deleted.object()), None));
+        let (q1, q2, q3) = (node_queue.clone(), node_queue.clone(), node_queue.clone());
+        let node_handler = ResourceEventHandlerFuncs::<Node>::new()
+            .add_func(move |node, _| node_updated(&q1, None, Some(&node)))
+            .update_func(move |old, node| node_updated(&q2, Some(&old), Some(&node)))
+            .delete_func(move |deleted| node_updated(&q3, Some(deleted.object()), None));
+        // The handlers only touch the queues, so they can be registered before the
+        // controller exists.
+        let caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(&pods, pod_handler)
+            .register(&nodes, node_handler)
+            .finish();
+        Arc::new(Self {
             client,
             recorder,
             nodes: nodes.lister(),
             pods: pods.lister(),
-            synced: vec![Arc::new(pods.clone()), Arc::new(nodes.clone())],
+            caches_synced,
             tainted_nodes: Mutex::new(HashMap::new()),
             evictions,
-            node_queue: RateLimitingQueue::with_config(
-                default_controller_rate_limiter(),
-                queue_config(NODE_QUEUE),
-            ),
-            pod_queue: RateLimitingQueue::with_config(
-                default_controller_rate_limiter(),
-                queue_config(POD_QUEUE),
-            ),
+            node_queue,
+            pod_queue,
             metrics,
-        });
-        let (q1, q2, q3) = (
-            controller.pod_queue.clone(),
-            controller.pod_queue.clone(),
-            controller.pod_queue.clone(),
-        );
-        let handler = ResourceEventHandlerFuncs::<Pod>::new()
-            .add_func(move |pod, _| pod_updated(&q1, None, Some(&pod)))
-            .update_func(move |old, pod| pod_updated(&q2, Some(&old), Some(&pod)))
-            .delete_func(move |deleted| pod_updated(&q3, Some(deleted.object()), None));
-        if let Err(err) = pods.add_event_handler(handler) {
-            tracing::error!(%err, "registering the pod event handler");
-        }
-        let (q1, q2, q3) = (
-            controller.node_queue.clone(),
-            controller.node_queue.clone(),
-            controller.node_queue.clone(),
-        );
-        let handler = ResourceEventHandlerFuncs::<Node>::new()
-            .add_func(move |node, _| node_updated(&q1, None, Some(&node)))
-            .update_func(move |old, node| node_updated(&q2, Some(&old), Some(&node)))
-            .delete_func(move |deleted| node_updated(&q3, Some(deleted.object()), None));
-        if let Err(err) = nodes.add_event_handler(handler) {
-            tracing::error!(%err, "registering the node event handler");
-        }
-        controller
+        })
     }
 
     fn tainted(&self) -> MutexGuard<'_, HashMap<String, Vec<Taint>>> {
@@ -217,8 +210,7 @@ impl TaintEvictionController {
     /// Waits for the caches, then handles node and pod updates until `cancel` fires.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
         tracing::info!(controller = CONTROLLER_NAME, "Starting controller");
-        let synced: Vec<&dyn HasSynced> = self.synced.iter().map(|s| s.as_ref()).collect();
-        if !wait_for_cache_sync(CONTROLLER_NAME, &cancel, &synced).await {
+        if !wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await {
             self.node_queue.shut_down();
             self.pod_queue.shut_down();
             return;

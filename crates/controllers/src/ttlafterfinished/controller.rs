@@ -9,7 +9,10 @@ use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_control
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
-use kcm_machinery::informer::{ResourceEventHandler, SharedIndexInformer, SharedInformerFactory};
+use kcm_machinery::informer::{
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
+    SharedInformerFactory, all_synced,
+};
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
 };
@@ -35,9 +38,6 @@ const ERROR_POLICY: ErrorPolicy<String, Error> =
 
 /// The wall clock (upstream's `clock.Clock`); injectable so tests are deterministic.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-/// Tells whether an informer's cache has synced, as client-go's `InformerSynced`.
-pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// A replacement for [`TtlAfterFinishedController::sync`] run by the workers (test seam).
 pub type SyncHandler = Arc<dyn Fn(String) -> BoxFuture<'static, Result<()>> + Send + Sync>;
@@ -119,11 +119,9 @@ impl TtlAfterFinishedController {
         options: TtlAfterFinishedControllerOptions,
     ) -> Self {
         let mut controller = Self::with_cache(job_informer.indexer().clone(), client, options);
-        if let Err(err) = job_informer.add_event_handler(controller.handlers.clone()) {
-            tracing::error!(%err, "adding the Job event handler");
-        }
-        let jobs = job_informer.clone();
-        controller.caches_synced = vec![Arc::new(move || jobs.has_synced())];
+        controller.caches_synced = InformerRegistrar::new(CONTROLLER_NAME)
+            .register(job_informer, controller.handlers.clone())
+            .finish();
         controller
     }
 
@@ -189,7 +187,7 @@ impl TtlAfterFinishedController {
             let this = Arc::clone(&this);
             async move { this.sync_key(key).await }
         };
-        let synced = || self.caches_synced.iter().all(|synced| synced());
+        let synced = || all_synced(&self.caches_synced);
         run_controller(
             CONTROLLER_NAME,
             "TTL after finished controller",

@@ -22,9 +22,8 @@ mod sync;
 
 pub use client::{ApiTtlJobClient, FakeTtlJobClient, TtlJobClient};
 pub use controller::{
-    CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_TTL_AFTER_FINISHED_SYNCS, InformerSynced,
-    QUEUE_NAME, SyncHandler, TtlAfterFinishedController, TtlAfterFinishedControllerOptions,
-    TtlEventHandlers,
+    CONTROLLER_NAME, Clock, DEFAULT_CONCURRENT_TTL_AFTER_FINISHED_SYNCS, QUEUE_NAME, SyncHandler,
+    TtlAfterFinishedController, TtlAfterFinishedControllerOptions, TtlEventHandlers,
 };
 pub use expiry::{finish_and_expire_time, needs_cleanup};
 pub use metrics::TtlAfterFinishedMetrics;

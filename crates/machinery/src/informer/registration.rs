@@ -18,12 +18,15 @@
 //! (`vec![Arc::new(|| true)]`) without building informers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::Resource;
 use tokio_util::sync::CancellationToken;
 
 use super::handler::ResourceEventHandler;
-use super::shared_informer::{HasSynced, SharedIndexInformer, wait_until_synced};
+use super::shared_informer::{
+    HasSynced, ResourceEventHandlerRegistration, SharedIndexInformer, wait_until_synced,
+};
 
 /// Whether one cache has synced, as client-go's `cache.InformerSynced`.
 pub type InformerSynced = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -69,12 +72,42 @@ impl InformerRegistrar {
     /// Adds `handler` to `informer` with the informer's default resync period and waits for
     /// the informer. A refusal (the informer already stopped) is logged and the informer is
     /// still waited for, as upstream ignores `AddEventHandler`'s error in its constructors.
-    pub fn register<K, H>(mut self, informer: &SharedIndexInformer<K>, handler: H) -> Self
+    pub fn register<K, H>(self, informer: &SharedIndexInformer<K>, handler: H) -> Self
     where
         K: Resource + Clone + Send + Sync + 'static,
         H: ResourceEventHandler<K>,
     {
-        if let Err(err) = informer.add_event_handler(handler) {
+        let registered = informer.add_event_handler(handler);
+        self.registered(informer, registered)
+    }
+
+    /// As [`Self::register`], with the handler's own resync period (client-go's
+    /// `AddEventHandlerWithResyncPeriod`: zero never resyncs, and the informer adjusts
+    /// periods below its own check period).
+    pub fn register_with_resync<K, H>(
+        self,
+        informer: &SharedIndexInformer<K>,
+        handler: H,
+        resync_period: Duration,
+    ) -> Self
+    where
+        K: Resource + Clone + Send + Sync + 'static,
+        H: ResourceEventHandler<K>,
+    {
+        let registered = informer.add_event_handler_with_resync_period(handler, resync_period);
+        self.registered(informer, registered)
+    }
+
+    /// Logs and counts a refused registration, then waits for `informer` either way.
+    fn registered<K>(
+        mut self,
+        informer: &SharedIndexInformer<K>,
+        registered: super::shared_informer::Result<ResourceEventHandlerRegistration<K>>,
+    ) -> Self
+    where
+        K: Resource + Clone + Send + Sync + 'static,
+    {
+        if let Err(err) = registered {
             self.failed += 1;
             tracing::error!(
                 controller = self.controller,
@@ -120,6 +153,8 @@ mod tests {
 
     use super::*;
     use crate::informer::lister_watcher::NeverListerWatcher;
+    use crate::informer::shared_informer::SharedInformerOptions;
+    use crate::informer::testing::{FakeLw, list, pod};
 
     #[derive(Default)]
     struct Counting(AtomicUsize);
@@ -137,7 +172,7 @@ mod tests {
     where
         K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
-        SharedIndexInformer::new(NeverListerWatcher, std::time::Duration::ZERO)
+        SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO)
     }
 
     #[tokio::test]
@@ -166,6 +201,68 @@ mod tests {
         assert_eq!(registrar.finish().len(), 1);
     }
 
+    /// Counts resyncs (updates); the informer under test delivers nothing else as an update.
+    #[derive(Default)]
+    struct Resyncs(AtomicUsize);
+
+    impl ResourceEventHandler<Pod> for Resyncs {
+        fn on_update(&self, _old: Arc<Pod>, _new: Arc<Pod>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_registration_keeps_its_resync_period() {
+        let lw = FakeLw::new(vec![Ok(list("10", None, vec![pod("a", "5")]))], vec![]);
+        let pods = SharedIndexInformer::with_options(
+            lw,
+            SharedInformerOptions {
+                resync_period: Duration::from_secs(60),
+                ..SharedInformerOptions::default()
+            },
+        );
+        let every_30s = Arc::new(Resyncs::default());
+        let default_60s = Arc::new(Resyncs::default());
+        let never = Arc::new(Resyncs::default());
+        let registrar = InformerRegistrar::new("test")
+            .register_with_resync(&pods, every_30s.clone(), Duration::from_secs(30))
+            .register(&pods, default_60s.clone())
+            .register_with_resync(&pods, never.clone(), Duration::ZERO);
+        assert_eq!(registrar.failed(), 0);
+        let synced = registrar.finish();
+        assert_eq!(synced.len(), 3, "one check per registration");
+
+        let cancel = CancellationToken::new();
+        let running = tokio::spawn({
+            let (pods, cancel) = (pods.clone(), cancel.clone());
+            async move { pods.run(cancel).await }
+        });
+        assert!(wait_for_synced("test", &cancel, &synced).await);
+        tokio::time::sleep(Duration::from_secs(95)).await;
+        let count = |r: &Resyncs| r.0.load(Ordering::Relaxed);
+        assert_eq!(
+            (count(&every_30s), count(&default_60s), count(&never)),
+            (3, 1, 0)
+        );
+        cancel.cancel();
+        running.await.expect("informer task");
+    }
+
+    #[tokio::test]
+    async fn a_refused_registration_with_resync_is_counted_and_still_waited_for() {
+        let pods = informer::<Pod>();
+        let cancelled = CancellationToken::new();
+        cancelled.cancel();
+        pods.run(cancelled).await;
+        let registrar = InformerRegistrar::new("test").register_with_resync(
+            &pods,
+            Arc::new(Counting::default()),
+            Duration::from_secs(30),
+        );
+        assert_eq!(registrar.failed(), 1);
+        assert_eq!(registrar.finish().len(), 1);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn wait_for_synced_returns_true_once_every_check_passes_and_false_on_cancel() {
         let flag = Arc::new(AtomicBool::new(false));
@@ -177,7 +274,7 @@ mod tests {
         let cancel = CancellationToken::new();
         let setter = flag.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
             setter.store(true, Ordering::Relaxed);
         });
         assert!(wait_for_synced("test", &cancel, &synced).await);
