@@ -109,18 +109,36 @@ impl EventCache {
         kind: &'static str,
         make: impl FnOnce() -> Bytes,
     ) -> Bytes {
+        self.try_line(def, key, revision, kind, || Some(make()))
+            .unwrap_or_default()
+    }
+
+    /// As [`EventCache::line`], with a `make` that may fail (`None`, not cached).
+    pub fn try_line(
+        &self,
+        def: &ResourceDef,
+        key: &Arc<str>,
+        revision: Revision,
+        kind: &'static str,
+        make: impl FnOnce() -> Option<Bytes>,
+    ) -> Option<Bytes> {
         let line_key = (version_id(def), Arc::clone(key), revision, kind);
         if let Some(line) = self.lock().lines.get(&line_key) {
-            return line.clone();
+            return Some(line.clone());
         }
-        let line = make();
+        let line = make()?;
         let mut state = self.lock();
         if !state.lines.contains_key(&line_key) {
             state.lines.insert(line_key.clone(), line.clone());
             state.order.push_back(Entry::Line(line_key));
             self.evict_locked(&mut state);
         }
-        line
+        Some(line)
+    }
+
+    /// How many decoded objects the cache holds (each one is many times its stored size).
+    pub fn objects_len(&self) -> usize {
+        self.lock().objects.len()
     }
 }
 
@@ -167,6 +185,15 @@ mod tests {
             });
         }
         assert_eq!(made, 1);
+    }
+
+    #[test]
+    fn failed_lines_are_not_cached() {
+        let cache = EventCache::new(8);
+        let key: Arc<str> = Arc::from("k");
+        assert_eq!(cache.try_line(&PODS, &key, 5, "ADDED", || None), None);
+        let line = cache.try_line(&PODS, &key, 5, "ADDED", || Some(Bytes::from_static(b"x")));
+        assert_eq!(line, Some(Bytes::from_static(b"x")));
     }
 
     #[test]

@@ -267,6 +267,9 @@ fn convert_event(
     event: &Event,
     opts: &ListOptions,
 ) -> Option<Bytes> {
+    if !opts.filters() {
+        return convert_unfiltered(cache, def, event);
+    }
     match event {
         Event::Put { kv, prev } => {
             let cur = cache.object(def, kv)?;
@@ -307,6 +310,28 @@ fn convert_event(
                 crate::object::set_resource_version(&mut gone, *revision);
                 encode_event("DELETED", &gone)
             }))
+        }
+    }
+}
+
+/// [`convert_event`] for a watcher without selectors: every event is its event, so only the
+/// encoded line is looked up, and the decoded object (many times the size of its stored
+/// bytes) lives only until that line is made instead of staying in the shared cache.
+fn convert_unfiltered(cache: &EventCache, def: &ResourceDef, event: &Event) -> Option<Bytes> {
+    match event {
+        Event::Put { kv, prev } => {
+            let kind = if prev.is_some() { "MODIFIED" } else { "ADDED" };
+            cache.try_line(def, &kv.key, kv.mod_revision, kind, || {
+                let cur = crate::registry::decode_stored(def, kv).ok()?;
+                Some(encode_event(kind, &cur))
+            })
+        }
+        Event::Delete { revision, prev } => {
+            cache.try_line(def, &prev.key, *revision, "DELETED", || {
+                let mut gone = crate::registry::decode_stored(def, prev).ok()?;
+                crate::object::set_resource_version(&mut gone, *revision);
+                Some(encode_event("DELETED", &gone))
+            })
         }
     }
 }
@@ -542,5 +567,59 @@ mod tests {
         )
         .expect("event");
         assert_eq!(decode(&modified)["type"], "MODIFIED");
+    }
+
+    #[test]
+    fn unfiltered_fan_out_keeps_no_decoded_objects() {
+        let s = &pod::PODS;
+        let cache = EventCache::new(16);
+        let opts = ListOptions::default();
+        let put = Event::Put {
+            kv: kv("a", "n1", 3),
+            prev: Some(kv("a", "n1", 2)),
+        };
+        let first = convert_event(&cache, s, &put, &opts).expect("event");
+        let second = convert_event(&cache, s, &put, &opts).expect("event");
+        assert_eq!(first, second);
+        let deleted = convert_event(
+            &cache,
+            s,
+            &Event::Delete {
+                revision: 4,
+                prev: kv("a", "n1", 3),
+            },
+            &opts,
+        )
+        .expect("event");
+        let deleted = decode(&deleted);
+        assert_eq!(deleted["type"], "DELETED");
+        assert_eq!(deleted["object"]["metadata"]["resourceVersion"], "4");
+        assert_eq!(cache.objects_len(), 0);
+
+        // A watcher with a selector shares the line and decodes what it has to match.
+        let filtered = ListOptions {
+            field_selector: FieldSelector::parse("spec.nodeName=n1", s).expect("parses"),
+            ..Default::default()
+        };
+        let third = convert_event(&cache, s, &put, &filtered).expect("event");
+        assert_eq!(third, first);
+        assert!(cache.objects_len() > 0);
+    }
+
+    #[test]
+    fn unfiltered_undecodable_event_is_skipped() {
+        let mut bad = kv("a", "", 2);
+        bad.value = Bytes::from_static(b"{nope");
+        let event = Event::Put {
+            kv: bad,
+            prev: None,
+        };
+        let got = convert_event(
+            &EventCache::new(16),
+            &pod::PODS,
+            &event,
+            &ListOptions::default(),
+        );
+        assert_eq!(got, None);
     }
 }
