@@ -138,9 +138,9 @@ impl WatchHub {
     ///
     /// An [`Event::Progress`] only moves the progress revision: it is neither kept in the ring
     /// nor sent to watchers, who learn of it through [`WatchHub::progress_revision`]. It does
-    /// not move `last` either, so an event at or below it that still arrives (etcd before
-    /// 3.4.24 could send a progress notification ahead of an event of the same revision) is
-    /// still published rather than lost.
+    /// not move `last` either, so an event at or below it that still arrives (an etcd without the
+    /// fix for etcd-io/etcd#15220 may send a progress notification ahead of an event of the
+    /// same revision) is still published rather than lost.
     pub(crate) fn publish(&self, event: Event) {
         let mut state = self.lock();
         let rev = event.revision();
