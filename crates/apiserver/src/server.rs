@@ -370,6 +370,11 @@ impl Server {
             addr.port(),
             shutdown.clone(),
         ));
+        tracker.spawn(repair_service_allocations(
+            Arc::clone(&registry),
+            crate::registry::service_alloc::SERVICE_REPAIR_INTERVAL,
+            shutdown.clone(),
+        ));
         if let (StorageBackend::Memory, Some(every)) =
             (&config.storage, config.memory_compaction_interval)
         {
@@ -446,6 +451,28 @@ async fn repair_kubernetes_service(
             .await
         {
             tracing::warn!(error = %e, "unable to sync the default/kubernetes service");
+        }
+    }
+}
+
+/// Repairs the Service cluster IP and node port allocations from the stored Services every
+/// `every` (the first repair ran before serving), as kube-apiserver's repair controllers:
+/// allocations left behind by writes of unknown outcome, here or on another API server
+/// sharing the store, are freed once they are clearly leaked.
+async fn repair_service_allocations(
+    registry: Arc<Registry>,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = registry.repair_service_allocations().await {
+            tracing::warn!(error = %e, "unable to repair the service allocations");
         }
     }
 }

@@ -4,7 +4,7 @@ mod kcm_up;
 
 use std::path::Path;
 
-use kcm_up::{Up, kubectl_installed};
+use kcm_up::{Backend, Up};
 
 /// A one-container pod manifest with `extra` appended under the container.
 fn pod(name: &str, namespace: &str, spec_extra: &str, container_extra: &str) -> String {
@@ -19,14 +19,15 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
-#[test]
-fn admission_shapes_and_refuses_pods_on_kcm_up() {
-    if !kubectl_installed() {
-        eprintln!("skipping: kubectl is not installed");
-        return;
-    }
+kcm_up::on_each_backend!(
+    admission_shapes_and_refuses_pods_on_kcm_up:
+        admission_shapes_and_refuses_pods_on_kcm_up_sqlite,
+        admission_shapes_and_refuses_pods_on_kcm_up_etcd
+);
+
+fn admission_shapes_and_refuses_pods_on_kcm_up(backend: &Backend) {
     let dir = tempfile::tempdir().expect("data dir");
-    let up = Up::start(dir.path(), &[], "info");
+    let up = Up::start(backend, dir.path(), &[], "info");
     for ns in ["adm", "strict", "loose"] {
         up.kubectl_ok(&["create", "namespace", ns]);
     }

@@ -1,83 +1,16 @@
-//! Who may do what on `kcm up`, driven by the installed `kubectl` as the issue's first acceptance point: a ServiceAccount with a Role to read pods in one namespace gets a token from `kubectl create token`; `get pods` works there, 403 elsewhere and for `create`; `auth can-i --list --as` matches the Role; an expired, a wrong-audience token and a deleted account's token get 401; binding oneself to `cluster-admin` without holding it is refused. Skipped (with a note) when `kubectl` is not installed.
+//! Who may do what on `kcm up`, driven by the installed `kubectl` as the issue's first acceptance point: a ServiceAccount with a Role to read pods in one namespace gets a token from `kubectl create token`; `get pods` works there, 403 elsewhere and for `create`; `auth can-i --list --as` matches the Role; an expired, a wrong-audience token and a deleted account's token get 401; binding oneself to `cluster-admin` without holding it is refused. Runs on SQLite and on etcd; skipped (with a note) when `kubectl` (or, for the etcd run, `etcd`) is not installed.
 
-use std::io::{BufRead, BufReader};
+mod kcm_up;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use kcm_apiserver::auth::service_account_token::{Claims, DEFAULT_ISSUER, TokenIssuer};
+use kcm_up::{Backend, Up, kubectl_with as kubectl};
 
-const KCM: &str = env!("CARGO_BIN_EXE_kcm");
 /// The whole test's bound (the issue asks for < 30 s; the start of a debug build is most).
 const DEADLINE: Duration = Duration::from_secs(30);
 const NS: &str = "team";
-
-/// A running `kcm up`; killed when dropped, however the test ends.
-struct Up {
-    child: Child,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Up {
-    fn start(data_dir: &Path) -> Self {
-        let mut child = Command::new(KCM)
-            .args(["up", "--listen", "127.0.0.1:0", "--nodes", "1"])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .env("KCM_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kcm up");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut up = Up {
-            child,
-            kubeconfig: PathBuf::new(),
-        };
-        let started = Instant::now();
-        loop {
-            let line = rx
-                .recv_timeout(DEADLINE.saturating_sub(started.elapsed()))
-                .expect("kcm up printed its kubeconfig");
-            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
-                up.kubeconfig = PathBuf::from(path);
-                return up;
-            }
-        }
-    }
-}
-
-/// `kubectl` with `kubeconfig`: (success, stdout, stderr).
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--request-timeout", "10s"])
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
     let (ok, stdout, stderr) = kubectl(kubeconfig, args);
@@ -125,20 +58,17 @@ fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn service_account_tokens_and_rbac_with_kubectl() {
-    if Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_err()
-    {
-        eprintln!("kubectl is not installed: skipping");
-        return;
-    }
+kcm_up::on_each_backend!(
+    service_account_tokens_and_rbac:
+        service_account_tokens_and_rbac_with_kubectl_sqlite,
+        service_account_tokens_and_rbac_with_kubectl_etcd
+);
+
+fn service_account_tokens_and_rbac(backend: &Backend) {
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let up = Up::start(&data);
+    let up = Up::start(backend, &data, &["--nodes", "1"], "warn");
     let admin = up.kubeconfig.clone();
 
     // A service account that may read pods in `team`.

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use kcm_up::{DEADLINE, Up, kubectl_installed};
+use kcm_up::{Backend, DEADLINE, Up};
 
 /// Flags that make the HPA act within the test: 1 s syncs, a 10 s downscale window, no CPU
 /// initialization period.
@@ -75,14 +75,16 @@ spec:
           requests: {cpu: 200m, memory: 128Mi}
 ";
 
-#[test]
-fn top_and_autoscale_on_kcm_up_driven_by_kubectl() {
-    if !kubectl_installed() {
-        eprintln!("skipping: kubectl is not installed");
-        return;
-    }
+kcm_up::on_each_backend!(
+    top_and_autoscale_on_kcm_up_driven_by_kubectl:
+        top_and_autoscale_on_kcm_up_driven_by_kubectl_sqlite,
+        top_and_autoscale_on_kcm_up_driven_by_kubectl_etcd
+);
+
+fn top_and_autoscale_on_kcm_up_driven_by_kubectl(backend: &Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
     let up = Up::start(
+        backend,
         dir.path(),
         HPA_FLAGS,
         "info,kcm_controllers::podautoscaler=debug",

@@ -14,7 +14,7 @@ mod kcm_up;
 
 use std::collections::BTreeSet;
 
-use kcm_up::{Up, kubectl_installed};
+use kcm_up::{Backend, Up};
 
 /// The Jobs' own queries.
 impl Up {
@@ -70,14 +70,15 @@ fn job_manifest(name: &str, spec: &str, annotations: &str) -> String {
     )
 }
 
-#[test]
-fn jobs_on_kcm_up_driven_by_kubectl() {
-    if !kubectl_installed() {
-        eprintln!("skipping: kubectl is not installed");
-        return;
-    }
+kcm_up::on_each_backend!(
+    jobs_on_kcm_up_driven_by_kubectl:
+        jobs_on_kcm_up_driven_by_kubectl_sqlite,
+        jobs_on_kcm_up_driven_by_kubectl_etcd
+);
+
+fn jobs_on_kcm_up_driven_by_kubectl(backend: &Backend) {
     let dir = tempfile::tempdir().expect("data dir");
-    let up = Up::start(dir.path(), &[], "info");
+    let up = Up::start(backend, dir.path(), &[], "info");
     up.wait_for("the default namespace's service account", || {
         up.kubectl(&["get", "serviceaccount", "default"])
             .0

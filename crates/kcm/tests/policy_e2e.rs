@@ -6,7 +6,7 @@
 
 mod kcm_up;
 
-use kcm_up::{Up, kubectl_installed};
+use kcm_up::{Backend, Up};
 
 impl Up {
     /// Names of the pods in `namespace` with `selector` that are not being deleted.
@@ -36,14 +36,15 @@ impl Up {
     }
 }
 
-#[test]
-fn quota_refuses_the_third_pod_until_raised() {
-    if !kubectl_installed() {
-        eprintln!("skipping: kubectl is not installed");
-        return;
-    }
+kcm_up::on_each_backend!(
+    quota_refuses_the_third_pod_until_raised:
+        quota_refuses_the_third_pod_until_raised_sqlite,
+        quota_refuses_the_third_pod_until_raised_etcd
+);
+
+fn quota_refuses_the_third_pod_until_raised(backend: &Backend) {
     let dir = tempfile::tempdir().expect("data dir");
-    let up = Up::start(dir.path(), &[], "info");
+    let up = Up::start(backend, dir.path(), &[], "info");
     up.kubectl_ok(&["create", "namespace", "quota"]);
     up.apply(
         dir.path(),
@@ -134,16 +135,17 @@ fn quota_refuses_the_third_pod_until_raised() {
     });
 }
 
-#[test]
-fn drain_respects_the_disruption_budget() {
-    if !kubectl_installed() {
-        eprintln!("skipping: kubectl is not installed");
-        return;
-    }
+kcm_up::on_each_backend!(
+    drain_respects_the_disruption_budget:
+        drain_respects_the_disruption_budget_sqlite,
+        drain_respects_the_disruption_budget_etcd
+);
+
+fn drain_respects_the_disruption_budget(backend: &Backend) {
     let dir = tempfile::tempdir().expect("data dir");
     // Two nodes: draining both leaves the evicted pod's replacement nowhere to run, so the
     // budget stays exhausted and drain must wait.
-    let up = Up::start(dir.path(), &["--nodes", "2"], "info");
+    let up = Up::start(backend, dir.path(), &["--nodes", "2"], "info");
     up.kubectl_ok(&[
         "create",
         "deployment",

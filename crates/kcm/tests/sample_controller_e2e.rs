@@ -1,15 +1,13 @@
-//! The sample-controller's acceptance on `kcm up`, driven by the installed `kubectl` as its README does: apply the Foo CRD and a Foo (a Deployment owned by the Foo, its pod Ready, `availableReplicas` 1), edit to 3 replicas, `kubectl scale` the Foo, a Deployment of the Foo's name that it does not control (event `ErrResourceExists`, untouched), delete the Foo (its Deployment and pods go). The controller runs in-process; `kcm up` is the real binary. Skipped (with a note) when `kubectl` is not installed.
+//! The sample-controller's acceptance on `kcm up`, driven by the installed `kubectl` as its README does: apply the Foo CRD and a Foo (a Deployment owned by the Foo, its pod Ready, `availableReplicas` 1), edit to 3 replicas, `kubectl scale` the Foo, a Deployment of the Foo's name that it does not control (event `ErrResourceExists`, untouched), delete the Foo (its Deployment and pods go). The controller runs in-process; `kcm up` is the real binary. Runs on SQLite and on etcd; skipped (with a note) when `kubectl` (or, for the etcd run, `etcd`) is not installed.
 
-use std::io::{BufRead, BufReader};
+mod kcm_up;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use kcm_up::{Backend, Up, etcd_or_skip, kubectl_installed};
 use tokio_util::sync::CancellationToken;
 
-const KCM: &str = env!("CARGO_BIN_EXE_kcm");
 /// The longest any single wait may take (a failure bound; most waits take a second or two).
 const DEADLINE: Duration = Duration::from_secs(45);
 /// The bound on the cascade after deleting the Foo: the garbage collector monitors Foos only
@@ -22,98 +20,15 @@ fn artifact(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A running `kcm up`, killed when dropped.
-struct Up {
-    child: Child,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// The sample-controller's queries; waits yield to the runtime the controller runs on.
 impl Up {
-    fn start(data_dir: &Path) -> Self {
-        let child = Command::new(KCM)
-            .args([
-                "up",
-                "--listen",
-                "127.0.0.1:0",
-                "--pod-ready-delay",
-                "200ms",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .env("KCM_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kcm up");
-        // Owned by `Up` at once, so a failed start still kills and reaps the process.
-        let mut up = Up {
-            child,
-            kubeconfig: PathBuf::new(),
-        };
-        let stdout = up.child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let started = Instant::now();
-        loop {
-            let line = rx
-                .recv_timeout(DEADLINE.saturating_sub(started.elapsed()))
-                .expect("kcm up printed its kubeconfig");
-            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
-                up.kubeconfig = PathBuf::from(path);
-                return up;
-            }
-        }
-    }
-
-    fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["--request-timeout", "20s"])
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("run kubectl");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (ok, stdout, stderr) = self.kubectl(args);
-        assert!(ok, "kubectl {args:?}: {stderr}");
-        stdout
-    }
-
-    fn json(&self, args: &[&str]) -> Option<Value> {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        let (ok, stdout, _) = self.kubectl(&all);
-        ok.then(|| serde_json::from_str(&stdout).ok()).flatten()
-    }
-
     /// Polls `f` every 200 ms until it answers, or fails after [`DEADLINE`].
-    async fn wait_for<T>(&self, what: &str, f: impl FnMut(&Self) -> Option<T>) -> T {
-        self.wait_within(DEADLINE, what, f).await
+    async fn wait_async<T>(&self, what: &str, f: impl FnMut(&Self) -> Option<T>) -> T {
+        self.wait_within_async(DEADLINE, what, f).await
     }
 
     /// Polls `f` every 200 ms until it answers, or fails after `deadline`.
-    async fn wait_within<T>(
+    async fn wait_within_async<T>(
         &self,
         deadline: Duration,
         what: &str,
@@ -124,7 +39,11 @@ impl Up {
             if let Some(v) = f(self) {
                 return v;
             }
-            assert!(started.elapsed() < deadline, "timed out waiting for {what}");
+            assert!(
+                started.elapsed() < deadline,
+                "timed out waiting for {what}\n{}",
+                self.logs()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -146,45 +65,42 @@ impl Up {
     }
 }
 
-fn kubectl_installed() -> bool {
-    Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sample_controller_on_kcm_up_sqlite() {
+    if kubectl_installed() {
+        sample_controller_on_kcm_up(&Backend::sqlite()).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sample_controller_on_kcm_up() {
-    if !kubectl_installed() {
-        eprintln!("kubectl is not installed; skipping");
-        return;
+async fn sample_controller_on_kcm_up_etcd() {
+    if let Some(etcd) = etcd_or_skip() {
+        sample_controller_on_kcm_up(&etcd).await;
     }
+}
+
+/// The sample-controller's README, step by step.
+async fn sample_controller_on_kcm_up(backend: &Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let up = Up::start(&dir.path().join("data"));
+    let up = Up::start(backend, &dir.path().join("data"), &[], "warn");
     let crd = artifact("crd.yaml");
-    up.ok(&["apply", "-f", crd.to_str().expect("path")]);
-    up.ok(&[
+    up.kubectl_ok(&["apply", "-f", crd.to_str().expect("path")]);
+    up.kubectl_ok(&[
         "wait",
         "--for=condition=Established",
         "crd/foos.samplecontroller.k8s.io",
         "--timeout=20s",
     ]);
 
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&up.kubeconfig).expect("kubeconfig"),
-        &Default::default(),
-    )
-    .await
-    .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
+    let client = up.client().await;
     let cancel = CancellationToken::new();
     let controller = tokio::spawn(sample_controller::run(client, 2, cancel.clone()));
 
     // A Foo with 1 replica: its Deployment, owned by the Foo, one Ready pod, status 1.
-    let foo = artifact("example-foo.yaml");
-    up.ok(&["apply", "-f", foo.to_str().expect("path")]);
+    let example = artifact("example-foo.yaml");
+    up.kubectl_ok(&["apply", "-f", example.to_str().expect("path")]);
     let deployment = up
-        .wait_for("the Foo's Deployment", |up| {
+        .wait_async("the Foo's Deployment", |up| {
             up.json(&["get", "deployment", "example-foo"])
         })
         .await;
@@ -198,7 +114,7 @@ async fn sample_controller_on_kcm_up() {
         (Some("Foo"), Some("example-foo"), Some(true))
     );
     let selector = "app=nginx,controller=example-foo";
-    up.wait_for("1 Ready pod", |up| {
+    up.wait_async("1 Ready pod", |up| {
         (up.ready_pods(selector) == 1).then_some(())
     })
     .await;
@@ -207,9 +123,9 @@ async fn sample_controller_on_kcm_up() {
             .filter(|f| f["status"]["availableReplicas"] == n)
             .map(drop)
     };
-    up.wait_for("availableReplicas 1", |up| available(up, 1))
+    up.wait_async("availableReplicas 1", |up| available(up, 1))
         .await;
-    let table = up.ok(&["get", "foo", "example-foo"]);
+    let table = up.kubectl_ok(&["get", "foo", "example-foo"]);
     assert!(
         table
             .lines()
@@ -219,7 +135,7 @@ async fn sample_controller_on_kcm_up() {
     );
 
     // Edit to 3: 3 Ready pods and status 3.
-    up.ok(&[
+    up.kubectl_ok(&[
         "patch",
         "foo",
         "example-foo",
@@ -227,16 +143,16 @@ async fn sample_controller_on_kcm_up() {
         "-p",
         r#"{"spec":{"replicas":3}}"#,
     ]);
-    up.wait_for("3 Ready pods", |up| {
+    up.wait_async("3 Ready pods", |up| {
         (up.ready_pods(selector) == 3).then_some(())
     })
     .await;
-    up.wait_for("availableReplicas 3", |up| available(up, 3))
+    up.wait_async("availableReplicas 3", |up| available(up, 3))
         .await;
 
     // kubectl scale through the Foo's scale subresource.
-    up.ok(&["scale", "foo/example-foo", "--replicas=2"]);
-    up.wait_for("the Deployment scaled to 2", |up| {
+    up.kubectl_ok(&["scale", "foo/example-foo", "--replicas=2"]);
+    up.wait_async("the Deployment scaled to 2", |up| {
         up.json(&["get", "deployment", "example-foo"])
             .filter(|d| d["spec"]["replicas"] == 2)
             .map(drop)
@@ -244,13 +160,13 @@ async fn sample_controller_on_kcm_up() {
     .await;
 
     // A Deployment of the Foo's name it does not control: an event, the Deployment untouched.
-    up.ok(&["create", "deployment", "taken", "--image=nginx"]);
+    up.kubectl_ok(&["create", "deployment", "taken", "--image=nginx"]);
     let taken = "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata:\n  name: taken\nspec:\n  deploymentName: taken\n  replicas: 2\n";
     let taken_path = dir.path().join("taken.yaml");
     std::fs::write(&taken_path, taken).expect("write");
-    up.ok(&["apply", "-f", taken_path.to_str().expect("path")]);
+    up.kubectl_ok(&["apply", "-f", taken_path.to_str().expect("path")]);
     let event = up
-        .wait_for("ErrResourceExists", |up| {
+        .wait_async("ErrResourceExists", |up| {
             up.json(&[
                 "get",
                 "events",
@@ -270,8 +186,8 @@ async fn sample_controller_on_kcm_up() {
     assert!(untouched["metadata"]["ownerReferences"].is_null());
 
     // Deleting the Foo deletes its Deployment and pods (the garbage collector).
-    up.ok(&["delete", "foo", "example-foo"]);
-    up.wait_within(GC_DEADLINE, "the Deployment and pods gone", |up| {
+    up.kubectl_ok(&["delete", "foo", "example-foo"]);
+    up.wait_within_async(GC_DEADLINE, "the Deployment and pods gone", |up| {
         let deployment_gone = !up.kubectl(&["get", "deployment", "example-foo"]).0;
         let pods = up
             .json(&["get", "pods", "-l", selector])

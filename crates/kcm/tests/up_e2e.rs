@@ -1,19 +1,17 @@
 //! `kcm up` as a process, driven by the installed `kubectl` exactly as the README's quick start
 //! does: apply the nginx Deployment, wait for the rollout, update the image, replace a deleted
 //! pod, scale to 0 and back, cordon a node, stop with SIGTERM (exit 0), restart on the same data
-//! directory with the cluster's state intact, then the ReplicaSet example and deletions through
-//! the garbage collector. Skipped (with a note) when `kubectl` is not installed.
+//! directory (and the same etcd) with the cluster's state intact, then the ReplicaSet example
+//! and deletions through the garbage collector. Each scenario runs on SQLite and on etcd.
+//! Skipped (with a note) when `kubectl` (or, for the etcd runs, `etcd`) is not installed.
+
+mod kcm_up;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
-const KCM: &str = env!("CARGO_BIN_EXE_kcm");
-/// How long any single wait may take: generous, the machine is shared and the build is debug.
-const DEADLINE: Duration = Duration::from_secs(90);
+use kcm_up::{Backend, Up};
+
 const NODES: [&str; 3] = ["kcm-node-0", "kcm-node-1", "kcm-node-2"];
 /// The README's example Deployment and its pods' labels.
 const DEPLOYMENT: &str = "deployment/nginx";
@@ -23,146 +21,27 @@ fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
-/// A running `kcm up`; killed when dropped, however the test ends.
-struct Up {
-    child: Child,
-    kubeconfig: PathBuf,
-    log: PathBuf,
+/// Starts `kcm up` with three nodes and checks its banner.
+fn start(backend: &Backend, data_dir: &Path) -> Up {
+    let up = Up::start(backend, data_dir, &[], "info");
+    let banner = &up.banner;
+    assert!(
+        banner[0].starts_with("kcm up: cluster running with 3 simulated nodes"),
+        "{banner:?}"
+    );
+    assert!(
+        banner[1]
+            .trim()
+            .starts_with("API server: https://127.0.0.1:"),
+        "{banner:?}"
+    );
+    assert!(up.kubeconfig.starts_with(data_dir), "{banner:?}");
+    assert!(up.kubeconfig.is_file());
+    up
 }
 
+/// The pod queries of these scenarios.
 impl Up {
-    /// Starts `kcm up` on a free port with its data in `data_dir` and returns once it printed
-    /// its kubeconfig path (the file is written before the banner).
-    fn start(data_dir: &Path, log: PathBuf) -> Self {
-        let stderr = std::fs::File::create(&log).expect("log file");
-        let mut child = Command::new(KCM)
-            .args([
-                "up",
-                "--listen",
-                "127.0.0.1:0",
-                "--pod-ready-delay",
-                "200ms",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .env("KCM_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn kcm up");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut up = Up {
-            child,
-            kubeconfig: PathBuf::new(),
-            log,
-        };
-        let started = Instant::now();
-        let mut banner = Vec::new();
-        loop {
-            let Ok(line) = rx.recv_timeout(DEADLINE.saturating_sub(started.elapsed())) else {
-                panic!(
-                    "kcm up printed no kubeconfig (stdout: {banner:?})\n{}",
-                    up.logs()
-                );
-            };
-            banner.push(line.clone());
-            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
-                up.kubeconfig = PathBuf::from(path);
-                break;
-            }
-        }
-        eprintln!("kcm up ready in {:?}", started.elapsed());
-        assert!(
-            banner[0].starts_with("kcm up: cluster running with 3 simulated nodes"),
-            "{banner:?}"
-        );
-        assert!(
-            banner[1]
-                .trim()
-                .starts_with("API server: https://127.0.0.1:")
-        );
-        assert!(up.kubeconfig.starts_with(data_dir), "{banner:?}");
-        assert!(up.kubeconfig.is_file());
-        up
-    }
-
-    fn logs(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(60).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        format!("--- kcm up log tail ---\n{}", tail.join("\n"))
-    }
-
-    /// Sends SIGTERM and waits for the exit status.
-    fn terminate(mut self) -> ExitStatus {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success(), "kill -TERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "kcm up did not stop within 30s of SIGTERM\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["--request-timeout", "20s"])
-            .args(args)
-            .output()
-            .expect("run kubectl");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn kubectl_ok(&self, args: &[&str]) -> String {
-        let (ok, stdout, stderr) = self.kubectl(args);
-        assert!(
-            ok,
-            "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {stderr}\n{}",
-            self.logs()
-        );
-        stdout
-    }
-
-    /// Polls `f` every 200 ms until it yields a value; panics naming `what` after [`DEADLINE`].
-    fn wait_for<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(value) = f() {
-                return value;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
     /// The pods matching `selector`.
     fn pods(&self, selector: &str) -> Vec<PodRow> {
         let out = self.kubectl_ok(&[
@@ -223,13 +102,6 @@ impl Up {
     }
 }
 
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[derive(Clone, Debug, PartialEq)]
 struct PodRow {
     name: String,
@@ -239,22 +111,18 @@ struct PodRow {
     image: String,
 }
 
-fn kubectl_installed() -> bool {
-    Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+kcm_up::on_each_backend!(
+    cluster_drives_and_resumes_after_restart:
+        up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart_sqlite,
+        up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart_etcd
+);
 
-#[test]
-fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
-    if !kubectl_installed() {
-        eprintln!("kubectl is not installed; skipping");
-        return;
-    }
+/// The README's quick start, a restart on the same state, the ReplicaSet example and the
+/// garbage collector.
+fn cluster_drives_and_resumes_after_restart(backend: &Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let up = Up::start(&data, dir.path().join("up-1.log"));
+    let up = start(backend, &data);
     up.wait_nodes_ready();
 
     let manifest = examples_dir().join("nginx-deployment.yaml");
@@ -385,7 +253,7 @@ fn up_runs_a_cluster_that_kubectl_drives_and_resumes_after_restart() {
     );
 
     // Restart on the same data directory: same nodes (still cordoned), same pods, same IPs.
-    let up = Up::start(&data, dir.path().join("up-2.log"));
+    let up = start(backend, &data);
     up.wait_nodes_ready();
     let unschedulable = up.kubectl_ok(&[
         "get",
@@ -478,16 +346,17 @@ fn example(file: &str) -> String {
     examples_dir().join(file).to_string_lossy().into_owned()
 }
 
+kcm_up::on_each_backend!(
+    daemon_sets_stateful_sets_and_replication_controllers:
+        up_runs_daemon_sets_stateful_sets_and_replication_controllers_sqlite,
+        up_runs_daemon_sets_stateful_sets_and_replication_controllers_etcd
+);
+
 /// The acceptance of the DaemonSet, StatefulSet and ReplicationController controllers on
 /// `kcm up` with three nodes, driven by `kubectl` as a user would.
-#[test]
-fn up_runs_daemon_sets_stateful_sets_and_replication_controllers() {
-    if !kubectl_installed() {
-        eprintln!("kubectl is not installed; skipping");
-        return;
-    }
+fn daemon_sets_stateful_sets_and_replication_controllers(backend: &Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let up = Up::start(&dir.path().join("data"), dir.path().join("up.log"));
+    let up = start(backend, &dir.path().join("data"));
     up.wait_nodes_ready();
 
     // ---- DaemonSet: exactly one pod per node.

@@ -332,6 +332,7 @@ impl RbacAuthorizer {
             match &event {
                 Event::Put { kv, .. } => put_kv(&mut s, kv),
                 Event::Delete { prev, .. } => s.delete(&prev.key),
+                Event::Progress { .. } => {}
             }
         }
         Ok(())

@@ -144,8 +144,8 @@ impl Registry {
             dry_run,
         })
         .await?;
-        // The allocation lock stays held until the Service is stored; dropped uncommitted
-        // (dry run, store failure) the allocations are given back.
+        // The allocation lock stays held until the Service is stored; if it is not (dry run,
+        // the store refused), the allocations are given back.
         let mut service_txn = if std::ptr::eq(def, &crate::resources::service::SERVICES) {
             Some(self.begin_service_create(&mut obj).await?)
         } else {
@@ -153,6 +153,9 @@ impl Registry {
         };
 
         if dry_run {
+            if let Some(txn) = service_txn {
+                txn.abort(self).await;
+            }
             return Ok((obj, warnings));
         }
         let mut attempts = 0;
@@ -174,7 +177,16 @@ impl Registry {
                 {
                     object::set_meta(&mut obj, "name", generate(&generate_name));
                 }
-                Err(e) => return Err(ApiError::from_storage(e, def.group_resource(), &name)),
+                Err(e) => {
+                    // A backend failure (a timeout, say) may still have stored the Service:
+                    // its allocations then stay reserved until the repair loop knows.
+                    if let Some(txn) = service_txn
+                        && !matches!(e, storage::Error::Backend(_))
+                    {
+                        txn.abort(self).await;
+                    }
+                    return Err(ApiError::from_storage(e, def.group_resource(), &name));
+                }
             }
         }
     }

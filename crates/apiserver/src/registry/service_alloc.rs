@@ -11,9 +11,19 @@
 //! bitmap, is the truth, as upstream's `ipallocator` on etcd: the bitmaps are refreshed from
 //! the store when its snapshot changed, and new items are reserved by a compare-and-swap of
 //! the snapshot *before* the Service is stored; a lost race refreshes and allocates again.
+//!
+//! Leaks: an item reserved in the snapshot whose Service is then not stored (the write failed,
+//! a dry run, a lost update race) is given back in the store by
+//! [`abort`](ServiceAllocationTxn::abort), as upstream's `txn.Revert`. When the outcome is
+//! unknown (the store timed out, the request was cancelled) the item stays reserved, and the
+//! repair loop ([`Registry::repair_service_allocations`], every
+//! [`SERVICE_REPAIR_INTERVAL`]) frees it once it has seen it held by no Service in
+//! [`REPAIRS_BEFORE_LEAK_CLEANUP`] runs in a row, as upstream's repair controllers: a single
+//! sighting may be another server's reservation whose Service is about to be stored.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -36,6 +46,12 @@ pub const SERVICE_IPS_KEY: &str = "/registry/ranges/serviceips";
 pub const SERVICE_NODE_PORTS_KEY: &str = "/registry/ranges/servicenodeports";
 /// How many times an allocation retries after another API server changed the snapshots.
 const MAX_SNAPSHOT_RACES: usize = 16;
+/// How many repairs in a row must see an item held by no Service before it is freed
+/// (upstream's `numRepairsBeforeLeakCleanup`).
+pub const REPAIRS_BEFORE_LEAK_CLEANUP: u32 = 3;
+/// How often the allocations are repaired from the stored Services (upstream's repair
+/// controllers run every 3 minutes).
+pub const SERVICE_REPAIR_INTERVAL: Duration = Duration::from_secs(3 * 60);
 /// The first port of `--service-node-port-range` (kube-apiserver's default 30000-32767).
 pub const NODE_PORT_BASE: u16 = 30000;
 /// The last port of the node port range.
@@ -84,6 +100,10 @@ pub struct ServiceAllocators {
     /// The revision of each stored snapshot (`None`: not stored yet).
     ips_rev: Option<Revision>,
     ports_rev: Option<Revision>,
+    /// Items the snapshot holds but no stored Service does, each with how many more repairs
+    /// may see it so before it is freed (upstream's repair `leaks` counters).
+    ip_leaks: BTreeMap<u32, u32>,
+    port_leaks: BTreeMap<u32, u32>,
 }
 
 impl Default for ServiceAllocators {
@@ -95,6 +115,8 @@ impl Default for ServiceAllocators {
             ports: BitmapRange::new(port_size, port_range_offset(port_size)),
             ips_rev: None,
             ports_rev: None,
+            ip_leaks: BTreeMap::new(),
+            port_leaks: BTreeMap::new(),
         }
     }
 }
@@ -203,6 +225,18 @@ fn port_error(err: RangeError) -> String {
     }
 }
 
+/// How far [`Registry::try_persist_locked`] got: the two snapshots are separate keys, so a
+/// race may be lost on the second after the first was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Persisted {
+    /// Both snapshots were written.
+    Both,
+    /// The cluster IP snapshot was written; the node port one had changed.
+    IpsOnly,
+    /// Nothing was written: the cluster IP snapshot had changed.
+    Neither,
+}
+
 /// An allocation in progress, holding the allocation lock. See the module doc.
 pub struct ServiceAllocationTxn<'a> {
     guard: MutexGuard<'a, ServiceAllocators>,
@@ -210,6 +244,9 @@ pub struct ServiceAllocationTxn<'a> {
     taken: Holdings,
     /// Items the Service gives up once the write is done.
     to_release: Holdings,
+    /// `taken` is stored in the snapshots (reserved), not only in this server's bitmaps.
+    reserved: bool,
+    /// Committed or aborted: nothing left to do on drop.
     committed: bool,
 }
 
@@ -218,6 +255,7 @@ impl std::fmt::Debug for ServiceAllocationTxn<'_> {
         f.debug_struct("ServiceAllocationTxn")
             .field("taken", &self.taken)
             .field("to_release", &self.to_release)
+            .field("reserved", &self.reserved)
             .finish_non_exhaustive()
     }
 }
@@ -237,6 +275,31 @@ impl ServiceAllocationTxn<'_> {
         {
             // The Services are the truth: the next start repairs the snapshot from them.
             tracing::error!(%err, "writing the service allocation snapshots");
+        }
+    }
+
+    /// The Service was certainly not stored (the store refused the write, a dry run, a lost
+    /// update race): gives back what this transaction took, in the snapshots too, as
+    /// upstream's `txn.Revert`. Dropping the transaction instead leaves reserved items to the
+    /// repair loop, which is right only when the write's outcome is unknown.
+    pub async fn abort(mut self, registry: &Registry) {
+        self.committed = true;
+        let taken = std::mem::take(&mut self.taken);
+        if !self.reserved {
+            for item in &taken.ips {
+                self.guard.ips.release(*item);
+            }
+            for item in &taken.ports {
+                self.guard.ports.release(*item);
+            }
+            return;
+        }
+        if let Err(err) = registry
+            .persist_allocators_locked(&mut self.guard, &taken)
+            .await
+        {
+            // The repair loop frees them later.
+            tracing::error!(%err, "giving back a failed Service write's cluster IP and ports");
         }
     }
 
@@ -289,6 +352,12 @@ impl Drop for ServiceAllocationTxn<'_> {
         if self.committed {
             return;
         }
+        if self.reserved {
+            // The write's outcome is unknown (cancelled, or the store could not say): the
+            // Service may hold these, so they stay taken until the repair loop knows better.
+            tracing::debug!(taken = ?self.taken, "service allocations left to the repair loop");
+            return;
+        }
         for item in &self.taken.ips {
             self.guard.ips.release(*item);
         }
@@ -333,7 +402,25 @@ impl Registry {
         if txn.taken == Holdings::default() {
             return Ok(true);
         }
-        self.try_persist_locked(&mut txn.guard).await
+        match self.try_persist_locked(&mut txn.guard).await? {
+            Persisted::Both => {
+                txn.reserved = true;
+                Ok(true)
+            }
+            Persisted::Neither => Ok(false),
+            Persisted::IpsOnly => {
+                // The cluster IPs are in the stored snapshot but the node ports lost a race:
+                // give the IPs back there, or they would leak when the caller allocates again.
+                let ips = Holdings {
+                    ips: txn.taken.ips.clone(),
+                    ports: BTreeSet::new(),
+                };
+                txn.undo_taken();
+                self.refresh_allocators_locked(&mut txn.guard).await?;
+                self.persist_allocators_locked(&mut txn.guard, &ips).await?;
+                Ok(false)
+            }
+        }
     }
 
     /// Loads and repairs the allocators now (the server does it before serving, as
@@ -345,7 +432,9 @@ impl Registry {
 
     /// Rebuilds the bitmaps from the stored Services, as upstream's IP and node port repair
     /// controllers: items held by Services are marked (a second holder is an error, logged),
-    /// items only the snapshot holds are leaks and freed; the snapshots are rewritten.
+    /// items only the snapshot holds are leaks, kept until [`REPAIRS_BEFORE_LEAK_CLEANUP`]
+    /// repairs in a row have seen them (another server may be about to store their Service)
+    /// and then freed; the snapshots are rewritten.
     async fn repair_allocators_locked(&self, alloc: &mut ServiceAllocators) -> Result<()> {
         let stored_ips = self.read_snapshot(SERVICE_IPS_KEY).await?;
         let stored_ports = self.read_snapshot(SERVICE_NODE_PORTS_KEY).await?;
@@ -376,26 +465,14 @@ impl Registry {
                 }
             }
         }
-        let compare = |name: &str, snapshot: Option<&BitmapRange>, actual: &BitmapRange| {
-            let Some(snapshot) = snapshot else {
-                return;
-            };
-            let leaked = snapshot.items().filter(|i| !actual.has(*i)).count();
-            let repaired = actual.items().filter(|i| !snapshot.has(*i)).count();
-            if leaked + repaired > 0 {
-                tracing::warn!(
-                    range = name,
-                    leaked,
-                    repaired,
-                    "repaired the service allocations from the stored Services"
-                );
-            }
-        };
-        compare("serviceips", stored_ips.as_ref().map(|(r, _)| r), &ips);
-        compare(
+        let stored = stored_ips.as_ref().map(|(r, _)| r);
+        settle_leaks("serviceips", stored, &mut ips, &mut alloc.ip_leaks);
+        let stored = stored_ports.as_ref().map(|(r, _)| r);
+        settle_leaks(
             "servicenodeports",
-            stored_ports.as_ref().map(|(r, _)| r),
-            &ports,
+            stored,
+            &mut ports,
+            &mut alloc.port_leaks,
         );
         alloc.ips = ips;
         alloc.ports = ports;
@@ -450,7 +527,7 @@ impl Registry {
             for item in &releases.ports {
                 alloc.ports.release(*item);
             }
-            if self.try_persist_locked(alloc).await? {
+            if self.try_persist_locked(alloc).await? == Persisted::Both {
                 return Ok(());
             }
             self.refresh_allocators_locked(alloc).await?;
@@ -460,9 +537,9 @@ impl Registry {
         ))
     }
 
-    /// One compare-and-swap of both snapshots; `false` when either was written by someone
-    /// else since this server last read or wrote it.
-    async fn try_persist_locked(&self, alloc: &mut ServiceAllocators) -> Result<bool> {
+    /// One compare-and-swap of each snapshot, the cluster IPs' first; stops at the first one
+    /// written by someone else since this server last read or wrote it.
+    async fn try_persist_locked(&self, alloc: &mut ServiceAllocators) -> Result<Persisted> {
         let ips = json!({
             "apiVersion": "v1",
             "kind": "RangeAllocation",
@@ -482,16 +559,16 @@ impl Registry {
             .await?
         {
             Some(rev) => alloc.ips_rev = Some(rev),
-            None => return Ok(false),
+            None => return Ok(Persisted::Neither),
         }
         match self
             .write_snapshot(SERVICE_NODE_PORTS_KEY, alloc.ports_rev, &ports)
             .await?
         {
             Some(rev) => alloc.ports_rev = Some(rev),
-            None => return Ok(false),
+            None => return Ok(Persisted::IpsOnly),
         }
-        Ok(true)
+        Ok(Persisted::Both)
     }
 
     /// Writes one snapshot if it is still at `rev` (`None` rev: absent); `None` on a race.
@@ -531,6 +608,7 @@ impl Registry {
             guard,
             taken: Holdings::default(),
             to_release: Holdings::default(),
+            reserved: false,
             committed: false,
         };
         let original = svc.clone();
@@ -573,6 +651,7 @@ impl Registry {
             guard,
             taken: Holdings::default(),
             to_release: Holdings::default(),
+            reserved: false,
             committed: false,
         };
         let original = new.clone();
@@ -612,6 +691,51 @@ impl Registry {
     /// How many cluster IPs and node ports are allocated (tests, diagnostics).
     pub async fn service_allocations_used(&self) -> Result<(u32, u32)> {
         Ok(self.lock_allocators().await?.used())
+    }
+}
+
+/// Compares a stored snapshot with `actual`, the items the stored Services hold, as
+/// upstream's repair loops: an item only the snapshot holds is counted in `leaks` and kept in
+/// `actual` until [`REPAIRS_BEFORE_LEAK_CLEANUP`] repairs have seen it, then left out (freed);
+/// an item held by a Service is no leak.
+fn settle_leaks(
+    range: &str,
+    snapshot: Option<&BitmapRange>,
+    actual: &mut BitmapRange,
+    leaks: &mut BTreeMap<u32, u32>,
+) {
+    let Some(snapshot) = snapshot else {
+        leaks.clear();
+        return;
+    };
+    let repaired = actual.items().filter(|i| !snapshot.has(*i)).count();
+    let suspects: Vec<u32> = snapshot.items().filter(|i| !actual.has(*i)).collect();
+    let mut still = BTreeMap::new();
+    let (mut flagged, mut freed) = (0, 0);
+    for item in suspects {
+        // Repairs left before the item is freed, this one included.
+        let left = leaks
+            .get(&item)
+            .copied()
+            .unwrap_or(REPAIRS_BEFORE_LEAK_CLEANUP - 1);
+        if left > 0 {
+            // Pretend it is in use until the count runs out.
+            let _ = actual.allocate(item);
+            still.insert(item, left - 1);
+            flagged += 1;
+        } else {
+            freed += 1;
+        }
+    }
+    *leaks = still;
+    if repaired + flagged + freed > 0 {
+        tracing::warn!(
+            range,
+            repaired,
+            possibly_leaked = flagged,
+            freed,
+            "repaired the service allocations from the stored Services"
+        );
     }
 }
 

@@ -327,9 +327,14 @@ async fn load_balancers_and_health_check_ports() {
 }
 
 /// A dry run and a failed create give their allocations back.
+/// A dry run, a create the store refuses and an update that loses its race take nothing:
+/// what they reserved is given back in the stored snapshots too, so another server sharing
+/// the store does not see it as taken (upstream's `txn.Revert`).
 #[tokio::test]
-async fn failed_and_dry_run_creates_release() {
-    let r = registry().await;
+async fn failed_and_dry_run_writes_release_in_the_store_too() {
+    let storage = Arc::new(MemoryStorage::new());
+    let r = registry_on(Arc::clone(&storage)).await;
+    let other = registry_on(Arc::clone(&storage)).await;
     r.create(
         &SERVICES,
         "ns",
@@ -338,7 +343,7 @@ async fn failed_and_dry_run_creates_release() {
     )
     .await
     .expect("dry run");
-    create(&r, svc("b", json!({"ports": [{"port": 80}]})))
+    let b = create(&r, svc("b", json!({"ports": [{"port": 80}]})))
         .await
         .expect("create");
     assert!(
@@ -351,6 +356,76 @@ async fn failed_and_dry_run_creates_release() {
         "exists"
     );
     assert_eq!(r.service_allocations_used().await.expect("used"), (1, 0));
+    assert_eq!(
+        other.service_allocations_used().await.expect("used"),
+        (1, 0),
+        "the other server sees only b's cluster IP"
+    );
+
+    // An update from a stale resourceVersion to NodePort: allocated, then refused.
+    let mut stale = b.clone();
+    stale["spec"]["type"] = json!("NodePort");
+    let mut labelled = b.clone();
+    labelled["metadata"]["labels"] = json!({"moved": "on"});
+    update(&r, labelled).await.expect("an update moves b on");
+    let refused = update(&r, stale).await.expect_err("stale update");
+    assert_eq!(refused.code, 409, "{refused:?}");
+    assert_eq!(
+        other.service_allocations_used().await.expect("used"),
+        (1, 0),
+        "the refused update's node port is given back"
+    );
+}
+
+/// A reservation whose Service is not stored yet survives another server's repair (the
+/// repair race), and a reservation whose write had an unknown outcome and left nothing is
+/// freed by the repair loop, but only on its third sighting.
+#[tokio::test]
+async fn repairs_free_leaks_only_after_three_sightings() {
+    let storage = Arc::new(MemoryStorage::new());
+    let a = registry_on(Arc::clone(&storage)).await;
+    let b = registry_on(Arc::clone(&storage)).await;
+    b.repair_service_allocations().await.expect("b loads");
+
+    // a reserves 10.96.5.5 and 30055; b repairs before a stores the Service.
+    let mut body = svc(
+        "slow",
+        json!({"clusterIP": "10.96.5.5", "type": "NodePort",
+               "ports": [{"port": 80, "nodePort": 30055}]}),
+    );
+    let txn = a.begin_service_create(&mut body).await.expect("reserve");
+    b.repair_service_allocations().await.expect("repair");
+    assert_eq!(
+        b.service_allocations_used().await.expect("used"),
+        (1, 1),
+        "the in-flight reservation survives the repair"
+    );
+    // Its write's outcome is unknown (dropped, neither committed nor aborted): left to repair.
+    drop(txn);
+    for run in 2..=REPAIRS_BEFORE_LEAK_CLEANUP {
+        assert_eq!(
+            b.service_allocations_used().await.expect("used"),
+            (1, 1),
+            "kept before repair {run}"
+        );
+        b.repair_service_allocations().await.expect("repair");
+    }
+    assert_eq!(
+        b.service_allocations_used().await.expect("used"),
+        (0, 0),
+        "freed on the third sighting"
+    );
+    assert_eq!(a.service_allocations_used().await.expect("used"), (0, 0));
+    create(
+        &a,
+        svc(
+            "again",
+            json!({"clusterIP": "10.96.5.5", "type": "NodePort",
+                   "ports": [{"port": 80, "nodePort": 30055}]}),
+        ),
+    )
+    .await
+    .expect("the leaked IP and port are free again");
 }
 
 /// The snapshots are stored, and a restarted registry rebuilds the bitmaps from the stored

@@ -252,10 +252,10 @@ impl Registry {
                 .await
             {
                 Ok(object) => {
-                    if let Some(txn) = service_txn
-                        && !dry_run
-                    {
-                        txn.commit(self).await;
+                    match service_txn {
+                        Some(txn) if dry_run => txn.abort(self).await,
+                        Some(txn) => txn.commit(self).await,
+                        None => {}
                     }
                     return Ok(WriteOutcome {
                         object,
@@ -263,9 +263,21 @@ impl Registry {
                         warnings,
                     });
                 }
-                Err(Retry::Again) if requested_rv.is_none() || !is_replace => continue,
-                Err(Retry::Again) => return Err(ApiError::stale(gr, name)),
-                Err(Retry::Fail(e)) => return Err(e),
+                Err(retry) => {
+                    // Not stored (a lost race, a refusal): what the update took goes back. A
+                    // server error may hide a stored write: the repair loop settles that.
+                    let unknown = matches!(&retry, Retry::Fail(e) if e.code >= 500);
+                    if let Some(txn) = service_txn
+                        && !unknown
+                    {
+                        txn.abort(self).await;
+                    }
+                    match retry {
+                        Retry::Again if requested_rv.is_none() || !is_replace => continue,
+                        Retry::Again => return Err(ApiError::stale(gr, name)),
+                        Retry::Fail(e) => return Err(e),
+                    }
+                }
             }
         }
         Err(ApiError::stale(gr, name))

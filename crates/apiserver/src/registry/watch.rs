@@ -202,7 +202,8 @@ impl Registry {
                 }
                 None => return false,
             };
-            *last = event.revision();
+            // A progress notification may name a revision below a future `after`.
+            *last = (*last).max(event.revision());
             match convert_event(&self.events, def, &event, &opts) {
                 Some(line) => send(tx, line).await,
                 None => true,
@@ -311,6 +312,8 @@ fn convert_event(
                 encode_event("DELETED", &gone)
             }))
         }
+        // Nothing to show; the caller moves its revision (and its next bookmark) up to it.
+        Event::Progress { .. } => None,
     }
 }
 

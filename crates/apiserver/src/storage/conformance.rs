@@ -115,18 +115,23 @@ fn keys(kvs: &[KeyValue]) -> Vec<&str> {
 
 /// The next watch event (panics on an error item, the end of the stream, or a hang).
 pub(crate) async fn next_event(stream: &mut WatchStream) -> Event {
-    match tokio::time::timeout(PATIENCE, stream.next()).await {
-        Ok(Some(Ok(event))) => event,
-        Ok(Some(Err(err))) => panic!("watch failed: {err}"),
-        Ok(None) => panic!("watch ended"),
-        Err(_) => panic!("no watch event within {PATIENCE:?}"),
+    loop {
+        match tokio::time::timeout(PATIENCE, stream.next()).await {
+            // A backend may interleave progress notifications at any time; the cases are
+            // about changes.
+            Ok(Some(Ok(Event::Progress { .. }))) => continue,
+            Ok(Some(Ok(event))) => return event,
+            Ok(Some(Err(err))) => panic!("watch failed: {err}"),
+            Ok(None) => panic!("watch ended"),
+            Err(_) => panic!("no watch event within {PATIENCE:?}"),
+        }
     }
 }
 
 /// (key, revision, is-delete) of an event, for compact assertions.
 fn summary(event: &Event) -> (String, Revision, bool) {
     (
-        event.key().to_string(),
+        event.key().map(|k| k.to_string()).unwrap_or_default(),
         event.revision(),
         matches!(event, Event::Delete { .. }),
     )

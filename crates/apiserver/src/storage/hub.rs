@@ -43,6 +43,9 @@ struct HubState {
     floor: Revision,
     /// The revision of the last published event (or the starting revision); `floor <= last`.
     last: Revision,
+    /// Every change at or below this revision has been published (`last <= progressed`):
+    /// `last`, or further when a progress notification said nothing changed in between.
+    progressed: Revision,
     /// Registered watchers; a watcher whose receiver was dropped is removed lazily.
     watchers: Vec<WatcherSender>,
 }
@@ -99,6 +102,7 @@ impl WatchHub {
                 ring_capacity,
                 floor: start,
                 last: start,
+                progressed: start,
                 watchers: Vec::new(),
             }),
             watcher_buffer: watcher_buffer.max(1),
@@ -116,6 +120,12 @@ impl WatchHub {
         self.lock().last
     }
 
+    /// The revision up to which every change has been published: the last event's, or a
+    /// later one reported by [`Event::Progress`].
+    pub(crate) fn progress_revision(&self) -> Revision {
+        self.lock().progressed
+    }
+
     /// The oldest revision `after` for which [`WatchHub::subscribe`] returns a ready backlog.
     #[cfg(test)]
     pub(crate) fn floor(&self) -> Revision {
@@ -125,13 +135,24 @@ impl WatchHub {
     /// Publishes one committed event. Callers publish in strictly increasing revision order
     /// (they hold their own write lock or are the only writer); an event at or below the last
     /// published revision is ignored.
+    ///
+    /// An [`Event::Progress`] only moves the progress revision: it is neither kept in the ring
+    /// nor sent to watchers, who learn of it through [`WatchHub::progress_revision`]. It does
+    /// not move `last` either, so an event at or below it that still arrives (an etcd without the
+    /// fix for etcd-io/etcd#15220 may send a progress notification ahead of an event of the
+    /// same revision) is still published rather than lost.
     pub(crate) fn publish(&self, event: Event) {
         let mut state = self.lock();
         let rev = event.revision();
+        if let Event::Progress { .. } = event {
+            state.progressed = state.progressed.max(rev);
+            return;
+        }
         if rev <= state.last {
             return;
         }
         state.last = rev;
+        state.progressed = state.progressed.max(rev);
         dispatch_locked(&mut state.watchers, &event);
         if state.ring_capacity == 0 {
             state.floor = rev;
@@ -157,7 +178,7 @@ impl WatchHub {
                 state
                     .ring
                     .range(start..)
-                    .filter(|e| e.key().starts_with(prefix))
+                    .filter(|e| e.is_under(prefix))
                     .cloned()
                     .collect(),
             )
@@ -182,6 +203,7 @@ impl WatchHub {
         state.ring.clear();
         state.floor = start;
         state.last = start;
+        state.progressed = start;
         for w in state.watchers.drain(..) {
             let _ = w.cut.set(Cut {
                 delivered: w.queued,
@@ -200,9 +222,8 @@ impl WatchHub {
 /// Sends `event` to every matching watcher, dropping closed and overflowing ones.
 fn dispatch_locked(watchers: &mut Vec<WatcherSender>, event: &Event) {
     let rev = event.revision();
-    let key = event.key();
     watchers.retain_mut(|w| {
-        if rev <= w.after || !key.starts_with(&*w.prefix) {
+        if rev <= w.after || !event.is_under(&w.prefix) {
             return !w.tx.is_closed();
         }
         match w.tx.try_send(event.clone()) {
@@ -381,6 +402,36 @@ mod tests {
         drop(sub);
         hub.publish(put("/b", 1));
         assert_eq!(hub.watcher_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn progress_moves_the_progress_revision_only() {
+        let hub = WatchHub::new(0, 4, 8);
+        let (_, sub) = hub.subscribe("", 0);
+        let mut stream = sub.into_stream(Vec::new());
+        hub.publish(put("/k", 1));
+        hub.publish(Event::Progress { revision: 5 });
+        assert_eq!((hub.last_revision(), hub.progress_revision()), (1, 5));
+        hub.publish(Event::Progress { revision: 3 });
+        assert_eq!(hub.progress_revision(), 5, "progress never goes back");
+        // A late event at or below the progress revision is still delivered, not dropped.
+        hub.publish(put("/k", 4));
+        hub.publish(put("/k", 6));
+        assert_eq!((hub.last_revision(), hub.progress_revision()), (6, 6));
+        let got: Vec<_> = stream
+            .by_ref()
+            .take(3)
+            .map(|r| r.expect("event"))
+            .collect()
+            .await;
+        assert_eq!(
+            revs(&got),
+            vec![1, 4, 6],
+            "no progress event reaches a watcher"
+        );
+        assert!(
+            matches!(hub.subscribe("", 0).0, Backlog::Ready(ref e) if revs(e) == vec![1, 4, 6])
+        );
     }
 
     #[tokio::test]

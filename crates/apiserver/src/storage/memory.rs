@@ -303,7 +303,7 @@ impl Storage for MemoryStorage {
                 state
                     .log
                     .range(start..)
-                    .filter(|e| e.key().starts_with(prefix))
+                    .filter(|e| e.is_under(prefix))
                     .cloned()
                     .collect()
             }

@@ -118,6 +118,16 @@ pub enum Event {
         /// The version that was deleted.
         prev: KeyValue,
     },
+    /// Nothing in the watched range changed after the last event up to `revision`: every
+    /// change at or below it has been delivered. etcd's progress notification (kube-apiserver's
+    /// `etcd3/watcher.go` turns it into a bookmark); it lets a watcher's revision, and the
+    /// BOOKMARKs the API server sends, advance while writes happen only elsewhere in the store.
+    /// Only the etcd backend sends them; the watch cache absorbs them (see
+    /// [`Storage::progress_revision`]) instead of passing them to its watchers.
+    Progress {
+        /// The store's revision when the notification was sent.
+        revision: Revision,
+    },
 }
 
 impl Event {
@@ -125,16 +135,22 @@ impl Event {
     pub fn revision(&self) -> Revision {
         match self {
             Event::Put { kv, .. } => kv.mod_revision,
-            Event::Delete { revision, .. } => *revision,
+            Event::Delete { revision, .. } | Event::Progress { revision } => *revision,
         }
     }
 
-    /// The key this change is about.
-    pub fn key(&self) -> &Arc<str> {
+    /// The key this change is about; `None` for a progress notification.
+    pub fn key(&self) -> Option<&Arc<str>> {
         match self {
-            Event::Put { kv, .. } => &kv.key,
-            Event::Delete { prev, .. } => &prev.key,
+            Event::Put { kv, .. } => Some(&kv.key),
+            Event::Delete { prev, .. } => Some(&prev.key),
+            Event::Progress { .. } => None,
         }
+    }
+
+    /// Whether this is a change to a key under `prefix` (never a progress notification).
+    pub fn is_under(&self, prefix: &str) -> bool {
+        self.key().is_some_and(|key| key.starts_with(prefix))
     }
 }
 

@@ -1077,10 +1077,10 @@ impl Storage for SqliteStorage {
             .await?
         {
             Event::Delete { revision, prev } => Ok((revision, prev)),
-            Event::Put { kv, .. } => Err(SqliteError::Corrupt {
-                id: kv.mod_revision,
+            other => Err(SqliteError::Corrupt {
+                id: other.revision(),
                 key: key.to_string(),
-                reason: "a delete recorded a put",
+                reason: "a delete recorded something else",
             }
             .into()),
         }

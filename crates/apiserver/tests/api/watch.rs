@@ -1,7 +1,12 @@
 //! Watch semantics: start points, selector transitions, DELETED state, bookmarks, timeouts, 410 and relist.
 
+use std::time::Duration;
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kcm_apiserver::StorageBackend;
+use kcm_apiserver::storage::EtcdOptions;
+use kcm_apiserver::storage::etcd::throwaway::EtcdCluster;
 use kcm_apiserver::testing::TestServer;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
@@ -186,6 +191,68 @@ async fn bookmarks_only_when_requested() {
         assert!(without.is_empty(), "unexpected events {without:?}");
     })
     .await;
+}
+
+/// On etcd, BOOKMARKs follow etcd's progress notifications (upstream: the etcd3 watcher's
+/// progress notify feeding the cacher): a write by another cluster sharing the etcd changes
+/// nothing this server stores, yet a bookmarking watch's resourceVersion soon moves up to it
+/// (within a few bookmark periods, well before the server's own periodic writes, such as its
+/// endpoint lease every 10 s, would move it there without progress notifications).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_on_etcd_advance_with_progress_notifications() {
+    let Some(etcd) = EtcdCluster::start(1).await else {
+        return;
+    };
+    timed(async {
+        let options = EtcdOptions {
+            prefix: "/one".into(),
+            compaction_interval: None,
+            watch_progress_interval: Duration::from_millis(100),
+            ..EtcdOptions::new(etcd.endpoints())
+        };
+        let server = TestServer::try_start(StorageBackend::Etcd(options), None)
+            .await
+            .expect("a server on etcd");
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+        let cm = api
+            .create(&PostParams::default(), &configmap("a", &[]))
+            .await
+            .expect("create");
+        let mut raw = etcd_client::Client::connect(etcd.endpoints(), None)
+            .await
+            .expect("raw client");
+        let elsewhere = raw
+            .put("/registry/configmaps/default/theirs", "1", None)
+            .await
+            .expect("another cluster's write")
+            .header()
+            .expect("header")
+            .revision();
+        let started = tokio::time::Instant::now();
+        let mut stream = api
+            .watch(&WatchParams::default().timeout(20), &rv_of(&cm))
+            .await
+            .expect("watch")
+            .boxed();
+        loop {
+            match next_event(&mut stream).await {
+                WatchEvent::Bookmark(b) => {
+                    let rv: i64 = b.metadata.resource_version.parse().expect("numeric rv");
+                    if rv >= elsewhere {
+                        break;
+                    }
+                }
+                other => panic!("only bookmarks expected, got {}", describe(&other)),
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the bookmark reached revision {elsewhere} only after {:?}",
+            started.elapsed()
+        );
+    })
+    .await;
+    drop(etcd);
 }
 
 #[tokio::test]

@@ -53,6 +53,11 @@ pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 /// How long one etcd request may take before the store reports an error.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How often each watch asks etcd for a progress notification (`RequestWatchProgress`).
+/// etcd's own periodic notifications come every 10 minutes by default, far too rarely for
+/// bookmarks; a request per watch stream every few seconds costs etcd next to nothing.
+pub const DEFAULT_WATCH_PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+
 /// The largest response accepted from etcd: gRPC's 4 MiB default would fail any list of a
 /// few thousand objects, so, as kube-apiserver (`MaxCallRecvMsgSize`), accept up to 2 GiB.
 const MAX_RESPONSE_BYTES: usize = i32::MAX as usize;
@@ -163,6 +168,9 @@ pub struct EtcdOptions {
     pub compaction_interval: Option<Duration>,
     /// The bound on each unary request.
     pub request_timeout: Duration,
+    /// How often each watch requests a progress notification (see
+    /// [`DEFAULT_WATCH_PROGRESS_INTERVAL`]).
+    pub watch_progress_interval: Duration,
 }
 
 impl EtcdOptions {
@@ -174,6 +182,7 @@ impl EtcdOptions {
             tls: EtcdTls::default(),
             compaction_interval: Some(DEFAULT_COMPACTION_INTERVAL),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            watch_progress_interval: DEFAULT_WATCH_PROGRESS_INTERVAL,
         }
     }
 }
@@ -183,6 +192,8 @@ pub struct EtcdStorage {
     client: Client,
     keys: KeyMapper,
     timeout: Duration,
+    /// How often each watch requests a progress notification.
+    progress_interval: Duration,
     /// The periodic compactor, stopped on drop.
     compactor: Option<tokio::task::AbortHandle>,
 }
@@ -220,6 +231,7 @@ impl EtcdStorage {
             client,
             keys: KeyMapper::new(&options.prefix),
             timeout: options.request_timeout,
+            progress_interval: options.watch_progress_interval,
             compactor: None,
         };
         // Fail early, with a clear error, when nothing answers.
@@ -653,11 +665,20 @@ impl Storage for EtcdStorage {
             async move { watch.watch(start, Some(options)).await }
         })
         .await?;
+        let (requests, stream) = stream.split();
+        // Never zero: tokio's interval panics on it.
+        let every = self.progress_interval.max(Duration::from_millis(1));
+        let mut progress_every =
+            tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        progress_every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let state = WatchState {
             stream,
+            requests,
+            progress_every,
             keys: self.keys.clone(),
             prefix: prefix.to_owned(),
             after,
+            last: after,
             pending: VecDeque::new(),
             done: false,
         };
@@ -678,12 +699,19 @@ impl Storage for EtcdStorage {
 
 /// An etcd watch turned into storage events.
 struct WatchState {
-    stream: etcd_client::WatchStream,
+    stream: etcd_client::WatchResponseStream,
+    /// The request side of the same gRPC stream, for progress requests.
+    requests: etcd_client::WatchRequestSender,
+    /// When to ask etcd for the next progress notification.
+    progress_every: tokio::time::Interval,
     keys: KeyMapper,
     /// The storage prefix watched (the etcd range may be wider).
     prefix: String,
     /// The revision the watch started after (for the Compacted error).
     after: Revision,
+    /// The highest revision handed out (`after` before the first event): a progress
+    /// notification is passed on only when it is newer.
+    last: Revision,
     /// Events of the last response not yet handed out.
     pending: VecDeque<Result<Event>>,
     /// Set once an error was queued: the stream ends after it.
@@ -699,10 +727,20 @@ impl WatchState {
             if self.done {
                 return None;
             }
-            match self.stream.message().await {
-                Ok(Some(resp)) => self.absorb(&resp),
-                Ok(None) => return None,
-                Err(source) => {
+            let message = tokio::select! {
+                message = self.stream.next() => message,
+                _ = self.progress_every.tick() => {
+                    // etcd answers on the response stream, once every watch of this stream
+                    // has caught up (`RequestWatchProgress`). A failed send means the stream
+                    // is gone, which the response side reports.
+                    let _ = self.requests.request_progress().await;
+                    continue;
+                }
+            };
+            match message {
+                Some(Ok(resp)) => self.absorb(&resp),
+                None => return None,
+                Some(Err(source)) => {
                     self.fail(
                         EtcdError::Request {
                             op: "watch",
@@ -721,8 +759,11 @@ impl WatchState {
         self.done = true;
     }
 
-    /// Queues the events of one response. Responses without events are the "created"
-    /// acknowledgement and progress notifications; neither changes what a watcher sees.
+    /// Queues the events of one response. A response without events is the "created"
+    /// acknowledgement (ignored: the watch may still be replaying history) or a progress
+    /// notification, queued as [`Event::Progress`] at the header's revision when that is
+    /// newer than anything handed out, as kube-apiserver's `etcd3/watcher.go` turns it into
+    /// a bookmark.
     fn absorb(&mut self, resp: &etcd_client::WatchResponse) {
         if resp.canceled() {
             let err = if resp.compact_revision() > 0 {
@@ -740,8 +781,17 @@ impl WatchState {
             self.fail(err);
             return;
         }
+        if resp.events().is_empty() {
+            let revision = resp.header().map_or(0, |h| h.revision());
+            if !resp.created() && revision > self.last {
+                self.last = revision;
+                self.pending.push_back(Ok(Event::Progress { revision }));
+            }
+            return;
+        }
         for event in resp.events() {
             let Some(kv) = event.kv() else { continue };
+            self.last = self.last.max(kv.mod_revision());
             let Some(key) = self.keys.storage_key(kv.key()) else {
                 continue;
             };

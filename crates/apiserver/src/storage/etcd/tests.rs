@@ -4,11 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
 
 use super::throwaway::EtcdCluster;
 use super::{EtcdOptions, EtcdStorage};
 use crate::storage::conformance::{self, next_event};
-use crate::storage::{Error, ListOptions, Storage, WatchCache};
+use crate::storage::{Error, Event, ListOptions, Storage, WatchCache};
 
 /// A fresh one-member etcd and a store on it (no periodic compaction: the suite compacts
 /// explicitly), or `None` when etcd is not installed.
@@ -115,7 +116,7 @@ async fn a_custom_prefix_keeps_two_clusters_apart() {
         .await
         .expect("marker");
     let first = next_event(&mut watch).await;
-    assert_eq!(&**first.key(), key);
+    assert_eq!(first.key().map(|k| &**k), Some(key));
     assert_ne!(first.revision(), marker);
     assert_eq!(next_event(&mut watch).await.revision(), marker);
     assert_eq!(
@@ -242,4 +243,69 @@ async fn a_list_larger_than_grpcs_default_message_size_is_read() {
     for _ in 0..6 {
         next_event(&mut watch).await;
     }
+}
+
+/// A write elsewhere in etcd (another cluster's, under the default prefix) changes no watched key, yet progress
+/// notifications carry its revision to a direct watch, as an [`Event::Progress`], and to the
+/// watch cache, whose progress revision (what the API server's BOOKMARKs report) advances
+/// while its last event stays put.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_notifications_advance_watches_without_events() {
+    let Some(cluster) = EtcdCluster::start(1).await else {
+        return;
+    };
+    let store = EtcdStorage::connect(EtcdOptions {
+        compaction_interval: None,
+        watch_progress_interval: Duration::from_millis(100),
+        prefix: "/one".into(),
+        ..EtcdOptions::new(cluster.endpoints())
+    })
+    .await
+    .expect("connect");
+    let store = Arc::new(store) as Arc<dyn Storage>;
+    let start = store
+        .create("/registry/core/configmaps/default/a", val("a"))
+        .await
+        .expect("create");
+    let mut direct = store
+        .watch("/registry/core/configmaps/", start)
+        .await
+        .expect("watch");
+    let cache = WatchCache::new(Arc::clone(&store), 8).await.expect("cache");
+
+    let mut raw = etcd_client::Client::connect(cluster.endpoints(), None)
+        .await
+        .expect("raw client");
+    let elsewhere = raw
+        .put("/registry/configmaps/default/x", "1", None)
+        .await
+        .expect("put elsewhere")
+        .header()
+        .expect("header")
+        .revision();
+    assert!(elsewhere > start);
+
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), direct.next()).await {
+            Ok(Some(Ok(Event::Progress { revision }))) if revision >= elsewhere => break,
+            Ok(Some(Ok(Event::Progress { revision }))) => assert!(revision >= start),
+            other => panic!("only progress notifications expected, got {other:?}"),
+        }
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while cache.progress_revision().await.expect("progress") < elsewhere {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cache's progress revision did not reach {elsewhere}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cache.cached_revision(), start, "no event was published");
+
+    // A change after the progress point is still delivered, in order.
+    let next = store
+        .create("/registry/core/configmaps/default/b", val("b"))
+        .await
+        .expect("create b");
+    assert_eq!(next_event(&mut direct).await.revision(), next);
 }
