@@ -259,14 +259,25 @@ impl Feeder {
         while let Some(event) = stream.next().await {
             let event = event?;
             self.apply(&event);
-            self.applied.send_replace(Some(event.revision()));
+            // Never backwards: a late event below a progress notification (etcd-io/etcd#15220)
+            // changes an object but not how far the cache has come.
+            let revision = event.revision();
+            self.applied.send_if_modified(|applied| {
+                let advance = applied.is_none_or(|a| a < revision);
+                if advance {
+                    *applied = Some(revision);
+                }
+                advance
+            });
         }
         Ok(())
     }
 
     /// Applies one event to the resource its key belongs to, if any.
     fn apply(&self, event: &Event) {
-        let key = event.key();
+        let Some(key) = event.key() else {
+            return; // a progress notification: nothing to apply
+        };
         let mut resources = lock(&self.resources);
         let Some(resource) = resources
             .iter_mut()
@@ -286,6 +297,7 @@ impl Feeder {
             Event::Delete { .. } => {
                 resource.objects.remove(key);
             }
+            Event::Progress { .. } => {}
         }
     }
 }

@@ -336,6 +336,8 @@ fn convert_unfiltered(cache: &EventCache, def: &ResourceDef, event: &Event) -> O
                 Some(encode_event("DELETED", &gone))
             })
         }
+        // Nothing to show, as in `convert_event`.
+        Event::Progress { .. } => None,
     }
 }
 
