@@ -27,10 +27,32 @@ pub struct Inputs {
     sizes: Sizes,
 }
 
-/// Converts JSON to a CEL value (`null` when it cannot be, which JSON always can).
+/// Converts JSON to a CEL value.
 pub fn to_val(value: &Value) -> Box<dyn Val> {
-    let converted = cel::to_value(value).unwrap_or(cel::Value::Null);
-    Box::<dyn Val>::try_from(converted).unwrap_or_else(|_| Box::new(cel::common::types::CelNull))
+    Box::<dyn Val>::try_from(to_cel(value))
+        .unwrap_or_else(|_| Box::new(cel::common::types::CelNull))
+}
+
+/// JSON as CEL sees a Kubernetes object: integers are `int` (Kubernetes' integers are
+/// int64; serde's conversion would make positive ones `uint`, which CEL will not mix with
+/// `int` literals), other numbers `double`.
+fn to_cel(value: &Value) -> cel::Value {
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => cel::Value::Int(i),
+            (None, Some(u)) => cel::Value::UInt(u),
+            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => cel::Value::String(std::sync::Arc::new(s.clone())),
+        Value::Array(items) => cel::Value::List(std::sync::Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(map) => cel::Value::from(
+            map.iter()
+                .map(|(k, v)| (k.clone(), to_cel(v)))
+                .collect::<std::collections::HashMap<String, cel::Value>>(),
+        ),
+    }
 }
 
 impl Inputs {

@@ -22,21 +22,22 @@ pub const PER_CALL_LIMIT: u64 = 1_000_000;
 /// (upstream's `celconfig.RuntimeCELCostBudget`).
 pub const RUNTIME_BUDGET: u64 = 10_000_000;
 
-/// Functions whose cost grows with the length of their operands (strings or lists), as
-/// upstream's cost model charges them by size.
+/// The error of an expression refused for its cost (upstream's words, with "estimated"
+/// where upstream's counts the actual cost).
+pub const PER_CALL_EXCEEDED: &str = "operation cancelled: estimated cost limit exceeded";
+
+/// Functions whose cost may grow with the length of any operand, a string or a list.
+const SIZED: &[&str] = &["_+_", "_==_", "_!=_", "@in", "string", "join"];
+
+/// Functions whose cost grows with the length of a string operand, as upstream's cost model
+/// charges string functions by length.
 const LINEAR: &[&str] = &[
-    "_+_",
-    "_==_",
-    "_!=_",
-    "@in",
     "contains",
     "startsWith",
     "endsWith",
     "matches",
-    "string",
     "bytes",
     "split",
-    "join",
     "lowerAscii",
     "upperAscii",
     "replace",
@@ -108,7 +109,22 @@ pub fn estimate(expr: &IdedExpr, sizes: Sizes) -> u64 {
         .max(shape.literal_chars)
         .saturating_add(1)
         .saturating_mul(growth);
-    cost(expr, items, items.max(chars) / 10 + 1)
+    let per = Per {
+        items,
+        string: chars / 10 + 1,
+        sized: items.max(chars) / 10 + 1,
+    };
+    cost(expr, &per)
+}
+
+/// What one node costs beyond the first unit.
+struct Per {
+    /// Iterations of a comprehension.
+    items: u64,
+    /// A string function.
+    string: u64,
+    /// A function over strings or lists.
+    sized: u64,
 }
 
 /// The literal sizes and concatenations of an expression.
@@ -166,18 +182,28 @@ impl Shape {
     }
 }
 
-/// The cost of `e`: one per node, `linear` more per size-dependent call, a comprehension's
-/// body times `items`.
-fn cost(e: &IdedExpr, items: u64, linear: u64) -> u64 {
+/// Whether `e` is a scalar literal (comparing with one costs at most its length).
+fn is_scalar_literal(e: &IdedExpr) -> bool {
+    matches!(e.expr, Expr::Literal(_))
+}
+
+/// The cost of `e`: one per node, more per size-dependent call, a comprehension's body
+/// times the items it may iterate.
+fn cost(e: &IdedExpr, per: &Per) -> u64 {
     let sum = |exprs: &mut dyn Iterator<Item = &IdedExpr>| {
-        exprs.fold(0u64, |acc, x| acc.saturating_add(cost(x, items, linear)))
+        exprs.fold(0u64, |acc, x| acc.saturating_add(cost(x, per)))
     };
     match &e.expr {
         Expr::Literal(_) | Expr::Ident(_) | Expr::Unspecified => 1,
-        Expr::Select(s) => cost(&s.operand, items, linear).saturating_add(1),
+        Expr::Select(s) => cost(&s.operand, per).saturating_add(1),
         Expr::Call(call) => {
-            let own = if LINEAR.contains(&call.func_name.as_str()) {
-                linear
+            let name = call.func_name.as_str();
+            let own = if matches!(name, "_==_" | "_!=_") && call.args.iter().any(is_scalar_literal) {
+                per.string
+            } else if SIZED.contains(&name) {
+                per.sized
+            } else if LINEAR.contains(&name) {
+                per.string
             } else {
                 1
             };
@@ -188,23 +214,23 @@ fn cost(e: &IdedExpr, items: u64, linear: u64) -> u64 {
         Expr::Map(map) => map.entries.iter().fold(1u64, |acc, entry| {
             acc.saturating_add(match &entry.expr {
                 EntryExpr::MapEntry(m) => {
-                    cost(&m.key, items, linear).saturating_add(cost(&m.value, items, linear))
+                    cost(&m.key, per).saturating_add(cost(&m.value, per))
                 }
-                EntryExpr::StructField(f) => cost(&f.value, items, linear),
+                EntryExpr::StructField(f) => cost(&f.value, per),
             })
         }),
         Expr::Struct(s) => s.entries.iter().fold(1u64, |acc, entry| match &entry.expr {
-            EntryExpr::StructField(f) => acc.saturating_add(cost(&f.value, items, linear)),
+            EntryExpr::StructField(f) => acc.saturating_add(cost(&f.value, per)),
             EntryExpr::MapEntry(_) => acc,
         }),
         Expr::Comprehension(c) => {
-            let body = cost(&c.loop_cond, items, linear)
-                .saturating_add(cost(&c.loop_step, items, linear))
+            let body = cost(&c.loop_cond, per)
+                .saturating_add(cost(&c.loop_step, per))
                 .saturating_add(1);
-            cost(&c.iter_range, items, linear)
-                .saturating_add(cost(&c.accu_init, items, linear))
-                .saturating_add(items.saturating_mul(body))
-                .saturating_add(cost(&c.result, items, linear))
+            cost(&c.iter_range, per)
+                .saturating_add(cost(&c.accu_init, per))
+                .saturating_add(per.items.saturating_mul(body))
+                .saturating_add(cost(&c.result, per))
         }
     }
 }

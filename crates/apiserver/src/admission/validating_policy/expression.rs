@@ -107,9 +107,7 @@ impl Expression {
             message,
         };
         if self.estimate(scope.sizes()) > cost::PER_CALL_LIMIT {
-            return Err(failed(
-                "operation cancelled: estimated cost limit exceeded".to_owned(),
-            ));
+            return Err(failed(cost::PER_CALL_EXCEEDED.to_owned()));
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let mut context = Context::with_env(Arc::clone(&ENV));

@@ -68,7 +68,11 @@ pub struct Matcher {
 impl Matcher {
     /// The matcher of `m`; a selector that does not parse is an error.
     pub fn new(m: &MatchResources) -> Result<Matcher, String> {
-        let selector = |s| Selector::from_optional(s).map_err(|e| e.to_string());
+        // An unset selector is `{}` once defaulted: everything.
+        let selector = |s: Option<&_>| {
+            s.map_or(Ok(Selector::everything()), Selector::from_label_selector)
+                .map_err(|e| e.to_string())
+        };
         let rules = m.resource_rules.clone().unwrap_or_default();
         Ok(Matcher {
             namespace_selector: selector(m.namespace_selector.as_ref())?,

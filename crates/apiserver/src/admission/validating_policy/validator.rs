@@ -72,6 +72,12 @@ impl Run<'_> {
     /// Charges `e` (and the variables it reads, once) to the policy's budget.
     fn charge(&mut self, e: &Expression) -> Result<(), EvalError> {
         let mut cost = e.estimate(self.sizes);
+        if cost > cost::PER_CALL_LIMIT {
+            return Err(EvalError::Failed {
+                expression: e.source.clone(),
+                message: cost::PER_CALL_EXCEEDED.to_owned(),
+            });
+        }
         for &v in &e.variables {
             if let Some(charged) = self.variables_charged.get_mut(v)
                 && !*charged
