@@ -23,9 +23,9 @@ pub mod service_account;
 pub mod source;
 pub mod storage_object_in_use_protection;
 pub mod taint_nodes_by_condition;
-pub mod validating_policy;
 #[cfg(test)]
 pub mod testing;
+pub mod validating_policy;
 
 pub use attributes::{Attributes, Operation};
 pub use chain::Chain;

@@ -46,7 +46,9 @@ fn to_cel(value: &Value) -> cel::Value {
             _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
         },
         Value::String(s) => cel::Value::String(std::sync::Arc::new(s.clone())),
-        Value::Array(items) => cel::Value::List(std::sync::Arc::new(items.iter().map(to_cel).collect())),
+        Value::Array(items) => {
+            cel::Value::List(std::sync::Arc::new(items.iter().map(to_cel).collect()))
+        }
         Value::Object(map) => cel::Value::from(
             map.iter()
                 .map(|(k, v)| (k.clone(), to_cel(v)))

@@ -54,10 +54,7 @@ impl<T> Cache<T> {
             let obj = &objects[*i];
             entries.insert(
                 object::name(obj).to_owned(),
-                (
-                    object::resource_version(obj).to_owned(),
-                    Arc::clone(value),
-                ),
+                (object::resource_version(obj).to_owned(), Arc::clone(value)),
             );
         }
         if entries.len() > objects.len() {
@@ -91,7 +88,11 @@ mod tests {
         let mut builds = 0;
         let mut build = |o: &Value| {
             builds += 1;
-            Some(format!("{}@{}", object::name(o), object::resource_version(o)))
+            Some(format!(
+                "{}@{}",
+                object::name(o),
+                object::resource_version(o)
+            ))
         };
         let first = cache.sync(&[obj("a", "1"), obj("b", "1")], &mut build);
         let again = cache.sync(&[obj("a", "1"), obj("b", "1")], &mut build);

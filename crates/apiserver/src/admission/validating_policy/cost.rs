@@ -174,7 +174,13 @@ impl Shape {
                 }
             }
             Expr::Comprehension(c) => {
-                for part in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+                for part in [
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ] {
                     self.scan(part);
                 }
             }
@@ -198,7 +204,8 @@ fn cost(e: &IdedExpr, per: &Per) -> u64 {
         Expr::Select(s) => cost(&s.operand, per).saturating_add(1),
         Expr::Call(call) => {
             let name = call.func_name.as_str();
-            let own = if matches!(name, "_==_" | "_!=_") && call.args.iter().any(is_scalar_literal) {
+            let own = if matches!(name, "_==_" | "_!=_") && call.args.iter().any(is_scalar_literal)
+            {
                 per.string
             } else if SIZED.contains(&name) {
                 per.sized
@@ -213,9 +220,7 @@ fn cost(e: &IdedExpr, per: &Per) -> u64 {
         Expr::List(list) => 1u64.saturating_add(sum(&mut list.elements.iter())),
         Expr::Map(map) => map.entries.iter().fold(1u64, |acc, entry| {
             acc.saturating_add(match &entry.expr {
-                EntryExpr::MapEntry(m) => {
-                    cost(&m.key, per).saturating_add(cost(&m.value, per))
-                }
+                EntryExpr::MapEntry(m) => cost(&m.key, per).saturating_add(cost(&m.value, per)),
                 EntryExpr::StructField(f) => cost(&f.value, per),
             })
         }),

@@ -64,7 +64,9 @@ pub enum EvalError {
         message: String,
     },
     /// The policy's budget is spent.
-    #[error("validation failed due to running out of cost budget, no further validation rules will be run")]
+    #[error(
+        "validation failed due to running out of cost budget, no further validation rules will be run"
+    )]
     OutOfBudget,
 }
 
@@ -117,7 +119,9 @@ impl Expression {
         match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(failed(e.to_string())),
-            Err(_) => Err(failed("internal error evaluating the expression".to_owned())),
+            Err(_) => Err(failed(
+                "internal error evaluating the expression".to_owned(),
+            )),
         }
     }
 }

@@ -104,7 +104,11 @@ impl Matcher {
         if !self.match_object(r) {
             return Ok(false);
         }
-        if self.exclude_resource_rules.iter().any(|rule| rule_matches(rule, r)) {
+        if self
+            .exclude_resource_rules
+            .iter()
+            .any(|rule| rule_matches(rule, r))
+        {
             return Ok(false);
         }
         if !self.all_resources && !self.resource_rules.iter().any(|rule| rule_matches(rule, r)) {
@@ -166,9 +170,10 @@ fn rule_matches(rule: &NamedRuleWithOperations, r: &Request<'_>) -> bool {
         let (res, sub) = res.split_once('/').unwrap_or((res, ""));
         (res == "*" || res == r.resource) && (sub == "*" || sub == r.subresource)
     });
-    let names = rule.resource_names.as_ref().is_none_or(|names| {
-        names.is_empty() || names.iter().any(|n| n == r.name)
-    });
+    let names = rule
+        .resource_names
+        .as_ref()
+        .is_none_or(|names| names.is_empty() || names.iter().any(|n| n == r.name));
     scope
         && any(&rule.operations, r.operation.as_str())
         && any(&rule.api_groups, r.group)
@@ -188,10 +193,18 @@ mod tests {
 
     use super::*;
 
-    fn request(operation: Operation, resource: &'static str, namespace: &'static str) -> Request<'static> {
+    fn request(
+        operation: Operation,
+        resource: &'static str,
+        namespace: &'static str,
+    ) -> Request<'static> {
         Request {
             operation,
-            group: if resource == "deployments" { "apps" } else { "" },
+            group: if resource == "deployments" {
+                "apps"
+            } else {
+                ""
+            },
             version: "v1",
             resource,
             subresource: "",

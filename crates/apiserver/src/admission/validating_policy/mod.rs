@@ -121,7 +121,9 @@ impl Plugin for ValidatingAdmissionPolicy {
             return Ok(());
         }
         // Bindings first: without one, no policy applies and the policies need not be read.
-        let bindings = source.list(&VALIDATING_ADMISSION_POLICY_BINDINGS, "").await?;
+        let bindings = source
+            .list(&VALIDATING_ADMISSION_POLICY_BINDINGS, "")
+            .await?;
         let bindings = self.bindings.sync(&bindings, |obj| {
             Binding::decode(obj)
                 .inspect_err(|e| tracing::warn!(error = %e, "undecodable binding skipped"))

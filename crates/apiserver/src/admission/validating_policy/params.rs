@@ -93,8 +93,10 @@ mod tests {
     }
 
     fn binding(param_ref: Value) -> Binding {
-        Binding::decode(&json!({"metadata": {"name": "b"}, "spec": {"policyName": "p",
-            "validationActions": ["Deny"], "paramRef": param_ref}}))
+        Binding::decode(
+            &json!({"metadata": {"name": "b"}, "spec": {"policyName": "p",
+            "validationActions": ["Deny"], "paramRef": param_ref}}),
+        )
         .expect("binding")
     }
 
@@ -170,14 +172,18 @@ mod tests {
                 policy(cm),
                 json!({"name": "limits", "parameterNotFoundAction": "Deny"}),
                 "",
-                Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources"),
+                Err(
+                    "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources",
+                ),
             ),
             (
                 "unknown kind",
                 policy(Some(("example.com/v1", "Limits"))),
                 json!({"name": "limits", "parameterNotFoundAction": "Deny"}),
                 "default",
-                Err("paramKind kind `&ParamKind{APIVersion:example.com/v1,Kind:Limits,}` not known"),
+                Err(
+                    "paramKind kind `&ParamKind{APIVersion:example.com/v1,Kind:Limits,}` not known",
+                ),
             ),
         ];
         for (name, policy, param_ref, namespace, want) in cases {

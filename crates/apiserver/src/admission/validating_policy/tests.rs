@@ -33,8 +33,15 @@ async fn registry() -> Registry {
     registry
 }
 
-async fn create(registry: &Registry, def: &ResourceDef, obj: Value) -> Result<WriteOutcome, ApiError> {
-    let namespace = obj["metadata"]["namespace"].as_str().unwrap_or("").to_owned();
+async fn create(
+    registry: &Registry,
+    def: &ResourceDef,
+    obj: Value,
+) -> Result<WriteOutcome, ApiError> {
+    let namespace = obj["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     registry
         .create(def, &namespace, obj, &WriteOptions::default())
         .await
@@ -75,9 +82,13 @@ fn deployment(namespace: &str, name: &str, replicas: i64) -> Value {
 #[tokio::test]
 async fn a_deny_binding_refuses_with_upstreams_message_and_code() {
     let registry = registry().await;
-    create(&registry, &VALIDATING_ADMISSION_POLICIES, demo_policy(json!({})))
-        .await
-        .expect("policy");
+    create(
+        &registry,
+        &VALIDATING_ADMISSION_POLICIES,
+        demo_policy(json!({})),
+    )
+    .await
+    .expect("policy");
     // A policy without a binding does nothing.
     create(&registry, &DEPLOYMENTS, deployment("default", "before", 6))
         .await
@@ -122,8 +133,10 @@ async fn a_deny_binding_refuses_with_upstreams_message_and_code() {
 #[tokio::test]
 async fn warn_bindings_warn_and_reasons_choose_the_code() {
     let registry = registry().await;
-    let policy = demo_policy(json!({"validations": [{"expression": "object.spec.replicas <= 5",
-        "message": "at most 5 replicas", "reason": "Forbidden"}]}));
+    let policy = demo_policy(
+        json!({"validations": [{"expression": "object.spec.replicas <= 5",
+        "message": "at most 5 replicas", "reason": "Forbidden"}]}),
+    );
     create(&registry, &VALIDATING_ADMISSION_POLICIES, policy)
         .await
         .expect("policy");
@@ -139,7 +152,9 @@ async fn warn_bindings_warn_and_reasons_choose_the_code() {
         .expect("a warning does not refuse");
     assert_eq!(
         out.warnings,
-        ["Validation failed for ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'warn': at most 5 replicas"]
+        [
+            "Validation failed for ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'warn': at most 5 replicas"
+        ]
     );
     create(
         &registry,

@@ -215,16 +215,18 @@ mod tests {
     use crate::resources::apps::DEPLOYMENTS;
 
     fn outcome(spec: Value, replicas: i64, params: Option<Value>) -> Outcome {
-        let policy = Policy::compile(&json!({"metadata": {"name": "demo"}, "spec": spec}))
-            .expect("policy");
+        let policy =
+            Policy::compile(&json!({"metadata": {"name": "demo"}, "spec": spec})).expect("policy");
         let user = UserInfo::admin();
         let a = Attributes::new(
             Operation::Create,
             &DEPLOYMENTS,
             "default",
             "web",
-            Some(json!({"metadata": {"name": "web", "labels": {"app": "web"}},
-                "spec": {"replicas": replicas}})),
+            Some(
+                json!({"metadata": {"name": "web", "labels": {"app": "web"}},
+                "spec": {"replicas": replicas}}),
+            ),
             &user,
         );
         let inputs = Inputs::new(&a, None);
