@@ -305,6 +305,7 @@ mod tests {
         let decls = Declarations {
             params: true,
             variables: variables.iter().map(|v| (*v).to_owned()).collect(),
+            growth: Vec::new(),
         };
         Expression::compile(source, &decls).expect("compiles")
     }

@@ -76,13 +76,18 @@ impl Policy {
         let mut decls = Declarations {
             params: param_kind.is_some(),
             variables: Vec::new(),
+            growth: Vec::new(),
         };
         let mut variables = Vec::new();
         let mut config_error = None;
         for (i, v) in spec.variables.unwrap_or_default().into_iter().enumerate() {
             match Expression::compile(&v.expression, &decls) {
-                Ok(e) => variables.push((v.name.clone(), e)),
+                Ok(e) => {
+                    decls.growth.push(e.growth.total);
+                    variables.push((v.name.clone(), e));
+                }
                 Err(e) => {
+                    decls.growth.push(0);
                     config_error.get_or_insert(format!(
                         "spec.variables[{i}].expression: compilation failed: {e}"
                     ));

@@ -92,23 +92,45 @@ fn walk(value: &Value, sizes: &mut Sizes) {
     }
 }
 
+/// How many concatenations may have grown the values an expression sees: a `+` may double
+/// a list or a string, and nothing else makes one longer than the inputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Growth {
+    /// Every `+` of the expression and of the variables it reads: bounds strings.
+    pub total: u32,
+    /// The `+` inside what a comprehension iterates (and every `+` of the variables read):
+    /// bounds the lists and maps iterated. A `+` elsewhere builds nothing that is iterated.
+    pub ranges: u32,
+}
+
+impl Growth {
+    /// The concatenations of `expr` itself (`variables` adds those of the variables it reads).
+    pub fn of(expr: &IdedExpr, variables: u32) -> Growth {
+        let mut shape = Shape::default();
+        shape.scan(expr, false);
+        Growth {
+            total: shape.plus.saturating_add(variables),
+            ranges: shape.plus_in_ranges.saturating_add(variables),
+        }
+    }
+}
+
 /// The estimated cost of `expr` when its inputs have `sizes` (saturating: an absurd
 /// expression estimates `u64::MAX`, never wraps).
-pub fn estimate(expr: &IdedExpr, sizes: Sizes) -> u64 {
+pub fn estimate(expr: &IdedExpr, sizes: Sizes, growth: Growth) -> u64 {
     // Literals count as inputs; every `+` may double what exists.
     let mut shape = Shape::default();
-    shape.scan(expr);
-    let growth = 1u64 << shape.plus.min(40);
+    shape.scan(expr, false);
     let items = sizes
         .items
         .max(shape.literal_items)
         .saturating_add(1)
-        .saturating_mul(growth);
+        .saturating_mul(1u64 << growth.ranges.min(40));
     let chars = sizes
         .chars
         .max(shape.literal_chars)
         .saturating_add(1)
-        .saturating_mul(growth);
+        .saturating_mul(1u64 << growth.total.min(40));
     let per = Per {
         items,
         string: chars / 10 + 1,
@@ -131,12 +153,13 @@ struct Per {
 #[derive(Default)]
 struct Shape {
     plus: u32,
+    plus_in_ranges: u32,
     literal_items: u64,
     literal_chars: u64,
 }
 
 impl Shape {
-    fn scan(&mut self, e: &IdedExpr) {
+    fn scan(&mut self, e: &IdedExpr, in_range: bool) {
         match &e.expr {
             Expr::Literal(LiteralValue::String(s)) => {
                 self.literal_chars = self.literal_chars.max(s.inner().len() as u64);
@@ -145,43 +168,41 @@ impl Shape {
             Expr::Call(call) => {
                 if call.func_name == "_+_" {
                     self.plus += 1;
+                    if in_range {
+                        self.plus_in_ranges += 1;
+                    }
                 }
-                call.target.iter().for_each(|t| self.scan(t));
-                call.args.iter().for_each(|a| self.scan(a));
+                call.target.iter().for_each(|t| self.scan(t, in_range));
+                call.args.iter().for_each(|a| self.scan(a, in_range));
             }
-            Expr::Select(s) => self.scan(&s.operand),
+            Expr::Select(s) => self.scan(&s.operand, in_range),
             Expr::List(list) => {
                 self.literal_items = self.literal_items.max(list.elements.len() as u64);
-                list.elements.iter().for_each(|a| self.scan(a));
+                list.elements.iter().for_each(|a| self.scan(a, in_range));
             }
             Expr::Map(map) => {
                 self.literal_items = self.literal_items.max(map.entries.len() as u64);
                 for entry in &map.entries {
                     match &entry.expr {
                         EntryExpr::MapEntry(m) => {
-                            self.scan(&m.key);
-                            self.scan(&m.value);
+                            self.scan(&m.key, in_range);
+                            self.scan(&m.value, in_range);
                         }
-                        EntryExpr::StructField(f) => self.scan(&f.value),
+                        EntryExpr::StructField(f) => self.scan(&f.value, in_range),
                     }
                 }
             }
             Expr::Struct(s) => {
                 for entry in &s.entries {
                     if let EntryExpr::StructField(f) = &entry.expr {
-                        self.scan(&f.value);
+                        self.scan(&f.value, in_range);
                     }
                 }
             }
             Expr::Comprehension(c) => {
-                for part in [
-                    &c.iter_range,
-                    &c.accu_init,
-                    &c.loop_cond,
-                    &c.loop_step,
-                    &c.result,
-                ] {
-                    self.scan(part);
+                self.scan(&c.iter_range, true);
+                for part in [&c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
+                    self.scan(part, in_range);
                 }
             }
         }
@@ -248,7 +269,8 @@ mod tests {
 
     fn est(source: &str, input: &Value) -> u64 {
         let program = cel::Program::compile(source).expect("parses");
-        estimate(program.expression(), Sizes::of(input))
+        let growth = Growth::of(program.expression(), 0);
+        estimate(program.expression(), Sizes::of(input), growth)
     }
 
     #[test]
@@ -289,6 +311,12 @@ mod tests {
                 expr: "object.items.all(a, object.items.all(b, object.items.all(c, true)))",
                 items: 10_000,
                 within_limit: false,
+            },
+            Case {
+                name: "concatenating strings in nested loops over a small map",
+                expr: "object.items.all(a, object.items.all(b, object.items.all(c, a + b + c != '')))",
+                items: 10,
+                within_limit: true,
             },
             Case {
                 name: "doubling a list in a loop",

@@ -7,7 +7,7 @@ use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use cel::{Context, Env, Program};
 
 use super::activation::Scope;
-use super::cost::{self, Sizes};
+use super::cost::{self, Growth, Sizes};
 
 /// The CEL environment every policy expression runs in: the standard library and macros.
 /// Built once: building it registers every standard overload.
@@ -37,6 +37,9 @@ pub struct Declarations {
     pub params: bool,
     /// The variables `variables.<name>` may name.
     pub variables: Vec<String>,
+    /// Each variable's concatenations ([`Growth::total`]), index-aligned with `variables`
+    /// (missing: none).
+    pub growth: Vec<u32>,
 }
 
 /// A compiled expression.
@@ -49,6 +52,8 @@ pub struct Expression {
     /// The variables it names (indexes into the policy's variables), for the cost of
     /// evaluating them on first use.
     pub variables: Vec<usize>,
+    /// How much its concatenations, and those of the variables it reads, may grow values.
+    pub growth: Growth,
 }
 
 /// How an evaluation failed: the text upstream puts in the decision's message.
@@ -89,16 +94,22 @@ impl Expression {
         let mut variables = check.variables;
         variables.sort_unstable();
         variables.dedup();
+        let read: u32 = variables
+            .iter()
+            .map(|&v| decls.growth.get(v).copied().unwrap_or(0))
+            .fold(0, u32::saturating_add);
+        let growth = Growth::of(program.expression(), read);
         Ok(Expression {
             source: source.to_owned(),
             program,
             variables,
+            growth,
         })
     }
 
     /// The estimated cost of this expression alone over inputs of `sizes`.
     pub fn estimate(&self, sizes: Sizes) -> u64 {
-        cost::estimate(self.program.expression(), sizes)
+        cost::estimate(self.program.expression(), sizes, self.growth)
     }
 
     /// Evaluates the expression in `scope`, refused beforehand if its estimated cost
@@ -219,6 +230,7 @@ mod tests {
         Declarations {
             params,
             variables: variables.iter().map(|v| (*v).to_owned()).collect(),
+            growth: Vec::new(),
         }
     }
 

@@ -424,4 +424,36 @@ mod tests {
             got.failures
         );
     }
+
+    #[test]
+    fn lists_grown_in_a_variable_count_where_they_are_iterated() {
+        let user = UserInfo::admin();
+        let items: Vec<Value> = (0..200).map(Value::from).collect();
+        let a = Attributes::new(
+            Operation::Create,
+            &DEPLOYMENTS,
+            "default",
+            "web",
+            Some(json!({"spec": {"items": items}})),
+            &user,
+        );
+        let inputs = Inputs::new(&a, None);
+        let run = |variable: &str| {
+            let policy = Policy::compile(&json!({"metadata": {"name": "grow"}, "spec": {
+                "variables": [{"name": "v", "expression": variable}],
+                "validations": [{"expression": "variables.v.all(a, variables.v.all(b, a >= 0))"}]}}))
+            .expect("policy");
+            validate(&policy, &inputs, None).failures
+        };
+        assert_eq!(run("object.spec.items"), []);
+        let l = "object.spec.items";
+        let doubled = format!("(({l} + {l}) + ({l} + {l})) + (({l} + {l}) + ({l} + {l}))");
+        let doubled = format!("({doubled}) + ({doubled})");
+        let failures = run(&doubled);
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(
+            failures[0].message.ends_with(cost::PER_CALL_EXCEEDED),
+            "{failures:?}"
+        );
+    }
 }
