@@ -179,7 +179,7 @@ impl<'a> Activation<'a> {
                 visible: index,
             };
             let (name, expression) = &self.variables[index];
-            match expression.evaluate(&scope) {
+            match expression.evaluate(&scope, self.sizes) {
                 Ok(value) => Box::<dyn Val>::try_from(value),
                 Err(e) => Err(ExecutionError::function_error(
                     &format!("variables.{name}"),
@@ -337,7 +337,8 @@ mod tests {
         let params = json!({"max": 5});
         let activation = Activation::new(&inputs, Some(&params), &variables);
         let names = ["replicas", "tooMany", "broken"];
-        let eval = |source: &str| compile(source, &names).evaluate(&activation.scope());
+        let eval =
+            |source: &str| compile(source, &names).evaluate(&activation.scope(), activation.sizes);
         let cases: &[(&str, cel::Value)] = &[
             ("variables.tooMany", cel::Value::Bool(true)),
             ("variables.replicas == 7", cel::Value::Bool(true)),
@@ -381,7 +382,7 @@ mod tests {
         let variables = vec![("me".to_owned(), compile("variables['me']", &["me"]))];
         let activation = Activation::new(&inputs, None, &variables);
         let err = compile("variables.me", &["me"])
-            .evaluate(&activation.scope())
+            .evaluate(&activation.scope(), activation.sizes)
             .expect_err("self reference");
         assert!(err.to_string().contains("No such key: me"), "{err}");
     }

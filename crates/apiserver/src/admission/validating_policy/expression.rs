@@ -4,9 +4,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::context::VariableResolver;
 use cel::{Context, Env, Program};
 
-use super::activation::Scope;
 use super::cost::{self, Growth, Sizes};
 
 /// The CEL environment every policy expression runs in: the standard library and macros.
@@ -112,19 +112,24 @@ impl Expression {
         cost::estimate(self.program.expression(), sizes, self.growth)
     }
 
-    /// Evaluates the expression in `scope`, refused beforehand if its estimated cost
-    /// exceeds upstream's per-call limit.
-    pub fn evaluate(&self, scope: &Scope<'_>) -> Result<cel::Value, EvalError> {
+    /// Evaluates the expression with the variables `resolver` gives (an activation's
+    /// scope, whose values are bounded by `sizes`), refused beforehand if its estimated
+    /// cost exceeds upstream's per-call limit.
+    pub fn evaluate(
+        &self,
+        resolver: &dyn VariableResolver,
+        sizes: Sizes,
+    ) -> Result<cel::Value, EvalError> {
         let failed = |message: String| EvalError::Failed {
             expression: self.source.clone(),
             message,
         };
-        if self.estimate(scope.sizes()) > cost::PER_CALL_LIMIT {
+        if self.estimate(sizes) > cost::PER_CALL_LIMIT {
             return Err(failed(cost::PER_CALL_EXCEEDED.to_owned()));
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let mut context = Context::with_env(Arc::clone(&ENV));
-            context.set_variable_resolver(scope);
+            context.set_variable_resolver(resolver);
             self.program.execute(&context)
         }));
         match outcome {

@@ -98,7 +98,8 @@ impl Run<'_> {
             .as_ref()
             .map_err(|e| format!("compilation error: {e}"))?;
         self.charge(e).map_err(|e| e.to_string())?;
-        e.evaluate(&self.scope).map_err(|e| e.to_string())
+        e.evaluate(&self.scope, self.sizes)
+            .map_err(|e| e.to_string())
     }
 
     fn validate(&mut self) -> Outcome {
