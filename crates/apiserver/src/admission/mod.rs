@@ -6,7 +6,7 @@
 //! [`plugins`] file names every plugin in upstream's `AllOrderedPlugins` order with the
 //! default-on set, and [`chain`] builds the configured chain from
 //! `--enable-admission-plugins` / `--disable-admission-plugins`. One file per plugin below;
-//! webhooks and ValidatingAdmissionPolicy slot in as further [`Plugin`]s.
+//! webhooks slot in as further [`Plugin`]s; [`validating_policy`] is ValidatingAdmissionPolicy.
 
 pub mod attributes;
 pub mod chain;
@@ -25,6 +25,7 @@ pub mod storage_object_in_use_protection;
 pub mod taint_nodes_by_condition;
 #[cfg(test)]
 pub mod testing;
+pub mod validating_policy;
 
 pub use attributes::{Attributes, Operation};
 pub use chain::Chain;

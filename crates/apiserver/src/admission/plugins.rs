@@ -56,6 +56,8 @@ pub const DEFAULT_STORAGE_CLASS: &str = "DefaultStorageClass";
 pub const STORAGE_OBJECT_IN_USE_PROTECTION: &str = "StorageObjectInUseProtection";
 /// `RuntimeClass`.
 pub const RUNTIME_CLASS: &str = "RuntimeClass";
+/// `ValidatingAdmissionPolicy`.
+pub const VALIDATING_ADMISSION_POLICY: &str = crate::admission::validating_policy::NAME;
 /// `ResourceQuota`: run by the registry itself after the chain's validating phase (it
 /// charges quotas in the store, which a [`Plugin`] cannot), but switched like the others.
 pub const RESOURCE_QUOTA: &str = "ResourceQuota";
@@ -98,7 +100,7 @@ pub const ALL_ORDERED_PLUGINS: &[&str] = &[
     "PodTopologyLabels",
     "MutatingAdmissionPolicy",
     "MutatingAdmissionWebhook",
-    "ValidatingAdmissionPolicy",
+    VALIDATING_ADMISSION_POLICY,
     "ValidatingAdmissionWebhook",
     RESOURCE_QUOTA,
     "AlwaysDeny",
@@ -127,7 +129,7 @@ pub const DEFAULT_ON_PLUGINS: &[&str] = &[
     POD_SECURITY,
     "PodTopologyLabels",
     "MutatingAdmissionPolicy",
-    "ValidatingAdmissionPolicy",
+    VALIDATING_ADMISSION_POLICY,
 ];
 
 /// Default-on upstream plugins kcm turns off by default: StorageObjectInUseProtection adds
@@ -153,6 +155,9 @@ pub fn build(name: &str) -> Option<Arc<dyn Plugin>> {
             Arc::new(storage_object_in_use_protection::StorageObjectInUseProtection)
         }
         RUNTIME_CLASS => Arc::new(runtime_class::RuntimeClass),
+        VALIDATING_ADMISSION_POLICY => {
+            Arc::new(validating_policy::ValidatingAdmissionPolicy::default())
+        }
         _ => return None,
     };
     Some(plugin)
@@ -302,6 +307,7 @@ mod tests {
                 DEFAULT_TOLERATION_SECONDS,
                 DEFAULT_STORAGE_CLASS,
                 RUNTIME_CLASS,
+                VALIDATING_ADMISSION_POLICY,
             ]
         );
     }

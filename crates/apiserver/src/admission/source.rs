@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::error::Result;
+use crate::registry::DefRef;
 use crate::registry::resource::ResourceDef;
 
 /// The objects plugins read (namespaces, service accounts, limit ranges, classes): the
@@ -20,4 +21,10 @@ pub trait ObjectSource: Send + Sync {
     /// Whether the server serves `def` (a plugin whose resources are not served does nothing,
     /// as upstream's plugins wait for informers that never sync).
     fn serves(&self, def: &ResourceDef) -> bool;
+
+    /// The served resource whose objects are `apiVersion`/`kind` (built-in or custom), as
+    /// upstream's REST mapper resolves a policy's `paramKind`; `None` when nothing serves it.
+    fn resource_for_kind(&self, _api_version: &str, _kind: &str) -> Option<DefRef> {
+        None
+    }
 }

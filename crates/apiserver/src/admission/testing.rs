@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::object;
+use crate::registry::DefRef;
 use crate::registry::resource::ResourceDef;
 
 /// Objects by resource (group and plural), served as the registry would.
@@ -13,12 +14,21 @@ use crate::registry::resource::ResourceDef;
 pub struct Objects {
     /// `(group, plural, object)`.
     objects: Vec<(String, String, Value)>,
+    /// The resources of the objects, for [`ObjectSource::resource_for_kind`].
+    defs: Vec<&'static ResourceDef>,
 }
 
 impl Objects {
     /// A source holding `objects`.
-    pub fn new(objects: Vec<(&ResourceDef, Value)>) -> Self {
+    pub fn new(objects: Vec<(&'static ResourceDef, Value)>) -> Self {
+        let mut defs: Vec<&'static ResourceDef> = Vec::new();
+        for (def, _) in &objects {
+            if !defs.iter().any(|d| std::ptr::eq(*d, *def)) {
+                defs.push(def);
+            }
+        }
         Self {
+            defs,
             objects: objects
                 .into_iter()
                 .map(|(def, obj)| (def.group.to_string(), def.plural.to_string(), obj))
@@ -53,5 +63,12 @@ impl ObjectSource for Objects {
 
     fn serves(&self, _: &ResourceDef) -> bool {
         true
+    }
+
+    fn resource_for_kind(&self, api_version: &str, kind: &str) -> Option<DefRef> {
+        self.defs
+            .iter()
+            .find(|d| d.api_version() == api_version && d.kind == kind)
+            .map(|d| DefRef::Static(d))
     }
 }

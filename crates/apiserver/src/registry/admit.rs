@@ -48,6 +48,14 @@ impl ObjectSource for Registry {
             .iter()
             .any(|d| d.group == def.group && d.plural == def.plural)
     }
+
+    fn resource_for_kind(&self, api_version: &str, kind: &str) -> Option<crate::registry::DefRef> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.served
+            .snapshot()
+            .refs()
+            .find(|d| d.group == group && d.version == version && d.kind == kind)
+    }
 }
 
 impl Registry {
