@@ -6,7 +6,8 @@
 //! [`plugins`] file names every plugin in upstream's `AllOrderedPlugins` order with the
 //! default-on set, and [`chain`] builds the configured chain from
 //! `--enable-admission-plugins` / `--disable-admission-plugins`. One file per plugin below;
-//! webhooks and ValidatingAdmissionPolicy slot in as further [`Plugin`]s.
+//! [`webhook`] holds the two webhook plugins; [`match_conditions`] the CEL conditions they
+//! (and ValidatingAdmissionPolicy) share.
 
 pub mod attributes;
 pub mod chain;
@@ -14,6 +15,7 @@ pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod interfaces;
 pub mod limit_ranger;
+pub mod match_conditions;
 pub mod namespace_lifecycle;
 pub mod plugins;
 pub mod pod_security;
@@ -25,6 +27,7 @@ pub mod storage_object_in_use_protection;
 pub mod taint_nodes_by_condition;
 #[cfg(test)]
 pub mod testing;
+pub mod webhook;
 
 pub use attributes::{Attributes, Operation};
 pub use chain::Chain;

@@ -56,6 +56,10 @@ pub const DEFAULT_STORAGE_CLASS: &str = "DefaultStorageClass";
 pub const STORAGE_OBJECT_IN_USE_PROTECTION: &str = "StorageObjectInUseProtection";
 /// `RuntimeClass`.
 pub const RUNTIME_CLASS: &str = "RuntimeClass";
+/// `MutatingAdmissionWebhook`.
+pub const MUTATING_ADMISSION_WEBHOOK: &str = "MutatingAdmissionWebhook";
+/// `ValidatingAdmissionWebhook`.
+pub const VALIDATING_ADMISSION_WEBHOOK: &str = "ValidatingAdmissionWebhook";
 /// `ResourceQuota`: run by the registry itself after the chain's validating phase (it
 /// charges quotas in the store, which a [`Plugin`] cannot), but switched like the others.
 pub const RESOURCE_QUOTA: &str = "ResourceQuota";
@@ -97,9 +101,9 @@ pub const ALL_ORDERED_PLUGINS: &[&str] = &[
     "DenyServiceExternalIPs",
     "PodTopologyLabels",
     "MutatingAdmissionPolicy",
-    "MutatingAdmissionWebhook",
+    MUTATING_ADMISSION_WEBHOOK,
     "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionWebhook",
+    VALIDATING_ADMISSION_WEBHOOK,
     RESOURCE_QUOTA,
     "AlwaysDeny",
 ];
@@ -112,8 +116,8 @@ pub const DEFAULT_ON_PLUGINS: &[&str] = &[
     DEFAULT_STORAGE_CLASS,
     "PersistentVolumeClaimResize",
     DEFAULT_TOLERATION_SECONDS,
-    "MutatingAdmissionWebhook",
-    "ValidatingAdmissionWebhook",
+    MUTATING_ADMISSION_WEBHOOK,
+    VALIDATING_ADMISSION_WEBHOOK,
     RESOURCE_QUOTA,
     STORAGE_OBJECT_IN_USE_PROTECTION,
     PRIORITY,
@@ -153,6 +157,8 @@ pub fn build(name: &str) -> Option<Arc<dyn Plugin>> {
             Arc::new(storage_object_in_use_protection::StorageObjectInUseProtection)
         }
         RUNTIME_CLASS => Arc::new(runtime_class::RuntimeClass),
+        MUTATING_ADMISSION_WEBHOOK => Arc::new(webhook::MutatingWebhook::default()),
+        VALIDATING_ADMISSION_WEBHOOK => Arc::new(webhook::ValidatingWebhook::default()),
         _ => return None,
     };
     Some(plugin)
@@ -302,6 +308,8 @@ mod tests {
                 DEFAULT_TOLERATION_SECONDS,
                 DEFAULT_STORAGE_CLASS,
                 RUNTIME_CLASS,
+                MUTATING_ADMISSION_WEBHOOK,
+                VALIDATING_ADMISSION_WEBHOOK,
             ]
         );
     }

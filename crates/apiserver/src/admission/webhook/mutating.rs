@@ -1,0 +1,117 @@
+//! The `MutatingAdmissionWebhook` plugin: matching mutating webhooks called one after another in the mutating phase, in configuration order, each seeing the previous ones' patches; a JSON patch answered is applied and the object defaulted again, as upstream's `mutatingDispatcher`.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::admission::attributes::{Attributes, Operation};
+use crate::admission::interfaces::Plugin;
+use crate::admission::match_conditions::FailurePolicy;
+use crate::admission::source::ObjectSource;
+use crate::admission::webhook::dispatch::{self, add_warnings, new_uid};
+use crate::admission::webhook::errors::{self, Error};
+use crate::admission::webhook::hook::Hook;
+use crate::admission::webhook::review::{self, Response};
+use crate::admission::webhook::rules;
+use crate::admission::webhook::source::HookSource;
+use crate::error::{ApiError, Result};
+use crate::resources::admissionregistration::MUTATING_WEBHOOK_CONFIGURATIONS;
+
+/// The plugin's upstream name.
+pub const NAME: &str = "MutatingAdmissionWebhook";
+
+/// Calls the MutatingWebhookConfigurations' webhooks.
+#[derive(Debug)]
+pub struct MutatingWebhook {
+    /// The configured webhooks, compiled once per configuration generation.
+    hooks: HookSource,
+}
+
+impl Default for MutatingWebhook {
+    fn default() -> Self {
+        Self {
+            hooks: HookSource::new(&MUTATING_WEBHOOK_CONFIGURATIONS),
+        }
+    }
+}
+
+#[async_trait]
+impl Plugin for MutatingWebhook {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn handles(&self, _: Operation) -> bool {
+        true
+    }
+
+    fn mutates(&self) -> bool {
+        true
+    }
+
+    async fn admit(&self, source: &dyn ObjectSource, a: &mut Attributes<'_>) -> Result<()> {
+        if rules::is_exempt(a) {
+            return Ok(());
+        }
+        let hooks = self.hooks.hooks(source).await?;
+        for hook in hooks.iter() {
+            let uid = new_uid();
+            let request = review::request(a, &uid);
+            if !dispatch::should_call(hook, a, source, &request).await? {
+                continue;
+            }
+            let result = dispatch::call(hook, a, source, request, &uid, true).await;
+            match result {
+                Ok(response) => apply(hook, a, response)?,
+                Err(e @ Error::Calling { .. }) if hook.failure_policy == FailurePolicy::Ignore => {
+                    tracing::warn!(webhook = %hook.name, error = %e, "Failed calling webhook, failing open");
+                }
+                Err(e) => {
+                    tracing::warn!(webhook = %hook.name, error = %e, "mutating webhook refused the request");
+                    return Err(e.into_api_error());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies one webhook's answer to the request: its warnings, its denial, or its patch.
+fn apply(hook: &Hook, a: &mut Attributes<'_>, response: Response) -> Result<()> {
+    add_warnings(a, response.warnings);
+    if !response.allowed {
+        return Err(errors::denied(&hook.name, response.status.as_ref()).into_api_error());
+    }
+    let Some(patch) = response.patch else {
+        return Ok(());
+    };
+    let patch: json_patch::Patch = serde_json::from_slice(&patch).map_err(|e| {
+        Error::calling(
+            &hook.name,
+            format!("received undecodable patch in webhook response: {e}"),
+        )
+        .into_api_error()
+    })?;
+    if patch.0.is_empty() {
+        return Ok(());
+    }
+    let Some(object) = a.object.as_ref() else {
+        return Err(ApiError::internal(format!(
+            "admission webhook \"{}\" attempted to modify the object, which is not supported for this operation",
+            hook.name
+        )));
+    };
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).map_err(ApiError::internal)?;
+    // The patched object must still be the same kind (upstream decodes it into the
+    // request's type), and gets the scheme's defaults again.
+    let kind_of = |o: &Value| (o.get("apiVersion").cloned(), o.get("kind").cloned());
+    if kind_of(&patched) != kind_of(object) {
+        return Err(ApiError::internal(format!(
+            "admission webhook \"{}\" changed the object's apiVersion or kind",
+            hook.name
+        )));
+    }
+    let patched = a.resource.decode(patched).map_err(ApiError::internal)?;
+    a.object = Some(patched);
+    Ok(())
+}
