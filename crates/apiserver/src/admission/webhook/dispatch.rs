@@ -187,3 +187,71 @@ pub fn add_warnings(a: &mut Attributes<'_>, warnings: Vec<String>) {
 pub fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::admission::attributes::Operation;
+    use crate::admission::testing::Objects;
+    use crate::auth::user::UserInfo;
+    use crate::resources::pod::PODS;
+
+    fn hook(side_effects: &str, versions: &[&str]) -> Hook {
+        Hook::compile(
+            "c",
+            0,
+            &json!({"name": "h", "sideEffects": side_effects,
+                "admissionReviewVersions": versions,
+                "clientConfig": {"url": "https://127.0.0.1:1/"}}),
+        )
+    }
+
+    /// As upstream's dispatchers: a dry run is refused (400) by a webhook with side effects,
+    /// and is a call error when side effects are unset; no review version in common is a call
+    /// error. None of these reach the network.
+    #[tokio::test]
+    async fn calls_refused_before_the_network() {
+        let user = UserInfo::admin();
+        let a = Attributes::new(Operation::Create, &PODS, "ns", "p", Some(json!({})), &user)
+            .with_dry_run(true);
+        let source = Objects::default();
+        let run = |hook: Hook| {
+            let a = &a;
+            let source = &source;
+            async move { call(&hook, a, source, json!({}), "u", false).await }
+        };
+        match run(hook("Some", &["v1"])).await {
+            Err(Error::Rejected(e)) => {
+                assert_eq!(e.code, 400);
+                assert_eq!(e.message, "admission webhook \"h\" does not support dry run");
+            }
+            other => panic!("{other:?}"),
+        }
+        match run(hook("", &["v1"])).await {
+            Err(e @ Error::Calling { .. }) => assert_eq!(
+                e.to_string(),
+                "failed calling webhook \"h\": Webhook SideEffects is nil"
+            ),
+            other => panic!("{other:?}"),
+        }
+        match run(hook("NoneOnDryRun", &["v2"])).await {
+            Err(e @ Error::Calling { .. }) => assert!(
+                e.to_string().ends_with("webhook does not accept known AdmissionReview versions (v1, v1beta1)"),
+                "{e}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn long_warnings_are_cut_and_empty_ones_dropped() {
+        let user = UserInfo::admin();
+        let mut a = Attributes::new(Operation::Create, &PODS, "ns", "p", None, &user);
+        add_warnings(&mut a, vec![" ".to_owned(), "é".repeat(3000), "ok".to_owned()]);
+        assert_eq!(a.warnings().len(), 2);
+        assert!(a.warnings()[0].len() <= MAX_WARNING_LEN);
+        assert_eq!(a.warnings()[1], "ok");
+    }
+}

@@ -2,7 +2,8 @@
 //!
 //! kcm's nodes are simulated, so cluster IPs route nowhere; an endpoint address is what a
 //! webhook running beside kcm can be reached at (a selector-less Service with a hand-written
-//! EndpointSlice or Endpoints naming `127.0.0.1`). The certificate is still verified against
+//! EndpointSlice or Endpoints naming the machine's own address; validation refuses loopback
+//! addresses there, as upstream). The certificate is verified against
 //! `<name>.<namespace>.svc`, as upstream.
 
 use rand::Rng;
