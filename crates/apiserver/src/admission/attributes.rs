@@ -60,6 +60,8 @@ pub struct Attributes<'a> {
     pub dry_run: bool,
     /// Warnings for the client (`Warning: 299` headers), in the order added.
     warnings: Vec<String>,
+    /// Whether a webhook patched [`Self::object`] (the registry validates the object again).
+    patched: bool,
     /// The request's namespace object, read at most once per request and shared by every
     /// plugin that needs it (NamespaceLifecycle, PodSecurity); `None` when it does not exist.
     namespace_object: OnceCell<Option<Arc<Value>>>,
@@ -89,6 +91,7 @@ impl<'a> Attributes<'a> {
             user,
             dry_run: false,
             warnings: Vec::new(),
+            patched: false,
             namespace_object: OnceCell::new(),
             lists: std::sync::Mutex::new(Vec::new()),
         }
@@ -136,6 +139,17 @@ impl<'a> Attributes<'a> {
     /// Takes the warnings added so far.
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
+    }
+
+    /// Records that a webhook patched the object.
+    pub fn mark_patched(&mut self) {
+        self.patched = true;
+    }
+
+    /// Whether a webhook patched the object (it must be validated again, as upstream
+    /// validates after the whole mutating phase).
+    pub fn patched(&self) -> bool {
+        self.patched
     }
 
     /// A 403 naming the object, as upstream's `admission.NewForbidden`.

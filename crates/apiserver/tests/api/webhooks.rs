@@ -137,8 +137,9 @@ async fn a_mutating_webhook_patches_before_validating_webhooks_see_the_object() 
         let client = server.client();
         let webhook = WebhookServer::start(|path, review| {
             let name = review["request"]["name"].as_str().unwrap_or("");
+            let update = review["request"]["operation"] == "UPDATE";
             match path {
-                "/mutate" if name == "broken" => Some(json!({"allowed": true, "patchType": "JSONPatch",
+                "/mutate" if name == "broken" || update => Some(json!({"allowed": true, "patchType": "JSONPatch",
                     "patch": patch(json!([{"op": "remove", "path": "/spec/containers"}]))})),
                 "/mutate" => Some(json!({"allowed": true, "patchType": "JSONPatch",
                     "patch": patch(json!([{"op": "add", "path": "/metadata/labels/injected", "value": "yes"}]))})),
@@ -163,6 +164,15 @@ async fn a_mutating_webhook_patches_before_validating_webhooks_see_the_object() 
         let (code, status, _) = create_pod(&client, "default", "broken", json!({"app": "web"}), "").await;
         assert_eq!(code, 422, "{status}");
         assert!(status["message"].as_str().unwrap_or("").contains("spec.containers"), "{status}");
+
+        // An update patched by a webhook is validated again too.
+        let mut on_update = hook("break-updates.kcm.test", url_config(&webhook, "/mutate"), json!({}));
+        on_update["rules"][0]["operations"] = json!(["UPDATE"]);
+        on_update["objectSelector"] = json!({"matchLabels": {"break": "yes"}});
+        configure(&client, "mutating", "break", vec![on_update]).await;
+        let (code, status) = raw(&client, "PATCH", "/api/v1/namespaces/default/pods/plain",
+            "application/merge-patch+json", br#"{"metadata": {"labels": {"break": "yes"}}}"#.to_vec()).await;
+        assert_eq!(code, 422, "{status}");
     })
     .await;
 }

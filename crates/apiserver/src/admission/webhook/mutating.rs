@@ -112,6 +112,9 @@ fn apply(hook: &Hook, a: &mut Attributes<'_>, response: Response) -> Result<()> 
         )));
     }
     let patched = a.resource.decode(patched).map_err(ApiError::internal)?;
+    if a.object.as_ref() != Some(&patched) {
+        a.mark_patched();
+    }
     a.object = Some(patched);
     Ok(())
 }
