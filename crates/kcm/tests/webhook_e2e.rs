@@ -99,7 +99,9 @@ fn a_webhook_blocks_labelled_pods_and_fails_open_when_told() {
     let manifest = manifest.display().to_string();
     up.kubectl_ok(&["apply", "-f", &manifest]);
     up.wait_for("the default service account", || {
-        up.kubectl(&["get", "serviceaccount", "default"]).0.then_some(())
+        up.kubectl(&["get", "serviceaccount", "default"])
+            .0
+            .then_some(())
     });
 
     // The webhook's denial, with its message.
@@ -132,6 +134,12 @@ fn a_webhook_blocks_labelled_pods_and_fails_open_when_told() {
             .0
             .then_some(())
     });
-    let got = up.kubectl_ok(&["get", "pod", "open", "-o", "jsonpath={.metadata.labels.deny}"]);
+    let got = up.kubectl_ok(&[
+        "get",
+        "pod",
+        "open",
+        "-o",
+        "jsonpath={.metadata.labels.deny}",
+    ]);
     assert_eq!(got, "yes");
 }

@@ -214,7 +214,9 @@ impl Compiled {
                 got: format!("{:?}", other.type_of()),
             }),
             Ok(Err(e)) => Err(evaluation(e.to_string())),
-            Err(_) => Err(evaluation("the expression could not be evaluated".to_owned())),
+            Err(_) => Err(evaluation(
+                "the expression could not be evaluated".to_owned(),
+            )),
         }
     }
 }
@@ -300,10 +302,7 @@ mod tests {
             },
             Case {
                 name: "false wins over an earlier error",
-                conditions: &[
-                    ("broken", "object.spec.nope == 1"),
-                    ("no", "false"),
-                ],
+                conditions: &[("broken", "object.spec.nope == 1"), ("no", "false")],
                 policy: FailurePolicy::Fail,
                 want: Outcome::Skip {
                     failed: Some("no".to_owned()),

@@ -36,7 +36,9 @@ impl Drop for WebhookServer {
 
 impl WebhookServer {
     /// Starts a webhook on `127.0.0.1` answering with `respond`.
-    pub async fn start(respond: impl Fn(&str, &Value) -> Option<Value> + Send + Sync + 'static) -> Self {
+    pub async fn start(
+        respond: impl Fn(&str, &Value) -> Option<Value> + Send + Sync + 'static,
+    ) -> Self {
         Self::start_on("127.0.0.1".parse().expect("ip"), respond).await
     }
 
@@ -47,8 +49,8 @@ impl WebhookServer {
     ) -> Self {
         let respond: Arc<Respond> = Arc::new(respond);
         let key = rcgen::KeyPair::generate().expect("key");
-        let mut params = rcgen::CertificateParams::new(vec!["hook.default.svc".to_owned()])
-            .expect("params");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["hook.default.svc".to_owned()]).expect("params");
         params
             .subject_alt_names
             .push(rcgen::SanType::IpAddress("127.0.0.1".parse().expect("ip")));
@@ -84,8 +86,14 @@ impl WebhookServer {
                         let recorded = Arc::clone(&recorded);
                         async move {
                             let path = req.uri().path().to_owned();
-                            let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                            let review: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                            let bytes = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let review: Value =
+                                serde_json::from_slice(&bytes).unwrap_or(Value::Null);
                             recorded.lock().expect("seen").push(review.clone());
                             let Some(mut response) = respond(&path, &review) else {
                                 std::future::pending::<()>().await;

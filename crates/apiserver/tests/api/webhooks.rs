@@ -52,7 +52,9 @@ async fn create_pod(
         .method("POST")
         .uri(format!("/api/v1/namespaces/{namespace}/pods{query}"))
         .header("content-type", "application/json")
-        .body(kube::client::Body::from(serde_json::to_vec(&pod).expect("json")))
+        .body(kube::client::Body::from(
+            serde_json::to_vec(&pod).expect("json"),
+        ))
         .expect("request");
     let response = client.send(request).await.expect("response");
     let code = response.status().as_u16();
@@ -63,7 +65,11 @@ async fn create_pod(
         .filter_map(|v| v.to_str().ok().map(str::to_owned))
         .collect();
     let bytes = response.into_body().collect_bytes().await.expect("body");
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null), warnings)
+    (
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        warnings,
+    )
 }
 
 /// Denies pods labelled `deny`, allows the others with a warning.

@@ -10,6 +10,8 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use crate::admission::webhook::verifier::BundleVerifier;
+
 /// Why a call did not produce a response body (each is an `ErrCallingWebhook` upstream).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -31,7 +33,9 @@ pub enum Error {
         reason: String,
     },
     /// The webhook answered with a non-2xx status.
-    #[error("the server responded with the status code {code} but did not return more information (post {url})")]
+    #[error(
+        "the server responded with the status code {code} but did not return more information (post {url})"
+    )]
     Status {
         /// The URL called.
         url: String,
@@ -72,9 +76,11 @@ impl Endpoint {
 }
 
 /// The TLS configuration trusting `ca_bundle` (base64 of PEM certificates, as the API's
-/// `caBundle` bytes serialize); with no bundle, the system's roots.
+/// `caBundle` bytes serialize; a self-signed certificate of the bundle may also serve as
+/// itself, see [`BundleVerifier`]); with no bundle, the system's roots.
 pub fn tls_config(ca_bundle: Option<&str>) -> Result<Arc<rustls::ClientConfig>, Error> {
     let mut roots = rustls::RootCertStore::empty();
+    let mut bundle = Vec::new();
     match ca_bundle.filter(|b| !b.is_empty()) {
         Some(b64) => {
             let pem = base64::engine::general_purpose::STANDARD
@@ -83,8 +89,9 @@ pub fn tls_config(ca_bundle: Option<&str>) -> Result<Arc<rustls::ClientConfig>, 
             for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
                 let cert = cert.map_err(|e| Error::CaBundle(e.to_string()))?;
                 roots
-                    .add(cert)
+                    .add(cert.clone())
                     .map_err(|e| Error::CaBundle(e.to_string()))?;
+                bundle.push(cert);
             }
             if roots.is_empty() {
                 return Err(Error::CaBundle("no certificate found".to_owned()));
@@ -97,12 +104,26 @@ pub fn tls_config(ca_bundle: Option<&str>) -> Result<Arc<rustls::ClientConfig>, 
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(Error::Tls)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+        .map_err(Error::Tls)?;
+    if roots.is_empty() {
+        // No system roots either: nothing verifies, every call fails its handshake.
+        return Ok(Arc::new(
+            builder.with_root_certificates(roots).with_no_client_auth(),
+        ));
+    }
+    let webpki =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| Error::CaBundle(e.to_string()))?;
+    let verifier = Arc::new(BundleVerifier::new(webpki, bundle));
+    Ok(Arc::new(
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth(),
+    ))
 }
 
 /// POSTs `body` (JSON) to `endpoint` and returns the response body, at most `limit` bytes.

@@ -106,7 +106,10 @@ pub async fn call(
     let bytes = match answer {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(e)) => {
-            return Err(Error::calling(&hook.name, format!("failed to call webhook: {e}")));
+            return Err(Error::calling(
+                &hook.name,
+                format!("failed to call webhook: {e}"),
+            ));
         }
         Err(_) => {
             return Err(Error::calling(
@@ -119,7 +122,10 @@ pub async fn call(
         }
     };
     review::verify(&bytes, uid, version, mutating).map_err(|e| {
-        Error::calling(&hook.name, format!("received invalid webhook response: {e}"))
+        Error::calling(
+            &hook.name,
+            format!("received invalid webhook response: {e}"),
+        )
     })
 }
 
@@ -225,7 +231,10 @@ mod tests {
         match run(hook("Some", &["v1"])).await {
             Err(Error::Rejected(e)) => {
                 assert_eq!(e.code, 400);
-                assert_eq!(e.message, "admission webhook \"h\" does not support dry run");
+                assert_eq!(
+                    e.message,
+                    "admission webhook \"h\" does not support dry run"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -238,7 +247,9 @@ mod tests {
         }
         match run(hook("NoneOnDryRun", &["v2"])).await {
             Err(e @ Error::Calling { .. }) => assert!(
-                e.to_string().ends_with("webhook does not accept known AdmissionReview versions (v1, v1beta1)"),
+                e.to_string().ends_with(
+                    "webhook does not accept known AdmissionReview versions (v1, v1beta1)"
+                ),
                 "{e}"
             ),
             other => panic!("{other:?}"),
@@ -249,7 +260,10 @@ mod tests {
     fn long_warnings_are_cut_and_empty_ones_dropped() {
         let user = UserInfo::admin();
         let mut a = Attributes::new(Operation::Create, &PODS, "ns", "p", None, &user);
-        add_warnings(&mut a, vec![" ".to_owned(), "é".repeat(3000), "ok".to_owned()]);
+        add_warnings(
+            &mut a,
+            vec![" ".to_owned(), "é".repeat(3000), "ok".to_owned()],
+        );
         assert_eq!(a.warnings().len(), 2);
         assert!(a.warnings()[0].len() <= MAX_WARNING_LEN);
         assert_eq!(a.warnings()[1], "ok");

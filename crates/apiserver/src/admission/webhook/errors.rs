@@ -202,6 +202,9 @@ mod tests {
         );
         let dry = rejected(dry_run_unsupported("hook"));
         assert_eq!(dry.code, 400);
-        assert_eq!(dry.message, "admission webhook \"hook\" does not support dry run");
+        assert_eq!(
+            dry.message,
+            "admission webhook \"hook\" does not support dry run"
+        );
     }
 }

@@ -81,7 +81,11 @@ pub struct Hook {
 impl Hook {
     /// Compiles the `index`th webhook `hook` of the configuration named `configuration`.
     pub fn compile(configuration: &str, index: usize, hook: &Value) -> Self {
-        let name = hook.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+        let name = hook
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         let rules = hook
             .get("rules")
             .cloned()
@@ -118,9 +122,7 @@ impl Hook {
             uid: format!("{configuration}/{name}/{index}"),
             configuration: configuration.to_owned(),
             rules,
-            failure_policy: FailurePolicy::parse(
-                hook.get("failurePolicy").and_then(Value::as_str),
-            ),
+            failure_policy: FailurePolicy::parse(hook.get("failurePolicy").and_then(Value::as_str)),
             namespace_selector: selector("namespaceSelector"),
             object_selector: selector("objectSelector"),
             side_effects: hook
@@ -183,7 +185,9 @@ fn target(config: Option<&Value>) -> Result<Target, String> {
 
 /// Splits an `https://` URL into host, port and path.
 fn parse_url(url: &str) -> Result<Target, String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("invalid url {url:?}: {e}"))?;
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("invalid url {url:?}: {e}"))?;
     if uri.scheme_str() != Some("https") {
         return Err(format!(
             "invalid url {url:?}: 'https' is the only allowed URL scheme"
@@ -236,14 +240,22 @@ mod tests {
         assert_eq!(hook.failure_policy, FailurePolicy::Ignore);
         assert_eq!(hook.timeout, Duration::from_secs(3));
         assert!(hook.supports_dry_run());
-        assert!(hook.namespace_selector.as_ref().expect("ns").is_everything());
+        assert!(
+            hook.namespace_selector
+                .as_ref()
+                .expect("ns")
+                .is_everything()
+        );
         assert!(!hook.object_selector.as_ref().expect("obj").is_everything());
         assert!(!hook.match_conditions.is_empty());
         assert_eq!(hook.rules.len(), 1);
         match hook.target.as_ref().expect("url") {
             Target::Url {
                 host, port, path, ..
-            } => assert_eq!((host.as_str(), *port, path.as_str()), ("127.0.0.1", 8443, "/validate")),
+            } => assert_eq!(
+                (host.as_str(), *port, path.as_str()),
+                ("127.0.0.1", 8443, "/validate")
+            ),
             other => panic!("{other:?}"),
         }
     }
@@ -252,8 +264,10 @@ mod tests {
     fn targets_parse_or_explain() {
         let t = target(Some(&json!({"url": "https://[::1]/hook"}))).expect("ipv6");
         assert!(matches!(t, Target::Url { ref host, port: 443, .. } if host == "::1"));
-        let t = target(Some(&json!({"service": {"namespace": "ns", "name": "svc"}})))
-            .expect("service");
+        let t = target(Some(
+            &json!({"service": {"namespace": "ns", "name": "svc"}}),
+        ))
+        .expect("service");
         assert!(
             matches!(t, Target::Service { ref path, port: 443, .. } if path == "/"),
             "{t:?}"

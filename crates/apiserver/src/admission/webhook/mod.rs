@@ -25,6 +25,7 @@ pub mod review;
 pub mod rules;
 pub mod source;
 pub mod validating;
+pub mod verifier;
 
 pub use mutating::MutatingWebhook;
 pub use validating::ValidatingWebhook;

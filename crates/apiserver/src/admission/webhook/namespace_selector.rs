@@ -40,7 +40,10 @@ pub async fn matches(
     let namespace = if name == a.namespace {
         a.namespace_object(source).await?
     } else {
-        source.get(&NAMESPACES, "", name).await?.map(std::sync::Arc::new)
+        source
+            .get(&NAMESPACES, "", name)
+            .await?
+            .map(std::sync::Arc::new)
     };
     match namespace {
         Some(ns) => Ok(selector.matches(&object::labels(&ns))),

@@ -69,7 +69,12 @@ pub async fn resolve(
         .into_iter()
         .flatten()
         .find(|p| p.get("port").and_then(Value::as_i64) == Some(port))
-        .map(|p| p.get("name").and_then(Value::as_str).unwrap_or("").to_owned())
+        .map(|p| {
+            p.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        })
         .ok_or_else(|| Error::NoPort {
             port,
             name: name.to_owned(),
@@ -79,7 +84,10 @@ pub async fn resolve(
     if source.serves(&ENDPOINT_SLICES) {
         let slices = read(source.list(&ENDPOINT_SLICES, namespace).await)?;
         for slice in slices.iter().filter(|s| {
-            object::labels(s).get("kubernetes.io/service-name").map(String::as_str) == Some(name)
+            object::labels(s)
+                .get("kubernetes.io/service-name")
+                .map(String::as_str)
+                == Some(name)
         }) {
             candidates.extend(slice_addresses(slice, &port_name));
         }
@@ -196,7 +204,10 @@ mod tests {
         let cases = [
             Case {
                 name: "a ready slice endpoint",
-                objects: vec![(&SERVICES, service("ClusterIP")), (&ENDPOINT_SLICES, slice(true))],
+                objects: vec![
+                    (&SERVICES, service("ClusterIP")),
+                    (&ENDPOINT_SLICES, slice(true)),
+                ],
                 port: 443,
                 want: at("127.0.0.1", 8443),
             },
@@ -214,7 +225,10 @@ mod tests {
             },
             Case {
                 name: "another port",
-                objects: vec![(&SERVICES, service("ClusterIP")), (&ENDPOINT_SLICES, slice(true))],
+                objects: vec![
+                    (&SERVICES, service("ClusterIP")),
+                    (&ENDPOINT_SLICES, slice(true)),
+                ],
                 port: 444,
                 want: Err(Error::NoPort {
                     port: 444,
@@ -223,7 +237,10 @@ mod tests {
             },
             Case {
                 name: "only unready endpoints",
-                objects: vec![(&SERVICES, service("ClusterIP")), (&ENDPOINT_SLICES, slice(false))],
+                objects: vec![
+                    (&SERVICES, service("ClusterIP")),
+                    (&ENDPOINT_SLICES, slice(false)),
+                ],
                 port: 443,
                 want: Err(Error::NoEndpoints("hook".to_owned())),
             },

@@ -122,7 +122,12 @@ pub fn body(version: Version, mut request: Value, a: &Attributes<'_>) -> Vec<u8>
 
 /// Decodes and checks a webhook's answer (upstream's `VerifyAdmissionResponse`); the error is
 /// the reason the response is invalid.
-pub fn verify(body: &[u8], uid: &str, version: Version, mutating: bool) -> Result<Response, String> {
+pub fn verify(
+    body: &[u8],
+    uid: &str,
+    version: Version,
+    mutating: bool,
+) -> Result<Response, String> {
     let review: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let response = review
         .get("response")
@@ -135,7 +140,10 @@ pub fn verify(body: &[u8], uid: &str, version: Version, mutating: bool) -> Resul
         if got_uid != uid {
             return Err(format!("expected response.uid={uid:?}, got {got_uid:?}"));
         }
-        let api_version = review.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let api_version = review
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let kind = review.get("kind").and_then(Value::as_str).unwrap_or("");
         if api_version != Version::V1.api_version() || kind != "AdmissionReview" {
             let got = match api_version.split_once('/') {
@@ -156,7 +164,9 @@ pub fn verify(body: &[u8], uid: &str, version: Version, mutating: bool) -> Resul
             if let Some(t) = patch_type {
                 let t = t.as_str().unwrap_or("");
                 if t != "JSONPatch" {
-                    return Err(format!("webhook returned invalid response.patchType of {t:?}"));
+                    return Err(format!(
+                        "webhook returned invalid response.patchType of {t:?}"
+                    ));
                 }
             }
         } else {
@@ -178,7 +188,10 @@ pub fn verify(body: &[u8], uid: &str, version: Version, mutating: bool) -> Resul
         None
     };
     Ok(Response {
-        allowed: response.get("allowed").and_then(Value::as_bool).unwrap_or(false),
+        allowed: response
+            .get("allowed")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         status: response.get("status").filter(|s| s.is_object()).cloned(),
         patch,
         warnings: response
@@ -215,7 +228,10 @@ mod tests {
         .with_dry_run(true);
         let req = request(&a, "u-1");
         assert_eq!(req["uid"], "u-1");
-        assert_eq!(req["kind"], json!({"group": "", "version": "v1", "kind": "Pod"}));
+        assert_eq!(
+            req["kind"],
+            json!({"group": "", "version": "v1", "kind": "Pod"})
+        );
         assert_eq!(
             req["resource"],
             json!({"group": "", "version": "v1", "resource": "pods"})
@@ -289,7 +305,9 @@ mod tests {
                     "response": {"uid": "u", "allowed": true}}),
                 version: Version::V1,
                 mutating: false,
-                want: Err("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got admission.k8s.io/v1beta1, Kind=AdmissionReview"),
+                want: Err(
+                    "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got admission.k8s.io/v1beta1, Kind=AdmissionReview",
+                ),
             },
             Case {
                 name: "a validating webhook may not patch",
@@ -337,7 +355,12 @@ mod tests {
         for case in cases {
             let body = serde_json::to_vec(&case.body).expect("json");
             let got = verify(&body, "u", case.version, case.mutating).map(|_| ());
-            assert_eq!(got.map_err(|e| e), case.want.map_err(str::to_owned), "{}", case.name);
+            assert_eq!(
+                got.map_err(|e| e),
+                case.want.map_err(str::to_owned),
+                "{}",
+                case.name
+            );
         }
         assert!(verify(b"{not json", "u", Version::V1, false).is_err());
     }
@@ -348,8 +371,13 @@ mod tests {
             "response": {"uid": "u", "allowed": true, "patchType": "JSONPatch",
                 "patch": base64::engine::general_purpose::STANDARD.encode("[]"),
                 "warnings": ["careful"]}});
-        let got = verify(&serde_json::to_vec(&body).expect("json"), "u", Version::V1, true)
-            .expect("valid");
+        let got = verify(
+            &serde_json::to_vec(&body).expect("json"),
+            "u",
+            Version::V1,
+            true,
+        )
+        .expect("valid");
         assert_eq!(got.patch.as_deref(), Some(&b"[]"[..]));
         assert_eq!(got.warnings, ["careful"]);
         assert!(got.allowed);

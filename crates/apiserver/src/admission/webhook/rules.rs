@@ -86,7 +86,12 @@ mod tests {
     use crate::resources::namespace::NAMESPACES;
     use crate::resources::pod::PODS;
 
-    fn rule(ops: &[&str], groups: &[&str], versions: &[&str], resources: &[&str]) -> RuleWithOperations {
+    fn rule(
+        ops: &[&str],
+        groups: &[&str],
+        versions: &[&str],
+        resources: &[&str],
+    ) -> RuleWithOperations {
         let own = |items: &[&str]| Some(items.iter().map(|s| (*s).to_owned()).collect());
         RuleWithOperations {
             operations: own(ops),
@@ -110,7 +115,12 @@ mod tests {
         ns: &'static str,
     }
 
-    fn req(op: Operation, def: &'static ResourceDef, sub: &'static str, ns: &'static str) -> Request {
+    fn req(
+        op: Operation,
+        def: &'static ResourceDef,
+        sub: &'static str,
+        ns: &'static str,
+    ) -> Request {
         Request { op, def, sub, ns }
     }
 
@@ -173,7 +183,10 @@ mod tests {
                 name: "a named subresource",
                 rule: rule(all, all, all, &["pods/status"]),
                 matches: vec![req(Update, &PODS, "status", "ns")],
-                misses: vec![req(Update, &PODS, "", "ns"), req(Update, &PODS, "exec", "ns")],
+                misses: vec![
+                    req(Update, &PODS, "", "ns"),
+                    req(Update, &PODS, "exec", "ns"),
+                ],
             },
             Case {
                 name: "every resource's status",

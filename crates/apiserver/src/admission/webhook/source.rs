@@ -80,8 +80,10 @@ mod tests {
     fn config(name: &str, rv: &str, hooks: &[&str]) -> Value {
         let webhooks: Vec<Value> = hooks
             .iter()
-            .map(|h| json!({"name": h, "clientConfig": {"url": "https://127.0.0.1/"},
-                "sideEffects": "None", "admissionReviewVersions": ["v1"]}))
+            .map(|h| {
+                json!({"name": h, "clientConfig": {"url": "https://127.0.0.1/"},
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]})
+            })
             .collect();
         json!({"metadata": {"name": name, "resourceVersion": rv}, "webhooks": webhooks})
     }
@@ -90,21 +92,42 @@ mod tests {
     async fn configurations_are_sorted_and_compiled_once_per_generation() {
         let source = HookSource::new(&VALIDATING_WEBHOOK_CONFIGURATIONS);
         let objects = Objects::new(vec![
-            (&VALIDATING_WEBHOOK_CONFIGURATIONS, config("b", "5", &["b1"])),
-            (&VALIDATING_WEBHOOK_CONFIGURATIONS, config("a", "7", &["a1", "a2"])),
+            (
+                &VALIDATING_WEBHOOK_CONFIGURATIONS,
+                config("b", "5", &["b1"]),
+            ),
+            (
+                &VALIDATING_WEBHOOK_CONFIGURATIONS,
+                config("a", "7", &["a1", "a2"]),
+            ),
         ]);
         let first = source.hooks(&objects).await.expect("hooks");
         assert_eq!(names(&first), ["a1", "a2", "b1"]);
         let again = source.hooks(&objects).await.expect("hooks");
-        assert!(Arc::ptr_eq(&first, &again), "same generation, same compilation");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "same generation, same compilation"
+        );
 
         let changed = Objects::new(vec![
-            (&VALIDATING_WEBHOOK_CONFIGURATIONS, config("b", "9", &["b2"])),
-            (&VALIDATING_WEBHOOK_CONFIGURATIONS, config("a", "7", &["a1", "a2"])),
+            (
+                &VALIDATING_WEBHOOK_CONFIGURATIONS,
+                config("b", "9", &["b2"]),
+            ),
+            (
+                &VALIDATING_WEBHOOK_CONFIGURATIONS,
+                config("a", "7", &["a1", "a2"]),
+            ),
         ]);
         let next = source.hooks(&changed).await.expect("hooks");
         assert!(!Arc::ptr_eq(&first, &next));
         assert_eq!(names(&next), ["a1", "a2", "b2"]);
-        assert!(source.hooks(&Objects::default()).await.expect("none").is_empty());
+        assert!(
+            source
+                .hooks(&Objects::default())
+                .await
+                .expect("none")
+                .is_empty()
+        );
     }
 }
