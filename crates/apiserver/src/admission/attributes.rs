@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
+use crate::admission::reinvocation::Reinvocation;
 use crate::admission::source::ObjectSource;
 use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
@@ -62,6 +63,8 @@ pub struct Attributes<'a> {
     warnings: Vec<String>,
     /// Whether a webhook patched [`Self::object`] (the registry validates the object again).
     patched: bool,
+    /// The mutating phase's reinvocation state (a second round after a webhook's change).
+    pub reinvocation: Reinvocation,
     /// The request's namespace object, read at most once per request and shared by every
     /// plugin that needs it (NamespaceLifecycle, PodSecurity); `None` when it does not exist.
     namespace_object: OnceCell<Option<Arc<Value>>>,
@@ -92,6 +95,7 @@ impl<'a> Attributes<'a> {
             dry_run: false,
             warnings: Vec::new(),
             patched: false,
+            reinvocation: Reinvocation::default(),
             namespace_object: OnceCell::new(),
             lists: std::sync::Mutex::new(Vec::new()),
         }

@@ -20,6 +20,7 @@ pub mod namespace_lifecycle;
 pub mod plugins;
 pub mod pod_security;
 pub mod priority;
+pub mod reinvocation;
 pub mod runtime_class;
 pub mod service_account;
 pub mod source;

@@ -326,3 +326,64 @@ async fn a_service_reference_resolves_to_an_endpoint_slice() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn if_needed_webhooks_are_reinvoked_after_a_later_change() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let webhook = WebhookServer::start(|path, review| {
+            let labels = &review["request"]["object"]["metadata"]["labels"];
+            let ops = match path {
+                // Records whether it saw b's label.
+                "/a" => json!([{"op": "add", "path": "/metadata/labels/a-saw-b",
+                    "value": labels.get("b").is_some().to_string()}]),
+                _ => json!([{"op": "add", "path": "/metadata/labels/b", "value": "yes"}]),
+            };
+            Some(json!({"allowed": true, "patchType": "JSONPatch", "patch": patch(ops)}))
+        })
+        .await;
+        configure(
+            &client,
+            "mutating",
+            "a",
+            vec![hook(
+                "a.kcm.test",
+                url_config(&webhook, "/a"),
+                json!({"reinvocationPolicy": "IfNeeded"}),
+            )],
+        )
+        .await;
+        configure(
+            &client,
+            "mutating",
+            "b",
+            vec![hook("b.kcm.test", url_config(&webhook, "/b"), json!({}))],
+        )
+        .await;
+
+        let (code, pod, _) = create_pod(&client, "default", "p", json!({"app": "web"}), "").await;
+        assert_eq!(code, 201, "{pod}");
+        assert_eq!(
+            pod["metadata"]["labels"],
+            json!({"app": "web", "a-saw-b": "true", "b": "yes"})
+        );
+        let label_counts: Vec<String> = webhook
+            .reviews()
+            .iter()
+            .map(|r| {
+                r["request"]["object"]["metadata"]["labels"]
+                    .as_object()
+                    .map(|l| l.len())
+                    .unwrap_or(0)
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            paths.len(),
+            3,
+            "a, b, then a again (b is not IfNeeded): {paths:?}"
+        );
+    })
+    .await;
+}

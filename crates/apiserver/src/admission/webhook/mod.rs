@@ -9,9 +9,12 @@
 //! [`client`] within `timeoutSeconds`, and checks the answer; [`errors`] has upstream's
 //! texts for call errors (decided by `failurePolicy`) and denials.
 //!
+//! Mutating webhooks take part in upstream's reinvocation ([`crate::admission::reinvocation`]):
+//! when one changes the object, the mutating phase runs a second round in which the
+//! `reinvocationPolicy: IfNeeded` webhooks called before the change are called again.
+//!
 //! Not done: `matchPolicy: Equivalent` behaves as `Exact` (kcm serves each resource in one
-//! version and has no converter for an equivalent one); `reinvocationPolicy: IfNeeded` is
-//! accepted but webhooks are not called a second time; audit annotations are dropped.
+//! version and has no converter for an equivalent one); audit annotations are dropped.
 
 pub mod client;
 pub mod dispatch;

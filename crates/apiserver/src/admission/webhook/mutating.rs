@@ -53,36 +53,75 @@ impl Plugin for MutatingWebhook {
             return Ok(());
         }
         let hooks = self.hooks.hooks(source).await?;
-        for hook in hooks.iter() {
-            let uid = new_uid();
-            let request = review::request(a, &uid);
-            if !dispatch::should_call(hook, a, source, &request).await? {
-                continue;
-            }
-            let result = dispatch::call(hook, a, source, request, &uid, true).await;
-            match result {
-                Ok(response) => apply(hook, a, response)?,
-                Err(e @ Error::Calling { .. }) if hook.failure_policy == FailurePolicy::Ignore => {
-                    tracing::warn!(webhook = %hook.name, error = %e, "Failed calling webhook, failing open");
-                }
-                Err(e) => {
-                    tracing::warn!(webhook = %hook.name, error = %e, "mutating webhook refused the request");
-                    return Err(e.into_api_error());
-                }
-            }
+        if hooks.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        if a.reinvocation.is_reinvoke()
+            && a.reinvocation
+                .output_changed_since_last_webhook(a.object.as_ref())
+        {
+            // In-tree plugins changed the object in the second round: every IfNeeded webhook
+            // called so far sees it again.
+            a.reinvocation.require_reinvoking_previously_invoked();
+        }
+        let result = dispatch_all(&hooks, source, a).await;
+        let output = a.object.take();
+        a.reinvocation.set_last_webhook_output(output.as_ref());
+        a.object = output;
+        result
     }
 }
 
-/// Applies one webhook's answer to the request: its warnings, its denial, or its patch.
-fn apply(hook: &Hook, a: &mut Attributes<'_>, response: Response) -> Result<()> {
+/// Calls each matching webhook in order (in the second round, only those to reinvoke).
+async fn dispatch_all(
+    hooks: &[std::sync::Arc<Hook>],
+    source: &dyn ObjectSource,
+    a: &mut Attributes<'_>,
+) -> Result<()> {
+    for hook in hooks {
+        let uid = new_uid();
+        let request = review::request(a, &uid);
+        if !dispatch::should_call(hook, a, source, &request).await? {
+            continue;
+        }
+        // A webhook is never called for the first time in the second round.
+        if a.reinvocation.is_reinvoke() && !a.reinvocation.should_reinvoke_webhook(&hook.uid) {
+            continue;
+        }
+        let result = dispatch::call(hook, a, source, request, &uid, true).await;
+        let outcome = match result {
+            Ok(response) => apply(hook, a, response),
+            Err(e @ Error::Calling { .. }) if hook.failure_policy == FailurePolicy::Ignore => {
+                tracing::warn!(webhook = %hook.name, error = %e, "Failed calling webhook, failing open");
+                Ok(false)
+            }
+            Err(e) => {
+                tracing::warn!(webhook = %hook.name, error = %e, "mutating webhook refused the request");
+                Err(e.into_api_error())
+            }
+        };
+        if let Ok(true) = outcome {
+            // The object changed: the IfNeeded webhooks before this one are now outdated.
+            a.reinvocation.require_reinvoking_previously_invoked();
+            a.reinvocation.set_should_reinvoke();
+        }
+        if hook.reinvoke_if_needed {
+            a.reinvocation.add_reinvocable_webhook(&hook.uid);
+        }
+        outcome?;
+    }
+    Ok(())
+}
+
+/// Applies one webhook's answer to the request: its warnings, its denial, or its patch;
+/// whether the object changed.
+fn apply(hook: &Hook, a: &mut Attributes<'_>, response: Response) -> Result<bool> {
     add_warnings(a, response.warnings);
     if !response.allowed {
         return Err(errors::denied(&hook.name, response.status.as_ref()).into_api_error());
     }
     let Some(patch) = response.patch else {
-        return Ok(());
+        return Ok(false);
     };
     let patch: json_patch::Patch = serde_json::from_slice(&patch).map_err(|e| {
         Error::calling(
@@ -92,7 +131,7 @@ fn apply(hook: &Hook, a: &mut Attributes<'_>, response: Response) -> Result<()> 
         .into_api_error()
     })?;
     if patch.0.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let Some(object) = a.object.as_ref() else {
         return Err(ApiError::internal(format!(
@@ -112,9 +151,10 @@ fn apply(hook: &Hook, a: &mut Attributes<'_>, response: Response) -> Result<()> 
         )));
     }
     let patched = a.resource.decode(patched).map_err(ApiError::internal)?;
-    if a.object.as_ref() != Some(&patched) {
+    let changed = a.object.as_ref() != Some(&patched);
+    if changed {
         a.mark_patched();
     }
     a.object = Some(patched);
-    Ok(())
+    Ok(changed)
 }
