@@ -119,6 +119,12 @@ impl ApiError {
         self
     }
 
+    /// An error with a given code, reason and message, as a `Status` another party (an
+    /// admission webhook) answered.
+    pub fn from_status(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self::new(code, reason, message)
+    }
+
     /// 404 NotFound: `pods "x" not found` (`NewNotFound`).
     pub fn not_found(gr: GroupResource<'_>, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{gr} \"{name}\" not found")).with_details(

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
+use crate::admission::reinvocation::Reinvocation;
 use crate::admission::source::ObjectSource;
 use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
@@ -60,6 +61,10 @@ pub struct Attributes<'a> {
     pub dry_run: bool,
     /// Warnings for the client (`Warning: 299` headers), in the order added.
     warnings: Vec<String>,
+    /// Whether a webhook patched [`Self::object`] (the registry validates the object again).
+    patched: bool,
+    /// The mutating phase's reinvocation state (a second round after a webhook's change).
+    pub reinvocation: Reinvocation,
     /// The request's namespace object, read at most once per request and shared by every
     /// plugin that needs it (NamespaceLifecycle, PodSecurity); `None` when it does not exist.
     namespace_object: OnceCell<Option<Arc<Value>>>,
@@ -89,6 +94,8 @@ impl<'a> Attributes<'a> {
             user,
             dry_run: false,
             warnings: Vec::new(),
+            patched: false,
+            reinvocation: Reinvocation::default(),
             namespace_object: OnceCell::new(),
             lists: std::sync::Mutex::new(Vec::new()),
         }
@@ -136,6 +143,17 @@ impl<'a> Attributes<'a> {
     /// Takes the warnings added so far.
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
+    }
+
+    /// Records that a webhook patched the object.
+    pub fn mark_patched(&mut self) {
+        self.patched = true;
+    }
+
+    /// Whether a webhook patched the object (it must be validated again, as upstream
+    /// validates after the whole mutating phase).
+    pub fn patched(&self) -> bool {
+        self.patched
     }
 
     /// A 403 naming the object, as upstream's `admission.NewForbidden`.

@@ -67,8 +67,20 @@ impl Chain {
     }
 
     /// The mutating phase: each mutating plugin handling the operation, in order; the first
-    /// refusal ends the request.
+    /// refusal ends the request. When a webhook changed the object, every mutating plugin
+    /// runs once more (upstream's `reinvoker`: in-tree plugins are idempotent, and webhooks
+    /// are only called again under `reinvocationPolicy: IfNeeded`).
     pub async fn admit(&self, source: &dyn ObjectSource, a: &mut Attributes<'_>) -> Result<()> {
+        self.admit_round(source, a).await?;
+        if a.reinvocation.should_reinvoke() && !a.reinvocation.is_reinvoke() {
+            a.reinvocation.set_is_reinvoke();
+            self.admit_round(source, a).await?;
+        }
+        Ok(())
+    }
+
+    /// One round of the mutating phase.
+    async fn admit_round(&self, source: &dyn ObjectSource, a: &mut Attributes<'_>) -> Result<()> {
         for plugin in &self.plugins {
             if plugin.mutates() && plugin.handles(a.operation) {
                 plugin.admit(source, a).await?;

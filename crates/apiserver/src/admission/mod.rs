@@ -6,7 +6,8 @@
 //! [`plugins`] file names every plugin in upstream's `AllOrderedPlugins` order with the
 //! default-on set, and [`chain`] builds the configured chain from
 //! `--enable-admission-plugins` / `--disable-admission-plugins`. One file per plugin below;
-//! webhooks slot in as further [`Plugin`]s; [`validating_policy`] is ValidatingAdmissionPolicy.
+//! [`webhook`] holds the two webhook plugins; [`match_conditions`] the CEL conditions they
+//! (and ValidatingAdmissionPolicy, [`validating_policy`]) share.
 
 pub mod attributes;
 pub mod chain;
@@ -14,10 +15,12 @@ pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod interfaces;
 pub mod limit_ranger;
+pub mod match_conditions;
 pub mod namespace_lifecycle;
 pub mod plugins;
 pub mod pod_security;
 pub mod priority;
+pub mod reinvocation;
 pub mod runtime_class;
 pub mod service_account;
 pub mod source;
@@ -26,6 +29,7 @@ pub mod taint_nodes_by_condition;
 #[cfg(test)]
 pub mod testing;
 pub mod validating_policy;
+pub mod webhook;
 
 pub use attributes::{Attributes, Operation};
 pub use chain::Chain;

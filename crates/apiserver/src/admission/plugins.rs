@@ -58,6 +58,10 @@ pub const STORAGE_OBJECT_IN_USE_PROTECTION: &str = "StorageObjectInUseProtection
 pub const RUNTIME_CLASS: &str = "RuntimeClass";
 /// `ValidatingAdmissionPolicy`.
 pub const VALIDATING_ADMISSION_POLICY: &str = crate::admission::validating_policy::NAME;
+/// `MutatingAdmissionWebhook`.
+pub const MUTATING_ADMISSION_WEBHOOK: &str = "MutatingAdmissionWebhook";
+/// `ValidatingAdmissionWebhook`.
+pub const VALIDATING_ADMISSION_WEBHOOK: &str = "ValidatingAdmissionWebhook";
 /// `ResourceQuota`: run by the registry itself after the chain's validating phase (it
 /// charges quotas in the store, which a [`Plugin`] cannot), but switched like the others.
 pub const RESOURCE_QUOTA: &str = "ResourceQuota";
@@ -99,9 +103,9 @@ pub const ALL_ORDERED_PLUGINS: &[&str] = &[
     "DenyServiceExternalIPs",
     "PodTopologyLabels",
     "MutatingAdmissionPolicy",
-    "MutatingAdmissionWebhook",
+    MUTATING_ADMISSION_WEBHOOK,
     VALIDATING_ADMISSION_POLICY,
-    "ValidatingAdmissionWebhook",
+    VALIDATING_ADMISSION_WEBHOOK,
     RESOURCE_QUOTA,
     "AlwaysDeny",
 ];
@@ -114,8 +118,8 @@ pub const DEFAULT_ON_PLUGINS: &[&str] = &[
     DEFAULT_STORAGE_CLASS,
     "PersistentVolumeClaimResize",
     DEFAULT_TOLERATION_SECONDS,
-    "MutatingAdmissionWebhook",
-    "ValidatingAdmissionWebhook",
+    MUTATING_ADMISSION_WEBHOOK,
+    VALIDATING_ADMISSION_WEBHOOK,
     RESOURCE_QUOTA,
     STORAGE_OBJECT_IN_USE_PROTECTION,
     PRIORITY,
@@ -158,6 +162,8 @@ pub fn build(name: &str) -> Option<Arc<dyn Plugin>> {
         VALIDATING_ADMISSION_POLICY => {
             Arc::new(validating_policy::ValidatingAdmissionPolicy::default())
         }
+        MUTATING_ADMISSION_WEBHOOK => Arc::new(webhook::MutatingWebhook::default()),
+        VALIDATING_ADMISSION_WEBHOOK => Arc::new(webhook::ValidatingWebhook::default()),
         _ => return None,
     };
     Some(plugin)
@@ -308,6 +314,8 @@ mod tests {
                 DEFAULT_STORAGE_CLASS,
                 RUNTIME_CLASS,
                 VALIDATING_ADMISSION_POLICY,
+                MUTATING_ADMISSION_WEBHOOK,
+                VALIDATING_ADMISSION_WEBHOOK,
             ]
         );
     }

@@ -220,6 +220,12 @@ impl Registry {
                     .with_old_object(Some(&current))
                     .with_dry_run(dry_run);
             self.admission_admit(&mut attrs).await?;
+            if attrs.patched() {
+                // A mutating webhook changed the update: validated again, as upstream
+                // validates after the mutating phase.
+                let patched = take_admitted(&mut attrs)?;
+                attrs.object = Some(revalidate_update(def, name, patched, &current, target)?);
+            }
             self.admission_validate(&mut attrs).await?;
             warnings.extend(attrs.take_warnings());
             let mut new = take_admitted(&mut attrs)?;
@@ -477,6 +483,30 @@ impl Registry {
             Err(e) => Err(Retry::Fail(ApiError::from_storage(e, gr, name))),
         }
     }
+}
+
+/// The update `new` of `old` validated again after a mutating webhook patched it (its
+/// generation follows a spec the patch changed).
+fn revalidate_update(
+    def: &ResourceDef,
+    name: &str,
+    mut new: Value,
+    old: &Value,
+    target: Target,
+) -> Result<Value> {
+    let mut errs = validate_object_meta(&new, def.namespaced, def.strategy.name_rule());
+    errs.extend(validate_object_meta_update(&new, old));
+    match target {
+        Target::Main => {
+            let generation = object::generation(old) + i64::from(object::spec_changed(&new, old));
+            object::set_meta(&mut new, "generation", generation);
+            errs.extend(def.strategy.validate_update(&new, old));
+        }
+        Target::Status => errs.extend(def.strategy.validate_status_update(&new, old)),
+        Target::Approval => errs.extend(def.strategy.validate_approval_update(&new, old)),
+    }
+    def.check(name, errs)?;
+    Ok(new)
 }
 
 /// Why a write attempt did not complete.

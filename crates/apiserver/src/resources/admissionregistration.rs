@@ -1,10 +1,9 @@
-//! admissionregistration.k8s.io/v1 validatingwebhookconfigurations, mutatingwebhookconfigurations, validatingadmissionpolicies (+status), validatingadmissionpolicybindings — stored, not called.
+//! admissionregistration.k8s.io/v1 validatingwebhookconfigurations, mutatingwebhookconfigurations, validatingadmissionpolicies (+status), validatingadmissionpolicybindings.
 //!
-//! kcm's API server runs no admission webhooks and evaluates no admission policies: the
-//! objects are defaulted, validated and stored exactly as kube-apiserver stores them (so
-//! install manifests apply and `kubectl get` shows them), but no request is ever sent to a
-//! webhook and no CEL expression is compiled or run. Nothing is half-applied: a configured
-//! `failurePolicy: Fail` webhook does not fail requests either.
+//! The objects are defaulted, validated and stored as kube-apiserver stores them; the webhook
+//! configurations are called by the admission chain's webhook plugins
+//! ([`crate::admission::webhook`]). The admission policies are stored, not evaluated: no
+//! CEL validation of a policy runs yet.
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,

@@ -1,4 +1,4 @@
-//! admissionregistration.k8s.io/v1 validating and mutating webhook configurations: upstream's defaults (`SetDefaults_ValidatingWebhook`, `..._MutatingWebhook`, `_Rule`, `_ServiceReference`) and validation (`ValidateValidatingWebhookConfiguration`). The webhooks are stored, never called.
+//! admissionregistration.k8s.io/v1 validating and mutating webhook configurations: upstream's defaults (`SetDefaults_ValidatingWebhook`, `..._MutatingWebhook`, `_Rule`, `_ServiceReference`) and validation (`ValidateValidatingWebhookConfiguration`). The admission chain's webhook plugins call them.
 
 use std::collections::HashSet;
 

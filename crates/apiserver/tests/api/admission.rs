@@ -1,4 +1,4 @@
-//! admissionregistration.k8s.io/v1 over HTTP: webhook configurations and admission policies are defaulted, validated and stored — and never called.
+//! admissionregistration.k8s.io/v1 over HTTP: webhook configurations and admission policies are defaulted, validated and stored (webhooks.rs calls the webhooks).
 
 use kcm_apiserver::testing::TestServer;
 use serde_json::json;
@@ -15,7 +15,7 @@ fn webhook(name: &str) -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn webhooks_are_defaulted_stored_and_not_called() {
+async fn webhook_configurations_are_defaulted_and_stored() {
     timed(async {
         let server = TestServer::start().await;
         let client = server.client();
@@ -39,13 +39,23 @@ async fn webhooks_are_defaulted_stored_and_not_called() {
         assert_eq!(hook["clientConfig"]["service"]["port"], 443);
         assert_eq!(hook["rules"][0]["scope"], "*");
 
-        // A Fail webhook pointing nowhere: creating a matching object still works, since
-        // webhooks are stored, not called.
+        // A Fail webhook whose Service does not exist: a matching create is refused with
+        // upstream's call error (webhooks.rs drives webhooks that answer).
         let (code, _) = raw(&client, "POST", &format!("{ADMISSION}/validatingwebhookconfigurations"), "application/json",
             serde_json::to_vec(&json!({"metadata": {"name": "deny"}, "webhooks": [webhook("deny.example.com")]})).expect("json")).await;
         assert_eq!(code, 201);
+        let (code, status) = raw(&client, "POST", "/api/v1/namespaces/default/configmaps", "application/json",
+            br#"{"metadata": {"name": "refused"}}"#.to_vec()).await;
+        assert_eq!(code, 500, "{status}");
+        assert_eq!(
+            status["message"],
+            "Internal error occurred: failed calling webhook \"deny.example.com\": failed to call webhook: Post \"https://hook.default.svc:443/?timeout=10s\": services \"hook\" not found"
+        );
+        // The configuration itself is exempt: it can always be removed.
+        let (code, _) = raw(&client, "DELETE", &format!("{ADMISSION}/validatingwebhookconfigurations/deny"), "application/json", Vec::new()).await;
+        assert_eq!(code, 200);
         let (code, cm) = raw(&client, "POST", "/api/v1/namespaces/default/configmaps", "application/json",
-            br#"{"metadata": {"name": "still-works"}}"#.to_vec()).await;
+            br#"{"metadata": {"name": "works-again"}}"#.to_vec()).await;
         assert_eq!(code, 201, "{cm}");
 
         let (code, status) = raw(&client, "POST", &format!("{ADMISSION}/validatingwebhookconfigurations"), "application/json",

@@ -36,4 +36,6 @@ mod sqlite;
 mod storage;
 mod volumes;
 mod watch;
+mod webhook_server;
+mod webhooks;
 mod workloads;
