@@ -95,7 +95,7 @@ async fn a_validating_webhook_denies_a_label_with_its_message() {
         assert_eq!(code, 403, "{status}");
         assert_eq!(
             status["message"],
-            "admission webhook \"deny.kcm.test\" denied the request: pods with the deny label are not allowed"
+            "pods \"bad\" is forbidden: admission webhook \"deny.kcm.test\" denied the request: pods with the deny label are not allowed"
         );
 
         let (code, pod, warnings) = create_pod(&client, "default", "good", json!({"app": "web"}), "").await;
@@ -264,14 +264,14 @@ async fn selectors_and_match_conditions_skip_webhooks() {
         assert_eq!(code, 201, "{pod}");
         let (code, status, _) = create_pod(&client, "default", "other", json!({}), "").await;
         assert_eq!(code, 403);
-        assert_eq!(status["message"], "admission webhook \"conditional.kcm.test\" denied the request: no");
+        assert_eq!(status["message"], "pods \"other\" is forbidden: admission webhook \"conditional.kcm.test\" denied the request: no");
 
         let (code, _) = raw(&client, "POST", "/api/v1/namespaces", "application/json",
             br#"{"metadata": {"name": "prod", "labels": {"env": "prod"}}}"#.to_vec()).await;
         assert_eq!(code, 201);
         let (code, status, _) = create_pod(&client, "prod", "exempt", json!({}), "").await;
         assert_eq!(code, 403);
-        assert_eq!(status["message"], "admission webhook \"prod-only.kcm.test\" denied the request: no");
+        assert_eq!(status["message"], "pods \"exempt\" is forbidden: admission webhook \"prod-only.kcm.test\" denied the request: no");
         assert_eq!(deny_all.reviews().len(), 2);
 
         // A condition that cannot be evaluated fails closed under `Fail`.
@@ -319,7 +319,7 @@ async fn a_service_reference_resolves_to_an_endpoint_slice() {
         assert_eq!(code, 403, "{status}");
         assert_eq!(
             status["message"],
-            "admission webhook \"svc.kcm.test\" denied the request: pods with the deny label are not allowed"
+            "pods \"bad\" is forbidden: admission webhook \"svc.kcm.test\" denied the request: pods with the deny label are not allowed"
         );
         let (code, pod, _) = create_pod(&client, "default", "good", json!({}), "").await;
         assert_eq!(code, 201, "{pod}");

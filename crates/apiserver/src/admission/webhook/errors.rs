@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::error::{ApiError, StatusCause, StatusDetails};
+use crate::error::{ApiError, GroupResource, StatusCause, StatusDetails};
 
 /// How a call to one webhook failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,33 +48,72 @@ pub fn dry_run_unsupported(webhook: &str) -> Error {
 }
 
 /// The webhook's denial as an API error (upstream's `ToStatusErr`): its Status with the
-/// message prefixed by `admission webhook "<name>" denied the request`; a Status without a
-/// code is answered 500, as upstream's API server answers a failure without one.
-pub fn denied(webhook: &str, status: Option<&Value>) -> Error {
+/// message prefixed by `admission webhook "<name>" denied the request` and then by
+/// `<resource> "<object>" is forbidden` (`Internal error occurred` for a 500); a Status without
+/// a code is 403 Forbidden, and one without a reason gets `Forbidden` (`InternalError` for a
+/// 500), as upstream.
+pub fn denied(
+    webhook: &str,
+    resource: GroupResource<'_>,
+    object: &str,
+    status: Option<&Value>,
+) -> Error {
     let field = |key: &str| {
         status
             .and_then(|s| s.get(key))
             .and_then(Value::as_str)
             .unwrap_or("")
     };
+    let object = if object.is_empty() { "Unknown" } else { object };
+    let code = match status.and_then(|s| s.get("code")).and_then(Value::as_u64) {
+        None | Some(0) => 403,
+        // A code HTTP cannot carry is answered as the failure it is.
+        Some(c) => u16::try_from(c)
+            .ok()
+            .filter(|c| (100..600).contains(c))
+            .unwrap_or(500),
+    };
+    let internal = code == 500;
     let denied_by = format!("admission webhook \"{webhook}\" denied the request");
-    let message = match (field("message"), field("reason")) {
+    let why = match (field("message"), field("reason")) {
         (m, _) if !m.is_empty() => format!("{denied_by}: {m}"),
         (_, r) if !r.is_empty() => format!("{denied_by}: {r}"),
         _ => format!("{denied_by} without explanation"),
     };
-    let code = status
-        .and_then(|s| s.get("code"))
-        .and_then(Value::as_u64)
-        .and_then(|c| u16::try_from(c).ok())
-        .filter(|c| (100..600).contains(c))
-        .filter(|c| *c != 0)
-        .unwrap_or(500);
-    let mut err = ApiError::from_status(code, known_reason(field("reason")), message);
-    err.details = status
-        .and_then(|s| s.get("details"))
-        .filter(|d| d.is_object())
-        .map(|d| Box::new(details(d)));
+    let message = if internal {
+        format!("Internal error occurred: {why}")
+    } else {
+        format!("{resource} \"{object}\" is forbidden: {why}")
+    };
+    let reason = match known_reason(field("reason")) {
+        "" if internal => "InternalError",
+        "" => "Forbidden",
+        known => known,
+    };
+    let mut err = ApiError::from_status(code, reason, message);
+    err.details = Some(Box::new(
+        match status
+            .and_then(|s| s.get("details"))
+            .filter(|d| d.is_object())
+        {
+            Some(d) => details(d),
+            None if internal => StatusDetails {
+                causes: vec![StatusCause {
+                    reason: String::new(),
+                    message: why,
+                    field: String::new(),
+                }],
+                ..StatusDetails::default()
+            },
+            // Kind is the resource, as upstream's NewForbidden has it.
+            None => StatusDetails {
+                name: object.to_owned(),
+                group: resource.group.to_owned(),
+                kind: resource.resource.to_owned(),
+                ..StatusDetails::default()
+            },
+        },
+    ));
     Error::Rejected(err)
 }
 
@@ -158,38 +197,55 @@ mod tests {
             Case {
                 name: "no status",
                 status: None,
-                want_message: "admission webhook \"hook\" denied the request without explanation",
-                want_code: 500,
-                want_reason: "",
-            },
-            Case {
-                name: "a message and a code",
-                status: Some(json!({"code": 403, "message": "no team label"})),
-                want_message: "admission webhook \"hook\" denied the request: no team label",
-                want_code: 403,
-                want_reason: "",
-            },
-            Case {
-                name: "only a reason",
-                status: Some(json!({"code": 403, "reason": "Forbidden"})),
-                want_message: "admission webhook \"hook\" denied the request: Forbidden",
+                want_message: "pods \"p\" is forbidden: admission webhook \"hook\" denied the request without explanation",
                 want_code: 403,
                 want_reason: "Forbidden",
             },
             Case {
+                name: "a message and a code",
+                status: Some(json!({"code": 403, "message": "no team label"})),
+                want_message: "pods \"p\" is forbidden: admission webhook \"hook\" denied the request: no team label",
+                want_code: 403,
+                want_reason: "Forbidden",
+            },
+            Case {
+                name: "only a reason",
+                status: Some(json!({"code": 422, "reason": "Invalid"})),
+                want_message: "pods \"p\" is forbidden: admission webhook \"hook\" denied the request: Invalid",
+                want_code: 422,
+                want_reason: "Invalid",
+            },
+            Case {
+                name: "a 500 is an internal error",
+                status: Some(json!({"code": 500, "message": "m"})),
+                want_message: "Internal error occurred: admission webhook \"hook\" denied the request: m",
+                want_code: 500,
+                want_reason: "InternalError",
+            },
+            Case {
                 name: "an invented reason is dropped, a nonsense code is 500",
                 status: Some(json!({"code": 7, "reason": "Because", "message": "m"})),
-                want_message: "admission webhook \"hook\" denied the request: m",
+                want_message: "Internal error occurred: admission webhook \"hook\" denied the request: m",
                 want_code: 500,
-                want_reason: "",
+                want_reason: "InternalError",
             },
         ];
+        let pods = GroupResource {
+            group: "",
+            resource: "pods",
+        };
         for case in cases {
-            let err = rejected(denied("hook", case.status.as_ref()));
+            let err = rejected(denied("hook", pods, "p", case.status.as_ref()));
             assert_eq!(err.message, case.want_message, "{}", case.name);
             assert_eq!(err.code, case.want_code, "{}", case.name);
             assert_eq!(err.reason, case.want_reason, "{}", case.name);
         }
+        let unnamed = rejected(denied("hook", pods, "", None));
+        assert!(
+            unnamed.message.starts_with("pods \"Unknown\" is forbidden"),
+            "{}",
+            unnamed.message
+        );
     }
 
     #[test]

@@ -118,7 +118,13 @@ async fn dispatch_all(
 fn apply(hook: &Hook, a: &mut Attributes<'_>, response: Response) -> Result<bool> {
     add_warnings(a, response.warnings);
     if !response.allowed {
-        return Err(errors::denied(&hook.name, response.status.as_ref()).into_api_error());
+        return Err(errors::denied(
+            &hook.name,
+            a.resource.group_resource(),
+            a.name,
+            response.status.as_ref(),
+        )
+        .into_api_error());
     }
     let Some(patch) = response.patch else {
         return Ok(false);

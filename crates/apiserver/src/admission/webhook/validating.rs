@@ -81,7 +81,12 @@ impl Plugin for ValidatingWebhook {
                     if response.allowed {
                         continue;
                     }
-                    errors::denied(&hook.name, response.status.as_ref())
+                    errors::denied(
+                        &hook.name,
+                        a.resource.group_resource(),
+                        a.name,
+                        response.status.as_ref(),
+                    )
                 }
                 Err(e @ Error::Calling { .. }) if hook.failure_policy == FailurePolicy::Ignore => {
                     tracing::warn!(webhook = %hook.name, error = %e, "Failed calling webhook, failing open");
