@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 use tokio::sync::OnceCell;
 
 use crate::admission::reinvocation::Reinvocation;
@@ -205,6 +205,63 @@ impl<'a> Attributes<'a> {
             .await
             .cloned()
     }
+
+    /// The `request` of a review without its objects (what a match condition sees as `request`):
+    /// uid, kind, resource, subresource, their request* forms, name, namespace, operation,
+    /// userInfo, dryRun and options.
+    pub fn admission_request(&self, uid: &str) -> Value {
+        let a = self;
+        let def = a.resource;
+        let kind = json!({"group": def.group, "version": def.version, "kind": def.kind});
+        let resource = json!({"group": def.group, "version": def.version, "resource": def.plural});
+        let mut user = Map::new();
+        user.insert("username".to_owned(), json!(a.user.username));
+        if !a.user.uid.is_empty() {
+            user.insert("uid".to_owned(), json!(a.user.uid));
+        }
+        if !a.user.groups.is_empty() {
+            user.insert("groups".to_owned(), json!(a.user.groups));
+        }
+        if !a.user.extra.is_empty() {
+            user.insert("extra".to_owned(), json!(a.user.extra));
+        }
+        let mut request = json!({
+            "uid": uid,
+            "kind": kind,
+            "resource": resource,
+            "requestKind": kind,
+            "requestResource": resource,
+            "name": a.name,
+            "namespace": a.namespace,
+            "operation": a.operation.as_str(),
+            "userInfo": user,
+            "dryRun": a.dry_run,
+        });
+        if !a.subresource.is_empty() {
+            request["subResource"] = json!(a.subresource);
+            request["requestSubResource"] = json!(a.subresource);
+        }
+        if let Some(options) = options(a) {
+            request["options"] = options;
+        }
+        request
+    }
+}
+
+/// The operation's options object (`CreateOptions`, `UpdateOptions`, `DeleteOptions`), as far
+/// as the attributes know them (their dry run).
+fn options(a: &Attributes<'_>) -> Option<Value> {
+    let kind = match a.operation {
+        Operation::Create => "CreateOptions",
+        Operation::Update => "UpdateOptions",
+        Operation::Delete => "DeleteOptions",
+        Operation::Connect => return None,
+    };
+    let mut options = json!({"apiVersion": "meta.k8s.io/v1", "kind": kind});
+    if a.dry_run {
+        options["dryRun"] = json!(["All"]);
+    }
+    Some(options)
 }
 
 #[cfg(test)]

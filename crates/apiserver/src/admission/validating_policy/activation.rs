@@ -63,7 +63,8 @@ impl Inputs {
         let null = Value::Null;
         let object = a.object.as_ref().unwrap_or(&null);
         let old_object = a.old_object.unwrap_or(&null);
-        let request = request_of(a);
+        // Upstream's `request` is the webhook's AdmissionRequest; the policy's has no uid.
+        let request = a.admission_request("");
         let namespace_object = namespace.map(namespace_object_of).unwrap_or(Value::Null);
         let sizes = [object, old_object, &request, &namespace_object]
             .into_iter()
@@ -77,38 +78,6 @@ impl Inputs {
             sizes,
         }
     }
-}
-
-/// `request`: the fields of upstream's `admissionv1.AdmissionRequest` an expression reads.
-fn request_of(a: &Attributes<'_>) -> Value {
-    let def = a.resource;
-    let kind = json!({"group": def.group, "version": def.version, "kind": def.kind});
-    let resource = json!({"group": def.group, "version": def.version, "resource": def.plural});
-    let mut request = json!({
-        "kind": kind,
-        "resource": resource,
-        "requestKind": kind,
-        "requestResource": resource,
-        "name": a.name,
-        "namespace": a.namespace,
-        "operation": a.operation.as_str(),
-        "userInfo": {
-            "username": a.user.username,
-            "groups": a.user.groups,
-        },
-        "dryRun": a.dry_run,
-    });
-    if !a.subresource.is_empty() {
-        request["subResource"] = json!(a.subresource);
-        request["requestSubResource"] = json!(a.subresource);
-    }
-    if !a.user.uid.is_empty() {
-        request["userInfo"]["uid"] = json!(a.user.uid);
-    }
-    if !a.user.extra.is_empty() {
-        request["userInfo"]["extra"] = json!(a.user.extra);
-    }
-    request
 }
 
 /// `namespaceObject`: the namespace's metadata (without managed fields), spec and status,

@@ -10,7 +10,7 @@ use crate::admission::source::ObjectSource;
 use crate::admission::webhook::dispatch::{self, add_warnings, new_uid};
 use crate::admission::webhook::errors::{self, Error};
 use crate::admission::webhook::hook::Hook;
-use crate::admission::webhook::review::{self, Response};
+use crate::admission::webhook::review::Response;
 use crate::admission::webhook::rules;
 use crate::admission::webhook::source::HookSource;
 use crate::error::{ApiError, Result};
@@ -80,7 +80,7 @@ async fn dispatch_all(
 ) -> Result<()> {
     for hook in hooks {
         let uid = new_uid();
-        let request = review::request(a, &uid);
+        let request = a.admission_request(&uid);
         if !dispatch::should_call(hook, a, source, &request).await? {
             continue;
         }

@@ -1,9 +1,9 @@
 //! The `AdmissionReview` sent to a webhook and the checks of the one it answers, as upstream's `request/admissionreview.go` (`CreateV1AdmissionReview`, `VerifyAdmissionResponse`).
 
 use base64::Engine;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::admission::attributes::{Attributes, Operation};
+use crate::admission::attributes::Attributes;
 
 /// The `AdmissionReview` versions kcm speaks, in the order a webhook's
 /// `admissionReviewVersions` is searched.
@@ -47,63 +47,8 @@ pub struct Response {
     pub warnings: Vec<String>,
 }
 
-/// The `request` of a review without its objects (what a match condition sees as `request`):
-/// uid, kind, resource, subresource, their request* forms, name, namespace, operation,
-/// userInfo, dryRun and options.
-pub fn request(a: &Attributes<'_>, uid: &str) -> Value {
-    let def = a.resource;
-    let kind = json!({"group": def.group, "version": def.version, "kind": def.kind});
-    let resource = json!({"group": def.group, "version": def.version, "resource": def.plural});
-    let mut user = Map::new();
-    user.insert("username".to_owned(), json!(a.user.username));
-    if !a.user.uid.is_empty() {
-        user.insert("uid".to_owned(), json!(a.user.uid));
-    }
-    if !a.user.groups.is_empty() {
-        user.insert("groups".to_owned(), json!(a.user.groups));
-    }
-    if !a.user.extra.is_empty() {
-        user.insert("extra".to_owned(), json!(a.user.extra));
-    }
-    let mut request = json!({
-        "uid": uid,
-        "kind": kind,
-        "resource": resource,
-        "requestKind": kind,
-        "requestResource": resource,
-        "name": a.name,
-        "namespace": a.namespace,
-        "operation": a.operation.as_str(),
-        "userInfo": user,
-        "dryRun": a.dry_run,
-    });
-    if !a.subresource.is_empty() {
-        request["subResource"] = json!(a.subresource);
-        request["requestSubResource"] = json!(a.subresource);
-    }
-    if let Some(options) = options(a) {
-        request["options"] = options;
-    }
-    request
-}
-
-/// The operation's options object (`CreateOptions`, `UpdateOptions`, `DeleteOptions`), as far
-/// as the attributes know them (their dry run).
-fn options(a: &Attributes<'_>) -> Option<Value> {
-    let kind = match a.operation {
-        Operation::Create => "CreateOptions",
-        Operation::Update => "UpdateOptions",
-        Operation::Delete => "DeleteOptions",
-        Operation::Connect => return None,
-    };
-    let mut options = json!({"apiVersion": "meta.k8s.io/v1", "kind": kind});
-    if a.dry_run {
-        options["dryRun"] = json!(["All"]);
-    }
-    Some(options)
-}
-
-/// The review body sent: `request` (from [`request`]) with the objects added.
+/// The review body sent: `request` (from [`Attributes::admission_request`]) with the objects
+/// added.
 pub fn body(version: Version, mut request: Value, a: &Attributes<'_>) -> Vec<u8> {
     if let Some(obj) = a.object.as_ref() {
         request["object"] = obj.clone();
@@ -208,6 +153,7 @@ pub fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::attributes::Operation;
     use crate::auth::user::UserInfo;
     use crate::resources::pod::PODS;
 
@@ -226,7 +172,7 @@ mod tests {
         .with_subresource("status")
         .with_old_object(Some(&old))
         .with_dry_run(true);
-        let req = request(&a, "u-1");
+        let req = a.admission_request("u-1");
         assert_eq!(req["uid"], "u-1");
         assert_eq!(
             req["kind"],

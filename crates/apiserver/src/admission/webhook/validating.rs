@@ -58,7 +58,7 @@ impl Plugin for ValidatingWebhook {
         let mut relevant = Vec::new();
         for hook in hooks.iter() {
             let uid = new_uid();
-            let request = crate::admission::webhook::review::request(a, &uid);
+            let request = a.admission_request(&uid);
             if dispatch::should_call(hook, a, source, &request).await? {
                 relevant.push((hook, request, uid));
             }
