@@ -471,3 +471,78 @@ async fn kube_api_qps_bounds_the_request_rate() {
     cancel.cancel();
     manager.wait().await.expect("stop");
 }
+
+/// A controller that keeps `parallel` requests queued on the manager's client at all times,
+/// as a leader busy creating pods does.
+fn hog(parallel: usize) -> ControllerDescriptor {
+    ControllerDescriptor::new("hog-controller", move |ctx: ControllerContext| async move {
+        let cancel = ctx.cancel.clone();
+        for _ in 0..parallel {
+            let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), "default");
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                while !cancel.is_cancelled() {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        _ = cms.get_opt("hog") => {}
+                    }
+                }
+            });
+        }
+        Ok(Some(StartedController::new(async move {
+            cancel.cancelled().await
+        })))
+    })
+}
+
+/// Regression (chaos tests, issue 26): the Lease renewals went through the controllers'
+/// rate-limited client, so a leader whose controllers filled the `--kube-api-qps` queue missed
+/// its renew deadline and lost the lease in the middle of a scale-up. As client-go's
+/// `resourcelock.NewFromKubeconfig`, the lock now has a client and a bucket of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_controllers_saturate_the_client_limit_keeps_its_lease() {
+    let server = TestServer::start().await;
+    let client = server.client();
+    let registry = ControllerRegistry::new().with(hog(40)).expect("registry");
+    let cancel = CancellationToken::new();
+    // 10 requests a second shared by 40 busy requests: each waits about four seconds in the
+    // bucket's queue, well past the 1.5 s renew deadline.
+    let manager = start(
+        &server,
+        &["--kube-api-qps=10", "--kube-api-burst=10"],
+        registry,
+        &cancel,
+    )
+    .await;
+    poll(Duration::from_secs(15), "a leader", || async {
+        manager.is_leader().then_some(())
+    })
+    .await;
+    let transitions = lease(&client)
+        .await
+        .and_then(|l| l.spec)
+        .and_then(|s| s.lease_transitions);
+    // Several lease durations of saturation: a lost lease ends the manager.
+    let held_until = Instant::now() + 4 * LEASE;
+    while Instant::now() < held_until {
+        assert!(
+            manager.is_leader(),
+            "lost the lease under client saturation"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(lease_holder(&client).await, manager.identity());
+    assert_eq!(
+        lease(&client)
+            .await
+            .and_then(|l| l.spec)
+            .and_then(|s| s.lease_transitions),
+        transitions,
+        "no other holder in between"
+    );
+    cancel.cancel();
+    manager
+        .wait()
+        .await
+        .expect("a graceful stop after keeping the lease");
+}

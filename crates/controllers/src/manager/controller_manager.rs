@@ -311,7 +311,12 @@ impl ControllerManager {
             let lock = match self.lease_lock {
                 Some(lock) => BoxedLock(lock),
                 None => BoxedLock(Box::new(KubeLeaseLock::new(
-                    client.clone(),
+                    leader_election_client(
+                        shared.client_config.clone(),
+                        &options,
+                        config.renew_deadline,
+                        &self.metrics,
+                    )?,
                     &config.namespace,
                     &config.name,
                 ))),
@@ -551,6 +556,32 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
     }
+}
+
+/// The client the Lease lock renews through, as client-go's `resourcelock.NewFromKubeconfig`:
+/// its own `--kube-api-qps`/`--kube-api-burst` bucket, so that renewals never queue behind
+/// the controllers' requests (a leader busy creating pods would otherwise miss its renew
+/// deadline and lose the lease), and requests bounded by half the renew deadline (at least
+/// a second), so that one stuck renewal cannot use up the whole deadline.
+fn leader_election_client(
+    mut config: kube::Config,
+    options: &ManagerOptions,
+    renew_deadline: Duration,
+    metrics: &ManagerMetrics,
+) -> Result<kube::Client> {
+    let timeout = (renew_deadline / 2).max(Duration::from_secs(1));
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    let limiter = kcm_machinery::client::rate_limit_layer(
+        options.generic.kube_api_qps,
+        options.generic.kube_api_burst,
+    );
+    Ok(kcm_machinery::client::build_client_with(
+        config,
+        &limiter,
+        Some(metrics.client()),
+        None,
+    )?)
 }
 
 /// `informer-sync`: ready on standby and once caches synced; not while starting or stopping.
