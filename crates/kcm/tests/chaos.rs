@@ -327,7 +327,8 @@ async fn kcm_up_killed_mid_rollout_resumes_and_keeps_every_acknowledged_object()
     support::init_logging();
     let seed = seed("kcm_up_kill");
     let dir = tempfile::tempdir().expect("tempdir");
-    let up = kcm_up::Up::start(dir.path(), &["--nodes", "2"], "warn");
+    let backend = kcm_up::Backend::sqlite();
+    let up = kcm_up::Up::start(&backend, dir.path(), &["--nodes", "2"], "warn");
     let client = client_from(&up.kubeconfig).await;
     let fleet = Fleet::new("up", 2, 20, 5, 5);
     let census = Census::start(client.clone(), NS);
@@ -390,7 +391,7 @@ async fn kcm_up_killed_mid_rollout_resumes_and_keeps_every_acknowledged_object()
     );
     assert!(!acked.is_empty(), "the writer got no acknowledgement");
 
-    let up = kcm_up::Up::start(dir.path(), &["--nodes", "2"], "warn");
+    let up = kcm_up::Up::start(&backend, dir.path(), &["--nodes", "2"], "warn");
     let client = client_from(&up.kubeconfig).await;
     fleet.wait(&client, NEW_IMAGE).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);

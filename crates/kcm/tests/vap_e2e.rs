@@ -4,7 +4,7 @@ mod kcm_up;
 
 use std::path::Path;
 
-use kcm_up::{Up, kubectl_installed};
+use kcm_up::{Backend, Up};
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
@@ -26,14 +26,15 @@ fn binding(name: &str, policy: &str, action: &str, env: &str, extra: &str) -> St
     )
 }
 
-#[test]
-fn validating_admission_policies_refuse_warn_and_read_params_on_kcm_up() {
-    if !kubectl_installed() {
-        eprintln!("skipping: kubectl is not installed");
-        return;
-    }
+kcm_up::on_each_backend!(
+    validating_admission_policies_refuse_warn_and_read_params_on_kcm_up:
+        validating_admission_policies_refuse_warn_and_read_params_on_kcm_up_sqlite,
+        validating_admission_policies_refuse_warn_and_read_params_on_kcm_up_etcd
+);
+
+fn validating_admission_policies_refuse_warn_and_read_params_on_kcm_up(backend: &Backend) {
     let dir = tempfile::tempdir().expect("data dir");
-    let up = Up::start(dir.path(), &[], "info");
+    let up = Up::start(backend, dir.path(), &[], "info");
     for (ns, env) in [("deny", "test"), ("warn", "staging"), ("params", "params")] {
         up.kubectl_ok(&["create", "namespace", ns]);
         up.kubectl_ok(&["label", "namespace", ns, &format!("env={env}")]);

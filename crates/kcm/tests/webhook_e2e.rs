@@ -10,7 +10,7 @@ use base64::Engine;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use kcm_up::{Up, kubectl_installed};
+use kcm_up::{Backend, Up};
 use serde_json::{Value, json};
 use tokio_rustls::TlsAcceptor;
 
@@ -80,14 +80,15 @@ fn configuration(addr: SocketAddr, ca_bundle: &str, policy: &str) -> String {
     )
 }
 
-#[test]
-fn a_webhook_blocks_labelled_pods_and_fails_open_when_told() {
-    if !kubectl_installed() {
-        eprintln!("skipping: kubectl is not installed");
-        return;
-    }
+kcm_up::on_each_backend!(
+    a_webhook_blocks_labelled_pods_and_fails_open_when_told:
+        a_webhook_blocks_labelled_pods_and_fails_open_when_told_sqlite,
+        a_webhook_blocks_labelled_pods_and_fails_open_when_told_etcd
+);
+
+fn a_webhook_blocks_labelled_pods_and_fails_open_when_told(backend: &Backend) {
     let dir = tempfile::tempdir().expect("data dir");
-    let up = Up::start(dir.path(), &["--nodes", "1"], "info");
+    let up = Up::start(backend, dir.path(), &["--nodes", "1"], "info");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
