@@ -1850,7 +1850,7 @@ spec:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admission_configurations_are_listed_and_not_called() {
+async fn admission_configurations_are_listed_and_called() {
     if !kubectl_installed() {
         return;
     }
@@ -1904,12 +1904,22 @@ spec:
             .await;
         assert_eq!(hook["webhooks"][0]["failurePolicy"], "Fail");
         assert_eq!(hook["webhooks"][0]["timeoutSeconds"], 10);
-        // Stored, not called: the Fail webhook matching configmaps does not stop creating one.
+        // Called: the Fail webhook matching configmaps cannot be reached, so the create is
+        // refused with upstream's text; without the configuration it goes through.
+        let refused = env
+            .fails(&["create", "configmap", "still-works", "--from-literal=a=b"])
+            .await;
+        assert!(
+            refused.contains("Internal error occurred: failed calling webhook \"deny.example.com\": failed to call webhook: Post \"https://deny.example.com/validate?timeout=10s\""),
+            "{refused}"
+        );
+        env.ok(&["delete", "validatingwebhookconfiguration", "deny-all"])
+            .await;
         env.ok(&["create", "configmap", "still-works", "--from-literal=a=b"])
             .await;
         let all = env.ok(&["get", "api-extensions", "-o", "name"]).await;
         assert!(
-            all.contains("validatingwebhookconfiguration.admissionregistration.k8s.io/deny-all"),
+            all.contains("validatingadmissionpolicy.admissionregistration.k8s.io/max-replicas"),
             "{all}"
         );
         assert!(

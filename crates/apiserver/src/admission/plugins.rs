@@ -313,8 +313,8 @@ mod tests {
                 DEFAULT_TOLERATION_SECONDS,
                 DEFAULT_STORAGE_CLASS,
                 RUNTIME_CLASS,
-                VALIDATING_ADMISSION_POLICY,
                 MUTATING_ADMISSION_WEBHOOK,
+                VALIDATING_ADMISSION_POLICY,
                 VALIDATING_ADMISSION_WEBHOOK,
             ]
         );
