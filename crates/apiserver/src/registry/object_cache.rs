@@ -128,37 +128,37 @@ impl ObjectCache {
     /// The object at `key` of `def`: `Some(answer)` from memory when the cache holds `def`
     /// and is current, `None` when the caller must read the store.
     pub async fn get(&self, def: &ResourceDef, key: &str) -> Option<Option<Value>> {
-        let index = self.index_of(def)?;
-        if !self.current().await {
-            return None;
-        }
-        let resources = lock(&self.resources);
-        Some(
-            resources[index]
-                .objects
-                .get(key)
-                .map(|obj| Value::clone(obj)),
-        )
+        self.read(def, |objects| objects.get(key).map(|obj| Value::clone(obj)))
+            .await
     }
 
     /// The objects of `def` under `prefix` in key order, as [`ObjectCache::get`].
     pub async fn list(&self, def: &ResourceDef, prefix: &str) -> Option<Vec<Value>> {
-        let index = self.index_of(def)?;
-        if !self.current().await {
-            return None;
-        }
-        let resources = lock(&self.resources);
-        Some(
-            resources[index]
-                .objects
+        self.read(def, |objects| {
+            objects
                 .range::<str, _>((
                     std::ops::Bound::Included(prefix),
                     std::ops::Bound::Unbounded,
                 ))
                 .take_while(|(key, _)| key.starts_with(prefix))
                 .map(|(_, obj)| Value::clone(obj))
-                .collect(),
-        )
+                .collect()
+        })
+        .await
+    }
+
+    /// `f` of `def`'s objects once the cache is current; `None` if it does not hold `def` or
+    /// is not current in time.
+    async fn read<T>(
+        &self,
+        def: &ResourceDef,
+        f: impl FnOnce(&BTreeMap<Arc<str>, Arc<Value>>) -> T,
+    ) -> Option<T> {
+        let index = self.index_of(def)?;
+        if !self.current().await {
+            return None;
+        }
+        Some(f(&lock(&self.resources)[index].objects))
     }
 
     /// Which cached resource `def` is (the very entry: another version of the same resource
