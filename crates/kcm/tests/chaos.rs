@@ -264,7 +264,7 @@ async fn api_server_restarts_during_a_rollout_never_over_create() {
             let mut server = server;
             let mut count = 0u32;
             loop {
-                let pause = Duration::from_millis(rng.random_range(1000..3000));
+                let pause = Duration::from_millis(rng.random_range(300..1500));
                 tokio::select! {
                     () = stop.cancelled() => return (server, count),
                     () = tokio::time::sleep(pause) => {}
@@ -280,11 +280,26 @@ async fn api_server_restarts_during_a_rollout_never_over_create() {
         }
     });
 
+    // Each phase waits for its restarts before waiting for convergence, so a machine fast
+    // enough to converge before the first restart still sees every restart (the count is then
+    // exact, not a race with the rollout).
+    let restarted = |armed: Arc<std::sync::atomic::AtomicUsize>| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while armed.load(Ordering::SeqCst) > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "restarts never happened"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
     let fleet = Fleet::new("restarts", 4, 20, 5, 5);
     fleet.create(&client, &census).await;
+    restarted(Arc::clone(&armed)).await;
     fleet.wait(&client, OLD_IMAGE).await;
     armed.store(RESTARTS_PER_PHASE, Ordering::SeqCst);
     fleet.roll(&client, NEW_IMAGE).await;
+    restarted(Arc::clone(&armed)).await;
     fleet.wait(&client, NEW_IMAGE).await;
 
     stop_restarts.cancel();
