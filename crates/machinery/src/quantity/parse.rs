@@ -9,6 +9,11 @@ use super::{Amount, Error, Format, Quantity, Result};
 const MAX_INT64_FACTORS: i32 = 18;
 /// `resource.Nano`: the smallest scale the fast path keeps.
 const NANO: i32 = -9;
+/// Most integer digits a parsed quantity may have. Any value this size or smaller prints a
+/// canonical form whose exponent stays within what [`Nat::mul_pow10`] accepts when it is parsed
+/// again (with room for a rounding carry), so everything that parses round-trips. Go has no
+/// bound; a person never writes a quantity of more than a few dozen digits.
+const MAX_MAGNITUDE: i64 = super::nat::MAX_POW10 as i64 - 16;
 
 /// The pieces `parseQuantityString` splits a quantity into.
 struct Split<'a> {
@@ -183,8 +188,10 @@ fn int64_multiply(a: i64, b: i64) -> Option<i64> {
 ///
 /// The result keeps the representation Go builds (int64 amount or `inf.Dec`, scale, format,
 /// whether the input is kept as the cached canonical string). One deliberate difference: a
-/// slow-path value whose exponent would need more than 4096 decimal
-/// digits is refused with [`Error::TooLarge`] instead of exhausting memory.
+/// value with more than [`MAX_MAGNITUDE`] integer digits, or whose exponent would need more
+/// than 4096 decimal digits of scaling, is refused with [`Error::TooLarge`] instead of
+/// exhausting memory (or, for `1e2000000000`, printing a canonical form that then cannot be
+/// parsed).
 pub fn parse(s: &str) -> Result<Quantity> {
     if s.is_empty() {
         return Err(Error::Format);
@@ -238,6 +245,10 @@ pub fn parse(s: &str) -> Result<Quantity> {
                     let first_zero = digits.clone().next() == Some(b'0');
                     scale % 3 == 0 && !ends_000 && !first_zero
                 };
+                let digits = i64::from(result.unsigned_abs().checked_ilog10().unwrap_or(0)) + 1;
+                if result != 0 && digits + i64::from(scale) > MAX_MAGNITUDE {
+                    return Err(Error::TooLarge);
+                }
                 return Ok(Quantity {
                     amount: Amount::Int {
                         value: result,
@@ -301,6 +312,12 @@ pub fn parse(s: &str) -> Result<Quantity> {
         && abs.cmp(&Nat::from_u64(1_000_000_000)) == Ordering::Less
     {
         format = Format::DecimalSI;
+    }
+    // `abs` holds whole nanos here: below 10^(MAX_MAGNITUDE + 9) it has at most MAX_MAGNITUDE
+    // integer digits. Counting bits first keeps the exact count to the rare huge value.
+    let nano_digits_bound = (MAX_MAGNITUDE + 9) as usize;
+    if abs.0.len() * 64 > nano_digits_bound * 3 && abs.to_decimal().len() > nano_digits_bound {
+        return Err(Error::TooLarge);
     }
     Ok(Quantity {
         amount: Amount::Dec {
@@ -491,6 +508,26 @@ mod tests {
                 name: "a lone point is zero",
                 input: ".",
                 want: int(0, 0, false, DecimalSI),
+            },
+            Case {
+                name: "a huge exponent on the fast path",
+                input: "1e2000000000",
+                want: Err(Error::TooLarge),
+            },
+            Case {
+                name: "the largest magnitude",
+                input: "1e4079",
+                want: int(1, 4079, false, DecimalExponent),
+            },
+            Case {
+                name: "one digit more",
+                input: "1e4080",
+                want: Err(Error::TooLarge),
+            },
+            Case {
+                name: "one digit more on the slow path",
+                input: "1234567890123456789e4062",
+                want: Err(Error::TooLarge),
             },
             Case {
                 name: "hostile exponent",
