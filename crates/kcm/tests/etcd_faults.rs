@@ -1,6 +1,7 @@
 //! `kcm apiserver` on a 3-member etcd cluster under faults: a member stopped during a create
 //! load loses no acknowledged create; quorum lost makes writes fail with a 5xx Status within
-//! the request timeout, and they succeed once a member returns; an API server restarted
+//! the request timeout and `/readyz` fail on the `etcd` check, and they succeed once a member
+//! returns; an API server restarted
 //! mid-watch resumes its clients without a missed event. Skipped (with a note) when the
 //! `etcd` binary is not installed.
 
@@ -127,6 +128,18 @@ async fn writes_fail_with_a_5xx_without_quorum_and_succeed_when_a_member_returns
         started.elapsed()
     );
 
+    // A load balancer's probe sees the store is gone: `/readyz` fails on its `etcd` check (the
+    // reason withheld on this public path), `/livez/etcd` names the failure.
+    let client = server.client().await;
+    let (code, text) = health(&client, "/readyz").await;
+    assert_eq!(code, 500, "{text}");
+    assert!(text.contains("[-]etcd failed: reason withheld\n"), "{text}");
+    assert!(text.contains("[+]ping ok\n"), "{text}");
+    assert!(text.ends_with("readyz check failed\n"), "{text}");
+    let (code, text) = health(&client, "/livez/etcd").await;
+    assert_eq!(code, 500, "{text}");
+    assert!(text.starts_with("internal server error: "), "{text}");
+
     etcd.restart(1);
     let deadline = Instant::now() + DEADLINE;
     loop {
@@ -147,6 +160,18 @@ async fn writes_fail_with_a_5xx_without_quorum_and_succeed_when_a_member_returns
     api.get("before")
         .await
         .expect("data from before the outage");
+    assert_eq!(health(&client, "/readyz").await, (200, "ok".to_owned()));
+}
+
+/// A health path's status code and text.
+async fn health(client: &kube::Client, path: &str) -> (u16, String) {
+    let request = http::Request::get(path)
+        .body(kube::client::Body::from(Vec::new()))
+        .expect("request");
+    let response = client.send(request).await.expect("response");
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect_bytes().await.expect("body");
+    (code, String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ pub mod body;
 pub mod connection;
 pub mod discovery;
 pub mod handlers;
+pub mod health;
 pub mod impersonation;
 pub mod limits;
 pub mod negotiate;
@@ -87,6 +88,7 @@ async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response 
     let route = request_info::parse(req.uri().path());
     let response = match route {
         Route::Resource(r) => handlers::handle(&state, r, req).await,
+        Route::Health => Ok(health::serve(&state, req.uri().path(), req.uri().query()).await),
         Route::OpenApiV3Index => openapi::serve(
             &state.registry.openapi(),
             None,
@@ -122,14 +124,8 @@ fn discovery_route(
         });
     }
     let doc = match route {
-        Route::Health => {
-            let mut response = (StatusCode::OK, "ok").into_response();
-            response.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; charset=utf-8"),
-            );
-            return Ok(response);
-        }
+        // `dispatch` serves the health paths itself.
+        Route::Health => return Ok(health::not_found()),
         Route::Version => crate::version::version(),
         Route::CoreVersions | Route::Groups => {
             let core = route == Route::CoreVersions;

@@ -69,6 +69,24 @@ async fn discovery_lists_groups_resources_and_subresources() {
         for path in ["/healthz", "/livez", "/readyz"] {
             assert_eq!(get(path).await.0, 200, "{path}");
         }
+        let text = |path: &'static str| {
+            let client = client.clone();
+            async move {
+                let request = http::Request::get(path).body(Vec::new()).expect("request");
+                client.request_text(request).await.expect(path)
+            }
+        };
+        let verbose = text("/readyz?verbose").await;
+        assert!(
+            verbose.starts_with("[+]ping ok\n[+]log ok\n[+]etcd ok\n"),
+            "{verbose}"
+        );
+        assert!(verbose.ends_with("readyz check passed\n"), "{verbose}");
+        assert_eq!(text("/readyz/etcd").await, "ok");
+        assert_eq!(
+            text("/livez?verbose&exclude=etcd").await,
+            "[+]ping ok\n[+]log ok\n[+]etcd excluded: ok\nlivez check passed\n"
+        );
     })
     .await;
 }
