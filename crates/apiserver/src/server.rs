@@ -330,6 +330,7 @@ impl Server {
             client_certs: pki
                 .as_ref()
                 .and_then(|p| ClientCertAuthenticator::new(&p.ca_pem)),
+            metrics: Default::default(),
             limits: RequestLimits::new(
                 config.max_requests_inflight,
                 config.max_mutating_requests_inflight,

@@ -482,6 +482,7 @@ mod tests {
             )),
             token: TOKEN.to_owned(),
             client_certs: None,
+            metrics: Default::default(),
             limits: crate::http::limits::RequestLimits::unlimited(),
             max_body_bytes: 1 << 20,
             watch: WatchSettings {

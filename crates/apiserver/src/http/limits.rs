@@ -284,6 +284,7 @@ mod tests {
             ))),
             token: "t".to_owned(),
             client_certs: None,
+            metrics: Default::default(),
             limits,
             max_body_bytes: 1 << 20,
             watch: crate::registry::watch::WatchSettings {

@@ -12,6 +12,7 @@ pub mod handlers;
 pub mod health;
 pub mod impersonation;
 pub mod limits;
+pub mod metrics;
 pub mod negotiate;
 pub mod oidc;
 pub mod openapi;
@@ -50,14 +51,21 @@ pub struct AppState {
     pub client_certs: Option<crate::auth::client_cert::ClientCertAuthenticator>,
     /// The in-flight caps and the request timeout.
     pub limits: limits::RequestLimits,
+    /// `apiserver_request_total` and `apiserver_request_duration_seconds`, served at `/metrics`.
+    pub metrics: Arc<metrics::ApiServerMetrics>,
 }
 
 /// The router: authentication in front of one dispatching handler.
 pub fn router(state: Arc<AppState>) -> Router {
     // Layers run outside-in from the last added: the request timeout, authentication,
-    // impersonation, the in-flight limit, then authorization (upstream's handler chain order).
+    // impersonation, the in-flight limit, authorization (upstream's handler chain order), then
+    // the request metrics around the handlers.
     Router::new()
         .fallback(dispatch)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            metrics::instrument,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             authorization::authorize,
@@ -126,6 +134,7 @@ fn discovery_route(
     let doc = match route {
         // `dispatch` serves the health paths itself.
         Route::Health => return Ok(health::not_found()),
+        Route::Metrics => return Ok(metrics::serve(&state.metrics)),
         Route::Version => crate::version::version(),
         Route::CoreVersions | Route::Groups => {
             let core = route == Route::CoreVersions;

@@ -7,6 +7,8 @@ pub enum Route {
     Health,
     /// `/version`.
     Version,
+    /// `/metrics`: the API server's Prometheus metrics.
+    Metrics,
     /// `/api`: the core API versions.
     CoreVersions,
     /// `/apis`: every API group.
@@ -62,6 +64,7 @@ pub fn parse(path: &str) -> Route {
     match parts.as_slice() {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["version"] => Route::Version,
+        ["metrics"] => Route::Metrics,
         ["openapi", "v3"] => Route::OpenApiV3Index,
         ["openapi", "v3", rest @ ..] => Route::OpenApiV3(rest.join("/")),
         ["api"] => Route::CoreVersions,
@@ -181,6 +184,7 @@ mod tests {
             ("healthz", "/healthz", Route::Health),
             ("readyz check", "/readyz/ping", Route::Health),
             ("version", "/version", Route::Version),
+            ("metrics", "/metrics", Route::Metrics),
             ("core versions", "/api", Route::CoreVersions),
             ("groups", "/apis", Route::Groups),
             ("group", "/apis/apps", Route::Group("apps".to_owned())),

@@ -84,6 +84,13 @@ async fn a_role_grants_what_it_says_and_nothing_more() {
         // No roles yet: discovery and health only.
         assert_eq!(raw(&ci, "GET", "/api", "application/json", vec![]).await.0, 200);
         assert_eq!(raw(&ci, "GET", "/healthz", "application/json", vec![]).await.0, 200);
+        // `/metrics` needs a grant (upstream's `system:monitoring`), as on kube-apiserver.
+        let (code, status) = raw(&ci, "GET", "/metrics", "application/json", vec![]).await;
+        assert_eq!(code, 403, "{status}");
+        assert_eq!(
+            status["message"],
+            r#"forbidden: User "system:serviceaccount:default:ci" cannot get path "/metrics""#
+        );
         let (code, status) = raw(&ci, "GET", "/api/v1/namespaces/default/pods", "application/json", vec![]).await;
         assert_eq!(code, 403);
         assert_eq!(status["reason"], "Forbidden");

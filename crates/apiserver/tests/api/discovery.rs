@@ -83,6 +83,21 @@ async fn discovery_lists_groups_resources_and_subresources() {
         );
         assert!(verbose.ends_with("readyz check passed\n"), "{verbose}");
         assert_eq!(text("/readyz/etcd").await, "ok");
+        // The requests above, counted as kube-apiserver counts them.
+        let metrics = text("/metrics").await;
+        assert!(
+            metrics.contains("# TYPE apiserver_request_duration_seconds histogram"),
+            "{metrics}"
+        );
+        let readyz = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("apiserver_request_total{")
+                    && l.contains(r#"subresource="/readyz""#)
+                    && l.contains(r#"code="200""#)
+            })
+            .unwrap_or_else(|| panic!("/readyz not counted: {metrics}"));
+        assert!(readyz.ends_with(" 2"), "/readyz twice: {readyz}");
         assert_eq!(
             text("/livez?verbose&exclude=etcd").await,
             "[+]ping ok\n[+]log ok\n[+]etcd excluded: ok\nlivez check passed\n"

@@ -390,6 +390,11 @@ async fn measure(
             report::requests_by_method(&sources.nodes()),
         );
     }
+    // Server side, every request since the API server started, by upstream's verb (`LIST`,
+    // `WATCH`, `POST`, …); absent when the server does not let this user read `/metrics`.
+    if let Some(by_verb) = apiserver_requests(client).await {
+        requests.insert("apiserver".to_owned(), by_verb);
+    }
     Ok(Report {
         config,
         converged: converged_at.is_some(),
@@ -468,4 +473,17 @@ mod tests {
                 .contains("</svg>")
         );
     }
+}
+
+/// `apiserver_request_total` by verb, read from the API server's `/metrics`.
+async fn apiserver_requests(client: &kube::Client) -> Option<BTreeMap<String, u64>> {
+    let request = axum::http::Request::get("/metrics").body(Vec::new()).ok()?;
+    let text = client.request_text(request).await.ok()?;
+    let by_verb: BTreeMap<String, u64> =
+        prometheus::sum_by(&prometheus::parse(&text), "apiserver_request_total", "verb")
+            .into_iter()
+            .filter(|(_, n)| *n > 0.0)
+            .map(|(verb, n)| (verb, n as u64))
+            .collect();
+    (!by_verb.is_empty()).then_some(by_verb)
 }

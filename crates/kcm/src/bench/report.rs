@@ -30,7 +30,8 @@ pub struct Report {
     pub samples: Vec<TimelineSample>,
     /// CPU and memory of this process (embedded: API server, controllers, scheduler, nodes).
     pub process: ProcessReport,
-    /// API requests by component, then HTTP method (client-side `rest_client_requests_total`).
+    /// API requests by component, then HTTP method (client-side `rest_client_requests_total`),
+    /// and `apiserver` by verb (the server's `apiserver_request_total`).
     pub requests: BTreeMap<String, BTreeMap<String, u64>>,
     /// Work queues that processed anything, busiest first.
     pub workqueues: Vec<QueueReport>,
