@@ -93,16 +93,8 @@ pub async fn raw(
     content_type: &str,
     body: impl Into<Vec<u8>>,
 ) -> (u16, Value) {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(kube::client::Body::from(body.into()))
-        .expect("request");
-    let response = client.send(request).await.expect("response");
-    let code = response.status().as_u16();
-    let bytes = response.into_body().collect_bytes().await.expect("body");
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let (code, body, _) = send(client, method, path, Some(content_type), body.into()).await;
+    (code, body)
 }
 
 /// Drives one resource through real HTTP as clients do, with a typed `kube` API: create,
@@ -184,10 +176,24 @@ pub async fn with_warnings(
     method: &str,
     path: &str,
 ) -> (u16, Value, Vec<String>) {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .body(kube::client::Body::empty())
+    send(client, method, path, None, Vec::new()).await
+}
+
+/// Sends a request (with a `content-type` when given); returns the status code, the JSON body
+/// (`Null` when it is not JSON) and the `Warning` headers.
+pub async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, Value, Vec<String>) {
+    let mut request = http::Request::builder().method(method).uri(path);
+    if let Some(content_type) = content_type {
+        request = request.header("content-type", content_type);
+    }
+    let request = request
+        .body(kube::client::Body::from(body))
         .expect("request");
     let response = client.send(request).await.expect("response");
     let code = response.status().as_u16();

@@ -13,26 +13,9 @@ async fn send(
     content_type: &str,
     body: Vec<u8>,
 ) -> (u16, Vec<String>, Value) {
-    let request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(kube::client::Body::from(body))
-        .expect("request");
-    let response = client.send(request).await.expect("response");
-    let code = response.status().as_u16();
-    let warnings = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().expect("ascii").to_owned())
-        .collect();
-    let bytes = response.into_body().collect_bytes().await.expect("body");
-    (
-        code,
-        warnings,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    let (code, body, warnings) =
+        crate::common::send(client, method, path, Some(content_type), body).await;
+    (code, warnings, body)
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{raw, timed};
+use crate::common::{raw, send, timed};
 use crate::webhook_server::{WebhookServer, local_address, patch};
 use kcm_apiserver::testing::TestServer;
 
@@ -48,28 +48,14 @@ async fn create_pod(
 ) -> (u16, Value, Vec<String>) {
     let pod = json!({"metadata": {"name": name, "labels": labels},
         "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
-    let request = http::Request::builder()
-        .method("POST")
-        .uri(format!("/api/v1/namespaces/{namespace}/pods{query}"))
-        .header("content-type", "application/json")
-        .body(kube::client::Body::from(
-            serde_json::to_vec(&pod).expect("json"),
-        ))
-        .expect("request");
-    let response = client.send(request).await.expect("response");
-    let code = response.status().as_u16();
-    let warnings = response
-        .headers()
-        .get_all(http::header::WARNING)
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(str::to_owned))
-        .collect();
-    let bytes = response.into_body().collect_bytes().await.expect("body");
-    (
-        code,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        warnings,
+    send(
+        client,
+        "POST",
+        &format!("/api/v1/namespaces/{namespace}/pods{query}"),
+        Some("application/json"),
+        serde_json::to_vec(&pod).expect("json"),
     )
+    .await
 }
 
 /// Denies pods labelled `deny`, allows the others with a warning.
