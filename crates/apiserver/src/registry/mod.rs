@@ -344,11 +344,68 @@ pub(crate) fn decode_stored(def: &ResourceDef, kv: &KeyValue) -> Result<Value> {
 /// Encodes an object (in the entry's version) for the store: stored form, without
 /// `resourceVersion`.
 pub(crate) fn encode_for_storage(def: &ResourceDef, obj: &Value) -> Result<Bytes> {
-    let mut stored = def.to_storage(obj.clone());
-    object::remove_meta(&mut stored, "resourceVersion");
-    serde_json::to_vec(&stored)
+    let encoded = match WithoutResourceVersion::of(def, obj) {
+        // The common case: stored as served; written straight from the caller's tree.
+        Some(view) => serde_json::to_vec(&view),
+        None => {
+            let mut stored = def.to_storage(obj.clone());
+            object::remove_meta(&mut stored, "resourceVersion");
+            serde_json::to_vec(&stored)
+        }
+    };
+    encoded
         .map(Bytes::from)
         .map_err(|e| ApiError::internal(format!("encoding object: {e}")))
+}
+
+/// An object serialized without `metadata.resourceVersion`, with no copy of its tree: the
+/// same bytes as removing the field from a clone and serializing that.
+struct WithoutResourceVersion<'a> {
+    object: &'a serde_json::Map<String, Value>,
+}
+
+impl<'a> WithoutResourceVersion<'a> {
+    /// `None` when the entry converts to a stored version or the object has no `metadata`
+    /// object (the slow path repairs those as `remove_meta` does).
+    fn of(def: &ResourceDef, obj: &'a Value) -> Option<Self> {
+        let object = obj.as_object()?;
+        (def.stores_as_served() && object.get("metadata").is_some_and(Value::is_object))
+            .then_some(WithoutResourceVersion { object })
+    }
+}
+
+impl serde::Serialize for WithoutResourceVersion<'_> {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        /// A map without one key.
+        struct Without<'a>(&'a serde_json::Map<String, Value>, &'static str);
+        impl serde::Serialize for Without<'_> {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                serializer: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                let len = self.0.len() - usize::from(self.0.contains_key(self.1));
+                let mut map = serializer.serialize_map(Some(len))?;
+                for (k, v) in self.0.iter().filter(|(k, _)| *k != self.1) {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+        let mut map = serializer.serialize_map(Some(self.object.len()))?;
+        for (k, v) in self.object {
+            match v {
+                Value::Object(meta) if k == "metadata" => {
+                    map.serialize_entry(k, &Without(meta, "resourceVersion"))?;
+                }
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        map.end()
+    }
 }
 
 /// Parses a `resourceVersion` string (`""` → `None`); anything else but a non-negative
@@ -368,6 +425,32 @@ pub fn parse_resource_version(rv: &str) -> Result<Option<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The copy-free encoding writes exactly what removing the field from a clone writes.
+    #[test]
+    fn storage_encoding_drops_the_resource_version_without_a_copy() {
+        use serde_json::json;
+        let pods = &crate::resources::pod::PODS;
+        assert!(pods.stores_as_served());
+        for obj in [
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "a", "namespace": "d", "resourceVersion": "12", "uid": "u"},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+            json!({"kind": "Pod", "metadata": {"name": "a"}}),
+            json!({"metadata": {"resourceVersion": "1"}}),
+            json!({"metadata": 5}),
+            json!({"spec": {}}),
+        ] {
+            let mut expected = obj.clone();
+            object::remove_meta(&mut expected, "resourceVersion");
+            let bytes = encode_for_storage(pods, &obj).expect("encodes");
+            assert_eq!(
+                &bytes[..],
+                serde_json::to_vec(&expected).expect("json"),
+                "{obj}"
+            );
+        }
+    }
 
     #[test]
     fn resource_version_parsing() {

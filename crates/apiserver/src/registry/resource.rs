@@ -699,6 +699,19 @@ impl ResourceDef {
         }
     }
 
+    /// Whether [`to_storage`](Self::to_storage) leaves every object as it is (no conversion,
+    /// not a custom resource).
+    pub fn stores_as_served(&self) -> bool {
+        self.custom.is_none()
+            && !matches!(
+                self.storage,
+                Storage::Stored {
+                    conversion: Some(_),
+                    ..
+                }
+            )
+    }
+
     /// Converts an object of this resource's version to the stored form.
     pub fn to_storage(&self, obj: Value) -> Value {
         if let Some(custom) = &self.custom {
