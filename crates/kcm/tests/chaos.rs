@@ -2,7 +2,8 @@
 //!
 //! Each scenario prints its seed (`CHAOS_SEED=N` replays it). Waits are polls with deadlines;
 //! the only sleeps choose when a fault happens. Sizes are scaled down from the issue's
-//! 50 × 20 so that the whole binary stays within a few minutes on a debug build.
+//! 50 × 20 so that the whole binary stays within a few minutes on a debug build;
+//! `CHAOS_DEPLOYMENTS=50` runs every scenario with that many Deployments.
 
 mod chaos_support;
 #[path = "kcm_up/mod.rs"]
@@ -41,7 +42,12 @@ struct Fleet {
 }
 
 impl Fleet {
+    /// `count` Deployments unless `CHAOS_DEPLOYMENTS` says how many.
     fn new(prefix: &str, count: usize, replicas: i32, surge: i32, unavailable: i32) -> Self {
+        let count = std::env::var("CHAOS_DEPLOYMENTS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(count);
         Self {
             names: (0..count).map(|i| format!("{prefix}-{i}")).collect(),
             replicas,

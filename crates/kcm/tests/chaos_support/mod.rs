@@ -125,8 +125,13 @@ pub async fn start_manager(config: kube::Config, cancel: &CancellationToken) -> 
         .expect("start the manager")
 }
 
-/// Starts the scheduler and `nodes` simulated nodes (pods Ready 200 ms after they run).
+/// Starts the scheduler and `nodes` simulated nodes (pods Ready 200 ms after they run); with
+/// `CHAOS_DEPLOYMENTS` set, enough nodes for that many Deployments of up to 30 pods each.
 pub fn start_nodes(client: kube::Client, nodes: usize, cancel: &CancellationToken) {
+    let nodes = std::env::var("CHAOS_DEPLOYMENTS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .map_or(nodes, |deployments| nodes.max(deployments * 30 / 110 + 1));
     support::start_scheduler(client.clone(), cancel);
     support::start_simulator(
         client,
