@@ -112,7 +112,11 @@ impl Query {
             match self.get("labelSelector").filter(|s| !s.is_empty()) {
                 None => None,
                 Some(s) => Some(Selector::parse(s).map_err(|e| {
-                    ApiError::bad_request(format!("unable to parse requirement: {e}"))
+                    // A syntax error already reads "unable to parse requirement: …".
+                    ApiError::bad_request(match e {
+                        kcm_machinery::labels::Error::Parse(_) => e.to_string(),
+                        other => format!("unable to parse requirement: {other}"),
+                    })
                 })?),
             };
         let field_selector = FieldSelector::parse(self.get("fieldSelector").unwrap_or(""), def)?;

@@ -313,3 +313,27 @@ async fn resource_version_semantics() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_bad_label_selector_is_a_400_saying_why_once() {
+    timed(async {
+        let server = TestServer::start().await;
+        let (code, status) = raw(
+            &server.client(),
+            "GET",
+            "/api/v1/namespaces/default/pods?labelSelector=a%20in%20(b",
+            "application/json",
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 400, "{status}");
+        assert_eq!(status["reason"], "BadRequest");
+        let message = status["message"].as_str().expect("message");
+        assert!(
+            message.starts_with("unable to parse requirement: ")
+                && message.matches("unable to parse requirement").count() == 1,
+            "{message}"
+        );
+    })
+    .await;
+}
