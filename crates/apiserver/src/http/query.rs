@@ -108,17 +108,16 @@ impl Query {
 
     /// The list and watch options, with selectors parsed against `def`.
     pub fn list_options(&self, def: &ResourceDef, watch_prefix: bool) -> Result<ListOptions> {
-        let label_selector =
-            match self.get("labelSelector").filter(|s| !s.is_empty()) {
-                None => None,
-                Some(s) => Some(Selector::parse(s).map_err(|e| {
-                    // A syntax error already reads "unable to parse requirement: …".
-                    ApiError::bad_request(match e {
-                        kcm_machinery::labels::Error::Parse(_) => e.to_string(),
-                        other => format!("unable to parse requirement: {other}"),
-                    })
-                })?),
-            };
+        let label_selector = match self.get("labelSelector").filter(|s| !s.is_empty()) {
+            None => None,
+            Some(s) => Some(Selector::parse(s).map_err(|e| {
+                // A syntax error already reads "unable to parse requirement: …".
+                ApiError::bad_request(match e {
+                    kcm_machinery::labels::Error::Parse(_) => e.to_string(),
+                    other => format!("unable to parse requirement: {other}"),
+                })
+            })?),
+        };
         let field_selector = FieldSelector::parse(self.get("fieldSelector").unwrap_or(""), def)?;
         let limit = self.int("limit")?.unwrap_or(0);
         Ok(ListOptions {

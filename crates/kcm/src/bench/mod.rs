@@ -417,6 +417,19 @@ async fn measure(
     })
 }
 
+/// `apiserver_request_total` by verb, read from the API server's `/metrics`.
+async fn apiserver_requests(client: &kube::Client) -> Option<BTreeMap<String, u64>> {
+    let request = axum::http::Request::get("/metrics").body(Vec::new()).ok()?;
+    let text = client.request_text(request).await.ok()?;
+    let by_verb: BTreeMap<String, u64> =
+        prometheus::sum_by(&prometheus::parse(&text), "apiserver_request_total", "verb")
+            .into_iter()
+            .filter(|(_, n)| *n > 0.0)
+            .map(|(verb, n)| (verb, n as u64))
+            .collect();
+    (!by_verb.is_empty()).then_some(by_verb)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,17 +486,4 @@ mod tests {
                 .contains("</svg>")
         );
     }
-}
-
-/// `apiserver_request_total` by verb, read from the API server's `/metrics`.
-async fn apiserver_requests(client: &kube::Client) -> Option<BTreeMap<String, u64>> {
-    let request = axum::http::Request::get("/metrics").body(Vec::new()).ok()?;
-    let text = client.request_text(request).await.ok()?;
-    let by_verb: BTreeMap<String, u64> =
-        prometheus::sum_by(&prometheus::parse(&text), "apiserver_request_total", "verb")
-            .into_iter()
-            .filter(|(_, n)| *n > 0.0)
-            .map(|(verb, n)| (verb, n as u64))
-            .collect();
-    (!by_verb.is_empty()).then_some(by_verb)
 }
