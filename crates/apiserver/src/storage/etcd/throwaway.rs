@@ -109,6 +109,29 @@ impl EtcdCluster {
         }
     }
 
+    /// Whether member `i`'s process is running; one that has exited is forgotten, so that
+    /// [`restart`](Self::restart) starts it again.
+    pub fn running(&mut self, i: usize) -> bool {
+        let exited = match &mut self.members[i].child {
+            Some(child) => !matches!(child.try_wait(), Ok(None)),
+            None => return false,
+        };
+        if exited {
+            self.members[i].child = None;
+        }
+        !exited
+    }
+
+    /// The last `bytes` of member `i`'s log (its stderr), for a failing test's message.
+    pub fn log_tail(&self, i: usize, bytes: usize) -> String {
+        let log = std::fs::read_to_string(&self.members[i].log).unwrap_or_default();
+        let start = log.len().saturating_sub(bytes);
+        let start = (start..log.len())
+            .find(|&b| log.is_char_boundary(b))
+            .unwrap_or(log.len());
+        log[start..].to_owned()
+    }
+
     /// Starts member `i`'s process.
     fn spawn(&mut self, i: usize, state: &str) {
         let initial_cluster = self
