@@ -25,6 +25,8 @@ use crate::storage::Storage;
 /// `--etcd-readycheck-timeout`, both 2 s).
 const STORE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The checks that probe the store.
+const STORE_CHECKS: &[&str] = &["etcd", "etcd-readiness"];
 /// The checks of `/healthz` and `/livez`, in upstream's order.
 const LIVE_CHECKS: &[&str] = &["ping", "log", "etcd"];
 /// The checks of `/readyz`: liveness plus the store's readiness and the shutdown gate.
@@ -60,14 +62,23 @@ async fn serve_checks(
     let Some(sub) = parts.next() else {
         let query = HealthQuery::parse(query);
         let mut results = Vec::with_capacity(checks.len());
+        // `etcd` and `etcd-readiness` ask the store the same question: one probe answers both.
+        let mut store_probe: Option<Result<(), String>> = None;
         for &name in checks {
-            let result = if query.excluded.iter().any(|e| e == name) {
-                Outcome::Excluded
-            } else {
-                match run_check(store, shutdown, name).await {
-                    Ok(()) => Outcome::Passed,
-                    Err(reason) => Outcome::Failed(reason),
+            let outcome = if query.excluded.iter().any(|e| e == name) {
+                None
+            } else if STORE_CHECKS.contains(&name) {
+                if store_probe.is_none() {
+                    store_probe = Some(run_check(store, shutdown, name).await);
                 }
+                store_probe.clone()
+            } else {
+                Some(run_check(store, shutdown, name).await)
+            };
+            let result = match outcome {
+                None => Outcome::Excluded,
+                Some(Ok(())) => Outcome::Passed,
+                Some(Err(reason)) => Outcome::Failed(reason),
             };
             results.push((name, result));
         }
@@ -92,7 +103,7 @@ async fn run_check(
     name: &str,
 ) -> Result<(), String> {
     match name {
-        "etcd" | "etcd-readiness" => {
+        name if STORE_CHECKS.contains(&name) => {
             let probe = store.current_revision();
             match tokio::time::timeout(STORE_CHECK_TIMEOUT, probe).await {
                 Ok(Ok(_)) => Ok(()),

@@ -137,7 +137,18 @@ pub fn labels_of(
     query: Option<&str>,
     content_type: Option<&str>,
 ) -> Option<RequestLabels> {
-    let r = match parse(path) {
+    labels_of_route(method, &parse(path), path, query, content_type)
+}
+
+/// [`labels_of`] for a path already parsed into `route`.
+fn labels_of_route(
+    method: &Method,
+    route: &Route,
+    path: &str,
+    query: Option<&str>,
+    content_type: Option<&str>,
+) -> Option<RequestLabels> {
+    let r = match route {
         Route::Resource(r) => r,
         Route::Health if matches!(path, "/healthz" | "/livez" | "/readyz") => {
             return Some(RequestLabels {
@@ -162,7 +173,7 @@ pub fn labels_of(
             .all("watch")
             .next()
             .is_some_and(|v| !v.eq_ignore_ascii_case("0") && !v.eq_ignore_ascii_case("false"));
-    let subresource = r.subresource.unwrap_or_default();
+    let subresource = r.subresource.clone().unwrap_or_default();
     let verb = match *method {
         Method::GET | Method::HEAD if watch => "WATCH",
         Method::GET | Method::HEAD if scope == "resource" => "GET",
@@ -182,9 +193,9 @@ pub fn labels_of(
     Some(RequestLabels {
         verb: verb.to_owned(),
         dry_run: dry_run(&query),
-        group: r.group,
-        version: r.version,
-        resource: r.resource,
+        group: r.group.clone(),
+        version: r.version.clone(),
+        resource: r.resource.clone(),
         subresource,
         scope: scope.to_owned(),
         component: COMPONENT.to_owned(),
@@ -207,15 +218,24 @@ fn dry_run(query: &Query) -> String {
 }
 
 /// The middleware that records every request reaching the handlers.
-pub async fn instrument(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let labels = labels_of(
+/// The parsed route travels on to the handlers in the request's extensions, so the path is
+/// parsed once here.
+pub async fn instrument(
+    State(state): State<Arc<AppState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let route = parse(req.uri().path());
+    let labels = labels_of_route(
         req.method(),
+        &route,
         req.uri().path(),
         req.uri().query(),
         req.headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok()),
     );
+    req.extensions_mut().insert(route);
     let started = Instant::now();
     let response = next.run(req).await;
     if let Some(labels) = labels {

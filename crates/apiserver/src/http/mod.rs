@@ -89,11 +89,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response {
+async fn dispatch(State(state): State<Arc<AppState>>, mut req: Request) -> Response {
     if let Some(answer) = oidc::serve(&state, req.uri().path(), req.method()) {
         return answer.unwrap_or_else(IntoResponse::into_response);
     }
-    let route = request_info::parse(req.uri().path());
+    // Parsed once by the metrics layer in front of this handler.
+    let route = req
+        .extensions_mut()
+        .remove::<Route>()
+        .unwrap_or_else(|| request_info::parse(req.uri().path()));
     let response = match route {
         Route::Resource(r) => handlers::handle(&state, r, req).await,
         Route::Health => Ok(health::serve(&state, req.uri().path(), req.uri().query()).await),
