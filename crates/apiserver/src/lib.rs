@@ -27,6 +27,7 @@ pub mod kubeconfig;
 pub mod object;
 pub mod openapi;
 pub mod pki;
+pub mod pointer;
 pub mod protobuf;
 pub mod registry;
 pub mod resources;

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::pointer::At;
 use serde_json::{Map, Value};
 
 /// The garbage collector's orphan finalizer (`metav1.FinalizerOrphanDependents`).
@@ -48,20 +49,20 @@ pub fn deletion_timestamp(obj: &Value) -> Option<&str> {
 
 /// `metadata.deletionGracePeriodSeconds`, if set.
 pub fn deletion_grace_period(obj: &Value) -> Option<i64> {
-    obj.pointer("/metadata/deletionGracePeriodSeconds")
+    obj.at("/metadata/deletionGracePeriodSeconds")
         .and_then(Value::as_i64)
 }
 
 /// `metadata.generation`, or 0.
 pub fn generation(obj: &Value) -> i64 {
-    obj.pointer("/metadata/generation")
+    obj.at("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(0)
 }
 
 /// `metadata.finalizers` (non-strings skipped).
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
+    obj.at("/metadata/finalizers")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -87,7 +88,7 @@ pub fn set_finalizers(obj: &mut Value, finalizers: Vec<String>) {
 
 /// `metadata.labels` as a map (non-string values skipped).
 pub fn labels(obj: &Value) -> BTreeMap<String, String> {
-    string_map(obj.pointer("/metadata/labels"))
+    string_map(obj.at("/metadata/labels"))
 }
 
 /// A JSON object of strings as a map (non-string values skipped).

@@ -12,6 +12,7 @@ use kcm_machinery::labels::{
 use serde_json::Value;
 
 use crate::object;
+use crate::pointer::At;
 
 /// The kind of a field error, as apimachinery's `field.ErrorType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -333,7 +334,7 @@ pub fn validate_object_meta(obj: &Value, namespaced: bool, rule: NameRule) -> Ve
             "not allowed on this type",
         ));
     }
-    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+    if let Some(labels) = obj.at("/metadata/labels").and_then(Value::as_object) {
         for (key, value) in labels {
             if let Err(e) = validate_label_key(key) {
                 errs.push(FieldError::invalid(
@@ -356,10 +357,7 @@ pub fn validate_object_meta(obj: &Value, namespaced: bool, rule: NameRule) -> Ve
             }
         }
     }
-    if let Some(annotations) = obj
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-    {
+    if let Some(annotations) = obj.at("/metadata/annotations").and_then(Value::as_object) {
         let mut total = 0usize;
         for (key, value) in annotations {
             if let Err(e) = validate_label_key(key) {
@@ -379,7 +377,7 @@ pub fn validate_object_meta(obj: &Value, namespaced: bool, rule: NameRule) -> Ve
         }
     }
     if let Some(refs) = obj
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
     {
         let mut controllers = 0;
@@ -471,8 +469,8 @@ pub fn validate_object_meta_update(new: &Value, old: &Value) -> Vec<FieldError> 
             "field is immutable; may only be changed via deletion",
         ));
     }
-    let new_grace = new.pointer("/metadata/deletionGracePeriodSeconds");
-    let old_grace = old.pointer("/metadata/deletionGracePeriodSeconds");
+    let new_grace = new.at("/metadata/deletionGracePeriodSeconds");
+    let old_grace = old.at("/metadata/deletionGracePeriodSeconds");
     if old_grace.is_some() && new_grace != old_grace {
         errs.push(FieldError::invalid(
             "metadata.deletionGracePeriodSeconds",

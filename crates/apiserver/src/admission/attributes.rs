@@ -70,7 +70,7 @@ pub struct Attributes<'a> {
     namespace_object: OnceCell<Option<Arc<Value>>>,
     /// Lists already read in this request, by storage prefix, so a plugin listing in both
     /// phases (LimitRanger) or two plugins listing the same objects read the store once.
-    lists: std::sync::Mutex<Vec<(String, Arc<Vec<Value>>)>>,
+    lists: std::sync::Mutex<Vec<(String, Arc<Vec<Arc<Value>>>)>>,
 }
 
 impl<'a> Attributes<'a> {
@@ -168,7 +168,7 @@ impl<'a> Attributes<'a> {
         source: &dyn ObjectSource,
         def: &ResourceDef,
         namespace: &str,
-    ) -> Result<Arc<Vec<Value>>> {
+    ) -> Result<Arc<Vec<Arc<Value>>>> {
         let key = def.storage_prefix((!namespace.is_empty()).then_some(namespace));
         let cached = self
             .lists
@@ -196,12 +196,7 @@ impl<'a> Attributes<'a> {
             return Ok(None);
         }
         self.namespace_object
-            .get_or_try_init(|| async {
-                Ok(source
-                    .get(&NAMESPACES, "", self.namespace)
-                    .await?
-                    .map(Arc::new))
-            })
+            .get_or_try_init(|| async { source.get(&NAMESPACES, "", self.namespace).await })
             .await
             .cloned()
     }

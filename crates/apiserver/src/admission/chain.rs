@@ -165,10 +165,10 @@ mod tests {
 
     #[async_trait]
     impl ObjectSource for Nothing {
-        async fn get(&self, _: &ResourceDef, _: &str, _: &str) -> Result<Option<Value>> {
+        async fn get(&self, _: &ResourceDef, _: &str, _: &str) -> Result<Option<Arc<Value>>> {
             Ok(None)
         }
-        async fn list(&self, _: &ResourceDef, _: &str) -> Result<Vec<Value>> {
+        async fn list(&self, _: &ResourceDef, _: &str) -> Result<Vec<Arc<Value>>> {
             Ok(Vec::new())
         }
         fn serves(&self, _: &ResourceDef) -> bool {

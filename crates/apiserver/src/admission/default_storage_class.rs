@@ -1,5 +1,7 @@
 //! DefaultStorageClass: a new claim naming no class gets the default StorageClass (upstream's `plugin/pkg/admission/storage/storageclass/setdefault`).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -9,6 +11,7 @@ use crate::admission::plugins::DEFAULT_STORAGE_CLASS;
 use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::object;
+use crate::pointer::At;
 use crate::resources::core::PERSISTENT_VOLUME_CLAIMS;
 use crate::resources::storage::STORAGE_CLASSES;
 
@@ -61,26 +64,26 @@ impl Plugin for DefaultStorageClass {
 /// none) or the beta annotation (upstream's `PersistentVolumeClaimHasClass`).
 fn has_class(claim: &Value) -> bool {
     claim
-        .pointer("/spec/storageClassName")
+        .at("/spec/storageClassName")
         .is_some_and(|c| !c.is_null())
         || claim
-            .pointer("/metadata/annotations")
+            .at("/metadata/annotations")
             .and_then(Value::as_object)
             .is_some_and(|a| a.contains_key(BETA_STORAGE_CLASS_ANNOTATION))
 }
 
 /// The default class: of several, the newest (then the first by name), as upstream's
 /// `GetDefaultClass`.
-async fn default_class(source: &dyn ObjectSource) -> Result<Option<Value>> {
-    let mut defaults: Vec<Value> = source
+async fn default_class(source: &dyn ObjectSource) -> Result<Option<Arc<Value>>> {
+    let mut defaults: Vec<Arc<Value>> = source
         .list(&STORAGE_CLASSES, "")
         .await?
         .into_iter()
-        .filter(is_default)
+        .filter(|c| is_default(c))
         .collect();
     defaults.sort_by(|a, b| {
         let created = |o: &Value| {
-            o.pointer("/metadata/creationTimestamp")
+            o.at("/metadata/creationTimestamp")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_owned()
@@ -94,7 +97,7 @@ async fn default_class(source: &dyn ObjectSource) -> Result<Option<Value>> {
 
 /// Whether a class is marked default (`"true"` on either annotation).
 fn is_default(class: &Value) -> bool {
-    let annotations = class.pointer("/metadata/annotations");
+    let annotations = class.at("/metadata/annotations");
     [
         IS_DEFAULT_CLASS_ANNOTATION,
         BETA_IS_DEFAULT_CLASS_ANNOTATION,

@@ -10,6 +10,7 @@ use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::LIMIT_RANGER;
 use crate::admission::source::ObjectSource;
 use crate::error::Result;
+use crate::pointer::At;
 use crate::resources::core::{LIMIT_RANGES, PERSISTENT_VOLUME_CLAIMS};
 use crate::resources::pod::PODS;
 use crate::resources::quantities::milli_value;
@@ -90,7 +91,7 @@ fn supports(a: &Attributes<'_>) -> bool {
 /// The `limits` items of `type` in a LimitRange.
 fn items<'a>(range: &'a Value, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
     range
-        .pointer("/spec/limits")
+        .at("/spec/limits")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -213,7 +214,7 @@ fn validate_pod(range: &Value, pod: &Value, errs: &mut Vec<String>) {
     let containers: Vec<&Value> = ["containers", "initContainers"]
         .into_iter()
         .flat_map(|f| {
-            pod.pointer(&format!("/spec/{f}"))
+            pod.at(&format!("/spec/{f}"))
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -237,7 +238,7 @@ fn validate_pod(range: &Value, pod: &Value, errs: &mut Vec<String>) {
 /// A claim's requested storage against the range's PersistentVolumeClaim items (upstream's
 /// `PersistentVolumeClaimValidateLimitFunc`: limits are not user input for claims).
 fn validate_claim(range: &Value, claim: &Value, errs: &mut Vec<String>) {
-    let requests = quantities(claim.pointer("/spec/resources/requests"));
+    let requests = quantities(claim.at("/spec/resources/requests"));
     for item in items(range, "PersistentVolumeClaim") {
         for (name, enforced) in list(item, "min") {
             if let Some(e) = min_constraint("PersistentVolumeClaim", name, enforced, &requests, &[])
@@ -278,11 +279,11 @@ fn find<'a>(amounts: &'a Amounts, name: &str) -> Option<&'a (String, String, i12
 /// sidecar containers and overhead).
 fn pod_total(pod: &Value, field: &str) -> Amounts {
     let of = |list: &str| -> Vec<Amounts> {
-        pod.pointer(&format!("/spec/{list}"))
+        pod.at(&format!("/spec/{list}"))
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .map(|c| quantities(c.pointer(&format!("/resources/{field}"))))
+            .map(|c| quantities(c.at(&format!("/resources/{field}"))))
             .collect()
     };
     let mut totals: Vec<(String, i128)> = Vec::new();

@@ -9,6 +9,7 @@ use crate::admission::plugins::NAMESPACE_LIFECYCLE;
 use crate::admission::source::ObjectSource;
 use crate::error::{ApiError, Result};
 use crate::object;
+use crate::pointer::At;
 use crate::resources::namespace::NAMESPACES;
 
 /// Namespaces that may never be deleted (upstream's `immortalNamespaces`).
@@ -51,8 +52,7 @@ impl Plugin for NamespaceLifecycle {
                 a.namespace,
             ));
         };
-        let terminating = ns.pointer("/status/phase").and_then(Value::as_str)
-            == Some("Terminating")
+        let terminating = ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
             || object::deletion_timestamp(&ns).is_some();
         if terminating {
             let namespace = a.namespace;

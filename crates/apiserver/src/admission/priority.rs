@@ -5,6 +5,8 @@
 //! its class. Not enforced: the quota-based limit on which namespaces may use the system
 //! classes (upstream configures it through an admission configuration file, off by default).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -14,6 +16,7 @@ use crate::admission::plugins::PRIORITY;
 use crate::admission::source::ObjectSource;
 use crate::error::{ApiError, Result};
 use crate::object;
+use crate::pointer::At;
 use crate::resources::pod::PODS;
 use crate::resources::scheduling::PRIORITY_CLASSES;
 
@@ -89,7 +92,7 @@ async fn resolve_pod_priority(
 ) -> Result<()> {
     let gr = PODS.group_resource();
     let class_name = pod
-        .pointer("/spec/priorityClassName")
+        .at("/spec/priorityClassName")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
@@ -113,7 +116,7 @@ async fn resolve_pod_priority(
             }
         }
     };
-    if let Some(asked) = pod.pointer("/spec/priority").and_then(Value::as_i64)
+    if let Some(asked) = pod.at("/spec/priority").and_then(Value::as_i64)
         && asked != priority
     {
         return Err(ApiError::forbidden(
@@ -124,9 +127,7 @@ async fn resolve_pod_priority(
             ),
         ));
     }
-    if let Some(asked) = pod
-        .pointer("/spec/preemptionPolicy")
-        .and_then(Value::as_str)
+    if let Some(asked) = pod.at("/spec/preemptionPolicy").and_then(Value::as_str)
         && Some(asked) != policy.as_str()
     {
         return Err(ApiError::forbidden(
@@ -147,7 +148,7 @@ async fn resolve_pod_priority(
 
 /// The global default class: of several (possible when created concurrently), the one with
 /// the lowest value, as upstream's `getDefaultPriorityClass`.
-async fn default_priority_class(source: &dyn ObjectSource) -> Result<Option<Value>> {
+async fn default_priority_class(source: &dyn ObjectSource) -> Result<Option<Arc<Value>>> {
     Ok(source
         .list(&PRIORITY_CLASSES, "")
         .await?

@@ -1,5 +1,7 @@
 //! RuntimeClass: a new pod naming a RuntimeClass gets its pod overhead and scheduling constraints, and is refused when the class does not exist or the overhead contradicts it (upstream's `plugin/pkg/admission/runtimeclass`).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -8,6 +10,7 @@ use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::RUNTIME_CLASS;
 use crate::admission::source::ObjectSource;
 use crate::error::Result;
+use crate::pointer::At;
 use crate::resources::node::RUNTIME_CLASSES;
 use crate::resources::pod::PODS;
 
@@ -44,8 +47,8 @@ impl Plugin for RuntimeClass {
         let Some(pod) = a.object.as_ref() else {
             return Ok(());
         };
-        let class_overhead = class.pointer("/overhead/podFixed").cloned();
-        let pod_overhead = pod.pointer("/spec/overhead").cloned();
+        let class_overhead = class.at("/overhead/podFixed").cloned();
+        let pod_overhead = pod.at("/spec/overhead").cloned();
         if let (Some(fixed), Some(own)) = (&class_overhead, &pod_overhead)
             && own.as_object().is_some_and(|o| !o.is_empty())
             && fixed != own
@@ -55,10 +58,10 @@ impl Plugin for RuntimeClass {
             ));
         }
         if let Some(selector) = class
-            .pointer("/scheduling/nodeSelector")
+            .at("/scheduling/nodeSelector")
             .and_then(Value::as_object)
         {
-            let own = pod.pointer("/spec/nodeSelector").and_then(Value::as_object);
+            let own = pod.at("/spec/nodeSelector").and_then(Value::as_object);
             for (key, wanted) in selector {
                 if let Some(have) = own.and_then(|o| o.get(key))
                     && have != wanted
@@ -83,7 +86,7 @@ impl Plugin for RuntimeClass {
             spec.insert("overhead".to_owned(), fixed);
         }
         if let Some(selector) = class
-            .pointer("/scheduling/nodeSelector")
+            .at("/scheduling/nodeSelector")
             .and_then(Value::as_object)
         {
             let own = spec.entry("nodeSelector").or_insert_with(|| json!({}));
@@ -94,7 +97,7 @@ impl Plugin for RuntimeClass {
             }
         }
         if let Some(extra) = class
-            .pointer("/scheduling/tolerations")
+            .at("/scheduling/tolerations")
             .and_then(Value::as_array)
         {
             let own = spec.entry("tolerations").or_insert_with(|| json!([]));
@@ -119,7 +122,7 @@ impl Plugin for RuntimeClass {
             return Ok(());
         };
         let Some(own) = pod
-            .pointer("/spec/overhead")
+            .at("/spec/overhead")
             .filter(|o| o.as_object().is_some_and(|o| !o.is_empty()))
         else {
             return Ok(());
@@ -129,7 +132,7 @@ impl Plugin for RuntimeClass {
                 a.forbidden("pod rejected: Overhead set without corresponding RuntimeClass")
             );
         };
-        match class.pointer("/overhead/podFixed") {
+        match class.at("/overhead/podFixed") {
             None => Err(a.forbidden(
                 "pod rejected: Overhead set without corresponding RuntimeClass defined Overhead",
             )),
@@ -142,11 +145,14 @@ impl Plugin for RuntimeClass {
 }
 
 /// The class the pod names, `None` when it names none; a missing class is refused.
-async fn runtime_class(source: &dyn ObjectSource, a: &Attributes<'_>) -> Result<Option<Value>> {
+async fn runtime_class(
+    source: &dyn ObjectSource,
+    a: &Attributes<'_>,
+) -> Result<Option<Arc<Value>>> {
     let Some(name) = a
         .object
         .as_ref()
-        .and_then(|p| p.pointer("/spec/runtimeClassName"))
+        .and_then(|p| p.at("/spec/runtimeClassName"))
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
     else {

@@ -1,15 +1,17 @@
 //! ServiceAccount: a new pod runs as a ServiceAccount that exists (`default` unless named) and gets the projected `kube-api-access-*` token volume mounted in every container (upstream's `plugin/pkg/admission/serviceaccount`).
 
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::admission::attributes::{Attributes, Operation};
 use crate::admission::interfaces::Plugin;
 use crate::admission::plugins::SERVICE_ACCOUNT;
 use crate::admission::source::ObjectSource;
 use crate::error::Result;
+use crate::pointer::At;
 use crate::registry::create::generate;
 use crate::resources::core::SERVICEACCOUNTS;
 use crate::resources::pod::PODS;
@@ -20,6 +22,8 @@ pub const DEFAULT_SERVICE_ACCOUNT_NAME: &str = "default";
 pub const DEFAULT_API_TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The prefix of the token volume's name (`kube-api-access-` plus 5 random characters).
 pub const SERVICE_ACCOUNT_VOLUME_NAME: &str = "kube-api-access";
+/// What a generated token volume name starts with.
+const VOLUME_NAME_PREFIX: &str = "kube-api-access-";
 /// The projected token's lifetime: upstream's `WarnOnlyBoundTokenExpirationSeconds` (one
 /// hour and seven seconds, which marks the token as a legacy-compatible one).
 pub const TOKEN_EXPIRATION_SECONDS: i64 = 3607;
@@ -78,10 +82,7 @@ impl Plugin for ServiceAccount {
         if is_mirror_pod(pod) {
             return validate_mirror_pod(a);
         }
-        let name = match pod
-            .pointer("/spec/serviceAccountName")
-            .and_then(Value::as_str)
-        {
+        let name = match pod.at("/spec/serviceAccountName").and_then(Value::as_str) {
             Some(n) if !n.is_empty() => n.to_owned(),
             _ => DEFAULT_SERVICE_ACCOUNT_NAME.to_owned(),
         };
@@ -103,7 +104,7 @@ impl Plugin for ServiceAccount {
             mount_service_account_token(pod);
         }
         let has_pull_secrets = pod
-            .pointer("/spec/imagePullSecrets")
+            .at("/spec/imagePullSecrets")
             .and_then(Value::as_array)
             .is_some_and(|s| !s.is_empty());
         if !has_pull_secrets
@@ -129,7 +130,7 @@ impl Plugin for ServiceAccount {
             Some(pod) if is_mirror_pod(pod) => validate_mirror_pod(a),
             Some(pod)
                 if pod
-                    .pointer("/spec/serviceAccountName")
+                    .at("/spec/serviceAccountName")
                     .and_then(Value::as_str)
                     .is_none_or(str::is_empty) =>
             {
@@ -145,7 +146,7 @@ impl Plugin for ServiceAccount {
 
 /// Whether the pod is a mirror pod (a static pod the kubelet mirrors).
 fn is_mirror_pod(pod: &Value) -> bool {
-    pod.pointer("/metadata/annotations")
+    pod.at("/metadata/annotations")
         .and_then(Value::as_object)
         .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION))
 }
@@ -157,14 +158,14 @@ fn validate_mirror_pod(a: &Attributes<'_>) -> Result<()> {
         return Ok(());
     };
     if pod
-        .pointer("/spec/serviceAccountName")
+        .at("/spec/serviceAccountName")
         .and_then(Value::as_str)
         .is_some_and(|n| !n.is_empty())
     {
         return Err(a.forbidden("a mirror pod may not reference service accounts"));
     }
     for volume in pod
-        .pointer("/spec/volumes")
+        .at("/spec/volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -185,7 +186,7 @@ async fn service_account(
     source: &dyn ObjectSource,
     namespace: &str,
     name: &str,
-) -> Result<Option<Value>> {
+) -> Result<Option<Arc<Value>>> {
     let attempts = if name == DEFAULT_SERVICE_ACCOUNT_NAME {
         DEFAULT_ACCOUNT_ATTEMPTS
     } else {
@@ -204,7 +205,7 @@ async fn service_account(
 
 /// The pod's `automountServiceAccountToken` wins, then the account's; true otherwise.
 fn should_automount(account: &Value, pod: &Value) -> bool {
-    pod.pointer("/spec/automountServiceAccountToken")
+    pod.at("/spec/automountServiceAccountToken")
         .and_then(Value::as_bool)
         .or_else(|| {
             account
@@ -219,16 +220,18 @@ fn should_automount(account: &Value, pod: &Value) -> bool {
 /// one of them needs it (upstream's `mountServiceAccountToken`).
 fn mount_service_account_token(pod: &mut Value) {
     let existing = pod
-        .pointer("/spec/volumes")
+        .at("/spec/volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .find(|n| n.starts_with(&format!("{SERVICE_ACCOUNT_VOLUME_NAME}-")))
+        .find(|n| {
+            n.strip_prefix(SERVICE_ACCOUNT_VOLUME_NAME)
+                .is_some_and(|rest| rest.starts_with('-'))
+        })
         .map(str::to_owned);
     let has_volume = existing.is_some();
-    let volume_name =
-        existing.unwrap_or_else(|| generate(&format!("{SERVICE_ACCOUNT_VOLUME_NAME}-")));
+    let volume_name = existing.unwrap_or_else(|| generate(VOLUME_NAME_PREFIX));
     let mount = json!({
         "name": volume_name,
         "readOnly": true,
@@ -280,9 +283,18 @@ fn mount_service_account_token(pod: &mut Value) {
 /// The projected token volume: a bound token, the root CA and the namespace (upstream's
 /// `TokenVolumeSource`, default mode 0644 set explicitly).
 pub fn token_volume(name: &str) -> Value {
+    // Built once: cloning the finished value is cheaper than building it key by key for
+    // every pod.
+    static PROJECTED: LazyLock<Value> = LazyLock::new(projected_token_source);
+    let mut volume = Map::new();
+    volume.insert("name".to_owned(), Value::String(name.to_owned()));
+    volume.insert("projected".to_owned(), PROJECTED.clone());
+    Value::Object(volume)
+}
+
+/// The `projected` source of [`token_volume`].
+fn projected_token_source() -> Value {
     json!({
-        "name": name,
-        "projected": {
             "defaultMode": 0o644,
             "sources": [
                 {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_EXPIRATION_SECONDS}},
@@ -290,7 +302,6 @@ pub fn token_volume(name: &str) -> Value {
                 {"downwardAPI": {"items": [{"path": "namespace",
                     "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
             ],
-        },
     })
 }
 

@@ -1,5 +1,7 @@
 //! What admission plugins may read of the server: one object or a namespace's objects of a resource.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -8,15 +10,20 @@ use crate::registry::DefRef;
 use crate::registry::resource::ResourceDef;
 
 /// The objects plugins read (namespaces, service accounts, limit ranges, classes): the
-/// registry in the server, a map in unit tests. Reads are live (no informer cache): the
-/// embedded store answers a key read faster than a cache would need to be kept in sync.
+/// registry in the server (its object cache, kept current from the store's watch), a map in
+/// unit tests. Objects are shared, never copied on read: a plugin that changes one clones it.
 #[async_trait]
 pub trait ObjectSource: Send + Sync {
     /// One object, `None` when it does not exist.
-    async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Option<Value>>;
+    async fn get(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Value>>>;
 
     /// Every object of `def` in `namespace` (`""`: all namespaces, or cluster-scoped).
-    async fn list(&self, def: &ResourceDef, namespace: &str) -> Result<Vec<Value>>;
+    async fn list(&self, def: &ResourceDef, namespace: &str) -> Result<Vec<Arc<Value>>>;
 
     /// Whether the server serves `def` (a plugin whose resources are not served does nothing,
     /// as upstream's plugins wait for informers that never sync).

@@ -1,5 +1,7 @@
 //! Test support: an in-memory [`ObjectSource`] holding the objects a plugin test needs.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -46,18 +48,23 @@ impl Objects {
 
 #[async_trait]
 impl ObjectSource for Objects {
-    async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Option<Value>> {
+    async fn get(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Value>>> {
         Ok(self
             .of(def)
             .find(|o| object::name(o) == name && object::namespace(o) == namespace)
-            .cloned())
+            .map(|o| Arc::new(o.clone())))
     }
 
-    async fn list(&self, def: &ResourceDef, namespace: &str) -> Result<Vec<Value>> {
+    async fn list(&self, def: &ResourceDef, namespace: &str) -> Result<Vec<Arc<Value>>> {
         Ok(self
             .of(def)
             .filter(|o| namespace.is_empty() || object::namespace(o) == namespace)
-            .cloned()
+            .map(|o| Arc::new(o.clone()))
             .collect())
     }
 

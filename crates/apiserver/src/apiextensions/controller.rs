@@ -29,6 +29,7 @@ use super::crd_strategy::set_condition;
 use super::{CLEANUP_FINALIZER, custom_kind, is_established};
 use crate::error::{ApiError, Result};
 use crate::object;
+use crate::pointer::At;
 use crate::registry::Registry;
 use crate::registry::delete::DeleteOptions;
 use crate::registry::list::ListOptions;
@@ -174,7 +175,7 @@ impl CrdController {
                     }
                 }
                 Some(c) => {
-                    if obj.pointer("/status/acceptedNames").is_none() {
+                    if obj.at("/status/acceptedNames").is_none() {
                         obj["status"]["acceptedNames"] = json!({"plural": "", "kind": ""});
                     }
                     set_condition(&mut obj, "NamesAccepted", "False", c.reason, &c.message);

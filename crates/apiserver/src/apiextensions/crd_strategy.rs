@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::{CLEANUP_FINALIZER, crd_validation};
 use crate::object;
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip};
 use crate::validation::FieldError;
 
@@ -32,7 +33,7 @@ pub fn decode(obj: Value) -> Result<Value, String> {
 
 /// The storage version of a CRD (its one version with `storage: true`).
 fn storage_version(obj: &Value) -> Option<&str> {
-    obj.pointer("/spec/versions")?
+    obj.at("/spec/versions")?
         .as_array()?
         .iter()
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))?

@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 
 use crate::auth::rbac_rule::{PolicyRule, covers};
+use crate::pointer::At;
 
 /// The annotation that lets a user protect a bootstrap object from reconciliation.
 pub const AUTO_UPDATE_ANNOTATION: &str = "rbac.authorization.kubernetes.io/autoupdate";
@@ -21,7 +22,7 @@ pub enum Reconcile {
 /// Whether `existing` opted out with `autoupdate: "false"`.
 fn protected(existing: &Value) -> bool {
     existing
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(AUTO_UPDATE_ANNOTATION))
         .and_then(Value::as_str)
         == Some("false")
@@ -31,12 +32,12 @@ fn protected(existing: &Value) -> bool {
 /// added (upstream's `merge(expected, existing)`: the stored value wins).
 fn merged_map(existing: &Value, expected: &Value, field: &str) -> Map<String, Value> {
     let mut out = existing
-        .pointer(&format!("/metadata/{field}"))
+        .at(&format!("/metadata/{field}"))
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
     if let Some(want) = expected
-        .pointer(&format!("/metadata/{field}"))
+        .at(&format!("/metadata/{field}"))
         .and_then(Value::as_object)
     {
         for (k, v) in want {
@@ -52,7 +53,7 @@ fn merge_metadata(existing: &Value, expected: &Value, result: &mut Value) -> boo
     for field in ["labels", "annotations"] {
         let merged = merged_map(existing, expected, field);
         let before = existing
-            .pointer(&format!("/metadata/{field}"))
+            .at(&format!("/metadata/{field}"))
             .and_then(Value::as_object)
             .map_or(0, Map::len);
         if merged.len() != before {
@@ -87,11 +88,11 @@ pub fn reconcile_role(existing: &Value, expected: &Value) -> Reconcile {
     }
 
     if let Some(want) = expected
-        .pointer("/aggregationRule/clusterRoleSelectors")
+        .at("/aggregationRule/clusterRoleSelectors")
         .and_then(Value::as_array)
     {
         let mut selectors = existing
-            .pointer("/aggregationRule/clusterRoleSelectors")
+            .at("/aggregationRule/clusterRoleSelectors")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();

@@ -6,6 +6,7 @@ use crate::error::ApiError;
 use crate::fieldmanager::fieldset::{FieldSet, PathDisplay};
 use crate::fieldmanager::managed::{self, APPLY, ManagedEntry, UPDATE, Writer};
 use crate::fieldmanager::walk::{self, EntryKind, Scope};
+use crate::pointer::At;
 use crate::strategic_merge::TypeDef;
 
 /// The manager upstream credits with the fields of an object that had no `managedFields`
@@ -216,7 +217,7 @@ fn client_side_applied(
         return Vec::new();
     }
     let Some(last) = live
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(LAST_APPLIED))
         .and_then(Value::as_str)
         .and_then(|s| serde_json::from_str::<Value>(s).ok())
@@ -238,7 +239,7 @@ fn client_side_applied(
 /// client-side `kubectl apply` diffs against what was last applied.
 fn sync_last_applied(merged: &mut Value, config: &Value, manager: &str) {
     let has_annotation = merged
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(LAST_APPLIED))
         .is_some();
     if manager != KUBECTL || !has_annotation {

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use crate::fieldmanager::fieldset::FieldSet;
 use crate::fieldmanager::walk::{self, EntryKind, Scope};
+use crate::pointer::At;
 use crate::strategic_merge::TypeDef;
 
 /// `operation: Apply`.
@@ -85,7 +86,7 @@ impl ManagedEntry {
 /// The object's `managedFields` entries; `None` when it has none (or they do not parse, as
 /// upstream then starts over).
 pub fn decode(obj: &Value) -> Option<Vec<ManagedEntry>> {
-    let list = obj.pointer("/metadata/managedFields")?.as_array()?;
+    let list = obj.at("/metadata/managedFields")?.as_array()?;
     if list.is_empty() {
         return None;
     }
@@ -139,9 +140,9 @@ pub fn record_update(
     let Some(mut entries) = decode(old) else {
         return;
     };
-    let sent = new.pointer("/metadata/managedFields");
+    let sent = new.at("/metadata/managedFields");
     let sent_own = sent.is_some_and(|s| s.as_array().is_some_and(|a| !a.is_empty()))
-        && sent != old.pointer("/metadata/managedFields");
+        && sent != old.at("/metadata/managedFields");
     if sent_own {
         return;
     }
@@ -253,11 +254,11 @@ mod tests {
             "fieldsV1": {"f:spec": {"f:paused": {}}}}]}, "spec": {"paused": true}});
         let mut new = json!({"metadata": {}});
         record_update(&old, &mut new, root(), MAIN, writer("x"));
-        assert!(new.pointer("/metadata/managedFields").is_none());
+        assert!(new.at("/metadata/managedFields").is_none());
 
         let untracked = json!({"metadata": {}, "spec": {"paused": true}});
         let mut new = json!({"metadata": {}, "spec": {"paused": false}});
         record_update(&untracked, &mut new, root(), MAIN, writer("x"));
-        assert!(new.pointer("/metadata/managedFields").is_none());
+        assert!(new.at("/metadata/managedFields").is_none());
     }
 }

@@ -13,6 +13,7 @@ use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
+use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
 use crate::table::IncludeObject;
 
@@ -175,7 +176,7 @@ impl Representation {
                     jiff::Timestamp::now(),
                 );
                 table["apiVersion"] = json!(format!("meta.k8s.io/{version}"));
-                table["metadata"] = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
+                table["metadata"] = json!({"resourceVersion": object.at("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
                 table
             }
             Representation::Metadata { version } => partial(&object, version),

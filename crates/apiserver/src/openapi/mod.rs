@@ -17,6 +17,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
 use crate::registry::subresource::Subresource;
 use paths::ResourceNames;
@@ -136,7 +137,7 @@ fn documents_of(
         };
         let doc = group_version_document(resources, group, version);
         if let Some(all) = components.as_deref_mut()
-            && let Some(Value::Object(schemas)) = doc.pointer("/components/schemas")
+            && let Some(Value::Object(schemas)) = doc.at("/components/schemas")
         {
             for (name, schema) in schemas {
                 all.entry(name.clone()).or_insert_with(|| schema.clone());

@@ -1,5 +1,7 @@
 //! The registry as the admission chain's [`ObjectSource`], and the calls of the chain from the write verbs (create, update, delete).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -12,19 +14,24 @@ use crate::storage;
 
 #[async_trait]
 impl ObjectSource for Registry {
-    async fn get(&self, def: &ResourceDef, namespace: &str, name: &str) -> Result<Option<Value>> {
+    async fn get(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Value>>> {
         let key = def.storage_key(namespace, name);
         if let Some(cached) = self.object_cache.get(def, &key).await {
             return Ok(cached);
         }
         match self.storage().get(&key).await {
-            Ok(Some(kv)) => decode_stored(def, &kv).map(Some),
+            Ok(Some(kv)) => decode_stored(def, &kv).map(|obj| Some(Arc::new(obj))),
             Ok(None) => Ok(None),
             Err(e) => Err(ApiError::from_storage(e, def.group_resource(), name)),
         }
     }
 
-    async fn list(&self, def: &ResourceDef, namespace: &str) -> Result<Vec<Value>> {
+    async fn list(&self, def: &ResourceDef, namespace: &str) -> Result<Vec<Arc<Value>>> {
         let namespace = (!namespace.is_empty()).then_some(namespace);
         let prefix = def.storage_prefix(namespace);
         if let Some(cached) = self.object_cache.list(def, &prefix).await {
@@ -39,7 +46,11 @@ impl ObjectSource for Registry {
             .list(opts)
             .await
             .map_err(|e| ApiError::from_storage(e, def.group_resource(), ""))?;
-        listed.kvs.iter().map(|kv| decode_stored(def, kv)).collect()
+        listed
+            .kvs
+            .iter()
+            .map(|kv| decode_stored(def, kv).map(Arc::new))
+            .collect()
     }
 
     fn serves(&self, def: &ResourceDef) -> bool {

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::object;
+use crate::pointer::At;
 use crate::registry::Registry;
 use crate::registry::delete::DeleteOptions;
 use crate::registry::list::ListOptions;
@@ -137,10 +138,7 @@ impl Registry {
                     Err(e) => return Err(e),
                 },
             };
-            if current
-                .pointer("/spec/service")
-                .is_some_and(|s| !s.is_null())
-            {
+            if current.at("/spec/service").is_some_and(|s| !s.is_null()) {
                 continue;
             }
             let mut current = current;
@@ -152,7 +150,7 @@ impl Registry {
                     .object;
             }
             let available = current
-                .pointer("/status/conditions")
+                .at("/status/conditions")
                 .and_then(Value::as_array)
                 .is_some_and(|c| {
                     c.iter()

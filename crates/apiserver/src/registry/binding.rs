@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
+use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage};
 use crate::resources::pod::PODS;
@@ -67,11 +68,11 @@ impl Registry {
             ));
         }
         let target_kind = binding
-            .pointer("/target/kind")
+            .at("/target/kind")
             .and_then(Value::as_str)
             .unwrap_or("");
         let node = binding
-            .pointer("/target/name")
+            .at("/target/name")
             .and_then(Value::as_str)
             .unwrap_or("");
         let mut errs = Vec::new();
@@ -97,7 +98,7 @@ impl Registry {
         }
         let uid_precondition = object::uid(binding).to_owned();
         let annotations = binding
-            .pointer("/metadata/annotations")
+            .at("/metadata/annotations")
             .and_then(Value::as_object)
             .cloned();
         for _ in 0..MAX_WRITE_RETRIES {
@@ -122,7 +123,7 @@ impl Registry {
                 ));
             }
             let current = pod
-                .pointer("/spec/nodeName")
+                .at("/spec/nodeName")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if !current.is_empty() {

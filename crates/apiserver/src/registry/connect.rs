@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
+use crate::pointer::At;
 use crate::registry::Registry;
 use crate::registry::resource::ResourceDef;
 use crate::registry::subresource::Subresource;
@@ -40,7 +41,7 @@ fn refusal(def: &ResourceDef, obj: &Value, sub: Subresource) -> String {
             Subresource::PortForward => "there is no container port to forward to",
             _ => "there is no container to proxy to",
         };
-        return match obj.pointer("/spec/nodeName").and_then(Value::as_str) {
+        return match obj.at("/spec/nodeName").and_then(Value::as_str) {
             Some(node) if !node.is_empty() => {
                 format!("pod {name:?} runs on the simulated node {node:?}: {missing}")
             }

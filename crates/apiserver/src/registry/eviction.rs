@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
 use crate::object;
+use crate::pointer::At;
 use crate::registry::delete::DeleteOptions;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::typed;
@@ -80,7 +81,7 @@ impl Registry {
             };
             let ready = pod_ready(&pod);
             let policy = pdb
-                .pointer("/spec/unhealthyPodEvictionPolicy")
+                .at("/spec/unhealthyPodEvictionPolicy")
                 .and_then(Value::as_str)
                 .unwrap_or("IfHealthyBudget");
             let current_healthy = int(&pdb, "/status/currentHealthy");
@@ -137,7 +138,7 @@ impl Registry {
         for kv in page.kvs {
             let pdb = super::decode_stored(def, &kv)?;
             let selector = pdb
-                .pointer("/spec/selector")
+                .at("/spec/selector")
                 .and_then(typed::<LabelSelector>)
                 .and_then(|ls| Selector::from_label_selector(&ls).ok());
             // A nil or empty selector matches nothing here, unlike elsewhere.
@@ -156,14 +157,14 @@ impl Registry {
 /// budgets (upstream's `canIgnorePDB`).
 fn can_ignore_pdb(pod: &Value) -> bool {
     let phase = pod
-        .pointer("/status/phase")
+        .at("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("");
     matches!(phase, "Succeeded" | "Failed" | "Pending") || object::deletion_timestamp(pod).is_some()
 }
 
 fn pod_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
+    pod.at("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
             cs.iter().any(|c| {
@@ -174,7 +175,7 @@ fn pod_ready(pod: &Value) -> bool {
 }
 
 fn int(v: &Value, pointer: &str) -> i64 {
-    v.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+    v.at(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
 /// Upstream's `checkAndDecrement` refusals: the budget is unprocessed (429), negative or
@@ -199,7 +200,7 @@ fn check_budget(pdb: &Value, pdb_name: &str) -> Result<()> {
         ));
     }
     let disrupted = pdb
-        .pointer("/status/disruptedPods")
+        .at("/status/disruptedPods")
         .and_then(Value::as_object)
         .map_or(0, |m| m.len());
     if disrupted > MAX_DISRUPTED_PODS {

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
 use crate::object;
+use crate::pointer::At;
 use crate::registry::options::WriteOptions;
 use crate::registry::resource::ResourceDef;
 use crate::registry::{Registry, decode_stored, encode_for_storage};
@@ -48,7 +49,7 @@ impl Registry {
             };
             if object::deletion_timestamp(&ns).is_some() {
                 let finalizers_left = ns
-                    .pointer("/spec/finalizers")
+                    .at("/spec/finalizers")
                     .and_then(Value::as_array)
                     .is_some_and(|f| !f.is_empty());
                 return Ok(finalizers_left.then_some(ns));
@@ -89,7 +90,7 @@ impl Registry {
         let body = def.decode(body).map_err(ApiError::bad_request)?;
         let requested_rv = super::parse_resource_version(object::resource_version(&body))?;
         let finalizers = body
-            .pointer("/spec/finalizers")
+            .at("/spec/finalizers")
             .cloned()
             .unwrap_or_else(|| json!([]));
         for _ in 0..super::MAX_WRITE_RETRIES {
@@ -136,7 +137,7 @@ impl Registry {
 /// deleted with no grace period left and no `metadata.finalizers`).
 fn should_delete_namespace_during_update(ns: &Value) -> bool {
     let spec_finalizers_left = ns
-        .pointer("/spec/finalizers")
+        .at("/spec/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|f| !f.is_empty());
     !spec_finalizers_left

@@ -127,13 +127,13 @@ impl ObjectCache {
 
     /// The object at `key` of `def`: `Some(answer)` from memory when the cache holds `def`
     /// and is current, `None` when the caller must read the store.
-    pub async fn get(&self, def: &ResourceDef, key: &str) -> Option<Option<Value>> {
-        self.read(def, |objects| objects.get(key).map(|obj| Value::clone(obj)))
+    pub async fn get(&self, def: &ResourceDef, key: &str) -> Option<Option<Arc<Value>>> {
+        self.read(def, |objects| objects.get(key).map(Arc::clone))
             .await
     }
 
     /// The objects of `def` under `prefix` in key order, as [`ObjectCache::get`].
-    pub async fn list(&self, def: &ResourceDef, prefix: &str) -> Option<Vec<Value>> {
+    pub async fn list(&self, def: &ResourceDef, prefix: &str) -> Option<Vec<Arc<Value>>> {
         self.read(def, |objects| {
             objects
                 .range::<str, _>((
@@ -141,7 +141,7 @@ impl ObjectCache {
                     std::ops::Bound::Unbounded,
                 ))
                 .take_while(|(key, _)| key.starts_with(prefix))
-                .map(|(_, obj)| Value::clone(obj))
+                .map(|(_, obj)| Arc::clone(obj))
                 .collect()
         })
         .await
@@ -175,6 +175,10 @@ impl ObjectCache {
             return false;
         };
         let caught_up = move |applied: &Option<Revision>| applied.is_some_and(|r| r >= now);
+        // The usual case, without a receiver.
+        if caught_up(&self.applied.borrow()) {
+            return true;
+        }
         let mut applied = self.applied.subscribe();
         if caught_up(&applied.borrow_and_update()) {
             return true;
@@ -371,7 +375,7 @@ mod tests {
                 .await
                 .expect("create");
         }
-        let names = |list: Vec<Value>| -> Vec<String> {
+        let names = |list: Vec<Arc<Value>>| -> Vec<String> {
             list.iter()
                 .map(|o| o["metadata"]["name"].as_str().unwrap_or("").to_owned())
                 .collect()

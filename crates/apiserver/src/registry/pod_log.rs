@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ApiError, GroupKind, Result};
+use crate::pointer::At;
 use crate::registry::Registry;
 use crate::resources::pod::PODS;
 use crate::validation::FieldError;
@@ -182,7 +183,7 @@ fn container_name(pod: &Value, asked: Option<&str>) -> Result<String> {
         return Ok(name.to_owned());
     }
     let names: Vec<&str> = pod
-        .pointer("/spec/containers")
+        .at("/spec/containers")
         .and_then(Value::as_array)
         .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
@@ -190,7 +191,7 @@ fn container_name(pod: &Value, asked: Option<&str>) -> Result<String> {
         return Ok((*only).to_owned());
     }
     if let Some(default) = pod
-        .pointer("/metadata/annotations/kubectl.kubernetes.io~1default-container")
+        .at("/metadata/annotations/kubectl.kubernetes.io~1default-container")
         .and_then(Value::as_str)
     {
         return Ok(default.to_owned());
@@ -357,7 +358,7 @@ impl Registry {
                 });
         };
         if pod
-            .pointer("/spec/nodeName")
+            .at("/spec/nodeName")
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
         {

@@ -33,6 +33,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, GroupKind, GroupResource};
 use crate::openapi::schemas::TypedKind;
+use crate::pointer::At;
 use crate::registry::computed::Computed;
 use crate::registry::custom::CustomBehaviour;
 use crate::registry::strategy::{DefaultStrategy, Strategy, StrategyRef, decode_as};
@@ -210,7 +211,7 @@ impl SelectableField {
 
     /// The field's value in `obj`, rendered as upstream's field sets do.
     pub fn value(&self, obj: &Value) -> String {
-        match obj.pointer(self.pointer) {
+        match obj.at(self.pointer) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Bool(b)) => b.to_string(),
             Some(Value::Number(n)) => n.to_string(),

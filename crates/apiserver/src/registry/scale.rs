@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
 use crate::openapi::field_validation::FieldValidation;
+use crate::pointer::At;
 use crate::registry::custom::ScalePaths;
 use crate::registry::options::WriteOptions;
 use crate::registry::patch::{PatchType, apply_patch};
@@ -26,7 +27,7 @@ const SCALE_KIND: GroupKind<'static> = GroupKind {
 /// The `Scale` of a workload object.
 pub fn scale_of(obj: &Value) -> Value {
     let selector = obj
-        .pointer("/spec/selector")
+        .at("/spec/selector")
         .and_then(selector_of)
         .map(|s| s.to_string())
         .unwrap_or_default();
@@ -39,7 +40,7 @@ pub fn custom_scale_of(paths: &ScalePaths, obj: &Value) -> Value {
     let selector = paths
         .label_selector
         .as_deref()
-        .and_then(|p| obj.pointer(p))
+        .and_then(|p| obj.at(p))
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
@@ -72,11 +73,11 @@ fn scale_from(obj: &Value, spec_replicas: &str, status_replicas: &str, selector:
     if !object::namespace(obj).is_empty() {
         metadata["namespace"] = Value::String(object::namespace(obj).to_owned());
     }
-    if let Some(ts) = obj.pointer("/metadata/creationTimestamp") {
+    if let Some(ts) = obj.at("/metadata/creationTimestamp") {
         metadata["creationTimestamp"] = ts.clone();
     }
     let mut status =
-        json!({"replicas": obj.pointer(status_replicas).and_then(Value::as_i64).unwrap_or(0)});
+        json!({"replicas": obj.at(status_replicas).and_then(Value::as_i64).unwrap_or(0)});
     // `ScaleStatus.selector` is `omitempty`: a custom resource without `labelSelectorPath`
     // shows none.
     if !selector.is_empty() {
@@ -86,7 +87,7 @@ fn scale_from(obj: &Value, spec_replicas: &str, status_replicas: &str, selector:
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
-        "spec": {"replicas": obj.pointer(spec_replicas).and_then(Value::as_i64).unwrap_or(0)},
+        "spec": {"replicas": obj.at(spec_replicas).and_then(Value::as_i64).unwrap_or(0)},
         "status": status,
     })
 }
@@ -129,7 +130,7 @@ impl Registry {
                 "the name of the object ({scale_name}) does not match the name on the URL ({name})"
             )));
         }
-        let replicas = match scale.pointer("/spec/replicas") {
+        let replicas = match scale.at("/spec/replicas") {
             None | Some(Value::Null) => 0,
             Some(v) => v
                 .as_i64()

@@ -35,6 +35,7 @@ use super::service_ip::{
 };
 use crate::error::{ApiError, Result};
 use crate::object;
+use crate::pointer::At;
 use crate::registry::Registry;
 use crate::resources::service as svc_resource;
 use crate::storage::{self, ListOptions, Revision};
@@ -138,18 +139,14 @@ struct Holdings {
 /// The items `svc` (as stored) holds in the ranges.
 fn holdings(svc: &Value) -> Holdings {
     let mut held = Holdings::default();
-    let ips = svc.pointer("/spec/clusterIPs").and_then(Value::as_array);
-    for ip in ips
-        .into_iter()
-        .flatten()
-        .chain(svc.pointer("/spec/clusterIP"))
-    {
+    let ips = svc.at("/spec/clusterIPs").and_then(Value::as_array);
+    for ip in ips.into_iter().flatten().chain(svc.at("/spec/clusterIP")) {
         if let Some(item) = ip.as_str().and_then(|s| s.parse().ok()).and_then(ip_item) {
             held.ips.insert(item);
         }
     }
     for port in svc
-        .pointer("/spec/ports")
+        .at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -163,7 +160,7 @@ fn holdings(svc: &Value) -> Holdings {
         }
     }
     if let Some(item) = svc
-        .pointer("/spec/healthCheckNodePort")
+        .at("/spec/healthCheckNodePort")
         .and_then(Value::as_i64)
         .and_then(port_item)
     {
@@ -173,7 +170,7 @@ fn holdings(svc: &Value) -> Holdings {
 }
 
 fn service_type(svc: &Value) -> &str {
-    svc.pointer("/spec/type")
+    svc.at("/spec/type")
         .and_then(Value::as_str)
         .unwrap_or("ClusterIP")
 }
@@ -184,7 +181,7 @@ fn needs_node_ports(svc: &Value) -> bool {
     match service_type(svc) {
         "NodePort" => true,
         "LoadBalancer" => svc
-            .pointer("/spec/allocateLoadBalancerNodePorts")
+            .at("/spec/allocateLoadBalancerNodePorts")
             .and_then(Value::as_bool)
             .unwrap_or(true),
         _ => false,
@@ -196,7 +193,7 @@ fn needs_node_ports(svc: &Value) -> bool {
 fn needs_health_check_port(svc: &Value) -> bool {
     service_type(svc) == "LoadBalancer"
         && svc
-            .pointer("/spec/externalTrafficPolicy")
+            .at("/spec/externalTrafficPolicy")
             .and_then(Value::as_str)
             == Some("Local")
 }
@@ -747,7 +744,7 @@ fn update_allocations(
 ) -> Result<()> {
     let old_held = holdings(old);
     let removed = new
-        .pointer("/metadata/deletionTimestamp")
+        .at("/metadata/deletionTimestamp")
         .is_some_and(|t| !t.is_null())
         && object::finalizers(new).is_empty();
     if removed {
@@ -778,12 +775,12 @@ fn update_allocations(
         .extend(old_ports.difference(&new_ports).copied());
     // Health-check node port.
     let old_hc = old
-        .pointer("/spec/healthCheckNodePort")
+        .at("/spec/healthCheckNodePort")
         .and_then(Value::as_i64)
         .and_then(port_item);
     if needs_health_check_port(new) {
         let requested = new
-            .pointer("/spec/healthCheckNodePort")
+            .at("/spec/healthCheckNodePort")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         if requested == 0
@@ -803,7 +800,7 @@ fn update_allocations(
         spec.remove("healthCheckNodePort");
     }
     let new_hc = new
-        .pointer("/spec/healthCheckNodePort")
+        .at("/spec/healthCheckNodePort")
         .and_then(Value::as_i64)
         .and_then(port_item);
     if let Some(item) = old_hc
@@ -817,7 +814,7 @@ fn update_allocations(
 
 /// The node port items of `svc`'s ports (not its health-check port).
 fn node_port_items(svc: &Value) -> BTreeSet<u32> {
-    svc.pointer("/spec/ports")
+    svc.at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -836,7 +833,7 @@ fn node_port_items(svc: &Value) -> BTreeSet<u32> {
 /// `ipFamilies` to choose the slices' address types.
 fn default_headless_ip_families(svc: &mut Value) {
     let selectorless = svc
-        .pointer("/spec/selector")
+        .at("/spec/selector")
         .and_then(Value::as_object)
         .is_none_or(|s| s.is_empty());
     let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -874,11 +871,11 @@ fn default_headless_ip_families(svc: &mut Value) {
 /// get no IP, only their families ([`default_headless_ip_families`]).
 fn allocate_cluster_ip(txn: &mut ServiceAllocationTxn<'_>, svc: &mut Value) -> Result<()> {
     let requested = svc
-        .pointer("/spec/clusterIP")
+        .at("/spec/clusterIP")
         .and_then(Value::as_str)
         .filter(|ip| !ip.is_empty())
         .or_else(|| {
-            svc.pointer("/spec/clusterIPs/0")
+            svc.at("/spec/clusterIPs/0")
                 .and_then(Value::as_str)
                 .filter(|ip| !ip.is_empty())
         })
@@ -1009,7 +1006,7 @@ fn allocate_node_ports(
 /// other port took them, as upstream's `patchAllocatedValues`.
 fn patch_omitted_node_ports(new: &mut Value, old: &Value) {
     let old_by_name: BTreeMap<String, i64> = old
-        .pointer("/spec/ports")
+        .at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -1075,7 +1072,7 @@ fn allocate_health_check_port(
     held: Option<u32>,
 ) -> Result<()> {
     let requested = svc
-        .pointer("/spec/healthCheckNodePort")
+        .at("/spec/healthCheckNodePort")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let item = if requested == 0 {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
+use crate::pointer::At;
 use crate::registry::delete::DeleteOptions;
 use crate::registry::options::WriteOptions;
 use crate::registry::update::Target;
@@ -56,7 +57,7 @@ async fn update(r: &Registry, body: Value) -> Result<Value> {
 }
 
 fn node_ports(svc: &Value) -> Vec<i64> {
-    svc.pointer("/spec/ports")
+    svc.at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()

@@ -15,6 +15,7 @@ use crate::fieldmanager::apply;
 use crate::fieldmanager::managed::{self, Writer};
 use crate::fieldmanager::walk::Scope;
 use crate::object;
+use crate::pointer::At;
 use crate::registry::create::{bind_namespace, check_kind, take_admitted};
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
@@ -370,7 +371,7 @@ impl Registry {
                 // (`ResetObjectMetaForStatus` and the status strategies' PrepareForUpdate),
                 // except the managed fields an apply to the status computed.
                 let status = new.get("status").cloned();
-                let managed = new.pointer("/metadata/managedFields").cloned();
+                let managed = new.at("/metadata/managedFields").cloned();
                 let requested_meta = new.get("metadata").cloned();
                 new = old.clone();
                 if !tracked && let Some(managed) = managed {
@@ -401,16 +402,14 @@ impl Registry {
         if object::uid(&new).is_empty() {
             object::set_meta(&mut new, "uid", object::uid(old));
         }
-        if let Some(ts) = old.pointer("/metadata/creationTimestamp").cloned() {
+        if let Some(ts) = old.at("/metadata/creationTimestamp").cloned() {
             object::set_meta(&mut new, "creationTimestamp", ts);
         }
         if let Some(ts) = object::deletion_timestamp(old).map(str::to_owned) {
             object::set_meta(&mut new, "deletionTimestamp", ts);
         }
-        if let Some(grace) = old.pointer("/metadata/deletionGracePeriodSeconds").cloned()
-            && new
-                .pointer("/metadata/deletionGracePeriodSeconds")
-                .is_none()
+        if let Some(grace) = old.at("/metadata/deletionGracePeriodSeconds").cloned()
+            && new.at("/metadata/deletionGracePeriodSeconds").is_none()
         {
             object::set_meta(&mut new, "deletionGracePeriodSeconds", grace);
         }
@@ -566,7 +565,7 @@ fn apply_config(def: &ResourceDef, name: &str, patch: &[u8]) -> Result<Value> {
         )));
     }
     if config
-        .pointer("/metadata/managedFields")
+        .at("/metadata/managedFields")
         .is_some_and(|m| !m.is_null())
     {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
@@ -588,7 +587,7 @@ fn check_name(obj: &Value, name: &str) -> Result<()> {
 
 /// Whether a namespace still lists `spec.finalizers`.
 fn has_spec_finalizers(ns: &Value) -> bool {
-    ns.pointer("/spec/finalizers")
+    ns.at("/spec/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|f| !f.is_empty())
 }

@@ -7,6 +7,7 @@
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use serde_json::{Value, json};
 
+use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::registry::subresource::Subresource;
@@ -63,7 +64,7 @@ impl Strategy for ApiServiceStrategy {
         };
         let (group, version) = (field("group"), field("version"));
         let name = obj
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
         let required = format!("{version}.{group}");

@@ -10,6 +10,7 @@ use kcm_machinery::labels::Selector;
 use serde_json::Value;
 
 use crate::object;
+use crate::pointer::At;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
@@ -160,14 +161,14 @@ impl Strategy for WorkloadStrategy {
         // copied to their ReplicaSets (upstream's deploymentStrategy.PrepareForUpdate).
         if self.0 == Workload::Deployment
             && !object::spec_changed(new, old)
-            && new.pointer("/metadata/annotations") != old.pointer("/metadata/annotations")
+            && new.at("/metadata/annotations") != old.at("/metadata/annotations")
         {
             object::set_meta(new, "generation", object::generation(old) + 1);
         }
         // A DaemonSet counts its template changes (upstream's `spec.templateGeneration`, kept in
         // v1 as an annotation): the controller labels pods with it.
         if self.0 == Workload::DaemonSet {
-            if new.pointer("/spec/template") != old.pointer("/spec/template") {
+            if new.at("/spec/template") != old.at("/spec/template") {
                 set_template_generation(new, template_generation(old) + 1);
             } else if template_generation(new) == 0 {
                 set_template_generation(new, template_generation(old));
@@ -216,8 +217,8 @@ impl Strategy for WorkloadStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = self.validate(new);
-        let new_sel = new.pointer("/spec/selector");
-        let old_sel = old.pointer("/spec/selector");
+        let new_sel = new.at("/spec/selector");
+        let old_sel = old.at("/spec/selector");
         if new_sel != old_sel {
             errs.push(FieldError::invalid(
                 "spec.selector",
@@ -261,7 +262,7 @@ pub const DEPRECATED_TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.
 
 /// The template generation of a DaemonSet (0 when absent or not a number).
 fn template_generation(obj: &Value) -> i64 {
-    obj.pointer("/metadata/annotations")
+    obj.at("/metadata/annotations")
         .and_then(|a| a.get(DEPRECATED_TEMPLATE_GENERATION))
         .and_then(Value::as_str)
         .and_then(|v| v.parse().ok())
@@ -461,12 +462,12 @@ fn validate_selector_and_template(
 
 fn validate_deployment_strategy(spec: &Value, errs: &mut Vec<FieldError>) {
     let kind = spec
-        .pointer("/strategy/type")
+        .at("/strategy/type")
         .and_then(Value::as_str)
         .unwrap_or("RollingUpdate");
     match kind {
         "Recreate" => {
-            if spec.pointer("/strategy/rollingUpdate").is_some() {
+            if spec.at("/strategy/rollingUpdate").is_some() {
                 errs.push(FieldError::forbidden(
                     "spec.strategy.rollingUpdate",
                     "may not be specified when strategy `type` is 'Recreate'",
@@ -479,12 +480,12 @@ fn validate_deployment_strategy(spec: &Value, errs: &mut Vec<FieldError>) {
                 Some(Value::String(s)) => s == "0%" || s == "0",
                 _ => false,
             };
-            if is_zero(spec.pointer("/strategy/rollingUpdate/maxUnavailable"))
-                && is_zero(spec.pointer("/strategy/rollingUpdate/maxSurge"))
+            if is_zero(spec.at("/strategy/rollingUpdate/maxUnavailable"))
+                && is_zero(spec.at("/strategy/rollingUpdate/maxSurge"))
             {
                 errs.push(FieldError::invalid(
                     "spec.strategy.rollingUpdate.maxUnavailable",
-                    spec.pointer("/strategy/rollingUpdate/maxUnavailable")
+                    spec.at("/strategy/rollingUpdate/maxUnavailable")
                         .cloned()
                         .unwrap_or(Value::Null),
                     "may not be 0 when `maxSurge` is 0",

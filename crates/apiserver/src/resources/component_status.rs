@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::error::Result;
+use crate::pointer::At;
 use crate::registry::components::ComponentHealth;
 use crate::registry::computed::{Computed, ServerView};
 use crate::resources::policy::LEASES;
@@ -99,15 +100,15 @@ async fn lease_health(storage: &dyn Storage, lease: &str, now: jiff::Timestamp) 
         ));
     };
     let holder = obj
-        .pointer("/spec/holderIdentity")
+        .at("/spec/holderIdentity")
         .and_then(Value::as_str)
         .unwrap_or("");
     let renewed = obj
-        .pointer("/spec/renewTime")
+        .at("/spec/renewTime")
         .and_then(Value::as_str)
         .and_then(|t| t.parse::<jiff::Timestamp>().ok());
     let duration = obj
-        .pointer("/spec/leaseDurationSeconds")
+        .at("/spec/leaseDurationSeconds")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     match renewed {

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
@@ -147,7 +148,7 @@ impl Strategy for PodTemplateStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         match obj
-            .pointer("/template/spec")
+            .at("/template/spec")
             .and_then(typed::<k8s_openapi::api::core::v1::PodSpec>)
         {
             Some(spec) => validate_pod_spec(&spec, "template.spec", &mut errs),
@@ -251,11 +252,11 @@ impl Strategy for NodeStrategy {
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let old_cidr = old
-            .pointer("/spec/podCIDR")
+            .at("/spec/podCIDR")
             .and_then(Value::as_str)
             .unwrap_or("");
         let new_cidr = new
-            .pointer("/spec/podCIDR")
+            .at("/spec/podCIDR")
             .and_then(Value::as_str)
             .unwrap_or("");
         if !old_cidr.is_empty() && old_cidr != new_cidr {

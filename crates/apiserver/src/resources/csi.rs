@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kcm_machinery::quantity;
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed_roundtrip, typed_roundtrip_checked};
 use crate::resources::label_selector;
 use crate::validation::{FieldError, NameRule};
@@ -75,7 +76,7 @@ impl Strategy for CsiDriverStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let name = obj
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
         if name.len() > MAX_DRIVER_NAME {
@@ -147,10 +148,8 @@ impl Strategy for CsiDriverStrategy {
             ("/spec/attachRequired", "spec.attachedRequired"),
             ("/spec/volumeLifecycleModes", "spec.volumeLifecycleModes"),
         ] {
-            let value = new.pointer(pointer).cloned().unwrap_or(Value::Null);
-            if Some(&value) != old.pointer(pointer)
-                && !(value.is_null() && old.pointer(pointer).is_none())
-            {
+            let value = new.at(pointer).cloned().unwrap_or(Value::Null);
+            if Some(&value) != old.at(pointer) && !(value.is_null() && old.at(pointer).is_none()) {
                 errs.push(FieldError::invalid(field, value, "field is immutable"));
             }
         }
@@ -166,7 +165,7 @@ impl Strategy for CsiNodeStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let drivers = obj
-            .pointer("/spec/drivers")
+            .at("/spec/drivers")
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or(&[]);

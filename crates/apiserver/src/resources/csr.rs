@@ -11,6 +11,7 @@ use x509_parser::prelude::FromDer;
 
 use crate::error::ApiError;
 use crate::object;
+use crate::pointer::At;
 use crate::registry::strategy::{RequestContext, Strategy, decode_as};
 use crate::resources::go_values;
 use crate::validation::{FieldError, NameRule};
@@ -157,7 +158,7 @@ impl Strategy for CsrStrategy {
 
     fn prepare_for_approval_update(&self, new: &mut Value, old: &Value) {
         // Only the conditions change; the certificate is the signer's.
-        match old.pointer("/status/certificate") {
+        match old.at("/status/certificate") {
             Some(cert) => new["status"]["certificate"] = cert.clone(),
             None => {
                 if let Some(status) = new.get_mut("status").and_then(Value::as_object_mut) {
@@ -181,7 +182,7 @@ impl Strategy for CsrStrategy {
 }
 
 fn conditions(obj: &Value) -> &[Value] {
-    obj.pointer("/status/conditions")
+    obj.at("/status/conditions")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
@@ -284,7 +285,7 @@ fn validate_update(new: &Value, old: &Value, opts: Options) -> Vec<FieldError> {
         }
     }
     let certificate = |o: &Value| {
-        o.pointer("/status/certificate")
+        o.at("/status/certificate")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned()
@@ -364,7 +365,7 @@ fn validate_csr(obj: &Value, opts: Options) -> Vec<FieldError> {
     }
     errs.extend(condition_errors(obj, opts));
     let certificate = obj
-        .pointer("/status/certificate")
+        .at("/status/certificate")
         .and_then(Value::as_str)
         .unwrap_or("");
     if let Err(why) = check_certificate(certificate) {
@@ -659,7 +660,7 @@ mod tests {
         approved["status"] = json!({"conditions": [{"type": "Approved", "status": "True", "reason": "KubectlApprove"}],
             "certificate": "Zm9v"});
         CsrStrategy.prepare_for_approval_update(&mut approved, &stored);
-        assert!(approved.pointer("/status/certificate").is_none());
+        assert!(approved.at("/status/certificate").is_none());
         assert!(approved["status"]["conditions"][0]["lastUpdateTime"].is_string());
         assert!(
             CsrStrategy

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::{Value, json};
 
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::validation::{FieldError, NameRule};
 
@@ -66,7 +67,7 @@ impl Strategy for EndpointSliceStrategy {
     /// upstream's `PrepareForUpdate` (EndpointSlices have no spec: the EndpointSlice
     /// controllers' stale-cache tracking reads this generation).
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        let labels_changed = new.pointer("/metadata/labels") != old.pointer("/metadata/labels");
+        let labels_changed = new.at("/metadata/labels") != old.at("/metadata/labels");
         if labels_changed || differs_outside_metadata(new, old) {
             crate::object::set_meta(new, "generation", crate::object::generation(old) + 1);
         }

@@ -6,6 +6,7 @@
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::registry::subresource::Subresource;
@@ -98,7 +99,7 @@ impl Strategy for FlowSchemaStrategy {
         let mut errs = Vec::new();
         let spec = obj.get("spec");
         let level = spec
-            .and_then(|s| s.pointer("/priorityLevelConfiguration/name"))
+            .and_then(|s| s.at("/priorityLevelConfiguration/name"))
             .and_then(Value::as_str)
             .unwrap_or("");
         if level.is_empty() {
@@ -133,7 +134,7 @@ impl Strategy for FlowSchemaStrategy {
             ));
         }
         if let Some(method) = spec
-            .and_then(|s| s.pointer("/distinguisherMethod/type"))
+            .and_then(|s| s.at("/distinguisherMethod/type"))
             .and_then(Value::as_str)
             && method != "ByNamespace"
             && method != "ByUser"
@@ -192,7 +193,7 @@ impl Strategy for PriorityLevelStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let name = obj
-            .pointer("/metadata/name")
+            .at("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
         let spec = obj.get("spec");

@@ -8,6 +8,7 @@ use k8s_openapi::api::autoscaling::v2::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip, typed_roundtrip_checked};
 use crate::resources::hpa_conversion::{
     CONDITIONS_ANNOTATION, DEFAULT_CPU_UTILIZATION, METRIC_STATUSES_ANNOTATION, v1_to_v2, v2_to_v1,
@@ -79,7 +80,7 @@ impl Strategy for HpaStrategy {
         }
         for key in [METRIC_STATUSES_ANNOTATION, CONDITIONS_ANNOTATION] {
             let kept = old
-                .pointer("/metadata/annotations")
+                .at("/metadata/annotations")
                 .and_then(|a| a.get(key))
                 .cloned();
             let meta = crate::object::metadata_mut(new);
@@ -125,8 +126,7 @@ impl Strategy for HpaStrategy {
             crate::resources::job::nonnegative(
                 &mut errs,
                 &format!("status.{field}"),
-                new.pointer(&format!("/status/{field}"))
-                    .and_then(Value::as_i64),
+                new.at(&format!("/status/{field}")).and_then(Value::as_i64),
             );
         }
         errs

@@ -7,6 +7,7 @@
 //! annotation holds upstream's internal type marshalled without JSON tags (`ScaleUp`,
 //! `StabilizationWindowSeconds`, ...), exactly as kube-apiserver writes it.
 
+use crate::pointer::At;
 use serde_json::{Map, Value, json};
 
 /// v2 metrics v1 cannot express (every metric but a CPU utilization target), v1-shaped.
@@ -85,8 +86,8 @@ pub fn v2_to_v1(mut obj: Value) -> Value {
             .cloned()
             .unwrap_or_default();
         if let Some(cpu) = current.iter().find_map(|m| {
-            (m["type"] == "Resource" && m.pointer("/resource/name") == Some(&json!("cpu")))
-                .then(|| m.pointer("/resource/current/averageUtilization").cloned())
+            (m["type"] == "Resource" && m.at("/resource/name") == Some(&json!("cpu")))
+                .then(|| m.at("/resource/current/averageUtilization").cloned())
                 .flatten()
         }) {
             v1_status.insert("currentCPUUtilizationPercentage".to_owned(), cpu);
@@ -120,7 +121,7 @@ pub fn v1_to_v2(mut obj: Value) -> Value {
     let spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
     let status = obj.get("status").cloned();
     let given = obj
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -200,12 +201,8 @@ pub fn v1_to_v2(mut obj: Value) -> Value {
 
 /// The metric's CPU average utilization target, if it is a CPU utilization metric.
 fn cpu_utilization_target(metric: &Value) -> Option<Value> {
-    (metric["type"] == "Resource" && metric.pointer("/resource/name") == Some(&json!("cpu")))
-        .then(|| {
-            metric
-                .pointer("/resource/target/averageUtilization")
-                .cloned()
-        })
+    (metric["type"] == "Resource" && metric.at("/resource/name") == Some(&json!("cpu")))
+        .then(|| metric.at("/resource/target/averageUtilization").cloned())
         .flatten()
         .filter(|v| !v.is_null())
 }
@@ -218,7 +215,7 @@ fn cpu_metric(utilization: Value) -> Value {
 /// The annotations without the round-trip ones (upstream drops any stale ones first).
 fn take_annotations(obj: &mut Value) -> Map<String, Value> {
     let mut annotations = obj
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -347,7 +344,7 @@ fn metric_spec_to_v1(m: &Value) -> Value {
         copy(&src["metric"], "name", &mut o, "metricName");
         o.insert(
             "targetValue".to_owned(),
-            src.pointer("/target/value")
+            src.at("/target/value")
                 .cloned()
                 .unwrap_or_else(|| json!("0")),
         );
@@ -360,7 +357,7 @@ fn metric_spec_to_v1(m: &Value) -> Value {
         copy(&src["metric"], "name", &mut o, "metricName");
         o.insert(
             "targetAverageValue".to_owned(),
-            src.pointer("/target/averageValue")
+            src.at("/target/averageValue")
                 .cloned()
                 .unwrap_or_else(|| json!("0")),
         );
@@ -500,7 +497,7 @@ fn metric_status_to_v1(m: &Value) -> Value {
         copy(&src["metric"], "name", &mut o, "metricName");
         o.insert(
             "currentValue".to_owned(),
-            src.pointer("/current/value")
+            src.at("/current/value")
                 .cloned()
                 .unwrap_or_else(|| json!("0")),
         );
@@ -513,7 +510,7 @@ fn metric_status_to_v1(m: &Value) -> Value {
         copy(&src["metric"], "name", &mut o, "metricName");
         o.insert(
             "currentAverageValue".to_owned(),
-            src.pointer("/current/averageValue")
+            src.at("/current/averageValue")
                 .cloned()
                 .unwrap_or_else(|| json!("0")),
         );
@@ -532,7 +529,7 @@ fn metric_status_to_v1(m: &Value) -> Value {
             );
             o.insert(
                 "currentAverageValue".to_owned(),
-                src.pointer("/current/averageValue")
+                src.at("/current/averageValue")
                     .cloned()
                     .unwrap_or_else(|| json!("0")),
             );
@@ -548,7 +545,7 @@ fn metric_status_to_v1(m: &Value) -> Value {
         copy(&src["metric"], "selector", &mut o, "metricSelector");
         o.insert(
             "currentValue".to_owned(),
-            src.pointer("/current/value")
+            src.at("/current/value")
                 .cloned()
                 .unwrap_or_else(|| json!("0")),
         );

@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::pointer::At;
 use crate::registry::strategy::Strategy;
 use crate::resources::go_values;
 use crate::resources::net;
@@ -28,11 +29,9 @@ impl Strategy for IngressStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = validate_spec(obj.get("spec"));
         // ValidateIngressCreate: the legacy annotation and the field may not both be set.
-        let class_name = obj
-            .pointer("/spec/ingressClassName")
-            .and_then(Value::as_str);
+        let class_name = obj.at("/spec/ingressClassName").and_then(Value::as_str);
         let annotation = obj
-            .pointer("/metadata/annotations")
+            .at("/metadata/annotations")
             .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION))
             .and_then(Value::as_str);
         if let (Some(_), Some(value)) = (class_name, annotation) {
@@ -52,7 +51,7 @@ impl Strategy for IngressStrategy {
     fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let ingresses = new
-            .pointer("/status/loadBalancer/ingress")
+            .at("/status/loadBalancer/ingress")
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
@@ -294,11 +293,11 @@ fn validate_backend(backend: &Value, path: &str, errs: &mut Vec<FieldError>) {
                 }
             }
             let port_name = service
-                .pointer("/port/name")
+                .at("/port/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             let port_number = service
-                .pointer("/port/number")
+                .at("/port/number")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             match (port_name.is_empty(), port_number == 0) {

@@ -3,6 +3,7 @@
 use k8s_openapi::api::networking::v1::IngressClass;
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::validation::{FieldError, NameRule};
 
@@ -27,14 +28,14 @@ impl Strategy for IngressClassStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let controller = obj
-            .pointer("/spec/controller")
+            .at("/spec/controller")
             .and_then(Value::as_str)
             .unwrap_or("");
         if controller.len() > MAX_CONTROLLER_LEN {
             errs.push(FieldError::too_long("spec.controller", MAX_CONTROLLER_LEN));
         }
         errs.extend(domain_prefixed_path("spec.controller", controller));
-        if let Some(params) = obj.pointer("/spec/parameters").filter(|p| !p.is_null()) {
+        if let Some(params) = obj.at("/spec/parameters").filter(|p| !p.is_null()) {
             validate_parameters(params, &mut errs);
         }
         errs
@@ -42,11 +43,7 @@ impl Strategy for IngressClassStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = self.validate(new);
-        let controller = |o: &Value| {
-            o.pointer("/spec/controller")
-                .cloned()
-                .unwrap_or(Value::Null)
-        };
+        let controller = |o: &Value| o.at("/spec/controller").cloned().unwrap_or(Value::Null);
         if controller(new) != controller(old) {
             errs.push(FieldError::invalid(
                 "spec.controller",

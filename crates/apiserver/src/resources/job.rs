@@ -7,6 +7,7 @@ use kcm_machinery::labels::{Selector, validate_label_key};
 use serde_json::{Value, json};
 
 use crate::object;
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::resources::pod::validate_pod_spec;
 use crate::resources::pod_defaults::default_template;
@@ -128,16 +129,10 @@ impl Strategy for JobStrategy {
         }
         // A suspended Job that never started may change where its pods go (upstream's
         // `AllowMutableSchedulingDirectives`).
-        let never_started = old.pointer("/status/startTime").is_none_or(Value::is_null);
+        let never_started = old.at("/status/startTime").is_none_or(Value::is_null);
         let mutable_scheduling = old_spec.suspend == Some(true) && never_started;
-        let new_template = new
-            .pointer("/spec/template")
-            .cloned()
-            .unwrap_or(Value::Null);
-        let mut old_template = old
-            .pointer("/spec/template")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let new_template = new.at("/spec/template").cloned().unwrap_or(Value::Null);
+        let mut old_template = old.at("/spec/template").cloned().unwrap_or(Value::Null);
         if mutable_scheduling {
             allow_scheduling_changes(&new_template, &mut old_template);
         }
@@ -157,8 +152,7 @@ impl Strategy for JobStrategy {
             nonnegative(
                 &mut errs,
                 &format!("status.{field}"),
-                new.pointer(&format!("/status/{field}"))
-                    .and_then(Value::as_i64),
+                new.at(&format!("/status/{field}")).and_then(Value::as_i64),
             );
         }
         errs
@@ -240,7 +234,7 @@ pub fn default_job_spec(spec: &mut JobSpec) {
 /// conflict) and selects on the uid (upstream's `generateSelector`). A Job without labels
 /// gets its template's, as the defaults applied again on read give it upstream.
 fn generate_selector(job: &mut Value) {
-    if job.pointer("/spec/manualSelector").and_then(Value::as_bool) == Some(true) {
+    if job.at("/spec/manualSelector").and_then(Value::as_bool) == Some(true) {
         return;
     }
     let name = object::name(job).to_owned();
@@ -284,7 +278,7 @@ fn generate_selector(job: &mut Value) {
             .or_insert_with(|| Value::String(uid.clone()));
     }
     let labels_empty = job
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .is_none_or(|l| l.is_empty());
     if labels_empty {
@@ -885,7 +879,7 @@ fn allow_scheduling_changes(new: &Value, old: &mut Value) {
         "/spec/affinity/nodeAffinity",
     ] {
         let (parent, key) = pointer.rsplit_once('/').unwrap_or(("", pointer));
-        let value = new.pointer(pointer).cloned();
+        let value = new.at(pointer).cloned();
         let target = if parent.is_empty() {
             Some(&mut *old)
         } else {
@@ -904,10 +898,10 @@ fn allow_scheduling_changes(new: &Value, old: &mut Value) {
     }
     // An affinity left empty by moving node affinity compares as none.
     if old
-        .pointer("/spec/affinity")
+        .at("/spec/affinity")
         .and_then(Value::as_object)
         .is_some_and(|a| a.is_empty())
-        && new.pointer("/spec/affinity").is_none()
+        && new.at("/spec/affinity").is_none()
         && let Some(spec) = old.get_mut("spec").and_then(Value::as_object_mut)
     {
         spec.remove("affinity");

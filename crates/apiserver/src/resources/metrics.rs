@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
+use crate::pointer::At;
 use crate::registry::computed::{Computed, ServerView};
 use crate::registry::resource::{ResourceDef, Verbs};
 use crate::registry::usage::Usage;
@@ -209,16 +210,16 @@ fn unavailable() -> ApiError {
 
 fn metadata(obj: &Value, namespaced: bool, now: &str) -> Value {
     let mut meta = json!({
-        "name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+        "name": obj.at("/metadata/name").cloned().unwrap_or(Value::Null),
         "creationTimestamp": now,
     });
     if namespaced {
         meta["namespace"] = obj
-            .pointer("/metadata/namespace")
+            .at("/metadata/namespace")
             .cloned()
             .unwrap_or(Value::Null);
     }
-    if let Some(labels) = obj.pointer("/metadata/labels") {
+    if let Some(labels) = obj.at("/metadata/labels") {
         meta["labels"] = labels.clone();
     }
     meta
@@ -281,7 +282,7 @@ impl Computed for NodeMetricsComputed {
             let stamp = crate::object::now_rfc3339();
             let mut per_node: BTreeMap<&str, Usage> = BTreeMap::new();
             for (pod, containers) in pod_usages(&pods, source.as_ref(), now) {
-                let Some(node) = pod.pointer("/spec/nodeName").and_then(Value::as_str) else {
+                let Some(node) = pod.at("/spec/nodeName").and_then(Value::as_str) else {
                     continue;
                 };
                 let total = per_node.entry(node).or_default();
@@ -331,10 +332,10 @@ mod tests {
 
     impl UsageSource for Flat {
         fn pod(&self, pod: &Value, _now: jiff::Timestamp) -> Option<Vec<(String, Usage)>> {
-            if pod.pointer("/status/phase").and_then(Value::as_str) != Some("Running") {
+            if pod.at("/status/phase").and_then(Value::as_str) != Some("Running") {
                 return None;
             }
-            let containers = pod.pointer("/spec/containers")?.as_array()?;
+            let containers = pod.at("/spec/containers")?.as_array()?;
             Some(
                 containers
                     .iter()

@@ -3,6 +3,7 @@
 use k8s_openapi::api::node::v1::RuntimeClass;
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::{Strategy, typed_roundtrip_checked};
 use crate::resources::quantities::{self, canonicalize_resource_list, milli_value};
@@ -31,7 +32,7 @@ impl Strategy for RuntimeClassStrategy {
             errs.push(FieldError::invalid("handler", handler, msg));
         }
         for (name, q) in obj
-            .pointer("/overhead/podFixed")
+            .at("/overhead/podFixed")
             .and_then(Value::as_object)
             .into_iter()
             .flatten()

@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeSpec};
 use serde_json::{Value, json};
 
 use crate::object;
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::resources::quantities::{self, canonicalize_resource_list, milli_value};
 use crate::validation::FieldError;
@@ -84,7 +85,7 @@ impl Strategy for PersistentVolumeStrategy {
                 "spec.persistentvolumesource is immutable after creation",
             ));
         }
-        let mode = |obj: &Value| obj.pointer("/spec/volumeMode").cloned();
+        let mode = |obj: &Value| obj.at("/spec/volumeMode").cloned();
         if mode(new) != mode(old) {
             errs.push(FieldError::invalid(
                 "volumeMode",
@@ -92,14 +93,12 @@ impl Strategy for PersistentVolumeStrategy {
                 "field is immutable",
             ));
         }
-        if old.pointer("/spec/nodeAffinity").is_some()
-            && new.pointer("/spec/nodeAffinity") != old.pointer("/spec/nodeAffinity")
+        if old.at("/spec/nodeAffinity").is_some()
+            && new.at("/spec/nodeAffinity") != old.at("/spec/nodeAffinity")
         {
             errs.push(FieldError::invalid(
                 "nodeAffinity",
-                new.pointer("/spec/nodeAffinity")
-                    .cloned()
-                    .unwrap_or(Value::Null),
+                new.at("/spec/nodeAffinity").cloned().unwrap_or(Value::Null),
                 "field is immutable",
             ));
         }

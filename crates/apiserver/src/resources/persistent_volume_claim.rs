@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpe
 use kcm_machinery::labels::Selector;
 use serde_json::{Value, json};
 
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::resources::persistent_volume::{VOLUME_MODES, validate_access_modes};
 use crate::resources::quantities::{self, canonicalize_resource_list, milli_value};
@@ -59,7 +60,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
             }
         }
         let annotation = |obj: &Value| {
-            obj.pointer("/metadata/annotations")
+            obj.at("/metadata/annotations")
                 .and_then(|a| a.get(BETA_STORAGE_CLASS_ANNOTATION))
                 .cloned()
         };
@@ -80,9 +81,9 @@ impl Strategy for PersistentVolumeClaimStrategy {
                 "field is immutable",
             ));
         }
-        let bound = new.pointer("/status/phase").and_then(Value::as_str) == Some("Bound");
+        let bound = new.at("/status/phase").and_then(Value::as_str) == Some("Bound");
         if bound {
-            let old_request = old_spec.pointer("/resources/requests/storage").cloned();
+            let old_request = old_spec.at("/resources/requests/storage").cloned();
             if let Some(requests) = new_spec
                 .pointer_mut("/resources/requests")
                 .and_then(Value::as_object_mut)
@@ -109,7 +110,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
             ));
         }
         let size = |obj: &Value, pointer: &str| {
-            obj.pointer(pointer)
+            obj.at(pointer)
                 .and_then(Value::as_str)
                 .and_then(milli_value)
                 .unwrap_or(0)
@@ -123,7 +124,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
                 "field can not be less than status.capacity",
             ));
         }
-        let mode = |obj: &Value| obj.pointer("/spec/volumeMode").cloned();
+        let mode = |obj: &Value| obj.at("/spec/volumeMode").cloned();
         if mode(new) != mode(old) {
             errs.push(FieldError::invalid(
                 "volumeMode",
@@ -131,7 +132,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
                 "field is immutable",
             ));
         }
-        let class = |obj: &Value| obj.pointer("/spec/volumeAttributesClassName").cloned();
+        let class = |obj: &Value| obj.at("/spec/volumeAttributesClassName").cloned();
         if class(new) != class(old) {
             errs.push(FieldError::forbidden(
                 "spec.volumeAttributesClassName",

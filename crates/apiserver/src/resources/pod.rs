@@ -3,6 +3,7 @@
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use serde_json::{Value, json};
 
+use crate::pointer::At;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
@@ -119,19 +120,19 @@ impl Strategy for PodStrategy {
 /// negative becomes 1.
 pub fn pod_grace_period(obj: &Value, requested: Option<i64>) -> i64 {
     let mut period = requested.unwrap_or_else(|| {
-        obj.pointer("/spec/terminationGracePeriodSeconds")
+        obj.at("/spec/terminationGracePeriodSeconds")
             .and_then(Value::as_i64)
             .unwrap_or(0)
     });
     let node = obj
-        .pointer("/spec/nodeName")
+        .at("/spec/nodeName")
         .and_then(Value::as_str)
         .unwrap_or("");
     if node.is_empty() {
         period = 0;
     }
     let phase = obj
-        .pointer("/status/phase")
+        .at("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("");
     if phase == "Failed" || phase == "Succeeded" {

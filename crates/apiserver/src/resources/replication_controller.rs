@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{ReplicationController, ReplicationControllerSpe
 use kcm_machinery::labels::Selector;
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::resources::job::nonnegative;
 use crate::resources::pod::validate_pod_spec;
@@ -35,7 +36,7 @@ impl Strategy for ReplicationControllerStrategy {
     fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let status = |f: &str| {
-            new.pointer(&format!("/status/{f}"))
+            new.at(&format!("/status/{f}"))
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
         };

@@ -3,6 +3,7 @@
 use k8s_openapi::api::core::v1::ResourceQuota;
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed_roundtrip_checked};
 use crate::resources::quantities::{self, canonicalize_resource_list, milli_value};
 use crate::validation::FieldError;
@@ -62,15 +63,15 @@ impl Strategy for ResourceQuotaStrategy {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        validate_resource_list(obj.pointer("/spec/hard"), "spec.hard", &mut errs);
+        validate_resource_list(obj.at("/spec/hard"), "spec.hard", &mut errs);
         validate_scopes(obj.get("spec"), &mut errs);
         errs
     }
 
     fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        validate_resource_list(new.pointer("/status/hard"), "status.hard", &mut errs);
-        validate_resource_list(new.pointer("/status/used"), "status.used", &mut errs);
+        validate_resource_list(new.at("/status/hard"), "status.hard", &mut errs);
+        validate_resource_list(new.at("/status/used"), "status.used", &mut errs);
         errs
     }
 }

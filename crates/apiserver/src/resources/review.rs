@@ -8,6 +8,7 @@ use crate::auth::authorizer::{Attributes, Decision, Rules, Target};
 use crate::auth::user::UserInfo;
 use crate::error::ApiError;
 use crate::object;
+use crate::pointer::At;
 use crate::registry::strategy::{RequestContext, Strategy};
 use crate::validation::FieldError;
 
@@ -45,10 +46,7 @@ impl Strategy for TokenReviewStrategy {}
 
 /// The token a TokenReview asks about; 400 without one, as upstream.
 pub fn token_review_token(obj: &Value) -> Result<&str, ApiError> {
-    let token = obj
-        .pointer("/spec/token")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let token = obj.at("/spec/token").and_then(Value::as_str).unwrap_or("");
     if token.is_empty() {
         return Err(ApiError::bad_request(
             "token is required for TokenReview in authentication",
@@ -59,7 +57,7 @@ pub fn token_review_token(obj: &Value) -> Result<&str, ApiError> {
 
 /// The audiences a TokenReview asks about (`spec.audiences`; empty: the API server's).
 pub fn token_review_audiences(obj: &Value) -> Vec<String> {
-    obj.pointer("/spec/audiences")
+    obj.at("/spec/audiences")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -332,7 +330,7 @@ impl Strategy for SelfSubjectRulesReviewStrategy {
         request: &RequestContext<'_>,
     ) -> Result<(), ApiError> {
         let namespace = obj
-            .pointer("/spec/namespace")
+            .at("/spec/namespace")
             .and_then(Value::as_str)
             .unwrap_or("");
         if namespace.is_empty() {

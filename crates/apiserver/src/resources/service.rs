@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
+use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::registry::subresource::Subresource;
@@ -61,7 +62,7 @@ pub fn decode(obj: Value) -> Result<Value, String> {
 /// changed are left for validation to refuse).
 fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     let kind = |svc: &Value| {
-        svc.pointer("/spec/type")
+        svc.at("/spec/type")
             .and_then(Value::as_str)
             .unwrap_or("ClusterIP")
             .to_owned()
@@ -69,7 +70,7 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     let needs_node_ports = |svc: &Value| match kind(svc).as_str() {
         "NodePort" => true,
         "LoadBalancer" => svc
-            .pointer("/spec/allocateLoadBalancerNodePorts")
+            .at("/spec/allocateLoadBalancerNodePorts")
             .and_then(Value::as_bool)
             .unwrap_or(true),
         _ => false,
@@ -77,13 +78,13 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     let needs_hc = |svc: &Value| {
         kind(svc) == "LoadBalancer"
             && svc
-                .pointer("/spec/externalTrafficPolicy")
+                .at("/spec/externalTrafficPolicy")
                 .and_then(Value::as_str)
                 == Some("Local")
     };
     if needs_node_ports(old) && !needs_node_ports(new) {
         let old_ports: Vec<i64> = old
-            .pointer("/spec/ports")
+            .at("/spec/ports")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -105,7 +106,7 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     }
     if needs_hc(old)
         && !needs_hc(new)
-        && new.pointer("/spec/healthCheckNodePort") == old.pointer("/spec/healthCheckNodePort")
+        && new.at("/spec/healthCheckNodePort") == old.at("/spec/healthCheckNodePort")
         && let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
     {
         spec.remove("healthCheckNodePort");
@@ -141,7 +142,7 @@ impl Strategy for ServiceStrategy {
         drop_type_dependent_fields(new, old);
         // A Service turning ExternalName drops its cluster IPs (releasing them), as upstream's
         // `dropTypeDependentFields`.
-        if new.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
+        if new.at("/spec/type").and_then(Value::as_str) == Some("ExternalName") {
             if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
                 for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
                     spec.remove(field);
@@ -152,10 +153,10 @@ impl Strategy for ServiceStrategy {
         // An update that omits the allocated IPs keeps them, as upstream's service REST does.
         for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
             let missing = new
-                .pointer(&format!("/spec/{field}"))
+                .at(&format!("/spec/{field}"))
                 .is_none_or(|v| v.is_null() || v == "");
             if missing
-                && let Some(v) = old.pointer(&format!("/spec/{field}"))
+                && let Some(v) = old.at(&format!("/spec/{field}"))
                 && let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
             {
                 spec.insert(field.to_owned(), v.clone());
@@ -166,16 +167,16 @@ impl Strategy for ServiceStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let kind = obj
-            .pointer("/spec/type")
+            .at("/spec/type")
             .and_then(Value::as_str)
             .unwrap_or("ClusterIP");
         const TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
         if !TYPES.contains(&kind) {
             errs.push(FieldError::not_supported("spec.type", kind, &TYPES));
         }
-        let headless = obj.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None");
+        let headless = obj.at("/spec/clusterIP").and_then(Value::as_str) == Some("None");
         let ports = obj
-            .pointer("/spec/ports")
+            .at("/spec/ports")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
@@ -212,17 +213,14 @@ impl Strategy for ServiceStrategy {
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = self.validate(new);
         let old_ip = old
-            .pointer("/spec/clusterIP")
+            .at("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("");
         let new_ip = new
-            .pointer("/spec/clusterIP")
+            .at("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if !old_ip.is_empty()
-            && old_ip != new_ip
-            && new.pointer("/spec/type") == old.pointer("/spec/type")
-        {
+        if !old_ip.is_empty() && old_ip != new_ip && new.at("/spec/type") == old.at("/spec/type") {
             errs.push(FieldError::invalid(
                 "spec.clusterIPs[0]",
                 new_ip,

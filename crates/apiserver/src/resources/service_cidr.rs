@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::pointer::At;
 use crate::registry::service_ip::SERVICE_CIDR;
 use crate::registry::strategy::Strategy;
 use crate::resources::{go_values, net};
@@ -50,7 +51,7 @@ impl Strategy for ServiceCidrStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let cidrs = |o: &Value| -> Vec<String> {
-            o.pointer("/spec/cidrs")
+            o.at("/spec/cidrs")
                 .and_then(Value::as_array)
                 .map(|a| {
                     a.iter()
@@ -84,7 +85,7 @@ impl Strategy for ServiceCidrStrategy {
         } else {
             errs.push(go_values::invalid(
                 "spec.cidrs",
-                go_values::string_slice("[]string", new.pointer("/spec/cidrs")),
+                go_values::string_slice("[]string", new.at("/spec/cidrs")),
                 "field is immutable",
             ));
         }
@@ -149,7 +150,7 @@ impl Strategy for IpAddressStrategy {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        let Some(parent) = obj.pointer("/spec/parentRef").filter(|p| !p.is_null()) else {
+        let Some(parent) = obj.at("/spec/parentRef").filter(|p| !p.is_null()) else {
             errs.push(FieldError::required("spec.parentRef", ""));
             return errs;
         };
@@ -178,7 +179,7 @@ impl Strategy for IpAddressStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = self.validate(new);
-        let parent = |o: &Value| o.pointer("/spec/parentRef").cloned().unwrap_or(Value::Null);
+        let parent = |o: &Value| o.at("/spec/parentRef").cloned().unwrap_or(Value::Null);
         if parent(new) != parent(old) {
             errs.push(FieldError::invalid(
                 "spec.parentRef",

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::Row;
 use super::duration::since;
 use super::fields::{get, int_at, list_at, name, opt_int_at, str_at, time_at};
+use crate::pointer::At;
 
 /// upstream's `printHorizontalPodAutoscaler`.
 pub(super) fn horizontal_pod_autoscaler(obj: &Value, now: Timestamp) -> Row {
@@ -75,7 +76,7 @@ fn format_metrics(specs: &[Value], statuses: &[Value]) -> String {
                 "Pods" => format!(
                     "{}/{}",
                     current("pods", "averageValue").unwrap_or_else(|| "<unknown>".to_owned()),
-                    quantity(spec.pointer("/pods/target/averageValue"))
+                    quantity(spec.at("/pods/target/averageValue"))
                 ),
                 source @ ("Resource" | "ContainerResource") => {
                     let key = if source == "Resource" {
@@ -93,7 +94,7 @@ fn format_metrics(specs: &[Value], statuses: &[Value]) -> String {
                         )
                     } else {
                         let now = status
-                            .and_then(|s| s.pointer(&format!("/{key}/current/averageUtilization")))
+                            .and_then(|s| s.at(&format!("/{key}/current/averageUtilization")))
                             .and_then(Value::as_i64)
                             .map_or_else(|| "<unknown>".to_owned(), |u| format!("{u}%"));
                         let want = target

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::pointer::At;
 use serde_json::Value;
 
 /// One failed check: the reason and its detail, as upstream's `CheckResult`.
@@ -317,7 +318,7 @@ const ALLOWED_SYSCTLS: &[&str] = &[
 
 fn sysctls(spec: &Value) -> Option<Violation> {
     let bad: Vec<&str> = spec
-        .pointer("/securityContext/sysctls")
+        .at("/securityContext/sysctls")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -476,7 +477,7 @@ fn run_as_non_root(spec: &Value) -> Option<Violation> {
 fn run_as_user(spec: &Value) -> Option<Violation> {
     let mut setters = Vec::new();
     if spec
-        .pointer("/securityContext/runAsUser")
+        .at("/securityContext/runAsUser")
         .and_then(Value::as_i64)
         == Some(0)
     {

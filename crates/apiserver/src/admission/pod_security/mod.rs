@@ -17,6 +17,7 @@ use crate::admission::plugins::POD_SECURITY;
 use crate::admission::source::ObjectSource;
 use crate::error::Result;
 use crate::object;
+use crate::pointer::At;
 use crate::resources::namespace::NAMESPACES;
 use crate::resources::pod::PODS;
 
@@ -177,19 +178,19 @@ impl Plugin for PodSecurity {
         // Updates that leave the pod spec alone (labels, finalizers, status) are not
         // re-evaluated, as upstream ignores metadata-only updates.
         if a.operation == Operation::Update
-            && a.old_object.and_then(|o| o.pointer(spec_pointer)) == obj.pointer(spec_pointer)
+            && a.old_object.and_then(|o| o.at(spec_pointer)) == obj.at(spec_pointer)
         {
             return Ok(());
         }
-        if obj.pointer(spec_pointer).is_none() {
+        if obj.at(spec_pointer).is_none() {
             return Ok(());
         }
         let Some(namespace) = a.namespace_object(source).await? else {
             return Ok(());
         };
-        let policy = Policy::from_labels(namespace.pointer("/metadata/labels"));
+        let policy = Policy::from_labels(namespace.at("/metadata/labels"));
         // Evaluated on the borrowed spec; the warning is added once the borrow ends.
-        let spec = a.object.as_ref().and_then(|o| o.pointer(spec_pointer));
+        let spec = a.object.as_ref().and_then(|o| o.at(spec_pointer));
         let Some(spec) = spec else {
             return Ok(());
         };
@@ -224,9 +225,8 @@ impl PodSecurity {
         let Some(new) = a.object.as_ref() else {
             return Ok(());
         };
-        let new_policy = Policy::from_labels(new.pointer("/metadata/labels"));
-        let old_policy =
-            Policy::from_labels(a.old_object.and_then(|o| o.pointer("/metadata/labels")));
+        let new_policy = Policy::from_labels(new.at("/metadata/labels"));
+        let old_policy = Policy::from_labels(a.old_object.and_then(|o| o.at("/metadata/labels")));
         if new_policy.enforce == old_policy.enforce || new_policy.enforce.level == Level::Privileged
         {
             return Ok(());

@@ -28,7 +28,7 @@ impl<T> Cache<T> {
     /// and forgetting the names no longer present. Objects `build` refuses are skipped.
     pub fn sync(
         &self,
-        objects: &[Value],
+        objects: &[Arc<Value>],
         mut build: impl FnMut(&Value) -> Option<T>,
     ) -> Vec<Arc<T>> {
         let mut out = Vec::with_capacity(objects.len());
@@ -83,8 +83,8 @@ mod tests {
 
     use super::*;
 
-    fn obj(name: &str, rv: &str) -> Value {
-        json!({"metadata": {"name": name, "resourceVersion": rv}})
+    fn obj(name: &str, rv: &str) -> Arc<Value> {
+        Arc::new(json!({"metadata": {"name": name, "resourceVersion": rv}}))
     }
 
     #[test]

@@ -215,7 +215,7 @@ impl ValidatingAdmissionPolicy {
                 let own_ns = (!request.namespace.is_empty()).then_some(ns).flatten();
                 let inputs = inputs.get_or_insert_with(|| Inputs::new(a, own_ns));
                 for param in params {
-                    let outcome = validator::validate(policy, inputs, param.as_ref());
+                    let outcome = validator::validate(policy, inputs, param.as_deref());
                     for failure in outcome.failures {
                         apply(&mut decisions, &mut audit, policy, binding, failure);
                     }

@@ -1,5 +1,7 @@
 //! The params a binding evaluates its policy with (upstream's `generic.CollectParams`): by `paramRef.name` or `selector`, in the request's namespace or `paramRef.namespace`, and `parameterNotFoundAction`.
 
+use std::sync::Arc;
+
 use kcm_machinery::labels::Selector;
 use serde_json::Value;
 
@@ -16,7 +18,7 @@ pub async fn collect(
     policy: &Policy,
     binding: &Binding,
     namespace: &str,
-) -> Result<Vec<Option<Value>>, String> {
+) -> Result<Vec<Option<Arc<Value>>>, String> {
     let (Some((api_version, kind)), Some(param_ref)) = (&policy.param_kind, &binding.param_ref)
     else {
         return Ok(vec![None]);
@@ -46,7 +48,7 @@ pub async fn collect(
         );
     };
     let name = param_ref.name.as_deref().unwrap_or("");
-    let params: Vec<Value> = if !name.is_empty() {
+    let params: Vec<Arc<Value>> = if !name.is_empty() {
         if param_ref.selector.is_some() {
             return Err("paramRef.name and paramRef.selector are mutually exclusive".to_owned());
         }
@@ -112,17 +114,18 @@ mod tests {
             (&CONFIGMAPS, config_map("default", "other", "b")),
             (&CONFIGMAPS, config_map("shared", "limits", "a")),
         ]);
-        let names = |found: Result<Vec<Option<Value>>, String>| -> Result<Vec<String>, String> {
-            found.map(|ps| {
-                ps.iter()
-                    .map(|p| {
-                        p.as_ref().map_or("<null>".to_owned(), |p| {
-                            format!("{}/{}", object::namespace(p), object::name(p))
+        let names =
+            |found: Result<Vec<Option<Arc<Value>>>, String>| -> Result<Vec<String>, String> {
+                found.map(|ps| {
+                    ps.iter()
+                        .map(|p| {
+                            p.as_ref().map_or("<null>".to_owned(), |p| {
+                                format!("{}/{}", object::namespace(p), object::name(p))
+                            })
                         })
-                    })
-                    .collect()
-            })
-        };
+                        .collect()
+                })
+            };
         let cm = Some(("v1", "ConfigMap"));
         let cases: Vec<(&str, Policy, Value, &str, Result<Vec<&str>, &str>)> = vec![
             (

@@ -40,10 +40,7 @@ pub async fn matches(
     let namespace = if name == a.namespace {
         a.namespace_object(source).await?
     } else {
-        source
-            .get(&NAMESPACES, "", name)
-            .await?
-            .map(std::sync::Arc::new)
+        source.get(&NAMESPACES, "", name).await?
     };
     match namespace {
         Some(ns) => Ok(selector.matches(&object::labels(&ns))),

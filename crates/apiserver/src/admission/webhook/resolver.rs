@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::admission::source::ObjectSource;
 use crate::error::Result as ApiResult;
 use crate::object;
+use crate::pointer::At;
 use crate::resources::core::ENDPOINTS;
 use crate::resources::discovery::ENDPOINT_SLICES;
 use crate::resources::service::SERVICES;
@@ -64,7 +65,7 @@ pub async fn resolve(
         return Err(Error::UnsupportedType(ty.to_owned()));
     }
     let port_name = service
-        .pointer("/spec/ports")
+        .at("/spec/ports")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -120,8 +121,8 @@ fn slice_addresses(slice: &Value, port_name: &str) -> Vec<Address> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|ep| ep.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false))
-        .filter_map(|ep| ep.pointer("/addresses/0").and_then(Value::as_str))
+        .filter(|ep| ep.at("/conditions/ready").and_then(Value::as_bool) != Some(false))
+        .filter_map(|ep| ep.at("/addresses/0").and_then(Value::as_str))
         .map(|ip| Address {
             host: ip.to_owned(),
             port,

@@ -59,7 +59,12 @@ impl HookSource {
         }
         // Compiled without the lock: two requests racing after a change both compile, and
         // the last one stores its (identical) result.
-        let hooks: Hooks = Arc::new(configs.iter().flat_map(compile_configuration).collect());
+        let hooks: Hooks = Arc::new(
+            configs
+                .iter()
+                .flat_map(|c| compile_configuration(c))
+                .collect(),
+        );
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, Arc::clone(&hooks)));
         Ok(hooks)
     }
