@@ -7,8 +7,6 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use kube::Api;
-use kube::api::PostParams;
 use kcm_apiserver::admission::plugins::{
     self, DEFAULT_TOLERATION_SECONDS, NAMESPACE_LIFECYCLE, PRIORITY,
 };
@@ -19,6 +17,8 @@ use kcm_apiserver::resources::core::SERVICEACCOUNTS;
 use kcm_apiserver::resources::pod::PODS;
 use kcm_apiserver::storage::MemoryStorage;
 use kcm_apiserver::{RunningServer, Server, ServerConfig};
+use kube::Api;
+use kube::api::PostParams;
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
@@ -111,12 +111,15 @@ async fn server(admission: AdmissionConfig) -> (RunningServer, kube::Client, tem
     let server = Server::start(config).await.expect("server starts");
     let client = server.client().expect("client");
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-    let account = serde_json::from_value(json!({"metadata": {"name": "default"}}))
-        .expect("service account");
+    let account =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).expect("service account");
     // The service account controller is not running beside a bare server; the default chain
     // needs the account (upstream waits for it, then refuses the pod).
     if let Err(err) = accounts.create(&PostParams::default(), &account).await {
-        assert!(matches!(&err, kube::Error::Api(s) if s.code == 409), "{err}");
+        assert!(
+            matches!(&err, kube::Error::Api(s) if s.code == 409),
+            "{err}"
+        );
     }
     (server, client, dir)
 }

@@ -274,7 +274,11 @@ pub fn success_status(gr: GroupResource<'_>, obj: &Value) -> Value {
 }
 
 /// Checks `preconditions` against the stored object, as `rest.BeforeDelete` does (409).
-fn check_preconditions(def: &ResourceDef, obj: &Value, opts: &DeleteOptions) -> Result<()> {
+pub(crate) fn check_preconditions(
+    def: &ResourceDef,
+    obj: &Value,
+    opts: &DeleteOptions,
+) -> Result<()> {
     // Upstream names the kind, not the resource, in these conflicts.
     let gr = GroupResource {
         group: &def.group,

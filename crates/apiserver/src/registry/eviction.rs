@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::pointer::At;
-use crate::registry::delete::DeleteOptions;
+use crate::registry::delete::{DeleteOptions, check_preconditions};
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::typed;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage};
@@ -21,6 +21,13 @@ const MAX_DISRUPTED_PODS: usize = 2000;
 /// Upstream's message when a PodDisruptionBudget refuses an eviction.
 pub const DISRUPTION_BUDGET_MESSAGE: &str =
     "Cannot evict pod as it would violate the pod's disruption budget.";
+
+/// The condition an evicted pod gets before it is deleted (`DisruptionTarget`).
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// Its reason when the eviction API evicts the pod.
+pub const EVICTION_BY_EVICTION_API: &str = "EvictionByEvictionAPI";
+/// Its message then.
+const EVICTION_MESSAGE: &str = "Eviction API: evicting";
 
 impl Registry {
     /// Evicts pod `name`: deletes it unless its PodDisruptionBudget allows no disruption.
@@ -56,7 +63,8 @@ impl Registry {
         opts.dry_run |= dry_run;
         let pod = self.get(pods, namespace, name).await?;
         if can_ignore_pdb(&pod) {
-            self.delete(pods, namespace, name, &opts).await?;
+            self.add_condition_and_delete(pods, namespace, name, &opts)
+                .await?;
             return Ok(());
         }
         let pdbs_def = self
@@ -66,7 +74,8 @@ impl Registry {
             let pdbs = self.matching_pdbs(pdbs_def, namespace, &pod).await?;
             let (mut pdb, kv) = match pdbs.len() {
                 0 => {
-                    self.delete(pods, namespace, name, &opts).await?;
+                    self.add_condition_and_delete(pods, namespace, name, &opts)
+                        .await?;
                     return Ok(());
                 }
                 1 => pdbs
@@ -91,7 +100,8 @@ impl Registry {
                     || (current_healthy >= desired_healthy && desired_healthy > 0))
             {
                 // An unhealthy pod does not count against a budget that is already met.
-                self.delete(pods, namespace, name, &opts).await?;
+                self.add_condition_and_delete(pods, namespace, name, &opts)
+                    .await?;
                 return Ok(());
             }
             let pdb_name = object::name(&pdb).to_owned();
@@ -108,7 +118,8 @@ impl Registry {
             let bytes = encode_for_storage(pdbs_def, &pdb)?;
             match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
                 Ok(_) => {
-                    self.delete(pods, namespace, name, &opts).await?;
+                    self.add_condition_and_delete(pods, namespace, name, &opts)
+                        .await?;
                     return Ok(());
                 }
                 Err(storage::Error::Conflict { .. }) => continue,
@@ -116,6 +127,51 @@ impl Registry {
             }
         }
         Err(ApiError::stale(gr, name))
+    }
+
+    /// Upstream's `addConditionAndDeletePod`: unless dry run, the latest pod gets the
+    /// `DisruptionTarget` condition (`EvictionByEvictionAPI`) — so the Job controller, a
+    /// ReplicaSet's owner or a user reading the pod as it goes knows an eviction ended it —,
+    /// then the pod is deleted with `opts`, whose resourceVersion precondition (if any)
+    /// follows that update.
+    async fn add_condition_and_delete(
+        &self,
+        pods: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<()> {
+        let mut opts = opts.clone();
+        if !opts.dry_run {
+            let mut updated = false;
+            for _ in 0..MAX_WRITE_RETRIES {
+                let Some((mut pod, kv)) = self.get_kv(pods, namespace, name).await? else {
+                    return Err(ApiError::not_found(pods.group_resource(), name));
+                };
+                check_preconditions(pods, &pod, &opts)?;
+                if !set_disruption_target(&mut pod, &object::now_rfc3339()) {
+                    updated = true;
+                    break;
+                }
+                let bytes = encode_for_storage(pods, &pod)?;
+                match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
+                    Ok(revision) => {
+                        if opts.precondition_resource_version.is_some() {
+                            opts.precondition_resource_version = Some(revision.to_string());
+                        }
+                        updated = true;
+                        break;
+                    }
+                    Err(storage::Error::Conflict { .. }) => continue,
+                    Err(e) => return Err(ApiError::from_storage(e, pods.group_resource(), name)),
+                }
+            }
+            if !updated {
+                return Err(ApiError::stale(pods.group_resource(), name));
+            }
+        }
+        self.delete(pods, namespace, name, &opts).await?;
+        Ok(())
     }
 
     /// The PodDisruptionBudgets in `namespace` whose (non-empty) selector matches the pod.
@@ -161,6 +217,53 @@ fn can_ignore_pdb(pod: &Value) -> bool {
         .and_then(Value::as_str)
         .unwrap_or("");
     matches!(phase, "Succeeded" | "Failed" | "Pending") || object::deletion_timestamp(pod).is_some()
+}
+
+/// Sets the pod's `DisruptionTarget` condition to `True` for an eviction, as upstream's
+/// `UpdatePodCondition`: a condition whose status does not change keeps its transition time;
+/// `now` is the time otherwise. Whether the pod changed.
+fn set_disruption_target(pod: &mut Value, now: &str) -> bool {
+    let mut condition = json!({
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "lastProbeTime": null,
+        "lastTransitionTime": now,
+        "reason": EVICTION_BY_EVICTION_API,
+        "message": EVICTION_MESSAGE,
+    });
+    let Some(obj) = pod.as_object_mut() else {
+        return false;
+    };
+    let status = obj.entry("status").or_insert_with(|| json!({}));
+    if !status.is_object() {
+        *status = json!({});
+    }
+    let conditions = &mut status["conditions"];
+    if !conditions.is_array() {
+        *conditions = json!([]);
+    }
+    let Some(conditions) = conditions.as_array_mut() else {
+        return false;
+    };
+    let existing = conditions
+        .iter_mut()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(DISRUPTION_TARGET));
+    match existing {
+        None => {
+            conditions.push(condition);
+            true
+        }
+        Some(old) => {
+            if old.get("status") == condition.get("status")
+                && let Some(since) = old.get("lastTransitionTime").cloned()
+            {
+                condition["lastTransitionTime"] = since;
+            }
+            let changed = *old != condition;
+            *old = condition;
+            changed
+        }
+    }
 }
 
 fn pod_ready(pod: &Value) -> bool {
@@ -270,6 +373,36 @@ mod tests {
 
     fn cases_exhausted() -> Value {
         json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "disruptionsAllowed": 0, "desiredHealthy": 2, "currentHealthy": 2}})
+    }
+
+    #[test]
+    fn the_disruption_target_condition_is_added_or_refreshed_as_upstream() {
+        let mut pod = json!({"metadata": {"name": "p"}});
+        assert!(set_disruption_target(&mut pod, "2026-01-01T00:00:00Z"));
+        assert_eq!(
+            pod["status"]["conditions"],
+            json!([{"type": "DisruptionTarget", "status": "True", "lastProbeTime": null,
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}])
+        );
+        // Evicted again later: the status did not change, so neither does the transition time.
+        assert!(!set_disruption_target(&mut pod, "2026-01-02T00:00:00Z"));
+        assert_eq!(
+            pod["status"]["conditions"][0]["lastTransitionTime"],
+            "2026-01-01T00:00:00Z"
+        );
+        // A condition another component set (False, another reason) is taken over, with a
+        // new transition time; other conditions stay.
+        let mut pod = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "DisruptionTarget", "status": "False", "reason": "Other",
+                "lastTransitionTime": "2025-01-01T00:00:00Z"}]}});
+        assert!(set_disruption_target(&mut pod, "2026-01-03T00:00:00Z"));
+        let conditions = &pod["status"]["conditions"];
+        assert_eq!(conditions[0], json!({"type": "Ready", "status": "True"}));
+        assert_eq!(conditions[1]["status"], "True");
+        assert_eq!(conditions[1]["reason"], "EvictionByEvictionAPI");
+        assert_eq!(conditions[1]["lastTransitionTime"], "2026-01-03T00:00:00Z");
     }
 
     #[test]

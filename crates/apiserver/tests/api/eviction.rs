@@ -4,10 +4,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kcm_apiserver::testing::TestServer;
 use kube::Api;
-use kube::api::{EvictParams, Patch, PatchParams, PostParams};
+use kube::api::{EvictParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
-use crate::common::{pod, status_of, timed};
+use crate::common::{drain, pod, status_of, timed};
 
 async fn running_pod(pods: &Api<Pod>, name: &str) {
     pods.create(&PostParams::default(), &pod(name, &[("app", "web")]))
@@ -45,7 +45,26 @@ async fn eviction_respects_the_disruption_budget() {
         // The disruption controller's status: one disruption allowed.
         let status = json!({"status": {"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}});
         pdbs.patch_status("web", &PatchParams::default(), &Patch::Merge(status)).await.expect("pdb status");
+        let since = pods.get("a").await.expect("a").metadata.resource_version.expect("rv");
         pods.evict("a", &EvictParams::default()).await.expect("evicted");
+        // Before it went, the pod was marked as an eviction's target (upstream's
+        // addConditionAndDeletePod).
+        let events = drain(
+            pods.watch(&WatchParams::default().fields("metadata.name=a").timeout(1), &since)
+                .await
+                .expect("watch"),
+        )
+        .await;
+        let marked = events.iter().find_map(|e| match e {
+            WatchEvent::Modified(p) => p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "DisruptionTarget").cloned(),
+            _ => None,
+        });
+        let marked = marked.expect("a DisruptionTarget condition before the delete");
+        assert_eq!(
+            (marked.status.as_str(), marked.reason.as_deref(), marked.message.as_deref()),
+            ("True", Some("EvictionByEvictionAPI"), Some("Eviction API: evicting"))
+        );
+        assert!(marked.last_transition_time.is_some());
         let a = pods.get("a").await;
         assert!(a.is_err() || a.expect("pod").metadata.deletion_timestamp.is_some());
         let pdb = pdbs.get("web").await.expect("pdb");
