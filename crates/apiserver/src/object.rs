@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::pointer::At;
 use serde_json::{Map, Value};
+
+use crate::pointer::At;
 
 /// The garbage collector's orphan finalizer (`metav1.FinalizerOrphanDependents`).
 pub const FINALIZER_ORPHAN: &str = "orphan";

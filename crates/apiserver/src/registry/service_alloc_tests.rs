@@ -6,7 +6,6 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::pointer::At;
 use crate::registry::delete::DeleteOptions;
 use crate::registry::options::WriteOptions;
 use crate::registry::update::Target;
@@ -14,6 +13,8 @@ use crate::resources::namespace::NAMESPACES;
 use crate::resources::service::SERVICES;
 use crate::storage::Storage;
 use crate::storage::memory::MemoryStorage;
+
+use crate::pointer::At;
 
 async fn registry_on(storage: Arc<MemoryStorage>) -> Registry {
     let registry = Registry::new(storage);

@@ -7,8 +7,9 @@
 //! annotation holds upstream's internal type marshalled without JSON tags (`ScaleUp`,
 //! `StabilizationWindowSeconds`, ...), exactly as kube-apiserver writes it.
 
-use crate::pointer::At;
 use serde_json::{Map, Value, json};
+
+use crate::pointer::At;
 
 /// v2 metrics v1 cannot express (every metric but a CPU utilization target), v1-shaped.
 pub const METRIC_SPECS_ANNOTATION: &str = "autoscaling.alpha.kubernetes.io/metrics";

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::Row;
 use super::duration::since;
 use super::fields::{get, int_at, list_at, name, opt_int_at, str_at, time_at};
+
 use crate::pointer::At;
 
 /// upstream's `printHorizontalPodAutoscaler`.

@@ -2,8 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::pointer::At;
 use serde_json::Value;
+
+use crate::pointer::At;
 
 /// One failed check: the reason and its detail, as upstream's `CheckResult`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,41 +15,55 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// A check: the pod's metadata and spec in, a violation out.
-type Check = fn(&Value) -> Option<Violation>;
+/// A check: the pod's metadata (when there is one) and spec in, a violation out.
+type Check = fn(Option<&Value>, &Value) -> Option<Violation>;
 
 /// The baseline checks in upstream's (ID-sorted) order, with whether the restricted level
 /// replaces each by a stricter check (`OverrideCheckIDs`).
 const BASELINE: &[(&str, Check, bool)] = &[
-    ("capabilities_baseline", capabilities_baseline, true),
-    ("hostNamespaces", host_namespaces, false),
-    ("hostPathVolumes", host_path_volumes, true),
-    ("hostPorts", host_ports, false),
-    ("privileged", privileged, false),
-    ("procMount", proc_mount, false),
-    ("seccompProfile_baseline", seccomp_baseline, true),
-    ("sysctls", sysctls, false),
+    ("appArmorProfile", app_armor_profile, false),
+    (
+        "capabilities_baseline",
+        |_, s| capabilities_baseline(s),
+        true,
+    ),
+    ("hostNamespaces", |_, s| host_namespaces(s), false),
+    ("hostPathVolumes", |_, s| host_path_volumes(s), true),
+    ("hostPorts", |_, s| host_ports(s), false),
+    ("privileged", |_, s| privileged(s), false),
+    ("procMount", |_, s| proc_mount(s), false),
+    ("seLinuxOptions", |_, s| se_linux_options(s), false),
+    ("seccompProfile_baseline", |_, s| seccomp_baseline(s), true),
+    ("sysctls", |_, s| sysctls(s), false),
+    ("windowsHostProcess", |_, s| windows_host_process(s), false),
 ];
 
 /// The restricted-only checks in upstream's (ID-sorted) order.
 const RESTRICTED: &[(&str, Check)] = &[
-    ("allowPrivilegeEscalation", allow_privilege_escalation),
-    ("capabilities_restricted", capabilities_restricted),
-    ("restrictedVolumes", restricted_volumes),
-    ("runAsNonRoot", run_as_non_root),
-    ("runAsUser", run_as_user),
-    ("seccompProfile_restricted", seccomp_restricted),
+    ("allowPrivilegeEscalation", |_, s| {
+        allow_privilege_escalation(s)
+    }),
+    ("capabilities_restricted", |_, s| capabilities_restricted(s)),
+    ("restrictedVolumes", |_, s| restricted_volumes(s)),
+    ("runAsNonRoot", |_, s| run_as_non_root(s)),
+    ("runAsUser", |_, s| run_as_user(s)),
+    ("seccompProfile_restricted", |_, s| seccomp_restricted(s)),
 ];
 
-/// The violations of `spec` (a pod spec) at the `baseline` level, or at `restricted`.
-pub fn evaluate(spec: &Value, restricted: bool) -> Vec<Violation> {
+/// The violations of a pod (its `metadata`, if any, and `spec`) at the `baseline` level, or
+/// at `restricted`.
+pub fn evaluate(metadata: Option<&Value>, spec: &Value, restricted: bool) -> Vec<Violation> {
     let mut out: Vec<Violation> = BASELINE
         .iter()
         .filter(|(_, _, overridden)| !(restricted && *overridden))
-        .filter_map(|(_, check, _)| check(spec))
+        .filter_map(|(_, check, _)| check(metadata, spec))
         .collect();
     if restricted {
-        out.extend(RESTRICTED.iter().filter_map(|(_, check)| check(spec)));
+        out.extend(
+            RESTRICTED
+                .iter()
+                .filter_map(|(_, check)| check(metadata, spec)),
+        );
     }
     out
 }
@@ -88,13 +103,13 @@ fn pluralize<'a>(word: &'a str, plural: &'a str, n: usize) -> &'a str {
     if n == 1 { word } else { plural }
 }
 
-/// `"a", "b"` (upstream's `joinQuote`).
+/// `"a", "b"` (upstream's `joinQuote`: quotes around each item, nothing inside escaped).
 fn join_quote<S: AsRef<str>>(items: &[S]) -> String {
-    items
-        .iter()
-        .map(|s| format!("{:?}", s.as_ref()))
-        .collect::<Vec<_>>()
-        .join(", ")
+    if items.is_empty() {
+        return String::new();
+    }
+    let joined: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    format!("\"{}\"", joined.join("\", \""))
 }
 
 fn containers_phrase(names: &[String]) -> String {
@@ -103,6 +118,173 @@ fn containers_phrase(names: &[String]) -> String {
         pluralize("container", "containers", names.len()),
         join_quote(names)
     )
+}
+
+/// The deprecated per-container AppArmor annotation's key prefix.
+const APP_ARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+
+/// Whether an AppArmor annotation's value is allowed at baseline: empty, `runtime/default`
+/// or `localhost/*`.
+fn allowed_app_armor_annotation(value: &str) -> bool {
+    value.is_empty() || value == "runtime/default" || value.starts_with("localhost/")
+}
+
+/// Whether `securityContext.appArmorProfile` is missing or of an allowed type
+/// (`RuntimeDefault`, `Localhost`); the bad type otherwise.
+fn bad_app_armor_type(holder: &Value) -> Option<&str> {
+    let profile = holder.get("securityContext")?.get("appArmorProfile")?;
+    if profile.is_null() {
+        return None;
+    }
+    let kind = profile.get("type").and_then(Value::as_str).unwrap_or("");
+    (!matches!(kind, "RuntimeDefault" | "Localhost")).then_some(kind)
+}
+
+/// Upstream's `appArmorProfile` check: no `Unconfined` (or other) profile type on the pod or
+/// a container, no AppArmor annotation naming anything but the runtime default or a local
+/// profile.
+fn app_armor_profile(metadata: Option<&Value>, spec: &Value) -> Option<Violation> {
+    let mut setters = Vec::new();
+    let mut types = BTreeSet::new();
+    if let Some(kind) = bad_app_armor_type(spec) {
+        setters.push("pod".to_owned());
+        types.insert(kind.to_owned());
+    }
+    let mut bad = Vec::new();
+    for c in containers(spec) {
+        if let Some(kind) = bad_app_armor_type(c) {
+            bad.push(name(c).to_owned());
+            types.insert(kind.to_owned());
+        }
+    }
+    if !bad.is_empty() {
+        setters.push(containers_phrase(&bad));
+    }
+    let mut annotations: Vec<String> = metadata
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let v = v.as_str().unwrap_or("");
+            (k.starts_with(APP_ARMOR_ANNOTATION_PREFIX) && !allowed_app_armor_annotation(v))
+                .then(|| format!("{k}={v:?}"))
+        })
+        .collect();
+    annotations.sort();
+    let mut values: Vec<String> = types.into_iter().collect();
+    if !annotations.is_empty() {
+        setters.push(pluralize("annotation", "annotations", annotations.len()).to_owned());
+        values.extend(annotations);
+    }
+    (!setters.is_empty()).then(|| Violation {
+        reason: pluralize(
+            "forbidden AppArmor profile",
+            "forbidden AppArmor profiles",
+            values.len(),
+        ),
+        detail: format!(
+            "{} must not set AppArmor profile type to {}",
+            setters.join(" and "),
+            join_quote(&values)
+        ),
+    })
+}
+
+/// Upstream's `seLinuxOptions` check: SELinux types only `container_t`, `container_init_t`,
+/// `container_kvm_t` (or unset); no user or role. (As upstream, the user and role parts of the
+/// detail are written only when a bad type was also set.)
+fn se_linux_options(spec: &Value) -> Option<Violation> {
+    const ALLOWED_TYPES: [&str; 4] = ["", "container_t", "container_init_t", "container_kvm_t"];
+    let mut types = BTreeSet::new();
+    let (mut set_user, mut set_role) = (false, false);
+    let mut valid = |holder: &Value| -> bool {
+        let Some(options) = holder
+            .get("securityContext")
+            .and_then(|s| s.get("seLinuxOptions"))
+            .filter(|o| !o.is_null())
+        else {
+            return true;
+        };
+        let field = |f: &str| options.get(f).and_then(Value::as_str).unwrap_or("");
+        let mut ok = true;
+        if !ALLOWED_TYPES.contains(&field("type")) {
+            ok = false;
+            types.insert(field("type").to_owned());
+        }
+        if !field("user").is_empty() {
+            ok = false;
+            set_user = true;
+        }
+        if !field("role").is_empty() {
+            ok = false;
+            set_role = true;
+        }
+        ok
+    };
+    let mut setters = Vec::new();
+    if !valid(spec) {
+        setters.push("pod".to_owned());
+    }
+    let bad: Vec<String> = containers(spec)
+        .filter(|c| !valid(c))
+        .map(|c| name(c).to_owned())
+        .collect();
+    if !bad.is_empty() {
+        setters.push(containers_phrase(&bad));
+    }
+    if setters.is_empty() {
+        return None;
+    }
+    let mut data = Vec::new();
+    if !types.is_empty() {
+        let types: Vec<String> = types.into_iter().collect();
+        data.push(format!(
+            "{} {}",
+            pluralize("type", "types", types.len()),
+            join_quote(&types)
+        ));
+        if set_user {
+            data.push("user may not be set".to_owned());
+        }
+        if set_role {
+            data.push("role may not be set".to_owned());
+        }
+    }
+    Some(Violation {
+        reason: "seLinuxOptions",
+        detail: format!(
+            "{} set forbidden securityContext.seLinuxOptions: {}",
+            setters.join(" and "),
+            data.join("; ")
+        ),
+    })
+}
+
+/// Upstream's `windowsHostProcess` check: neither the pod nor a container sets
+/// `securityContext.windowsOptions.hostProcess=true`.
+fn windows_host_process(spec: &Value) -> Option<Violation> {
+    let host_process = |holder: &Value| {
+        holder.at("/securityContext/windowsOptions/hostProcess") == Some(&Value::Bool(true))
+    };
+    let mut setters = Vec::new();
+    if host_process(spec) {
+        setters.push("pod".to_owned());
+    }
+    let bad: Vec<String> = containers(spec)
+        .filter(|c| host_process(c))
+        .map(|c| name(c).to_owned())
+        .collect();
+    if !bad.is_empty() {
+        setters.push(containers_phrase(&bad));
+    }
+    (!setters.is_empty()).then(|| Violation {
+        reason: "hostProcess",
+        detail: format!(
+            "{} must not set securityContext.windowsOptions.hostProcess=true",
+            setters.join(" and ")
+        ),
+    })
 }
 
 fn privileged(spec: &Value) -> Option<Violation> {
@@ -555,7 +737,7 @@ mod tests {
         let spec = json!({"containers": [{"name": "c", "image": "nginx",
             "securityContext": {"privileged": true}}]});
         assert_eq!(
-            forbidden_detail(&evaluate(&spec, true)),
+            forbidden_detail(&evaluate(None, &spec, true)),
             "privileged (container \"c\" must not set securityContext.privileged=true), \
              allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false), \
              unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"]), \
@@ -563,9 +745,93 @@ mod tests {
              seccompProfile (pod or container \"c\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")"
         );
         assert_eq!(
-            forbidden_detail(&evaluate(&spec, false)),
+            forbidden_detail(&evaluate(None, &spec, false)),
             "privileged (container \"c\" must not set securityContext.privileged=true)"
         );
+    }
+
+    /// Upstream's `TestCheckAppArmor_*`, `TestCheckSELinuxOptions`-style and
+    /// `windowsHostProcess` cases, with their expected reasons and details.
+    #[test]
+    fn app_armor_se_linux_and_host_process_checks_as_upstream() {
+        let prefix = APP_ARMOR_ANNOTATION_PREFIX;
+        let cases: Vec<(&str, Value, Value, &str)> = vec![
+            (
+                "allowed profiles and annotations",
+                json!({"annotations": {format!("{prefix}a"): "runtime/default",
+                    format!("{prefix}b"): "localhost/x", format!("{prefix}c"): "", "env": "prod"}}),
+                json!({"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{"name": "foo", "securityContext":
+                        {"appArmorProfile": {"type": "Localhost", "localhostProfile": "p"}}}]}),
+                "",
+            ),
+            (
+                "unconfined pod",
+                json!({}),
+                json!({"securityContext": {"appArmorProfile": {"type": "Unconfined"}}}),
+                "forbidden AppArmor profile (pod must not set AppArmor profile type to \"Unconfined\")",
+            ),
+            (
+                "unconfined init container",
+                json!({}),
+                json!({"containers": [{"name": "foo"}], "initContainers": [{"name": "bar",
+                    "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}]}),
+                "forbidden AppArmor profile (container \"bar\" must not set AppArmor profile type to \"Unconfined\")",
+            ),
+            (
+                "annotations",
+                json!({"annotations": {format!("{prefix}"): "bogus", format!("{prefix}a"): "",
+                    format!("{prefix}b"): "runtime/default", format!("{prefix}c"): "localhost/",
+                    format!("{prefix}d"): "localhost/foo", format!("{prefix}e"): "unconfined",
+                    format!("{prefix}f"): "unknown"}}),
+                json!({}),
+                "forbidden AppArmor profiles (annotations must not set AppArmor profile type to \
+                 \"container.apparmor.security.beta.kubernetes.io/=\"bogus\"\", \
+                 \"container.apparmor.security.beta.kubernetes.io/e=\"unconfined\"\", \
+                 \"container.apparmor.security.beta.kubernetes.io/f=\"unknown\"\")",
+            ),
+            (
+                "allowed SELinux types",
+                json!({}),
+                json!({"securityContext": {"seLinuxOptions": {"type": "container_t", "level": "s0"}},
+                    "containers": [{"name": "a", "securityContext":
+                        {"seLinuxOptions": {"type": "container_kvm_t"}}}]}),
+                "",
+            ),
+            (
+                "bad SELinux types, user and role",
+                json!({}),
+                json!({"securityContext": {"seLinuxOptions": {"type": "bar", "user": "u"}},
+                    "containers": [{"name": "a", "securityContext":
+                        {"seLinuxOptions": {"type": "foo", "role": "r"}}},
+                        {"name": "b", "securityContext": {"seLinuxOptions": {"type": "container_t"}}}]}),
+                "seLinuxOptions (pod and container \"a\" set forbidden securityContext.seLinuxOptions: \
+                 types \"bar\", \"foo\"; user may not be set; role may not be set)",
+            ),
+            (
+                // Upstream writes the user and role parts only beside a bad type.
+                "SELinux user alone",
+                json!({}),
+                json!({"securityContext": {"seLinuxOptions": {"user": "u"}}}),
+                "seLinuxOptions (pod set forbidden securityContext.seLinuxOptions: )",
+            ),
+            (
+                "hostProcess",
+                json!({}),
+                json!({"securityContext": {"windowsOptions": {"hostProcess": true}},
+                    "containers": [{"name": "a", "securityContext": {"windowsOptions": {"hostProcess": true}}},
+                        {"name": "b", "securityContext": {"windowsOptions": {"hostProcess": false}}},
+                        {"name": "c", "securityContext": {"windowsOptions": {"hostProcess": true}}}]}),
+                "hostProcess (pod and containers \"a\", \"c\" must not set securityContext.windowsOptions.hostProcess=true)",
+            ),
+        ];
+        for (name, metadata, spec, want) in cases {
+            assert_eq!(
+                forbidden_detail(&evaluate(Some(&metadata), &spec, false)),
+                want,
+                "{name}"
+            );
+        }
     }
 
     #[test]
@@ -630,7 +896,7 @@ mod tests {
         ];
         for case in cases {
             assert_eq!(
-                forbidden_detail(&evaluate(&case.spec, case.restricted)),
+                forbidden_detail(&evaluate(None, &case.spec, case.restricted)),
                 case.want.split_whitespace().collect::<Vec<_>>().join(" "),
                 "{}",
                 case.name

@@ -121,11 +121,11 @@ impl Policy {
 }
 
 /// The violations of a pod spec at `lv` as upstream's `ForbiddenDetail`, `None` when allowed.
-fn evaluate(lv: &LevelVersion, spec: &Value) -> Option<String> {
+fn evaluate(lv: &LevelVersion, metadata: Option<&Value>, spec: &Value) -> Option<String> {
     let violations = match lv.level {
         Level::Privileged => return None,
-        Level::Baseline => checks::evaluate(spec, false),
-        Level::Restricted => checks::evaluate(spec, true),
+        Level::Baseline => checks::evaluate(metadata, spec, false),
+        Level::Restricted => checks::evaluate(metadata, spec, true),
     };
     (!violations.is_empty()).then(|| checks::forbidden_detail(&violations))
 }
@@ -194,13 +194,17 @@ impl Plugin for PodSecurity {
         let Some(spec) = spec else {
             return Ok(());
         };
-        if is_pod && let Some(detail) = evaluate(&policy.enforce, spec) {
+        // The pod's (or template's) metadata sits beside its spec.
+        let metadata = spec_pointer
+            .strip_suffix("/spec")
+            .and_then(|parent| a.object.as_ref()?.at(&format!("{parent}/metadata")));
+        if is_pod && let Some(detail) = evaluate(&policy.enforce, metadata, spec) {
             return Err(a.forbidden(&format!(
                 "violates PodSecurity \"{}\": {detail}",
                 policy.enforce
             )));
         }
-        if let Some(detail) = evaluate(&policy.warn, spec) {
+        if let Some(detail) = evaluate(&policy.warn, metadata, spec) {
             a.add_warning(format!(
                 "would violate PodSecurity \"{}\": {detail}",
                 policy.warn
@@ -238,7 +242,7 @@ impl PodSecurity {
         for pod in pods.iter().take(NAMESPACE_POD_LIMIT) {
             let Some(detail) = pod
                 .get("spec")
-                .and_then(|s| evaluate(&new_policy.enforce, s))
+                .and_then(|s| evaluate(&new_policy.enforce, pod.get("metadata"), s))
             else {
                 continue;
             };
