@@ -141,7 +141,11 @@ impl WatchHub {
     /// not move `last` either, so an event at or below it that still arrives (an etcd without the
     /// fix for etcd-io/etcd#15220 may send a progress notification ahead of an event of the
     /// same revision) is still published rather than lost.
-    pub(crate) fn publish(&self, event: Event) {
+    ///
+    /// The version an update or delete replaced is usually the ring's previous event for the
+    /// key, read back from the backend as a separate copy; it is swapped for the ring's copy
+    /// (see [`share_prev_locked`]) so that each version is held once, not twice.
+    pub(crate) fn publish(&self, mut event: Event) {
         let mut state = self.lock();
         let rev = event.revision();
         if let Event::Progress { .. } = event {
@@ -151,6 +155,7 @@ impl WatchHub {
         if rev <= state.last {
             return;
         }
+        share_prev_locked(&state.ring, &mut event);
         state.last = rev;
         state.progressed = state.progressed.max(rev);
         dispatch_locked(&mut state.watchers, &event);
@@ -216,6 +221,38 @@ impl WatchHub {
     #[cfg(test)]
     pub(crate) fn watcher_count(&self) -> usize {
         self.lock().watchers.len()
+    }
+}
+
+/// Makes `event`'s replaced version share the bytes (and key) of the ring's event that wrote
+/// it, when that event is still in the ring and holds exactly the same version. Backends read
+/// the replaced version back from storage for every update and delete; without this, the ring,
+/// the watchers' queues and everything downstream would hold two copies of each version that
+/// was later replaced (BENCHMARKS.md, "Memory of the 10k run").
+fn share_prev_locked(ring: &VecDeque<Event>, event: &mut Event) {
+    let prev = match event {
+        Event::Put {
+            prev: Some(prev), ..
+        }
+        | Event::Delete { prev, .. } => prev,
+        Event::Put { prev: None, .. } | Event::Progress { .. } => return,
+    };
+    // The ring is in strictly increasing revision order.
+    let at = ring.partition_point(|e| e.revision() < prev.mod_revision);
+    let Some(Event::Put { kv: written, .. }) = ring.get(at) else {
+        return;
+    };
+    // Equal bytes are a cheap check next to a copy kept for minutes, and keep this exact even
+    // if a backend ever handed out a different value for the same revision.
+    if written.mod_revision == prev.mod_revision
+        && written.key == prev.key
+        && written.value == prev.value
+    {
+        prev.key = Arc::clone(&written.key);
+        prev.value = written.value.clone();
+        if let Event::Put { kv, .. } = event {
+            kv.key = Arc::clone(&written.key);
+        }
     }
 }
 
@@ -314,6 +351,95 @@ mod tests {
 
     fn revs(events: &[Event]) -> Vec<Revision> {
         events.iter().map(Event::revision).collect()
+    }
+
+    fn kv(key: &str, value: &[u8], create: Revision, rev: Revision) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            // A fresh allocation each time, as a backend reading the row back makes.
+            value: Bytes::copy_from_slice(value),
+            create_revision: create,
+            mod_revision: rev,
+        }
+    }
+
+    /// The ring's events for `key` after revision 0.
+    fn ring_events(hub: &WatchHub, key: &str) -> Vec<Event> {
+        match hub.subscribe(key, 0).0 {
+            Backlog::Ready(events) => events,
+            Backlog::Missing { .. } => panic!("the ring covers revision 0"),
+        }
+    }
+
+    #[test]
+    fn a_replaced_version_shares_the_bytes_of_the_event_that_wrote_it() {
+        let hub = WatchHub::new(0, 10, 16);
+        hub.publish(Event::Put {
+            kv: kv("/p/a", b"v1", 1, 1),
+            prev: None,
+        });
+        hub.publish(put("/p/b", 2));
+        hub.publish(Event::Put {
+            kv: kv("/p/a", b"v2", 1, 3),
+            prev: Some(kv("/p/a", b"v1", 1, 1)),
+        });
+        hub.publish(Event::Delete {
+            revision: 4,
+            prev: kv("/p/a", b"v2", 1, 3),
+        });
+        let events = ring_events(&hub, "/p/a");
+        let [
+            Event::Put { kv: v1, prev: None },
+            Event::Put {
+                kv: v2,
+                prev: Some(replaced_v1),
+            },
+            Event::Delete {
+                prev: replaced_v2, ..
+            },
+        ] = events.as_slice()
+        else {
+            panic!("create, update, delete: {events:?}");
+        };
+        assert_eq!(replaced_v1, v1, "same version");
+        assert_eq!(replaced_v1.value.as_ptr(), v1.value.as_ptr(), "not a copy");
+        assert!(Arc::ptr_eq(&replaced_v1.key, &v1.key));
+        assert!(Arc::ptr_eq(&v2.key, &v1.key), "the key is shared too");
+        assert_eq!(replaced_v2, v2);
+        assert_eq!(replaced_v2.value.as_ptr(), v2.value.as_ptr(), "not a copy");
+    }
+
+    #[test]
+    fn a_replaced_version_that_differs_from_the_ring_is_kept_as_given() {
+        let hub = WatchHub::new(0, 10, 16);
+        hub.publish(Event::Put {
+            kv: kv("/p/a", b"v1", 1, 1),
+            prev: None,
+        });
+        // Not what revision 1 wrote (a backend bug or another key): delivered unchanged.
+        let odd = kv("/p/a", b"other", 1, 1);
+        hub.publish(Event::Put {
+            kv: kv("/p/a", b"v2", 1, 2),
+            prev: Some(odd.clone()),
+        });
+        // Older than the ring: nothing to share with.
+        let old = kv("/p/c", b"v0", 0, 0);
+        hub.publish(Event::Delete {
+            revision: 3,
+            prev: old.clone(),
+        });
+        let events = ring_events(&hub, "/p/");
+        let Event::Put {
+            prev: Some(prev), ..
+        } = &events[1]
+        else {
+            panic!("an update: {events:?}");
+        };
+        assert_eq!(prev, &odd);
+        let Event::Delete { prev, .. } = &events[2] else {
+            panic!("a delete: {events:?}");
+        };
+        assert_eq!(prev, &old);
     }
 
     #[tokio::test]
