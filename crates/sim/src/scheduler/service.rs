@@ -15,6 +15,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::NO_RESYNC;
+
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
@@ -344,13 +346,13 @@ impl Scheduler {
             queue: RateLimitingQueue::new(limiter),
             unschedulable: Mutex::new(HashSet::new()),
         });
-        pods.add_event_handler(PodHandler(shared.clone()))
+        pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
                 resource: "pods",
                 source,
             })?;
         nodes
-            .add_event_handler(NodeHandler(shared.clone()))
+            .add_event_handler_with_resync_period(NodeHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
                 resource: "nodes",
                 source,

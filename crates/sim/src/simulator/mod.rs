@@ -31,6 +31,8 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::NO_RESYNC;
+
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -427,13 +429,13 @@ impl Simulator {
             pods: pods.lister(),
             nodes: nodes.lister(),
         });
-        pods.add_event_handler(PodHandler(shared.clone()))
+        pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
                 resource: "pods",
                 source,
             })?;
         nodes
-            .add_event_handler(NodeHandler(shared.clone()))
+            .add_event_handler_with_resync_period(NodeHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
                 resource: "nodes",
                 source,

@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::NO_RESYNC;
+
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference,
     PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimStatus, PersistentVolumeSpec,
@@ -279,9 +281,14 @@ impl Provisioner {
         let mut provisioner = Self::with_caches(caches, client);
         let handlers = provisioner.handlers();
         for err in [
-            claims.add_event_handler(handlers.clone()).err(),
-            pods.add_event_handler(handlers.clone()).err(),
-            classes.add_event_handler(handlers).err(),
+            claims
+                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
+                .err(),
+            pods.add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
+                .err(),
+            classes
+                .add_event_handler_with_resync_period(handlers, NO_RESYNC)
+                .err(),
         ]
         .into_iter()
         .flatten()
