@@ -15,8 +15,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::NO_RESYNC;
-
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
@@ -34,6 +32,7 @@ use kcm_machinery::workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQu
 use super::DEFAULT_SCHEDULER_NAME;
 use super::cache::SchedulerCache;
 use super::resources::occupies_node;
+use crate::NO_RESYNC;
 use crate::client::{ClusterClient, KubeClusterClient};
 
 /// Event reason for a pod bound to a node.

@@ -31,8 +31,6 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::NO_RESYNC;
-
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -48,6 +46,7 @@ use kcm_machinery::informer::{
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
 
+use crate::NO_RESYNC;
 use crate::client::{ClusterClient, KubeClusterClient};
 use crate::ipam::PodIpAllocator;
 use crate::node::{

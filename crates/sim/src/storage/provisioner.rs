@@ -15,8 +15,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::NO_RESYNC;
-
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference,
     PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimStatus, PersistentVolumeSpec,
@@ -35,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::class::{PROVISIONER, WAIT_FOR_FIRST_CONSUMER, binding_mode, class_of};
 use super::client::VolumeClient;
+use crate::NO_RESYNC;
 
 /// The annotation naming the node a `WaitForFirstConsumer` claim is provisioned on (set by
 /// kube-scheduler upstream; read here when present).
