@@ -242,10 +242,11 @@ fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
-/// The scheduler, the simulated nodes and the storage provisioner, sharing one informer
-/// factory, as `kcm sim` runs them.
+/// The scheduler, the simulated nodes and the storage provisioner, as `kcm sim` runs them but
+/// on the controller manager's informer factory: in one process, one watch and one cache per
+/// resource serve both (a second factory cached every pod twice: BENCHMARKS.md, "Memory of the
+/// 10k run"). Their writes still go through their own client.
 struct SimulatedNodes {
-    factory: SharedInformerFactory,
     /// Writes the scheduler's events; flushed on stop.
     events: EventBroadcaster,
     /// The scheduler's and the simulator's run loops; they end when the token is cancelled.
@@ -255,22 +256,26 @@ struct SimulatedNodes {
 }
 
 impl SimulatedNodes {
+    /// Starts them on `factory` (the controller manager's, already started): the informers only
+    /// they use are started here under `informers_cancel` (the manager's, so that its shutdown
+    /// of the factory never waits for them); the run loops stop with `cancel`.
     fn start(
         client: kube::Client,
+        factory: &SharedInformerFactory,
+        informers_cancel: &CancellationToken,
         config: SimulatorConfig,
         cancel: &CancellationToken,
     ) -> anyhow::Result<Self> {
-        let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
         let events = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
         let recorder = events.recorder(DEFAULT_SCHEDULER_NAME, None);
         let scheduler =
-            Scheduler::new(client.clone(), &factory, recorder).context("starting the scheduler")?;
+            Scheduler::new(client.clone(), factory, recorder).context("starting the scheduler")?;
         let provisioner = Arc::new(Provisioner::new(
-            &factory,
+            factory,
             Arc::new(KubeVolumeClient::new(client.clone())),
         ));
         let simulator =
-            Simulator::new(client, &factory, config).context("starting the simulated nodes")?;
+            Simulator::new(client, factory, config).context("starting the simulated nodes")?;
         let scheduler_running = Arc::new(AtomicBool::new(true));
         let tasks = vec![
             tokio::spawn({
@@ -290,24 +295,22 @@ impl SimulatedNodes {
                 async move { simulator.run(cancel).await }
             }),
         ];
-        factory.start(cancel);
+        factory.start(informers_cancel);
         Ok(Self {
-            factory,
             events,
             tasks,
             scheduler_running,
         })
     }
 
-    /// Waits for the run loops (cancel their token first), then stops the informers and
-    /// flushes the events.
+    /// Waits for the run loops (cancel their token first), then flushes the events. Their
+    /// informers stop with the token and the controller manager's factory.
     async fn stopped(self) {
         for task in self.tasks {
             if let Err(err) = task.await {
                 tracing::error!(%err, "a scheduler or simulator task failed");
             }
         }
-        self.factory.shutdown().await;
         self.events.shutdown().await;
     }
 }
@@ -420,7 +423,19 @@ impl EmbeddedCluster {
             .start(cancel.child_token())
             .await
             .context("starting the controller manager")?;
-        let nodes = match SimulatedNodes::start(node_client, args.simulator_config(), cancel) {
+        let nodes = match manager.informer_factory().await {
+            Some(informers) => SimulatedNodes::start(
+                node_client,
+                &informers.factory,
+                &informers.cancel,
+                args.simulator_config(),
+                cancel,
+            ),
+            None => Err(anyhow::anyhow!(
+                "the controller manager stopped before building its informers"
+            )),
+        };
+        let nodes = match nodes {
             Ok(nodes) => nodes,
             Err(err) => {
                 cancel.cancel();
@@ -687,6 +702,68 @@ mod tests {
              export KUBECONFIG=/home/u/.local/share/kcm/kubeconfig\n"
         );
         assert!(ready_banner("u", Path::new("/k"), 1).contains("1 simulated node ("));
+    }
+
+    /// Pod watches the API server has served (`apiserver_request_total`).
+    async fn pod_watches(client: &kube::Client) -> f64 {
+        let request = http::Request::get("/metrics")
+            .body(Vec::new())
+            .expect("request");
+        let text = client.request_text(request).await.expect("/metrics");
+        text.lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+            .filter(|l| l.contains("verb=\"WATCH\"") && l.contains("resource=\"pods\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_simulated_nodes_see_pods_through_the_controllers_informers() {
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::Api;
+        use kube::api::PostParams;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.storage = StorageBackend::Memory;
+        let server = Server::start(config).await.expect("API server");
+        let client = server.client().expect("client");
+        let cli =
+            Cli::try_parse_from(["kcm", "--nodes", "1", "--pod-ready-delay", "0s"]).expect("flags");
+        let cancel = CancellationToken::new();
+        let cluster = EmbeddedCluster::start(&server, &cli.args, client.clone(), &cancel)
+            .await
+            .expect("cluster");
+
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "pause"}]}
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create");
+        // Scheduled and started: the scheduler and the kubelets see the pod.
+        let running = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let phase = pods.get("p").await.ok().and_then(|p| p.status?.phase);
+                if phase.as_deref() == Some("Running") {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let watches = pod_watches(&client).await;
+        cluster.stop(&cancel).await.expect("stop");
+        server.shutdown().await;
+        running.expect("the pod runs");
+        assert_eq!(
+            watches, 1.0,
+            "one pod watch serves the controllers, the scheduler and the nodes"
+        );
     }
 
     #[test]

@@ -24,3 +24,8 @@ pub mod usage;
 
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use simulator::{Simulator, SimulatorConfig};
+
+/// The resync period of every handler the scheduler, the nodes and the provisioner register:
+/// none. They react to changes only, whatever the default of the factory they are given (in
+/// `kcm up` that is the controller manager's, which resyncs its own handlers every 12-24 h).
+pub(crate) const NO_RESYNC: std::time::Duration = std::time::Duration::ZERO;

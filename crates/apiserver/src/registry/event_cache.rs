@@ -16,8 +16,11 @@ use crate::registry::decode_stored;
 use crate::registry::resource::ResourceDef;
 use crate::storage::{KeyValue, Revision};
 
-/// Entries kept (objects and lines together) before the oldest are forgotten.
-pub const DEFAULT_EVENT_CACHE_CAPACITY: usize = 4096;
+/// Entries kept (objects and lines together) before the oldest are forgotten. The cache only
+/// has to span the moments in which the watchers of one resource take the same event, a
+/// fraction of a second even at a thousand writes a second; 4,096 lines of ~2.5 KB pods held
+/// 10 MB for nothing (BENCHMARKS.md, "Memory of the 10k run").
+pub const DEFAULT_EVENT_CACHE_CAPACITY: usize = 1024;
 
 /// Which served version of which key at which revision.
 type ObjectKey = (usize, Arc<str>, Revision);

@@ -39,6 +39,14 @@ struct HubState {
     ring: VecDeque<Event>,
     /// The most events `ring` holds (0 keeps none: every backlog comes from the backend).
     ring_capacity: usize,
+    /// The bytes of values each event of `ring` holds that no earlier ring event shares
+    /// (same order and length as `ring`).
+    ring_sizes: VecDeque<usize>,
+    /// The sum of `ring_sizes`.
+    ring_bytes: usize,
+    /// The most bytes `ring` holds: the oldest events are dropped beyond it, except the
+    /// newest, which is always kept (while `ring_capacity` > 0).
+    ring_byte_limit: usize,
     /// Events at or below this revision are not (all) in the ring.
     floor: Revision,
     /// The revision of the last published event (or the starting revision); `floor <= last`.
@@ -100,6 +108,9 @@ impl WatchHub {
             state: Mutex::new(HubState {
                 ring: VecDeque::with_capacity(ring_capacity.min(1024)),
                 ring_capacity,
+                ring_sizes: VecDeque::with_capacity(ring_capacity.min(1024)),
+                ring_bytes: 0,
+                ring_byte_limit: usize::MAX,
                 floor: start,
                 last: start,
                 progressed: start,
@@ -107,6 +118,14 @@ impl WatchHub {
             }),
             watcher_buffer: watcher_buffer.max(1),
         }
+    }
+
+    /// Also bounds the ring by the bytes of the values it holds: a window sized by events
+    /// alone holds ten thousand whole objects however large they are (BENCHMARKS.md, "Memory
+    /// of the 10k run"). A watch from before the window reads its backlog from the backend.
+    pub(crate) fn with_ring_byte_limit(self, bytes: usize) -> Self {
+        self.lock().ring_byte_limit = bytes;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, HubState> {
@@ -141,7 +160,11 @@ impl WatchHub {
     /// not move `last` either, so an event at or below it that still arrives (an etcd without the
     /// fix for etcd-io/etcd#15220 may send a progress notification ahead of an event of the
     /// same revision) is still published rather than lost.
-    pub(crate) fn publish(&self, event: Event) {
+    ///
+    /// The version an update or delete replaced is usually the ring's previous event for the
+    /// key, read back from the backend as a separate copy; it is swapped for the ring's copy
+    /// (see [`share_prev_locked`]) so that each version is held once, not twice.
+    pub(crate) fn publish(&self, mut event: Event) {
         let mut state = self.lock();
         let rev = event.revision();
         if let Event::Progress { .. } = event {
@@ -151,6 +174,7 @@ impl WatchHub {
         if rev <= state.last {
             return;
         }
+        let size = share_prev_locked(&state.ring, &mut event);
         state.last = rev;
         state.progressed = state.progressed.max(rev);
         dispatch_locked(&mut state.watchers, &event);
@@ -158,12 +182,17 @@ impl WatchHub {
             state.floor = rev;
             return;
         }
-        if state.ring.len() >= state.ring_capacity
+        while (state.ring.len() >= state.ring_capacity
+            || state.ring_bytes.saturating_add(size) > state.ring_byte_limit)
             && let Some(old) = state.ring.pop_front()
         {
             state.floor = old.revision();
+            state.ring_bytes -= state.ring_sizes.pop_front().unwrap_or(0);
         }
         state.ring.push_back(event);
+        state.ring_sizes.push_back(size);
+        state.ring_bytes += size;
+        debug_assert_eq!(state.ring.len(), state.ring_sizes.len());
     }
 
     /// Registers a watcher for keys under `prefix` with revisions after `after`, and returns
@@ -201,6 +230,8 @@ impl WatchHub {
     pub(crate) fn reset(&self, start: Revision) {
         let mut state = self.lock();
         state.ring.clear();
+        state.ring_sizes.clear();
+        state.ring_bytes = 0;
         state.floor = start;
         state.last = start;
         state.progressed = start;
@@ -217,6 +248,45 @@ impl WatchHub {
     pub(crate) fn watcher_count(&self) -> usize {
         self.lock().watchers.len()
     }
+}
+
+/// Makes `event`'s replaced version share the bytes (and key) of the ring's event that wrote
+/// it, when that event is still in the ring and holds exactly the same version. Backends read
+/// the replaced version back from storage for every update and delete; without this, the ring,
+/// the watchers' queues and everything downstream would hold two copies of each version that
+/// was later replaced (BENCHMARKS.md, "Memory of the 10k run").
+///
+/// Returns the bytes of values the event holds that no earlier ring event shares.
+fn share_prev_locked(ring: &VecDeque<Event>, event: &mut Event) -> usize {
+    let (own, prev) = match event {
+        Event::Put {
+            kv,
+            prev: Some(prev),
+        } => (kv.value.len(), prev),
+        Event::Delete { prev, .. } => (0, prev),
+        Event::Put { kv, prev: None } => return kv.value.len(),
+        Event::Progress { .. } => return 0,
+    };
+    let unshared = own + prev.value.len();
+    // The ring is in strictly increasing revision order.
+    let at = ring.partition_point(|e| e.revision() < prev.mod_revision);
+    let Some(Event::Put { kv: written, .. }) = ring.get(at) else {
+        return unshared;
+    };
+    // Equal bytes are a cheap check next to a copy kept for minutes, and keep this exact even
+    // if a backend ever handed out a different value for the same revision.
+    if written.mod_revision == prev.mod_revision
+        && written.key == prev.key
+        && written.value == prev.value
+    {
+        prev.key = Arc::clone(&written.key);
+        prev.value = written.value.clone();
+        if let Event::Put { kv, .. } = event {
+            kv.key = Arc::clone(&written.key);
+        }
+        return own;
+    }
+    unshared
 }
 
 /// Sends `event` to every matching watcher, dropping closed and overflowing ones.
@@ -314,6 +384,137 @@ mod tests {
 
     fn revs(events: &[Event]) -> Vec<Revision> {
         events.iter().map(Event::revision).collect()
+    }
+
+    fn kv(key: &str, value: &[u8], create: Revision, rev: Revision) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            // A fresh allocation each time, as a backend reading the row back makes.
+            value: Bytes::copy_from_slice(value),
+            create_revision: create,
+            mod_revision: rev,
+        }
+    }
+
+    /// The ring's events for `key` after revision 0.
+    fn ring_events(hub: &WatchHub, key: &str) -> Vec<Event> {
+        match hub.subscribe(key, 0).0 {
+            Backlog::Ready(events) => events,
+            Backlog::Missing { .. } => panic!("the ring covers revision 0"),
+        }
+    }
+
+    /// The ring's events after `after`.
+    fn ring_events_after(hub: &WatchHub, after: Revision) -> Vec<Event> {
+        match hub.subscribe("", after).0 {
+            Backlog::Ready(events) => events,
+            Backlog::Missing { .. } => panic!("the ring covers revision {after}"),
+        }
+    }
+
+    #[test]
+    fn a_replaced_version_shares_the_bytes_of_the_event_that_wrote_it() {
+        let hub = WatchHub::new(0, 10, 16);
+        hub.publish(Event::Put {
+            kv: kv("/p/a", b"v1", 1, 1),
+            prev: None,
+        });
+        hub.publish(put("/p/b", 2));
+        hub.publish(Event::Put {
+            kv: kv("/p/a", b"v2", 1, 3),
+            prev: Some(kv("/p/a", b"v1", 1, 1)),
+        });
+        hub.publish(Event::Delete {
+            revision: 4,
+            prev: kv("/p/a", b"v2", 1, 3),
+        });
+        let events = ring_events(&hub, "/p/a");
+        let [
+            Event::Put { kv: v1, prev: None },
+            Event::Put {
+                kv: v2,
+                prev: Some(replaced_v1),
+            },
+            Event::Delete {
+                prev: replaced_v2, ..
+            },
+        ] = events.as_slice()
+        else {
+            panic!("create, update, delete: {events:?}");
+        };
+        assert_eq!(replaced_v1, v1, "same version");
+        assert_eq!(replaced_v1.value.as_ptr(), v1.value.as_ptr(), "not a copy");
+        assert!(Arc::ptr_eq(&replaced_v1.key, &v1.key));
+        assert!(Arc::ptr_eq(&v2.key, &v1.key), "the key is shared too");
+        assert_eq!(replaced_v2, v2);
+        assert_eq!(replaced_v2.value.as_ptr(), v2.value.as_ptr(), "not a copy");
+    }
+
+    #[test]
+    fn a_replaced_version_that_differs_from_the_ring_is_kept_as_given() {
+        let hub = WatchHub::new(0, 10, 16);
+        hub.publish(Event::Put {
+            kv: kv("/p/a", b"v1", 1, 1),
+            prev: None,
+        });
+        // Not what revision 1 wrote (a backend bug or another key): delivered unchanged.
+        let odd = kv("/p/a", b"other", 1, 1);
+        hub.publish(Event::Put {
+            kv: kv("/p/a", b"v2", 1, 2),
+            prev: Some(odd.clone()),
+        });
+        // Older than the ring: nothing to share with.
+        let old = kv("/p/c", b"v0", 0, 0);
+        hub.publish(Event::Delete {
+            revision: 3,
+            prev: old.clone(),
+        });
+        let events = ring_events(&hub, "/p/");
+        let Event::Put {
+            prev: Some(prev), ..
+        } = &events[1]
+        else {
+            panic!("an update: {events:?}");
+        };
+        assert_eq!(prev, &odd);
+        let Event::Delete { prev, .. } = &events[2] else {
+            panic!("a delete: {events:?}");
+        };
+        assert_eq!(prev, &old);
+    }
+
+    #[test]
+    fn the_ring_is_bounded_by_bytes_as_well_as_events() {
+        // 30 bytes: three 10-byte values, or one update whose replaced version is shared.
+        let hub = WatchHub::new(0, 100, 16).with_ring_byte_limit(30);
+        for rev in 1..=3 {
+            hub.publish(Event::Put {
+                kv: kv(&format!("/p/{rev}"), &[b'x'; 10], rev, rev),
+                prev: None,
+            });
+        }
+        assert_eq!(hub.floor(), 0, "30 bytes fit");
+        hub.publish(Event::Put {
+            kv: kv("/p/3", &[b'y'; 10], 3, 4),
+            prev: Some(kv("/p/3", &[b'x'; 10], 3, 3)),
+        });
+        assert_eq!(
+            hub.floor(),
+            1,
+            "the oldest event made room for 10 bytes, not 20"
+        );
+        assert_eq!(revs(&ring_events_after(&hub, 1)), vec![2, 3, 4]);
+        assert!(matches!(
+            hub.subscribe("/p/", 0).0,
+            Backlog::Missing { upto: 4 }
+        ));
+        // A value larger than the limit is still kept, alone.
+        hub.publish(Event::Put {
+            kv: kv("/p/big", &[b'z'; 100], 5, 5),
+            prev: None,
+        });
+        assert_eq!(hub.floor(), 4);
+        assert_eq!(revs(&ring_events_after(&hub, 4)), vec![5]);
     }
 
     #[tokio::test]

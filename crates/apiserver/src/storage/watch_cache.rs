@@ -29,6 +29,11 @@ use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Storage,
 /// How many recent events a watch cache keeps unless told otherwise.
 pub const DEFAULT_WATCH_CACHE_CAPACITY: usize = 10_000;
 
+/// How many bytes of stored values a watch cache keeps at most: ten thousand events of ~3 KB
+/// pods held 30 MB (BENCHMARKS.md, "Memory of the 10k run"); older backlogs come from the
+/// backend, which keeps its own history.
+pub const DEFAULT_WATCH_CACHE_BYTES: usize = 8 << 20;
+
 /// How long the feeder waits before reopening its backend watch after a backend error.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
@@ -42,7 +47,8 @@ pub struct WatchCache {
 }
 
 impl WatchCache {
-    /// A cache of the last `capacity` events of `inner`, starting at its current revision.
+    /// A cache of the last `capacity` events of `inner` (at most [`DEFAULT_WATCH_CACHE_BYTES`]
+    /// of values), starting at its current revision.
     /// Must be called within a tokio runtime (it spawns the task that feeds the cache).
     pub async fn new(inner: Arc<dyn Storage>, capacity: usize) -> Result<Self> {
         Self::with_watcher_buffer(inner, capacity, DEFAULT_WATCHER_BUFFER).await
@@ -57,7 +63,10 @@ impl WatchCache {
     ) -> Result<Self> {
         let start = inner.current_revision().await?;
         let source = inner.watch("", start).await?;
-        let hub = Arc::new(WatchHub::new(start, capacity, watcher_buffer));
+        let hub = Arc::new(
+            WatchHub::new(start, capacity, watcher_buffer)
+                .with_ring_byte_limit(DEFAULT_WATCH_CACHE_BYTES),
+        );
         let feeder =
             tokio::spawn(feed(Arc::clone(&inner), Arc::clone(&hub), source)).abort_handle();
         Ok(WatchCache { inner, hub, feeder })

@@ -299,7 +299,9 @@ impl ControllerManager {
             }),
             fatal: Mutex::new(None),
             stop: stop.clone(),
+            factory: tokio::sync::watch::Sender::new(None),
         });
+        let factory = shared.factory.subscribe();
         self.health
             .readyz
             .add("informer-sync", readiness_check(&shared));
@@ -409,6 +411,7 @@ impl ControllerManager {
             health: self.health,
             hard_stop,
             task,
+            factory,
         })
     }
 }
@@ -530,6 +533,19 @@ struct Shared {
     fatal: Mutex<Option<Error>>,
     /// Cancelled on shutdown or on a fatal error.
     stop: CancellationToken,
+    /// The controllers' informer factory, once built (see [`RunningManager::informer_factory`]).
+    factory: tokio::sync::watch::Sender<Option<ManagerInformers>>,
+}
+
+/// The controller manager's informer factory and the token its informers run under, for
+/// components embedded in the same process (see [`RunningManager::informer_factory`]).
+#[derive(Clone, Debug)]
+pub struct ManagerInformers {
+    /// The factory every controller takes its informers from.
+    pub factory: SharedInformerFactory,
+    /// Start informers added to `factory` under this token: it is cancelled when the
+    /// controllers stop, before the manager shuts the factory down and waits for them.
+    pub cancel: CancellationToken,
 }
 
 impl Shared {
@@ -643,6 +659,10 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
         shared.client.clone(),
         options.resync_period(1.0 + rand::random::<f64>()),
     );
+    shared.factory.send_replace(Some(ManagerInformers {
+        factory: factory.clone(),
+        cancel: token.clone(),
+    }));
     let ctx = ControllerContext {
         client: shared.client.clone(),
         factory: factory.clone(),
@@ -785,6 +805,8 @@ pub struct RunningManager {
     hard_stop: CancellationToken,
     /// The manager's main task.
     task: JoinHandle<Result<()>>,
+    /// The controllers' informer factory once built; closed when the manager ends.
+    factory: tokio::sync::watch::Receiver<Option<ManagerInformers>>,
 }
 
 impl std::fmt::Debug for RunningManager {
@@ -833,6 +855,20 @@ impl RunningManager {
     /// The health endpoints.
     pub fn health(&self) -> &HealthEndpoints {
         &self.health
+    }
+
+    /// The informer factory the controllers take their informers from, once built (as
+    /// leader, before the controllers' init functions run); `None` if the manager ended first.
+    ///
+    /// Components embedded in the same process (`kcm up`'s scheduler and simulated nodes) take
+    /// their informers from it, so that each object is watched and cached once per process
+    /// instead of once per component. Informers they ask for after the factory started must be
+    /// started with [`SharedInformerFactory::start`] under [`ManagerInformers::cancel`]: the
+    /// manager shuts the factory down (waiting for those informers too) when it stops.
+    pub async fn informer_factory(&self) -> Option<ManagerInformers> {
+        let mut factory = self.factory.clone();
+        let built = factory.wait_for(Option::is_some).await.ok()?;
+        built.clone()
     }
 
     /// Abandons the manager as a crash would: the lease is neither renewed nor released,

@@ -493,3 +493,62 @@ async fn a_busy_port_fails_start_naming_the_address() {
         "{err}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn embedders_get_the_informers_the_controllers_use() {
+    let descriptor = ControllerDescriptor::new("pods-controller", move |ctx: ControllerContext| {
+        async move {
+            // The controller's cache, seeded directly: an embedder must see this very store.
+            let pods = ctx.factory.pods();
+            pods.indexer()
+                .add(Arc::new(Pod {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some("seeded".into()),
+                        namespace: Some("default".into()),
+                        ..Default::default()
+                    },
+                    ..Pod::default()
+                }))
+                .expect("add");
+            let cancel = ctx.cancel.clone();
+            Ok(Some(StartedController::new(async move {
+                cancel.cancelled().await
+            })))
+        }
+    });
+    let registry = ControllerRegistry::new()
+        .with(descriptor)
+        .expect("registry");
+    let cancel = CancellationToken::new();
+    let running = ControllerManager::new(options(&["--leader-elect=false"]), registry)
+        .expect("manager")
+        .with_kube_config(unreachable_config())
+        .start(cancel.clone())
+        .await
+        .expect("start");
+
+    let informers = with_timeout(running.informer_factory())
+        .await
+        .expect("built")
+        .expect("the manager runs");
+    let pods = informers.factory.pods();
+    assert!(
+        eventually(Duration::from_secs(5), || pods.has_started()).await,
+        "the manager started the informer it handed out"
+    );
+    assert!(
+        pods.lister().get("default", "seeded").is_some(),
+        "the same cache as the controller's, not a second informer"
+    );
+
+    cancel.cancel();
+    with_timeout(running.wait())
+        .await
+        .expect("stops")
+        .expect("graceful stop is Ok");
+    assert!(
+        informers.cancel.is_cancelled(),
+        "added informers stop with it"
+    );
+    assert!(pods.is_stopped(), "stopped with the manager");
+}

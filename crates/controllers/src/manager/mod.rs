@@ -45,8 +45,8 @@ pub mod tls;
 pub use client_config::load_client_config;
 pub use context::ControllerContext;
 pub use controller_manager::{
-    CONTROLLER_SHUTDOWN_GRACE, ControllerManager, LEADER_ELECTION_HEALTH_TOLERANCE, Phase,
-    RunningManager,
+    CONTROLLER_SHUTDOWN_GRACE, ControllerManager, LEADER_ELECTION_HEALTH_TOLERANCE,
+    ManagerInformers, Phase, RunningManager,
 };
 pub use duration::{GoDuration, ParseDurationError};
 pub use error::{BoxError, Error, RegistryError, Result};

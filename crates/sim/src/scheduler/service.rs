@@ -32,6 +32,7 @@ use kcm_machinery::workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQu
 use super::DEFAULT_SCHEDULER_NAME;
 use super::cache::SchedulerCache;
 use super::resources::occupies_node;
+use crate::NO_RESYNC;
 use crate::client::{ClusterClient, KubeClusterClient};
 
 /// Event reason for a pod bound to a node.
@@ -344,13 +345,13 @@ impl Scheduler {
             queue: RateLimitingQueue::new(limiter),
             unschedulable: Mutex::new(HashSet::new()),
         });
-        pods.add_event_handler(PodHandler(shared.clone()))
+        pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
                 resource: "pods",
                 source,
             })?;
         nodes
-            .add_event_handler(NodeHandler(shared.clone()))
+            .add_event_handler_with_resync_period(NodeHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
                 resource: "nodes",
                 source,

@@ -46,6 +46,7 @@ use kcm_machinery::informer::{
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
 
+use crate::NO_RESYNC;
 use crate::client::{ClusterClient, KubeClusterClient};
 use crate::ipam::PodIpAllocator;
 use crate::node::{
@@ -427,13 +428,13 @@ impl Simulator {
             pods: pods.lister(),
             nodes: nodes.lister(),
         });
-        pods.add_event_handler(PodHandler(shared.clone()))
+        pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
                 resource: "pods",
                 source,
             })?;
         nodes
-            .add_event_handler(NodeHandler(shared.clone()))
+            .add_event_handler_with_resync_period(NodeHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
                 resource: "nodes",
                 source,

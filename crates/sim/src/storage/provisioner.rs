@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::class::{PROVISIONER, WAIT_FOR_FIRST_CONSUMER, binding_mode, class_of};
 use super::client::VolumeClient;
+use crate::NO_RESYNC;
 
 /// The annotation naming the node a `WaitForFirstConsumer` claim is provisioned on (set by
 /// kube-scheduler upstream; read here when present).
@@ -279,9 +280,14 @@ impl Provisioner {
         let mut provisioner = Self::with_caches(caches, client);
         let handlers = provisioner.handlers();
         for err in [
-            claims.add_event_handler(handlers.clone()).err(),
-            pods.add_event_handler(handlers.clone()).err(),
-            classes.add_event_handler(handlers).err(),
+            claims
+                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
+                .err(),
+            pods.add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
+                .err(),
+            classes
+                .add_event_handler_with_resync_period(handlers, NO_RESYNC)
+                .err(),
         ]
         .into_iter()
         .flatten()
