@@ -167,7 +167,12 @@ fn http_pod_creates(c: &mut Criterion) {
         let n = latencies.len();
         let p50 = quantile(&mut latencies, 0.5);
         let p99 = quantile(&mut latencies, 0.99);
-        println!("pod_create_http/{name}: p50 {p50:.1?}, p99 {p99:.1?} over {n} creates");
+        let micros = |d: Duration| d.as_secs_f64() * 1e6;
+        println!(
+            "pod_create_http/{name}: p50 {:.0} µs, p99 {:.0} µs over {n} creates",
+            micros(p50),
+            micros(p99)
+        );
         rt.block_on(server.shutdown());
         drop(dir);
     }
