@@ -113,6 +113,19 @@ async fn start_elected(
         .expect("start")
 }
 
+/// Starts `registry`'s controllers without leader election against an unreachable server.
+async fn start_unelected(
+    registry: ControllerRegistry,
+    cancel: &CancellationToken,
+) -> RunningManager {
+    ControllerManager::new(options(&["--leader-elect=false"]), registry)
+        .expect("manager")
+        .with_kube_config(unreachable_config())
+        .start(cancel.clone())
+        .await
+        .expect("start")
+}
+
 fn with_timeout<F: Future>(f: F) -> tokio::time::Timeout<F> {
     tokio::time::timeout(Duration::from_secs(120), f)
 }
@@ -207,12 +220,7 @@ async fn readyz_fails_until_caches_sync_and_controllers_wait_for_them() {
         .with(descriptor)
         .expect("registry");
     let cancel = CancellationToken::new();
-    let running = ControllerManager::new(options(&["--leader-elect=false"]), registry)
-        .expect("manager")
-        .with_kube_config(unreachable_config())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let running = start_unelected(registry, &cancel).await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     let (code, body) = status(&running, "readyz");
     assert_eq!(code, 500, "{body}");
@@ -447,12 +455,7 @@ async fn a_controller_that_stops_on_its_own_fails_healthz() {
         .and_then(|r| r.with(unhealthy))
         .expect("registry");
     let cancel = CancellationToken::new();
-    let running = ControllerManager::new(options(&["--leader-elect=false"]), registry)
-        .expect("manager")
-        .with_kube_config(unreachable_config())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let running = start_unelected(registry, &cancel).await;
     assert!(
         eventually(Duration::from_secs(5), || status(&running, "healthz").0
             == 500)
@@ -520,12 +523,7 @@ async fn embedders_get_the_informers_the_controllers_use() {
         .with(descriptor)
         .expect("registry");
     let cancel = CancellationToken::new();
-    let running = ControllerManager::new(options(&["--leader-elect=false"]), registry)
-        .expect("manager")
-        .with_kube_config(unreachable_config())
-        .start(cancel.clone())
-        .await
-        .expect("start");
+    let running = start_unelected(registry, &cancel).await;
 
     let informers = with_timeout(running.informer_factory())
         .await

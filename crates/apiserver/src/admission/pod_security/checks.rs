@@ -112,6 +112,23 @@ fn join_quote<S: AsRef<str>>(items: &[S]) -> String {
     format!("\"{}\"", joined.join("\", \""))
 }
 
+/// Who sets something `bad`: `pod` when the pod spec does, then the containers that do
+/// (`container "a"` / `containers "a", "b"`), as upstream's checks list them.
+fn setters(spec: &Value, mut bad: impl FnMut(&Value) -> bool) -> Vec<String> {
+    let mut setters = Vec::new();
+    if bad(spec) {
+        setters.push("pod".to_owned());
+    }
+    let names: Vec<String> = containers(spec)
+        .filter(|c| bad(c))
+        .map(|c| name(c).to_owned())
+        .collect();
+    if !names.is_empty() {
+        setters.push(containers_phrase(&names));
+    }
+    setters
+}
+
 fn containers_phrase(names: &[String]) -> String {
     format!(
         "{} {}",
@@ -144,22 +161,12 @@ fn bad_app_armor_type(holder: &Value) -> Option<&str> {
 /// a container, no AppArmor annotation naming anything but the runtime default or a local
 /// profile.
 fn app_armor_profile(metadata: Option<&Value>, spec: &Value) -> Option<Violation> {
-    let mut setters = Vec::new();
     let mut types = BTreeSet::new();
-    if let Some(kind) = bad_app_armor_type(spec) {
-        setters.push("pod".to_owned());
-        types.insert(kind.to_owned());
-    }
-    let mut bad = Vec::new();
-    for c in containers(spec) {
-        if let Some(kind) = bad_app_armor_type(c) {
-            bad.push(name(c).to_owned());
-            types.insert(kind.to_owned());
-        }
-    }
-    if !bad.is_empty() {
-        setters.push(containers_phrase(&bad));
-    }
+    let mut setters = setters(spec, |holder| {
+        bad_app_armor_type(holder)
+            .map(|kind| types.insert(kind.to_owned()))
+            .is_some()
+    });
     let mut annotations: Vec<String> = metadata
         .and_then(|m| m.get("annotations"))
         .and_then(Value::as_object)
@@ -222,17 +229,7 @@ fn se_linux_options(spec: &Value) -> Option<Violation> {
         }
         ok
     };
-    let mut setters = Vec::new();
-    if !valid(spec) {
-        setters.push("pod".to_owned());
-    }
-    let bad: Vec<String> = containers(spec)
-        .filter(|c| !valid(c))
-        .map(|c| name(c).to_owned())
-        .collect();
-    if !bad.is_empty() {
-        setters.push(containers_phrase(&bad));
-    }
+    let setters = setters(spec, |holder| !valid(holder));
     if setters.is_empty() {
         return None;
     }
@@ -267,17 +264,7 @@ fn windows_host_process(spec: &Value) -> Option<Violation> {
     let host_process = |holder: &Value| {
         holder.at("/securityContext/windowsOptions/hostProcess") == Some(&Value::Bool(true))
     };
-    let mut setters = Vec::new();
-    if host_process(spec) {
-        setters.push("pod".to_owned());
-    }
-    let bad: Vec<String> = containers(spec)
-        .filter(|c| host_process(c))
-        .map(|c| name(c).to_owned())
-        .collect();
-    if !bad.is_empty() {
-        setters.push(containers_phrase(&bad));
-    }
+    let setters = setters(spec, host_process);
     (!setters.is_empty()).then(|| Violation {
         reason: "hostProcess",
         detail: format!(
@@ -657,21 +644,9 @@ fn run_as_non_root(spec: &Value) -> Option<Violation> {
 }
 
 fn run_as_user(spec: &Value) -> Option<Violation> {
-    let mut setters = Vec::new();
-    if spec
-        .at("/securityContext/runAsUser")
-        .and_then(Value::as_i64)
-        == Some(0)
-    {
-        setters.push("pod".to_owned());
-    }
-    let bad: Vec<String> = containers(spec)
-        .filter(|c| sc(c, "runAsUser").and_then(Value::as_i64) == Some(0))
-        .map(|c| name(c).to_owned())
-        .collect();
-    if !bad.is_empty() {
-        setters.push(containers_phrase(&bad));
-    }
+    let setters = setters(spec, |holder| {
+        sc(holder, "runAsUser").and_then(Value::as_i64) == Some(0)
+    });
     (!setters.is_empty()).then(|| Violation {
         reason: "runAsUser=0",
         detail: format!("{} must not set runAsUser=0", setters.join(" and ")),
