@@ -143,35 +143,43 @@ impl Registry {
     ) -> Result<()> {
         let mut opts = opts.clone();
         if !opts.dry_run {
-            let mut updated = false;
-            for _ in 0..MAX_WRITE_RETRIES {
-                let Some((mut pod, kv)) = self.get_kv(pods, namespace, name).await? else {
-                    return Err(ApiError::not_found(pods.group_resource(), name));
-                };
-                check_preconditions(pods, &pod, &opts)?;
-                if !set_disruption_target(&mut pod, &object::now_rfc3339()) {
-                    updated = true;
-                    break;
-                }
-                let bytes = encode_for_storage(pods, &pod)?;
-                match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
-                    Ok(revision) => {
-                        if opts.precondition_resource_version.is_some() {
-                            opts.precondition_resource_version = Some(revision.to_string());
-                        }
-                        updated = true;
-                        break;
-                    }
-                    Err(storage::Error::Conflict { .. }) => continue,
-                    Err(e) => return Err(ApiError::from_storage(e, pods.group_resource(), name)),
-                }
-            }
-            if !updated {
-                return Err(ApiError::stale(pods.group_resource(), name));
-            }
+            self.mark_disruption_target(pods, namespace, name, &mut opts)
+                .await?;
         }
         self.delete(pods, namespace, name, &opts).await?;
         Ok(())
+    }
+
+    /// Gives the latest pod the `DisruptionTarget` condition (retrying on conflicts); a
+    /// resourceVersion precondition in `opts` moves to the version written.
+    async fn mark_disruption_target(
+        &self,
+        pods: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        opts: &mut DeleteOptions,
+    ) -> Result<()> {
+        for _ in 0..MAX_WRITE_RETRIES {
+            let Some((mut pod, kv)) = self.get_kv(pods, namespace, name).await? else {
+                return Err(ApiError::not_found(pods.group_resource(), name));
+            };
+            check_preconditions(pods, &pod, opts)?;
+            if !set_disruption_target(&mut pod, &object::now_rfc3339()) {
+                return Ok(());
+            }
+            let bytes = encode_for_storage(pods, &pod)?;
+            match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
+                Ok(revision) => {
+                    if opts.precondition_resource_version.is_some() {
+                        opts.precondition_resource_version = Some(revision.to_string());
+                    }
+                    return Ok(());
+                }
+                Err(storage::Error::Conflict { .. }) => continue,
+                Err(e) => return Err(ApiError::from_storage(e, pods.group_resource(), name)),
+            }
+        }
+        Err(ApiError::stale(pods.group_resource(), name))
     }
 
     /// The PodDisruptionBudgets in `namespace` whose (non-empty) selector matches the pod.

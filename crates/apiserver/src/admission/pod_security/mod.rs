@@ -130,14 +130,20 @@ fn evaluate(lv: &LevelVersion, metadata: Option<&Value>, spec: &Value) -> Option
     (!violations.is_empty()).then(|| checks::forbidden_detail(&violations))
 }
 
-/// Where the pod template of a workload resource is, by `group/plural`.
-fn template_pointer(group: &str, plural: &str) -> Option<&'static str> {
+/// Where a pod's spec and metadata are.
+const POD_POINTERS: (&str, &str) = ("/spec", "/metadata");
+
+/// Where the pod template's spec and metadata of a workload resource are, by `group/plural`.
+fn template_pointers(group: &str, plural: &str) -> Option<(&'static str, &'static str)> {
     match (group, plural) {
-        ("", "podtemplates") => Some("/template/spec"),
+        ("", "podtemplates") => Some(("/template/spec", "/template/metadata")),
         ("", "replicationcontrollers")
         | ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
-        | ("batch", "jobs") => Some("/spec/template/spec"),
-        ("batch", "cronjobs") => Some("/spec/jobTemplate/spec/template/spec"),
+        | ("batch", "jobs") => Some(("/spec/template/spec", "/spec/template/metadata")),
+        ("batch", "cronjobs") => Some((
+            "/spec/jobTemplate/spec/template/spec",
+            "/spec/jobTemplate/spec/template/metadata",
+        )),
         _ => None,
     }
 }
@@ -166,7 +172,7 @@ impl Plugin for PodSecurity {
         }
         let is_pod = a.is_resource(&PODS)
             && (a.subresource.is_empty() || a.subresource == "ephemeralcontainers");
-        let template = template_pointer(&a.resource.group, &a.resource.plural)
+        let template = template_pointers(&a.resource.group, &a.resource.plural)
             .filter(|_| a.subresource.is_empty());
         if !is_pod && template.is_none() {
             return Ok(());
@@ -174,7 +180,7 @@ impl Plugin for PodSecurity {
         let Some(obj) = a.object.as_ref() else {
             return Ok(());
         };
-        let spec_pointer = template.unwrap_or("/spec");
+        let (spec_pointer, metadata_pointer) = template.unwrap_or(POD_POINTERS);
         // Updates that leave the pod spec alone (labels, finalizers, status) are not
         // re-evaluated, as upstream ignores metadata-only updates.
         if a.operation == Operation::Update
@@ -194,10 +200,7 @@ impl Plugin for PodSecurity {
         let Some(spec) = spec else {
             return Ok(());
         };
-        // The pod's (or template's) metadata sits beside its spec.
-        let metadata = spec_pointer
-            .strip_suffix("/spec")
-            .and_then(|parent| a.object.as_ref()?.at(&format!("{parent}/metadata")));
+        let metadata = a.object.as_ref().and_then(|o| o.at(metadata_pointer));
         if is_pod && let Some(detail) = evaluate(&policy.enforce, metadata, spec) {
             return Err(a.forbidden(&format!(
                 "violates PodSecurity \"{}\": {detail}",
