@@ -20,6 +20,7 @@
 pub mod admission;
 pub mod apiextensions;
 pub mod auth;
+pub mod cel_error;
 pub mod error;
 pub mod fieldmanager;
 pub mod http;

@@ -213,7 +213,7 @@ impl Compiled {
                 expression: self.expression.clone(),
                 got: format!("{:?}", other.type_of()),
             }),
-            Ok(Err(e)) => Err(evaluation(e.to_string())),
+            Ok(Err(e)) => Err(evaluation(crate::cel_error::message(&e))),
             Err(_) => Err(evaluation(
                 "the expression could not be evaluated".to_owned(),
             )),

@@ -132,8 +132,10 @@ pub fn evaluate(
                 at,
                 shown.clone(),
                 format!(
-                    "{}: rule {:?} could not be evaluated: {e}",
-                    rule.message, rule.rule
+                    "{}: rule {:?} could not be evaluated: {}",
+                    rule.message,
+                    rule.rule,
+                    crate::cel_error::message(&e)
                 ),
             )),
             Ok(Err(e)) => errs.push(FieldError::invalid(

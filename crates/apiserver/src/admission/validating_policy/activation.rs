@@ -353,6 +353,6 @@ mod tests {
         let err = compile("variables.me", &["me"])
             .evaluate(&activation.scope(), activation.sizes)
             .expect_err("self reference");
-        assert!(err.to_string().contains("No such key: me"), "{err}");
+        assert!(err.to_string().contains("no such key: me"), "{err}");
     }
 }

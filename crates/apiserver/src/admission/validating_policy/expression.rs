@@ -134,7 +134,7 @@ impl Expression {
         }));
         match outcome {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(failed(e.to_string())),
+            Ok(Err(e)) => Err(failed(crate::cel_error::message(&e))),
             Err(_) => Err(failed(
                 "internal error evaluating the expression".to_owned(),
             )),

@@ -317,7 +317,7 @@ mod tests {
                 params: None,
                 want: vec![failure(
                     Some(0),
-                    "expression 'object.spec.nope > 1' resulted in error: No such key: nope",
+                    "expression 'object.spec.nope > 1' resulted in error: no such key: nope",
                     "Invalid",
                     true,
                 )],
@@ -361,7 +361,7 @@ mod tests {
                 params: None,
                 want: vec![failure(
                     None,
-                    "expression 'object.nope' resulted in error: No such key: nope",
+                    "expression 'object.nope' resulted in error: no such key: nope",
                     "Invalid",
                     true,
                 )],
