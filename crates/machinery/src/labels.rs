@@ -15,8 +15,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Why a selector could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// The selector string does not parse.
-    #[error("unable to parse requirement: {0}")]
+    /// The selector string does not parse: upstream's message (`found 'b', expected: in,
+    /// notin, =, ==, !=, gt, lt`, prefixed with `unable to parse requirement: ` where upstream
+    /// prefixes it, for errors within one requirement).
+    #[error("{0}")]
     Parse(String),
     /// A key is not a valid qualified name.
     #[error("invalid label key {key:?}: {reason}")]
@@ -422,7 +424,7 @@ struct Parser<'a> {
     pos: usize,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Token<'a> {
     Identifier(&'a str),
     Comma,
@@ -437,18 +439,38 @@ enum Token<'a> {
     End,
 }
 
+impl<'a> Token<'a> {
+    /// The text the token was read from (upstream's literal; empty at the end).
+    fn literal(self) -> &'a str {
+        match self {
+            Token::Identifier(s) => s,
+            Token::Comma => ",",
+            Token::Not => "!",
+            Token::Equals => "=",
+            Token::DoubleEquals => "==",
+            Token::NotEquals => "!=",
+            Token::Greater => ">",
+            Token::Less => "<",
+            Token::OpenParen => "(",
+            Token::CloseParen => ")",
+            Token::End => "",
+        }
+    }
+}
+
+/// Upstream's `found '<literal>', expected: <what>` (`expected` with its own separator).
+fn found(token: Token<'_>, expected: &str) -> String {
+    format!("found '{}'{expected}", token.literal())
+}
+
+/// An error within one requirement, which upstream prefixes.
+fn in_requirement(message: String) -> Error {
+    Error::Parse(format!("unable to parse requirement: {message}"))
+}
+
 impl<'a> Parser<'a> {
     fn new(input: &'a str) -> Self {
         Self { input, pos: 0 }
-    }
-
-    fn error(&self, message: impl Into<String>) -> Error {
-        Error::Parse(format!(
-            "{} (at position {} of {:?})",
-            message.into(),
-            self.pos,
-            self.input
-        ))
     }
 
     fn skip_whitespace(&mut self) {
@@ -506,21 +528,38 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Upstream's `Parser.parse`, with its messages.
     fn parse(mut self) -> Result<Selector> {
         let mut requirements = Vec::new();
-        if self.peek() == Token::End {
-            return Ok(Selector::everything());
+        match self.peek() {
+            Token::End => return Ok(Selector::everything()),
+            Token::Identifier(_) | Token::Not => {}
+            other => {
+                return Err(Error::Parse(found(
+                    other,
+                    ", expected: !, identifier, or 'end of string'",
+                )));
+            }
         }
         loop {
             requirements.push(self.requirement()?);
             match self.next() {
                 Token::End => break,
-                Token::Comma => {
-                    if self.peek() == Token::End {
-                        return Err(self.error("found end of input, expected a requirement"));
+                Token::Comma => match self.peek() {
+                    Token::Identifier(_) | Token::Not => {}
+                    other => {
+                        return Err(Error::Parse(found(
+                            other,
+                            ", expected: identifier after ','",
+                        )));
                     }
+                },
+                other => {
+                    return Err(Error::Parse(found(
+                        other,
+                        ", expected: ',' or 'end of string'",
+                    )));
                 }
-                other => return Err(self.error(format!("found {other:?}, expected ','"))),
             }
         }
         Ok(Selector::from_requirements(requirements))
@@ -535,7 +574,7 @@ impl<'a> Parser<'a> {
         };
         let key = match self.next() {
             Token::Identifier(k) => k.to_owned(),
-            other => return Err(self.error(format!("found {other:?}, expected a key"))),
+            other => return Err(in_requirement(found(other, ", expected: identifier"))),
         };
         if negated {
             return Requirement::new(key, Operator::DoesNotExist, []);
@@ -548,7 +587,12 @@ impl<'a> Parser<'a> {
             Token::Less => Operator::LessThan,
             Token::Identifier("in") => Operator::In,
             Token::Identifier("notin") => Operator::NotIn,
-            other => return Err(self.error(format!("found {other:?}, expected an operator"))),
+            other => {
+                return Err(in_requirement(found(
+                    other,
+                    ", expected: in, notin, =, ==, !=, gt, lt",
+                )));
+            }
         };
         self.next();
         let values = match operator {
@@ -560,15 +604,26 @@ impl<'a> Parser<'a> {
                 }
                 // `a=` selects the empty value, as upstream.
                 Token::End | Token::Comma => vec![String::new()],
-                other => return Err(self.error(format!("found {other:?}, expected a value"))),
+                other => return Err(in_requirement(found(other, ", expected: identifier"))),
             },
         };
         Requirement::new(key, operator, values)
     }
 
     fn value_set(&mut self) -> Result<Vec<String>> {
-        if self.next() != Token::OpenParen {
-            return Err(self.error("expected '(' after 'in'/'notin'"));
+        let open = self.next();
+        if open != Token::OpenParen {
+            // Upstream's text has no comma here.
+            return Err(in_requirement(found(open, " expected: '('")));
+        }
+        match self.peek() {
+            Token::Identifier(_) | Token::Comma | Token::CloseParen => {}
+            other => {
+                return Err(in_requirement(found(
+                    other,
+                    ", expected: ',', ')' or identifier",
+                )));
+            }
         }
         // A missing value is the empty value, as upstream's `parseValues` and
         // `parseIdentifiersList`: `()` is `{""}`, and so are the gaps in `(,a)`, `(a,)`,
@@ -594,9 +649,12 @@ impl<'a> Parser<'a> {
                     return Ok(values);
                 }
                 other if want_value => {
-                    return Err(self.error(format!("found {other:?}, expected a value")));
+                    return Err(in_requirement(found(
+                        other,
+                        ", expected: ',', or identifier",
+                    )));
                 }
-                other => return Err(self.error(format!("found {other:?}, expected ',' or ')'"))),
+                other => return Err(in_requirement(found(other, ", expected: ',' or ')'"))),
             }
         }
     }
@@ -786,6 +844,81 @@ mod tests {
             "x in a", "x in (a", "x=a,", ",x", "x=a=b", "-x=a", "x=-a", "x>a", "x=a b", "x y", "(x)",
         ] {
             assert!(Selector::parse(bad).is_err(), "{bad:?} should not parse");
+        }
+    }
+
+    /// Syntax errors read as upstream's parser words them (`labels.Parser`); errors within
+    /// one requirement carry its `unable to parse requirement: ` prefix, the others do not.
+    #[test]
+    fn syntax_errors_read_as_upstream() {
+        let requirement = "unable to parse requirement: ";
+        for (bad, want) in [
+            (
+                "x y",
+                format!("{requirement}found 'y', expected: in, notin, =, ==, !=, gt, lt"),
+            ),
+            ("x in a", format!("{requirement}found 'a' expected: '('")),
+            (
+                "x in (a",
+                format!("{requirement}found '', expected: ',' or ')'"),
+            ),
+            (
+                "x in (a b)",
+                format!("{requirement}found 'b', expected: ',' or ')'"),
+            ),
+            (
+                "x in (a,=)",
+                format!("{requirement}found '=', expected: ',', or identifier"),
+            ),
+            (
+                "x in (=)",
+                format!("{requirement}found '=', expected: ',', ')' or identifier"),
+            ),
+            (
+                "x=(",
+                format!("{requirement}found '(', expected: identifier"),
+            ),
+            (
+                "!!x",
+                format!("{requirement}found '!', expected: identifier"),
+            ),
+            (
+                "x=a,",
+                "found '', expected: identifier after ','".to_owned(),
+            ),
+            (
+                "x=a,,y",
+                "found ',', expected: identifier after ','".to_owned(),
+            ),
+            (
+                "x=a=b",
+                "found '=', expected: ',' or 'end of string'".to_owned(),
+            ),
+            (
+                "x=a b",
+                "found 'b', expected: ',' or 'end of string'".to_owned(),
+            ),
+            (
+                "!x=a",
+                "found '=', expected: ',' or 'end of string'".to_owned(),
+            ),
+            (
+                ",x",
+                "found ',', expected: !, identifier, or 'end of string'".to_owned(),
+            ),
+            (
+                "(x)",
+                "found '(', expected: !, identifier, or 'end of string'".to_owned(),
+            ),
+            (
+                "!=x",
+                "found '!=', expected: !, identifier, or 'end of string'".to_owned(),
+            ),
+        ] {
+            match Selector::parse(bad) {
+                Err(Error::Parse(message)) => assert_eq!(message, want, "{bad:?}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
         }
     }
 

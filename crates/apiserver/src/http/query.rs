@@ -111,7 +111,8 @@ impl Query {
         let label_selector = match self.get("labelSelector").filter(|s| !s.is_empty()) {
             None => None,
             Some(s) => Some(Selector::parse(s).map_err(|e| {
-                // A syntax error already reads "unable to parse requirement: …".
+                // A syntax error reads as upstream's (prefixed where upstream prefixes it);
+                // a bad key or value is a requirement's error.
                 ApiError::bad_request(match e {
                     kcm_machinery::labels::Error::Parse(_) => e.to_string(),
                     other => format!("unable to parse requirement: {other}"),
