@@ -1,4 +1,4 @@
-//! The Pod Security Standards checks (`baseline` and `restricted`), each with upstream's reason and detail texts (`staging/src/k8s.io/pod-security-admission/policy/check_*.go`).
+//! The Pod Security Standards checks (`baseline` and `restricted`) with their revisions by policy version, as upstream's `DefaultChecks`, each with upstream's reason and detail texts (`staging/src/k8s.io/pod-security-admission/policy/check_*.go`).
 
 use std::collections::BTreeSet;
 
