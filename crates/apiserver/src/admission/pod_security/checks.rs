@@ -1,9 +1,10 @@
-//! The Pod Security Standards checks (`baseline` and `restricted`), each with upstream's reason and detail texts (`staging/src/k8s.io/pod-security-admission/policy/check_*.go`).
+//! The Pod Security Standards checks (`baseline` and `restricted`) with their revisions by policy version, as upstream's `DefaultChecks`, each with upstream's reason and detail texts (`staging/src/k8s.io/pod-security-admission/policy/check_*.go`).
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::{Level, LevelVersion, Version};
 use crate::pointer::At;
 
 /// One failed check: the reason and its detail, as upstream's `CheckResult`.
@@ -15,57 +16,256 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// A check: the pod's metadata (when there is one) and spec in, a violation out.
-type Check = fn(Option<&Value>, &Value) -> Option<Violation>;
+/// A check's verdict function: the pod's metadata (when there is one) and spec in, a
+/// violation out.
+type CheckFn = fn(Option<&Value>, &Value) -> Option<Violation>;
 
-/// The baseline checks in upstream's (ID-sorted) order, with whether the restricted level
-/// replaces each by a stricter check (`OverrideCheckIDs`).
-const BASELINE: &[(&str, Check, bool)] = &[
-    ("appArmorProfile", app_armor_profile, false),
-    (
-        "capabilities_baseline",
-        |_, s| capabilities_baseline(s),
-        true,
-    ),
-    ("hostNamespaces", |_, s| host_namespaces(s), false),
-    ("hostPathVolumes", |_, s| host_path_volumes(s), true),
-    ("hostPorts", |_, s| host_ports(s), false),
-    ("privileged", |_, s| privileged(s), false),
-    ("procMount", |_, s| proc_mount(s), false),
-    ("seLinuxOptions", |_, s| se_linux_options(s), false),
-    ("seccompProfile_baseline", |_, s| seccomp_baseline(s), true),
-    ("sysctls", |_, s| sysctls(s), false),
-    ("windowsHostProcess", |_, s| windows_host_process(s), false),
-];
+/// One revision of a check (upstream's `VersionedCheck`).
+struct Variant {
+    /// The first `v1.N` policy version this revision applies to (`MinimumVersion`'s minor).
+    since: u32,
+    /// The check itself.
+    check: CheckFn,
+    /// Baseline check IDs this (restricted) revision replaces at the versions it applies to
+    /// (`OverrideCheckIDs`).
+    overrides: &'static [&'static str],
+}
 
-/// The restricted-only checks in upstream's (ID-sorted) order.
-const RESTRICTED: &[(&str, Check)] = &[
-    ("allowPrivilegeEscalation", |_, s| {
-        allow_privilege_escalation(s)
-    }),
-    ("capabilities_restricted", |_, s| capabilities_restricted(s)),
-    ("restrictedVolumes", |_, s| restricted_volumes(s)),
-    ("runAsNonRoot", |_, s| run_as_non_root(s)),
-    ("runAsUser", |_, s| run_as_user(s)),
-    ("seccompProfile_restricted", |_, s| seccomp_restricted(s)),
-];
+/// A check with its revisions (upstream's `Check`).
+struct Check {
+    /// Upstream's check ID.
+    id: &'static str,
+    /// `Baseline` (also run at restricted unless overridden) or `Restricted`.
+    level: Level,
+    /// Revisions by strictly increasing `since` (at least one).
+    variants: &'static [Variant],
+}
 
-/// The violations of a pod (its `metadata`, if any, and `spec`) at the `baseline` level, or
-/// at `restricted`.
-pub fn evaluate(metadata: Option<&Value>, spec: &Value, restricted: bool) -> Vec<Violation> {
-    let mut out: Vec<Violation> = BASELINE
-        .iter()
-        .filter(|(_, _, overridden)| !(restricted && *overridden))
-        .filter_map(|(_, check, _)| check(metadata, spec))
-        .collect();
-    if restricted {
-        out.extend(
-            RESTRICTED
-                .iter()
-                .filter_map(|(_, check)| check(metadata, spec)),
-        );
+impl Check {
+    /// The revision applied at `version`: the newest not newer than it, the newest of all at
+    /// `latest` (and so at any version past the newest known); `None` when the check did not
+    /// exist yet.
+    fn at(&self, version: Version) -> Option<&Variant> {
+        match version {
+            Version::Latest => self.variants.last(),
+            Version::V1(minor) => self.variants.iter().rev().find(|v| v.since <= minor),
+        }
     }
-    out
+}
+
+/// A revision with no overrides.
+const fn since(since: u32, check: CheckFn) -> Variant {
+    Variant {
+        since,
+        check,
+        overrides: &[],
+    }
+}
+
+/// Upstream's `DefaultChecks()`: the baseline checks by ID, then the restricted ones by ID, the
+/// order `checkRegistry` evaluates (and so reports) them in.
+const CHECKS: &[Check] = &[
+    Check {
+        id: "appArmorProfile",
+        level: Level::Baseline,
+        variants: &[since(0, app_armor_profile)],
+    },
+    Check {
+        id: "capabilities_baseline",
+        level: Level::Baseline,
+        variants: &[since(0, |_, s| capabilities_baseline(s))],
+    },
+    Check {
+        id: "hostNamespaces",
+        level: Level::Baseline,
+        variants: &[since(0, |_, s| host_namespaces(s))],
+    },
+    Check {
+        id: "hostPathVolumes",
+        level: Level::Baseline,
+        variants: &[since(0, |_, s| host_path_volumes(s))],
+    },
+    Check {
+        id: "hostPorts",
+        level: Level::Baseline,
+        variants: &[since(0, |_, s| host_ports(s))],
+    },
+    Check {
+        id: "hostProbesAndHostLifecycle",
+        level: Level::Baseline,
+        variants: &[since(34, |_, s| host_probes_and_lifecycle(s))],
+    },
+    Check {
+        id: "privileged",
+        level: Level::Baseline,
+        variants: &[since(0, |_, s| privileged(s))],
+    },
+    Check {
+        id: "procMount",
+        level: Level::Baseline,
+        variants: &[
+            since(0, |_, s| proc_mount(s)),
+            // Pods in a user namespace may unmask /proc from 1.35.
+            since(35, |_, s| unless_user_namespace(s, proc_mount)),
+        ],
+    },
+    Check {
+        id: "seLinuxOptions",
+        level: Level::Baseline,
+        variants: &[
+            since(0, |_, s| se_linux_options(s, 0)),
+            since(31, |_, s| se_linux_options(s, 31)),
+        ],
+    },
+    Check {
+        id: "seccompProfile_baseline",
+        level: Level::Baseline,
+        variants: &[
+            since(0, seccomp_baseline_annotations),
+            since(19, |_, s| seccomp_baseline(s)),
+        ],
+    },
+    Check {
+        id: "sysctls",
+        level: Level::Baseline,
+        variants: &[
+            since(0, |_, s| sysctls(s, 0)),
+            since(27, |_, s| sysctls(s, 27)),
+            since(29, |_, s| sysctls(s, 29)),
+            since(32, |_, s| sysctls(s, 32)),
+        ],
+    },
+    Check {
+        id: "windowsHostProcess",
+        level: Level::Baseline,
+        variants: &[since(0, |_, s| windows_host_process(s))],
+    },
+    Check {
+        id: "allowPrivilegeEscalation",
+        level: Level::Restricted,
+        variants: &[
+            since(8, |_, s| allow_privilege_escalation(s)),
+            since(25, |_, s| unless_windows(s, allow_privilege_escalation)),
+        ],
+    },
+    Check {
+        id: "capabilities_restricted",
+        level: Level::Restricted,
+        variants: &[
+            Variant {
+                since: 22,
+                check: |_, s| capabilities_restricted(s),
+                overrides: &["capabilities_baseline"],
+            },
+            Variant {
+                since: 25,
+                check: |_, s| unless_windows(s, capabilities_restricted),
+                overrides: &["capabilities_baseline"],
+            },
+        ],
+    },
+    Check {
+        id: "procMount_restricted",
+        level: Level::Restricted,
+        // Keeps 1.0's unconditional check where baseline's relaxes for user namespaces.
+        variants: &[Variant {
+            since: 35,
+            check: |_, s| proc_mount(s),
+            overrides: &["procMount"],
+        }],
+    },
+    Check {
+        id: "restrictedVolumes",
+        level: Level::Restricted,
+        variants: &[Variant {
+            since: 0,
+            check: |_, s| restricted_volumes(s),
+            overrides: &["hostPathVolumes"],
+        }],
+    },
+    Check {
+        id: "runAsNonRoot",
+        level: Level::Restricted,
+        variants: &[
+            since(0, |_, s| run_as_non_root(s)),
+            since(35, |_, s| unless_user_namespace(s, run_as_non_root)),
+        ],
+    },
+    Check {
+        id: "runAsUser",
+        level: Level::Restricted,
+        variants: &[
+            since(23, |_, s| run_as_user(s)),
+            since(35, |_, s| unless_user_namespace(s, run_as_user)),
+        ],
+    },
+    Check {
+        id: "seccompProfile_restricted",
+        level: Level::Restricted,
+        variants: &[
+            Variant {
+                since: 19,
+                check: |_, s| seccomp_restricted(s),
+                overrides: &["seccompProfile_baseline"],
+            },
+            Variant {
+                since: 25,
+                check: |_, s| unless_windows(s, seccomp_restricted),
+                overrides: &["seccompProfile_baseline"],
+            },
+        ],
+    },
+];
+
+/// Whether a restricted check applied at `version` replaces the baseline check `id`.
+fn overridden(id: &str, version: Version) -> bool {
+    CHECKS
+        .iter()
+        .filter(|c| c.level == Level::Restricted)
+        .filter_map(|c| c.at(version))
+        .any(|v| v.overrides.contains(&id))
+}
+
+/// The violations of a pod (its `metadata`, if any, and `spec`) at a level and version, as
+/// upstream's `checkRegistry.EvaluatePod`: the baseline checks applying at the version (at
+/// restricted, those not overridden), then at restricted the restricted ones. The table is
+/// walked in place, so choosing the checks allocates nothing.
+pub fn evaluate(lv: LevelVersion, metadata: Option<&Value>, spec: &Value) -> Vec<Violation> {
+    let restricted = match lv.level {
+        Level::Privileged => return Vec::new(),
+        Level::Baseline => false,
+        Level::Restricted => true,
+    };
+    CHECKS
+        .iter()
+        .filter(|c| restricted || c.level == Level::Baseline)
+        .filter_map(|c| Some((c, c.at(lv.version)?)))
+        .filter(|(c, _)| {
+            !(restricted && c.level == Level::Baseline && overridden(c.id, lv.version))
+        })
+        .filter_map(|(_, v)| (v.check)(metadata, spec))
+        .collect()
+}
+
+/// A pod declaring `spec.os.name: windows` passes; others are checked by `check` (the 1.25
+/// revisions of the checks whose fields Windows pods cannot set).
+fn unless_windows(spec: &Value, check: fn(&Value) -> Option<Violation>) -> Option<Violation> {
+    if spec.at("/os/name").and_then(Value::as_str) == Some("windows") {
+        return None;
+    }
+    check(spec)
+}
+
+/// A pod in a user namespace (`spec.hostUsers: false`) passes; others are checked by `check`
+/// (upstream's `relaxPolicyForUserNamespacePod`, unconditional from 1.35).
+fn unless_user_namespace(
+    spec: &Value,
+    check: fn(&Value) -> Option<Violation>,
+) -> Option<Violation> {
+    if spec.get("hostUsers").and_then(Value::as_bool) == Some(false) {
+        return None;
+    }
+    check(spec)
 }
 
 /// Violations as upstream's `ForbiddenDetail`: `reason (detail), reason (detail)`.
@@ -198,11 +398,24 @@ fn app_armor_profile(metadata: Option<&Value>, spec: &Value) -> Option<Violation
     })
 }
 
-/// Upstream's `seLinuxOptions` check: SELinux types only `container_t`, `container_init_t`,
-/// `container_kvm_t` (or unset); no user or role. (As upstream, the user and role parts of the
-/// detail are written only when a bad type was also set.)
-fn se_linux_options(spec: &Value) -> Option<Violation> {
-    const ALLOWED_TYPES: [&str; 4] = ["", "container_t", "container_init_t", "container_kvm_t"];
+/// SELinux types a baseline pod may set, with the policy version each became allowed at.
+const ALLOWED_SELINUX_TYPES: &[(&str, u32)] = &[
+    ("", 0),
+    ("container_t", 0),
+    ("container_init_t", 0),
+    ("container_kvm_t", 0),
+    ("container_engine_t", 31),
+];
+
+/// Upstream's `seLinuxOptions` check at policy `v1.{minor}`: SELinux types only
+/// [`ALLOWED_SELINUX_TYPES`] (or unset); no user or role. (As upstream, the user and role parts
+/// of the detail are written only when a bad type was also set.)
+fn se_linux_options(spec: &Value, minor: u32) -> Option<Violation> {
+    let allowed = |t: &str| {
+        ALLOWED_SELINUX_TYPES
+            .iter()
+            .any(|(name, since)| *name == t && *since <= minor)
+    };
     let mut types = BTreeSet::new();
     let (mut set_user, mut set_role) = (false, false);
     let mut valid = |holder: &Value| -> bool {
@@ -215,7 +428,7 @@ fn se_linux_options(spec: &Value) -> Option<Violation> {
         };
         let field = |f: &str| options.get(f).and_then(Value::as_str).unwrap_or("");
         let mut ok = true;
-        if !ALLOWED_TYPES.contains(&field("type")) {
+        if !allowed(field("type")) {
             ok = false;
             types.insert(field("type").to_owned());
         }
@@ -270,6 +483,56 @@ fn windows_host_process(spec: &Value) -> Option<Violation> {
         detail: format!(
             "{} must not set securityContext.windowsOptions.hostProcess=true",
             setters.join(" and ")
+        ),
+    })
+}
+
+/// The hosts a probe or lifecycle handler names (`httpGet.host`, `tcpSocket.host`).
+fn handler_hosts(handler: Option<&Value>) -> impl Iterator<Item = &str> {
+    ["httpGet", "tcpSocket"]
+        .into_iter()
+        .filter_map(move |kind| {
+            handler?
+                .get(kind)?
+                .get("host")?
+                .as_str()
+                .filter(|h| !h.is_empty())
+        })
+}
+
+/// Upstream's `hostProbesAndHostLifecycle` check (from 1.34): no probe or lifecycle handler
+/// names a host. (Unlike most checks, upstream lists the containers sorted.)
+fn host_probes_and_lifecycle(spec: &Value) -> Option<Violation> {
+    let mut bad = BTreeSet::new();
+    let mut hosts = BTreeSet::new();
+    for c in containers(spec) {
+        let lifecycle = c.get("lifecycle");
+        let handlers = [
+            c.get("livenessProbe"),
+            c.get("readinessProbe"),
+            c.get("startupProbe"),
+            lifecycle.and_then(|l| l.get("postStart")),
+            lifecycle.and_then(|l| l.get("preStop")),
+        ];
+        for host in handlers.into_iter().flat_map(handler_hosts) {
+            bad.insert(name(c).to_owned());
+            hosts.insert(host.to_owned());
+        }
+    }
+    let bad: Vec<String> = bad.into_iter().collect();
+    let hosts: Vec<String> = hosts.into_iter().collect();
+    (!bad.is_empty()).then(|| Violation {
+        reason: "probe or lifecycle host",
+        detail: format!(
+            "{} {} {} {}",
+            containers_phrase(&bad),
+            pluralize("uses", "use", bad.len()),
+            pluralize(
+                "probe or lifecycle host",
+                "probe or lifecycle hosts",
+                hosts.len()
+            ),
+            join_quote(&hosts)
         ),
     })
 }
@@ -446,6 +709,44 @@ fn seccomp_type(context: Option<&Value>) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// The deprecated pod-wide seccomp annotation.
+const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
+/// The deprecated per-container seccomp annotation's key prefix.
+const SECCOMP_CONTAINER_ANNOTATION_PREFIX: &str = "container.seccomp.security.alpha.kubernetes.io/";
+
+/// Whether a seccomp annotation's value is allowed at baseline: the runtime's default or a
+/// local profile.
+fn allowed_seccomp_annotation(value: &str) -> bool {
+    matches!(value, "runtime/default" | "docker/default") || value.starts_with("localhost/")
+}
+
+/// Upstream's `seccompProfile_baseline` before policy 1.19, when seccomp was set by
+/// annotations: neither the pod's nor a container's annotation names an unconfined profile.
+fn seccomp_baseline_annotations(metadata: Option<&Value>, spec: &Value) -> Option<Violation> {
+    let annotations = metadata.and_then(|m| m.get("annotations"))?;
+    let mut forbidden = BTreeSet::new();
+    let mut check = |key: &str| {
+        if let Some(value) = annotations.get(key).and_then(Value::as_str)
+            && !allowed_seccomp_annotation(value)
+        {
+            forbidden.insert(format!("{key}={value:?}"));
+        }
+    };
+    check(SECCOMP_POD_ANNOTATION);
+    for c in containers(spec) {
+        check(&format!("{SECCOMP_CONTAINER_ANNOTATION_PREFIX}{}", name(c)));
+    }
+    let forbidden: Vec<String> = forbidden.into_iter().collect();
+    (!forbidden.is_empty()).then(|| Violation {
+        reason: "seccompProfile",
+        detail: format!(
+            "forbidden {} {}",
+            pluralize("annotation", "annotations", forbidden.len()),
+            forbidden.join(", ")
+        ),
+    })
+}
+
 fn seccomp_baseline(spec: &Value) -> Option<Violation> {
     let mut details = Vec::new();
     if seccomp_type(spec.get("securityContext")) == Some("Unconfined") {
@@ -469,30 +770,37 @@ fn seccomp_baseline(spec: &Value) -> Option<Violation> {
     })
 }
 
-/// Sysctls a baseline pod may set (the latest version's list).
-const ALLOWED_SYSCTLS: &[&str] = &[
-    "kernel.shm_rmid_forced",
-    "net.ipv4.ip_local_port_range",
-    "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range",
-    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout",
-    "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes",
-    "net.ipv4.tcp_rmem",
-    "net.ipv4.tcp_wmem",
+/// Sysctls a baseline pod may set, with the policy version each became allowed at
+/// (upstream's `sysctlsAllowedV1Dot0`, `...V1Dot27`, `...V1Dot29`, `...V1Dot32`).
+const ALLOWED_SYSCTLS: &[(&str, u32)] = &[
+    ("kernel.shm_rmid_forced", 0),
+    ("net.ipv4.ip_local_port_range", 0),
+    ("net.ipv4.ip_unprivileged_port_start", 0),
+    ("net.ipv4.tcp_syncookies", 0),
+    ("net.ipv4.ping_group_range", 0),
+    ("net.ipv4.ip_local_reserved_ports", 27),
+    ("net.ipv4.tcp_keepalive_time", 29),
+    ("net.ipv4.tcp_fin_timeout", 29),
+    ("net.ipv4.tcp_keepalive_intvl", 29),
+    ("net.ipv4.tcp_keepalive_probes", 29),
+    ("net.ipv4.tcp_rmem", 32),
+    ("net.ipv4.tcp_wmem", 32),
 ];
 
-fn sysctls(spec: &Value) -> Option<Violation> {
+/// Upstream's `sysctls` check at policy `v1.{minor}`.
+fn sysctls(spec: &Value, minor: u32) -> Option<Violation> {
+    let allowed = |name: &str| {
+        ALLOWED_SYSCTLS
+            .iter()
+            .any(|(n, since)| *n == name && *since <= minor)
+    };
     let bad: Vec<&str> = spec
         .at("/securityContext/sysctls")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|s| s.get("name").and_then(Value::as_str))
-        .filter(|n| !ALLOWED_SYSCTLS.contains(n))
+        .filter(|n| !allowed(n))
         .collect();
     (!bad.is_empty()).then(|| Violation {
         reason: "forbidden sysctls",
@@ -707,12 +1015,20 @@ mod tests {
 
     use super::*;
 
+    fn lv(level: Level, version: Version) -> LevelVersion {
+        LevelVersion { level, version }
+    }
+
     #[test]
     fn a_privileged_pod_fails_restricted_with_upstreams_texts_in_order() {
         let spec = json!({"containers": [{"name": "c", "image": "nginx",
             "securityContext": {"privileged": true}}]});
         assert_eq!(
-            forbidden_detail(&evaluate(None, &spec, true)),
+            forbidden_detail(&evaluate(
+                lv(Level::Restricted, Version::Latest),
+                None,
+                &spec
+            )),
             "privileged (container \"c\" must not set securityContext.privileged=true), \
              allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false), \
              unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"]), \
@@ -720,7 +1036,7 @@ mod tests {
              seccompProfile (pod or container \"c\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")"
         );
         assert_eq!(
-            forbidden_detail(&evaluate(None, &spec, false)),
+            forbidden_detail(&evaluate(lv(Level::Baseline, Version::Latest), None, &spec)),
             "privileged (container \"c\" must not set securityContext.privileged=true)"
         );
     }
@@ -802,7 +1118,11 @@ mod tests {
         ];
         for (name, metadata, spec, want) in cases {
             assert_eq!(
-                forbidden_detail(&evaluate(Some(&metadata), &spec, false)),
+                forbidden_detail(&evaluate(
+                    lv(Level::Baseline, Version::Latest),
+                    Some(&metadata),
+                    &spec
+                )),
                 want,
                 "{name}"
             );
@@ -814,7 +1134,7 @@ mod tests {
         struct Case {
             name: &'static str,
             spec: Value,
-            restricted: bool,
+            level: Level,
             want: &'static str,
         }
         let cases = [
@@ -824,20 +1144,20 @@ mod tests {
                     "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": false,
                         "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}],
                     "volumes": [{"name": "t", "projected": {"sources": []}}]}),
-                restricted: true,
+                level: Level::Restricted,
                 want: "",
             },
             Case {
                 name: "host namespaces",
                 spec: json!({"hostNetwork": true, "hostIPC": true, "containers": [{"name": "c"}]}),
-                restricted: false,
+                level: Level::Baseline,
                 want: "host namespaces (hostNetwork=true, hostIPC=true)",
             },
             Case {
                 name: "host ports and hostPath",
                 spec: json!({"containers": [{"name": "a", "ports": [{"containerPort": 80, "hostPort": 80}, {"containerPort": 443, "hostPort": 443}]}],
                     "volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
-                restricted: false,
+                level: Level::Baseline,
                 want: "hostPath volumes (volume \"root\"), hostPort (container \"a\" uses hostPorts 80, 443)",
             },
             Case {
@@ -845,14 +1165,14 @@ mod tests {
                 spec: json!({"containers": [
                     {"name": "a", "securityContext": {"capabilities": {"add": ["SYS_TIME", "CHOWN"]}}},
                     {"name": "b", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}),
-                restricted: false,
+                level: Level::Baseline,
                 want: "non-default capabilities (containers \"a\", \"b\" must not include \"NET_ADMIN\", \"SYS_TIME\" in securityContext.capabilities.add)",
             },
             Case {
                 name: "sysctls, procMount and unconfined seccomp",
                 spec: json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}], "seccompProfile": {"type": "Unconfined"}},
                     "containers": [{"name": "c", "securityContext": {"procMount": "Unmasked"}}]}),
-                restricted: false,
+                level: Level::Baseline,
                 want: "procMount (container \"c\" must not set securityContext.procMount to \"Unmasked\"), \
                        seccompProfile (pod must not set securityContext.seccompProfile.type to \"Unconfined\"), \
                        forbidden sysctls (kernel.msgmax)",
@@ -862,7 +1182,7 @@ mod tests {
                 spec: json!({"securityContext": {"runAsNonRoot": false, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}],
                     "volumes": [{"name": "data", "nfs": {"server": "s", "path": "/"}}]}),
-                restricted: true,
+                level: Level::Restricted,
                 want: "restricted volume types (volume \"data\" uses restricted volume type \"nfs\"), \
                        runAsNonRoot != true (pod must not set securityContext.runAsNonRoot=false; \
                        pod or container \"c\" must set securityContext.runAsNonRoot=true), \
@@ -871,11 +1191,415 @@ mod tests {
         ];
         for case in cases {
             assert_eq!(
-                forbidden_detail(&evaluate(None, &case.spec, case.restricted)),
+                forbidden_detail(&evaluate(lv(case.level, Version::Latest), None, &case.spec)),
                 case.want.split_whitespace().collect::<Vec<_>>().join(" "),
                 "{}",
                 case.name
             );
         }
+    }
+    /// As upstream's `validateChecks`: unique IDs, baseline checks sorted by ID before the
+    /// restricted ones sorted by ID, strictly increasing revisions, overrides only from
+    /// restricted checks onto baseline ones.
+    #[test]
+    fn the_check_table_is_valid_and_in_upstreams_order() {
+        let ids = |level| {
+            CHECKS
+                .iter()
+                .filter(move |c| c.level == level)
+                .map(|c| c.id)
+        };
+        let baseline: Vec<&str> = ids(Level::Baseline).collect();
+        let restricted: Vec<&str> = ids(Level::Restricted).collect();
+        assert!(baseline.is_sorted(), "{baseline:?}");
+        assert!(restricted.is_sorted(), "{restricted:?}");
+        assert_eq!(baseline.len() + restricted.len(), CHECKS.len());
+        let order: Vec<&str> = CHECKS.iter().map(|c| c.id).collect();
+        assert_eq!(order, [baseline, restricted.clone()].concat());
+        for check in CHECKS {
+            assert!(!check.variants.is_empty(), "{}", check.id);
+            assert!(
+                check.variants.windows(2).all(|w| w[0].since < w[1].since),
+                "{}",
+                check.id
+            );
+            for variant in check.variants {
+                for target in variant.overrides {
+                    assert_eq!(check.level, Level::Restricted, "{}", check.id);
+                    assert!(
+                        CHECKS
+                            .iter()
+                            .any(|c| c.id == *target && c.level == Level::Baseline),
+                        "{} overrides {target}",
+                        check.id
+                    );
+                }
+            }
+        }
+    }
+
+    /// A pod spec passing every restricted check but what `container` (the securityContext of
+    /// its one container "c") and `extra` (pod-level fields) change.
+    fn restricted_pod(container: Value, extra: Value) -> Value {
+        let mut spec = json!({
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "c", "image": "nginx", "securityContext": container}],
+        });
+        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+            for (k, v) in extra {
+                spec.insert(k.clone(), v.clone());
+            }
+        }
+        spec
+    }
+
+    /// Upstream's `checkRegistry` at pinned versions: each check's revision at the version, no
+    /// check before it exists, restricted overrides only where the overriding revision applies.
+    #[test]
+    fn each_version_is_evaluated_with_its_own_checks() {
+        struct Case {
+            name: &'static str,
+            level: Level,
+            versions: &'static [Version],
+            metadata: Value,
+            spec: Value,
+            want: &'static str,
+        }
+        use Level::{Baseline, Restricted};
+        use Version::{Latest, V1};
+        let compliant =
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
+        let no_drop = json!({"allowPrivilegeEscalation": false});
+        let net_raw = json!({"allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"], "add": ["NET_RAW"]}});
+        let sysctl = |name: &str| {
+            json!({"securityContext": {"sysctls": [{"name": name, "value": "1"}]},
+            "containers": [{"name": "c"}]})
+        };
+        let cases = [
+            Case {
+                name: "a restricted pod is allowed from v1.0 to latest",
+                level: Restricted,
+                versions: &[V1(0), V1(22), V1(35), Latest],
+                metadata: json!({}),
+                spec: restricted_pod(compliant.clone(), json!({})),
+                want: "",
+            },
+            Case {
+                name: "capabilities_restricted does not exist before v1.22",
+                level: Restricted,
+                versions: &[V1(8), V1(21)],
+                metadata: json!({}),
+                spec: restricted_pod(no_drop.clone(), json!({})),
+                want: "",
+            },
+            Case {
+                name: "capabilities_restricted requires drop ALL from v1.22",
+                level: Restricted,
+                versions: &[V1(22), V1(30), Latest],
+                metadata: json!({}),
+                spec: restricted_pod(no_drop.clone(), json!({})),
+                want: "unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"])",
+            },
+            Case {
+                name: "runAsUser=0 passes before v1.23",
+                level: Restricted,
+                versions: &[V1(22)],
+                metadata: json!({}),
+                spec: restricted_pod(
+                    compliant.clone(),
+                    json!({"securityContext":
+                    {"runAsNonRoot": true, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}}}),
+                ),
+                want: "",
+            },
+            Case {
+                name: "runAsUser=0 is refused from v1.23",
+                level: Restricted,
+                versions: &[V1(23), Latest],
+                metadata: json!({}),
+                spec: restricted_pod(
+                    compliant.clone(),
+                    json!({"securityContext":
+                    {"runAsNonRoot": true, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}}}),
+                ),
+                want: "runAsUser=0 (pod must not set runAsUser=0)",
+            },
+            Case {
+                name: "ip_local_reserved_ports is forbidden before v1.27",
+                level: Baseline,
+                versions: &[V1(0), V1(26)],
+                metadata: json!({}),
+                spec: sysctl("net.ipv4.ip_local_reserved_ports"),
+                want: "forbidden sysctls (net.ipv4.ip_local_reserved_ports)",
+            },
+            Case {
+                name: "ip_local_reserved_ports is safe from v1.27",
+                level: Baseline,
+                versions: &[V1(27), V1(31), Latest],
+                metadata: json!({}),
+                spec: sysctl("net.ipv4.ip_local_reserved_ports"),
+                want: "",
+            },
+            Case {
+                name: "tcp_keepalive_time is forbidden before v1.29",
+                level: Baseline,
+                versions: &[V1(28)],
+                metadata: json!({}),
+                spec: sysctl("net.ipv4.tcp_keepalive_time"),
+                want: "forbidden sysctls (net.ipv4.tcp_keepalive_time)",
+            },
+            Case {
+                name: "tcp_rmem is forbidden before v1.32",
+                level: Restricted,
+                versions: &[V1(29), V1(31)],
+                metadata: json!({}),
+                spec: restricted_pod(
+                    compliant.clone(),
+                    json!({"securityContext": {"runAsNonRoot": true,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                    "sysctls": [{"name": "net.ipv4.tcp_rmem", "value": "1"}]}}),
+                ),
+                want: "forbidden sysctls (net.ipv4.tcp_rmem)",
+            },
+            Case {
+                name: "tcp_rmem is safe from v1.32",
+                level: Baseline,
+                versions: &[V1(32), Latest],
+                metadata: json!({}),
+                spec: sysctl("net.ipv4.tcp_rmem"),
+                want: "",
+            },
+            Case {
+                name: "an Unconfined seccompProfile field passes baseline before v1.19",
+                level: Baseline,
+                versions: &[V1(0), V1(18)],
+                metadata: json!({}),
+                spec: json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}},
+                    "containers": [{"name": "c"}]}),
+                want: "",
+            },
+            Case {
+                name: "an Unconfined seccompProfile field fails baseline from v1.19",
+                level: Baseline,
+                versions: &[V1(19), Latest],
+                metadata: json!({}),
+                spec: json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}},
+                    "containers": [{"name": "c"}]}),
+                want: "seccompProfile (pod must not set securityContext.seccompProfile.type to \"Unconfined\")",
+            },
+            Case {
+                name: "before v1.19 the seccomp annotations are checked",
+                level: Baseline,
+                versions: &[V1(18)],
+                metadata: json!({"annotations": {
+                    "seccomp.security.alpha.kubernetes.io/pod": "unconfined",
+                    "container.seccomp.security.alpha.kubernetes.io/c": "runtime/default",
+                    "container.seccomp.security.alpha.kubernetes.io/d": "unconfined",
+                    "container.seccomp.security.alpha.kubernetes.io/e": "localhost/p"}}),
+                spec: json!({"containers": [{"name": "c"}, {"name": "d"}, {"name": "e"}]}),
+                want: "seccompProfile (forbidden annotations \
+                       container.seccomp.security.alpha.kubernetes.io/d=\"unconfined\", \
+                       seccomp.security.alpha.kubernetes.io/pod=\"unconfined\")",
+            },
+            Case {
+                name: "the seccomp annotations are not checked from v1.19",
+                level: Baseline,
+                versions: &[V1(19), Latest],
+                metadata: json!({"annotations": {"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}}),
+                spec: json!({"containers": [{"name": "c"}]}),
+                want: "",
+            },
+            Case {
+                name: "capabilities_baseline reports NET_RAW before capabilities_restricted exists",
+                level: Restricted,
+                versions: &[V1(21)],
+                metadata: json!({}),
+                spec: restricted_pod(net_raw.clone(), json!({})),
+                want: "non-default capabilities (container \"c\" must not include \"NET_RAW\" in securityContext.capabilities.add)",
+            },
+            Case {
+                name: "capabilities_restricted overrides capabilities_baseline from v1.22",
+                level: Restricted,
+                versions: &[V1(22), V1(25), Latest],
+                metadata: json!({}),
+                spec: restricted_pod(net_raw.clone(), json!({})),
+                want: "unrestricted capabilities (container \"c\" must not include \"NET_RAW\" in securityContext.capabilities.add)",
+            },
+            Case {
+                name: "baseline keeps capabilities_baseline at every version",
+                level: Baseline,
+                versions: &[V1(21), V1(22), Latest],
+                metadata: json!({}),
+                spec: restricted_pod(net_raw, json!({})),
+                want: "non-default capabilities (container \"c\" must not include \"NET_RAW\" in securityContext.capabilities.add)",
+            },
+            Case {
+                name: "restricted before v1.8 has only restrictedVolumes and runAsNonRoot of its own",
+                level: Restricted,
+                versions: &[V1(0), V1(7)],
+                metadata: json!({}),
+                spec: json!({"containers": [{"name": "c"}]}),
+                want: "runAsNonRoot != true (pod or container \"c\" must set securityContext.runAsNonRoot=true)",
+            },
+            Case {
+                name: "container_engine_t is forbidden before v1.31",
+                level: Baseline,
+                versions: &[V1(30)],
+                metadata: json!({}),
+                spec: json!({"containers": [{"name": "c", "securityContext":
+                    {"seLinuxOptions": {"type": "container_engine_t"}}}]}),
+                want: "seLinuxOptions (container \"c\" set forbidden securityContext.seLinuxOptions: type \"container_engine_t\")",
+            },
+            Case {
+                name: "container_engine_t is allowed from v1.31",
+                level: Baseline,
+                versions: &[V1(31), Latest],
+                metadata: json!({}),
+                spec: json!({"containers": [{"name": "c", "securityContext":
+                    {"seLinuxOptions": {"type": "container_engine_t"}}}]}),
+                want: "",
+            },
+            Case {
+                name: "probe and lifecycle hosts pass before v1.34",
+                level: Baseline,
+                versions: &[V1(33)],
+                metadata: json!({}),
+                spec: json!({"containers": [{"name": "c",
+                    "livenessProbe": {"httpGet": {"host": "10.0.0.1", "port": 80}}}]}),
+                want: "",
+            },
+            Case {
+                name: "probe and lifecycle hosts are refused from v1.34",
+                level: Baseline,
+                versions: &[V1(34), Latest],
+                metadata: json!({}),
+                spec: json!({"initContainers": [{"name": "z",
+                        "lifecycle": {"preStop": {"tcpSocket": {"host": "b", "port": 1}}}}],
+                    "containers": [{"name": "a",
+                        "readinessProbe": {"tcpSocket": {"host": "a", "port": 1}},
+                        "startupProbe": {"httpGet": {"host": "", "port": 1}},
+                        "lifecycle": {"postStart": {"httpGet": {"host": "b", "port": 1}}}}]}),
+                want: "probe or lifecycle host (containers \"a\", \"z\" use probe or lifecycle hosts \"a\", \"b\")",
+            },
+            Case {
+                name: "an unmasked /proc fails baseline before v1.35 even in a user namespace",
+                level: Baseline,
+                versions: &[V1(34)],
+                metadata: json!({}),
+                spec: json!({"hostUsers": false, "containers": [{"name": "c",
+                    "securityContext": {"procMount": "Unmasked"}}]}),
+                want: "procMount (container \"c\" must not set securityContext.procMount to \"Unmasked\")",
+            },
+            Case {
+                name: "an unmasked /proc passes baseline in a user namespace from v1.35",
+                level: Baseline,
+                versions: &[V1(35), Latest],
+                metadata: json!({}),
+                spec: json!({"hostUsers": false, "containers": [{"name": "c",
+                    "securityContext": {"procMount": "Unmasked"}}]}),
+                want: "",
+            },
+            Case {
+                name: "procMount_restricted replaces procMount from v1.35 (one entry)",
+                level: Restricted,
+                versions: &[V1(34), V1(35), Latest],
+                metadata: json!({}),
+                spec: restricted_pod(
+                    json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "procMount": "Unmasked"}),
+                    json!({"hostUsers": false}),
+                ),
+                want: "procMount (container \"c\" must not set securityContext.procMount to \"Unmasked\")",
+            },
+            Case {
+                name: "runAsNonRoot and runAsUser are not required in a user namespace from v1.35",
+                level: Restricted,
+                versions: &[V1(35), Latest],
+                metadata: json!({}),
+                spec: restricted_pod(
+                    compliant.clone(),
+                    json!({"hostUsers": false,
+                    "securityContext": {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}}}),
+                ),
+                want: "",
+            },
+            Case {
+                name: "runAsNonRoot and runAsUser apply in a user namespace before v1.35",
+                level: Restricted,
+                versions: &[V1(34)],
+                metadata: json!({}),
+                spec: restricted_pod(
+                    compliant,
+                    json!({"hostUsers": false,
+                    "securityContext": {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}}}),
+                ),
+                want: "runAsNonRoot != true (pod or container \"c\" must set securityContext.runAsNonRoot=true), \
+                       runAsUser=0 (pod must not set runAsUser=0)",
+            },
+            Case {
+                name: "a Windows pod needs allowPrivilegeEscalation, capabilities and seccomp before v1.25",
+                level: Restricted,
+                versions: &[V1(24)],
+                metadata: json!({}),
+                spec: json!({"os": {"name": "windows"}, "securityContext": {"runAsNonRoot": true},
+                    "containers": [{"name": "c"}]}),
+                want: "allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false), \
+                       unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"]), \
+                       seccompProfile (pod or container \"c\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")",
+            },
+            Case {
+                name: "a Windows pod is exempt from those from v1.25",
+                level: Restricted,
+                versions: &[V1(25), Latest],
+                metadata: json!({}),
+                spec: json!({"os": {"name": "windows"}, "securityContext": {"runAsNonRoot": true},
+                    "containers": [{"name": "c"}]}),
+                want: "",
+            },
+        ];
+        for case in cases {
+            for &version in case.versions {
+                assert_eq!(
+                    forbidden_detail(&evaluate(
+                        lv(case.level, version),
+                        Some(&case.metadata),
+                        &case.spec
+                    )),
+                    case.want.split_whitespace().collect::<Vec<_>>().join(" "),
+                    "{} at {version}",
+                    case.name
+                );
+            }
+        }
+    }
+
+    /// A version newer than any check's newest revision is evaluated as `latest` (upstream caps
+    /// it at the registry's `maxVersion`).
+    #[test]
+    fn a_version_past_the_newest_known_is_latest() {
+        let specs = [
+            json!({"containers": [{"name": "c", "securityContext": {"privileged": true}}]}),
+            restricted_pod(json!({"allowPrivilegeEscalation": false}), json!({})),
+            restricted_pod(
+                json!({"capabilities": {"add": ["NET_RAW"]}, "procMount": "Unmasked"}),
+                json!({"hostUsers": false, "os": {"name": "windows"}}),
+            ),
+            json!({"securityContext": {"sysctls": [{"name": "net.ipv4.tcp_wmem"}, {"name": "kernel.msgmax"}],
+                "seLinuxOptions": {"type": "container_engine_t"}},
+                "containers": [{"name": "c", "livenessProbe": {"httpGet": {"host": "h"}}}]}),
+        ];
+        for spec in &specs {
+            for level in [Level::Baseline, Level::Restricted] {
+                assert_eq!(
+                    evaluate(lv(level, Version::V1(99)), None, spec),
+                    evaluate(lv(level, Version::Latest), None, spec),
+                    "{spec} at {level:?}"
+                );
+            }
+        }
+        assert!(
+            !evaluate(lv(Level::Restricted, Version::V1(99)), None, &specs[1]).is_empty(),
+            "v1.99 applies capabilities_restricted"
+        );
     }
 }

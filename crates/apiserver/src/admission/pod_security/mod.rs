@@ -1,10 +1,13 @@
 //! PodSecurity: the namespace's `pod-security.kubernetes.io/{enforce,audit,warn}` labels applied to pods (refused at `enforce`, warned at `warn`) and to workload pod templates (warned only), as upstream's `pod-security-admission`.
 //!
 //! The levels are `privileged` (anything), `baseline` and `restricted`, whose checks live in
-//! [`checks`]. Every version label (`latest` or `v1.N`) is evaluated with the latest checks;
-//! a missing or unparsable label falls back to `privileged:latest`, upstream's defaults. Not
-//! done yet: audit annotations (kcm has no audit log), exemptions (none by default upstream),
-//! the AppArmor, seLinuxOptions and Windows hostProcess checks.
+//! [`checks`]. Each `-version` label (`latest` or `v1.N`) is parsed once into a [`Version`] and
+//! evaluated with upstream's checks of that version: every check carries its versioned
+//! variants, the newest variant not newer than the label is used, a check with none is not
+//! applied, and `latest` or a version newer than any known one uses the newest (upstream's
+//! `checkRegistry`). A missing or unparsable label falls back to `privileged:latest`,
+//! upstream's defaults. Not done yet: audit annotations (kcm has no audit log), exemptions
+//! (none by default upstream).
 
 pub mod checks;
 
@@ -56,13 +59,47 @@ impl Level {
     }
 }
 
+/// A policy version, parsed from a `-version` label (upstream's `api.Version`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// `latest`: the newest checks kcm knows.
+    Latest,
+    /// `v1.N`, by its minor number.
+    V1(u32),
+}
+
+impl Version {
+    /// `latest` or `v1.N` as upstream's `ParseVersion` accepts them (`N` without leading
+    /// zeros); a minor too large for `u32` is newer than any check, so it reads as `latest`.
+    fn parse(s: &str) -> Option<Self> {
+        if s == "latest" {
+            return Some(Version::Latest);
+        }
+        let minor = s.strip_prefix("v1.")?;
+        let digits = !minor.is_empty() && minor.bytes().all(|b| b.is_ascii_digit());
+        if !digits || (minor.len() > 1 && minor.starts_with('0')) {
+            return None;
+        }
+        Some(minor.parse().map_or(Version::Latest, Version::V1))
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Version::Latest => f.write_str("latest"),
+            Version::V1(minor) => write!(f, "v1.{minor}"),
+        }
+    }
+}
+
 /// A level at a version (`restricted:latest`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LevelVersion {
     /// The level.
     pub level: Level,
-    /// `latest` or `v1.N`.
-    pub version: String,
+    /// The version its checks are taken from.
+    pub version: Version,
 }
 
 impl std::fmt::Display for LevelVersion {
@@ -82,13 +119,6 @@ pub struct Policy {
     pub warn: LevelVersion,
 }
 
-/// Whether `v` is a version label value upstream accepts (`latest`, `v1.N`).
-fn valid_version(v: &str) -> bool {
-    v == "latest"
-        || v.strip_prefix("v1.")
-            .is_some_and(|minor| !minor.is_empty() && minor.bytes().all(|b| b.is_ascii_digit()))
-}
-
 impl Policy {
     /// The policy of a namespace's labels (upstream's `PolicyToEvaluate`): `privileged:latest`
     /// where unset or invalid; `warn` and `audit` default to the enforce level and version.
@@ -99,18 +129,14 @@ impl Policy {
                 .and_then(Value::as_str)
         };
         let level = |mode| label(mode, "").and_then(Level::parse);
-        let version = |mode| {
-            label(mode, "-version")
-                .filter(|v| valid_version(v))
-                .map(str::to_owned)
-        };
+        let version = |mode| label(mode, "-version").and_then(Version::parse);
         let enforce = LevelVersion {
             level: level("enforce").unwrap_or(Level::Privileged),
-            version: version("enforce").unwrap_or_else(|| "latest".to_owned()),
+            version: version("enforce").unwrap_or(Version::Latest),
         };
         let other = |mode| LevelVersion {
             level: level(mode).unwrap_or(enforce.level),
-            version: version(mode).unwrap_or_else(|| enforce.version.clone()),
+            version: version(mode).unwrap_or(enforce.version),
         };
         Self {
             audit: other("audit"),
@@ -122,11 +148,7 @@ impl Policy {
 
 /// The violations of a pod spec at `lv` as upstream's `ForbiddenDetail`, `None` when allowed.
 fn evaluate(lv: &LevelVersion, metadata: Option<&Value>, spec: &Value) -> Option<String> {
-    let violations = match lv.level {
-        Level::Privileged => return None,
-        Level::Baseline => checks::evaluate(metadata, spec, false),
-        Level::Restricted => checks::evaluate(metadata, spec, true),
-    };
+    let violations = checks::evaluate(*lv, metadata, spec);
     (!violations.is_empty()).then(|| checks::forbidden_detail(&violations))
 }
 
@@ -310,6 +332,31 @@ mod tests {
         assert_eq!(p.enforce.level, Level::Privileged);
     }
 
+    #[test]
+    fn version_labels_parse_as_upstreams_parse_version() {
+        let cases = [
+            ("latest", Some(Version::Latest)),
+            ("v1.0", Some(Version::V1(0))),
+            ("v1.22", Some(Version::V1(22))),
+            ("v1.99", Some(Version::V1(99))),
+            // Newer than anything: evaluated as the newest checks.
+            ("v1.99999999999", Some(Version::Latest)),
+            ("v1.01", None),
+            ("v1.", None),
+            ("v1.2x", None),
+            ("v2.0", None),
+            ("1.22", None),
+            ("Latest", None),
+            ("", None),
+        ];
+        for (label, want) in cases {
+            assert_eq!(Version::parse(label), want, "{label:?}");
+            if let Some(Version::V1(_)) = want {
+                assert_eq!(want.map(|v| v.to_string()).as_deref(), Some(label));
+            }
+        }
+    }
+
     async fn create(
         def: &'static crate::registry::ResourceDef,
         labels: Value,
@@ -358,6 +405,35 @@ mod tests {
         let (result, warnings) = create(&PODS, json!({}), pod).await;
         result.expect("privileged by default");
         assert!(warnings.is_empty());
+    }
+
+    /// The plugin evaluates the namespace's pinned version: a container that keeps its
+    /// capabilities passes `restricted:v1.21` (no capabilities_restricted yet) and is refused
+    /// from `v1.22`, the message naming the version.
+    #[tokio::test]
+    async fn enforce_version_pins_the_checks() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {
+            "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "c", "image": "nginx",
+                "securityContext": {"allowPrivilegeEscalation": false}}]}});
+        let labels = |version: &str| {
+            json!({"pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": version})
+        };
+        let (result, warnings) = create(&PODS, labels("v1.21"), pod.clone()).await;
+        result.expect("restricted:v1.21 has no capabilities_restricted");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        for version in ["v1.22", "latest"] {
+            let (result, _) = create(&PODS, labels(version), pod.clone()).await;
+            let err = result.expect_err("refused");
+            assert_eq!(err.code, 403);
+            assert_eq!(
+                err.message,
+                format!(
+                    "pods \"p\" is forbidden: violates PodSecurity \"restricted:{version}\": unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"])"
+                )
+            );
+        }
     }
 
     #[tokio::test]
