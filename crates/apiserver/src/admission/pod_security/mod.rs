@@ -50,6 +50,15 @@ impl Level {
         }
     }
 
+    /// How strict the level is (upstream's `CompareLevels` order).
+    fn strictness(self) -> u8 {
+        match self {
+            Level::Privileged => 0,
+            Level::Baseline => 1,
+            Level::Restricted => 2,
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Level::Privileged => "privileged",
@@ -60,9 +69,10 @@ impl Level {
 }
 
 /// A policy version, parsed from a `-version` label (upstream's `api.Version`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Version {
-    /// `latest`: the newest checks kcm knows.
+    /// `latest`: the newest checks kcm knows (also what a missing or unparsable label means).
+    #[default]
     Latest,
     /// `v1.N`, by its minor number.
     V1(u32),
@@ -120,27 +130,37 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The policy of a namespace's labels (upstream's `PolicyToEvaluate`): `privileged:latest`
-    /// where unset or invalid; `warn` and `audit` default to the enforce level and version.
+    /// The policy of a namespace's labels (upstream's `PolicyToEvaluate` over its default
+    /// configuration, `privileged:latest` for every mode): an unparsable enforce level is
+    /// `restricted` (fail closed), an unparsable warn or audit level `privileged` (fail open), an
+    /// unparsable version `latest`; and a namespace that sets only a stricter enforce level
+    /// warns at it too (at the enforce version, unless a warn version is set).
     pub fn from_labels(labels: Option<&Value>) -> Self {
         let label = |mode: &str, suffix: &str| {
             labels
                 .and_then(|l| l.get(format!("{LABEL_PREFIX}{mode}{suffix}")))
                 .and_then(Value::as_str)
         };
-        let level = |mode| label(mode, "").and_then(Level::parse);
-        let version = |mode| label(mode, "-version").and_then(Version::parse);
-        let enforce = LevelVersion {
-            level: level("enforce").unwrap_or(Level::Privileged),
-            version: version("enforce").unwrap_or(Version::Latest),
+        let level = |mode, invalid| label(mode, "").map(|l| Level::parse(l).unwrap_or(invalid));
+        let version = |mode| label(mode, "-version").map(|v| Version::parse(v).unwrap_or_default());
+        let mode = |mode, invalid| LevelVersion {
+            level: level(mode, invalid).unwrap_or(Level::Privileged),
+            version: version(mode).unwrap_or_default(),
         };
-        let other = |mode| LevelVersion {
-            level: level(mode).unwrap_or(enforce.level),
-            version: version(mode).unwrap_or(enforce.version),
-        };
+        let enforce = mode("enforce", Level::Restricted);
+        let mut warn = mode("warn", Level::Privileged);
+        if label("warn", "").is_none()
+            && label("enforce", "").is_some()
+            && enforce.level.strictness() > warn.level.strictness()
+        {
+            warn.level = enforce.level;
+            if label("warn", "-version").is_none() {
+                warn.version = enforce.version;
+            }
+        }
         Self {
-            audit: other("audit"),
-            warn: other("warn"),
+            audit: mode("audit", Level::Privileged),
+            warn,
             enforce,
         }
     }
@@ -315,21 +335,52 @@ mod tests {
 
     #[test]
     fn labels_give_the_policy_with_upstreams_defaults() {
+        let policy = |labels: Value| {
+            let p = Policy::from_labels(Some(&labels));
+            [p.enforce, p.warn, p.audit].map(|lv| lv.to_string())
+        };
         let p = Policy::from_labels(None);
         assert_eq!(p.enforce.to_string(), "privileged:latest");
-        let p = Policy::from_labels(Some(&json!({
-            "pod-security.kubernetes.io/enforce": "baseline",
-            "pod-security.kubernetes.io/enforce-version": "v1.30",
-            "pod-security.kubernetes.io/warn": "restricted",
-            "pod-security.kubernetes.io/audit-version": "nonsense",
-        })));
-        assert_eq!(p.enforce.to_string(), "baseline:v1.30");
-        assert_eq!(p.warn.to_string(), "restricted:v1.30");
-        assert_eq!(p.audit.to_string(), "baseline:v1.30");
-        let p = Policy::from_labels(Some(
-            &json!({"pod-security.kubernetes.io/enforce": "strict"}),
-        ));
-        assert_eq!(p.enforce.level, Level::Privileged);
+        assert_eq!(p.warn.to_string(), "privileged:latest");
+        // Only a stricter enforce level: warn follows it (version too), audit does not.
+        assert_eq!(
+            policy(json!({
+                "pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/enforce-version": "v1.30",
+            })),
+            ["baseline:v1.30", "baseline:v1.30", "privileged:latest"]
+        );
+        // An explicit warn level (or version) is kept.
+        assert_eq!(
+            policy(json!({
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/warn": "baseline",
+            })),
+            ["restricted:latest", "baseline:latest", "privileged:latest"]
+        );
+        assert_eq!(
+            policy(json!({
+                "pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/enforce-version": "v1.30",
+                "pod-security.kubernetes.io/warn-version": "v1.25",
+            })),
+            ["baseline:v1.30", "baseline:v1.25", "privileged:latest"]
+        );
+        // Unparsable: enforce fails closed, warn and audit open, versions are latest.
+        assert_eq!(
+            policy(json!({
+                "pod-security.kubernetes.io/enforce": "strict",
+                "pod-security.kubernetes.io/enforce-version": "nonsense",
+                "pod-security.kubernetes.io/warn": "loud",
+                "pod-security.kubernetes.io/audit": "restricted",
+                "pod-security.kubernetes.io/audit-version": "v1.x",
+            })),
+            [
+                "restricted:latest",
+                "privileged:latest",
+                "restricted:latest"
+            ]
+        );
     }
 
     #[test]
