@@ -7,11 +7,15 @@ use serde_json::{Value, json};
 /// pre-release suffix would fail Helm's `kubeVersion: ">=1.33.0"` constraints.
 pub const GIT_VERSION: &str = concat!("v1.33.0+kcm-", env!("CARGO_PKG_VERSION"));
 
+/// The minor version of the Kubernetes API served (`1.33`): what version-dependent behaviour
+/// (PodSecurity's `latest` checks) follows.
+pub const MINOR: u32 = 33;
+
 /// `/version`: a v1.33-style version.
 pub fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "33",
+        "minor": MINOR.to_string(),
         "gitVersion": GIT_VERSION,
         "gitCommit": "",
         "gitTreeState": "clean",

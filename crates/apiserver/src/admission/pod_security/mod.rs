@@ -4,10 +4,11 @@
 //! [`checks`]. Each `-version` label (`latest` or `v1.N`) is parsed once into a [`Version`] and
 //! evaluated with upstream's checks of that version: every check carries its versioned
 //! variants, the newest variant not newer than the label is used, a check with none is not
-//! applied, and `latest` or a version newer than any known one uses the newest (upstream's
-//! `checkRegistry`). A missing or unparsable label falls back to `privileged:latest`,
-//! upstream's defaults. Not done yet: audit annotations (kcm has no audit log), exemptions
-//! (none by default upstream).
+//! applied (upstream's `checkRegistry`). As a kube-apiserver of the version kcm serves (v1.33)
+//! knows no newer checks, `latest` and later labels are evaluated at that version; the table
+//! already holds the later revisions (v1.34, v1.35) for when the served version moves. Labels
+//! resolve as upstream's `PolicyToEvaluate` (see [`Policy::from_labels`]). Not done yet: audit
+//! annotations (kcm has no audit log), exemptions (none by default upstream).
 
 pub mod checks;
 
@@ -94,6 +95,19 @@ impl Version {
     }
 }
 
+impl Version {
+    /// The version whose checks apply on this server: as a kube-apiserver of the served
+    /// version ([`crate::version::MINOR`]) knows no newer checks, `latest` and any later label
+    /// are evaluated as that version (the label is still what messages name).
+    pub fn served(self) -> Version {
+        let served = crate::version::MINOR;
+        match self {
+            Version::V1(minor) if minor < served => self,
+            _ => Version::V1(served),
+        }
+    }
+}
+
 impl std::fmt::Display for Version {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -167,8 +181,13 @@ impl Policy {
 }
 
 /// The violations of a pod spec at `lv` as upstream's `ForbiddenDetail`, `None` when allowed.
+/// The checks are those of the version the server serves at most ([`Version::served`]).
 fn evaluate(lv: &LevelVersion, metadata: Option<&Value>, spec: &Value) -> Option<String> {
-    let violations = checks::evaluate(*lv, metadata, spec);
+    let served = LevelVersion {
+        version: lv.version.served(),
+        ..*lv
+    };
+    let violations = checks::evaluate(served, metadata, spec);
     (!violations.is_empty()).then(|| checks::forbidden_detail(&violations))
 }
 
@@ -456,6 +475,36 @@ mod tests {
         let (result, warnings) = create(&PODS, json!({}), pod).await;
         result.expect("privileged by default");
         assert!(warnings.is_empty());
+    }
+
+    /// A v1.33 server knows no newer checks: `latest` and `v1.34` labels get v1.33's, so a
+    /// probe host (refused by baseline from v1.34) passes, and the version is named as set.
+    #[tokio::test]
+    async fn latest_and_later_versions_are_the_served_versions_checks() {
+        assert_eq!(Version::Latest.served(), Version::V1(crate::version::MINOR));
+        assert_eq!(Version::V1(99).served(), Version::V1(crate::version::MINOR));
+        assert_eq!(Version::V1(22).served(), Version::V1(22));
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+            "image": "nginx", "livenessProbe": {"httpGet": {"host": "10.0.0.1", "port": 80}}}]}});
+        for version in ["latest", "v1.34"] {
+            let labels = json!({"pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/enforce-version": version});
+            let (result, warnings) = create(&PODS, labels, pod.clone()).await;
+            result.expect("no probe host check before v1.34");
+            assert!(warnings.is_empty(), "{warnings:?}");
+        }
+        let privileged = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
+            "image": "nginx", "securityContext": {"privileged": true}}]}});
+        let labels = json!({"pod-security.kubernetes.io/enforce": "baseline",
+            "pod-security.kubernetes.io/enforce-version": "v1.34"});
+        let (result, _) = create(&PODS, labels, privileged).await;
+        let err = result.expect_err("privileged");
+        assert!(
+            err.message
+                .contains("violates PodSecurity \"baseline:v1.34\": privileged"),
+            "{}",
+            err.message
+        );
     }
 
     /// The plugin evaluates the namespace's pinned version: a container that keeps its
