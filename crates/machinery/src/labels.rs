@@ -16,8 +16,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The selector string does not parse: upstream's message (`found 'b', expected: in,
-    /// notin, =, ==, !=, gt, lt`, prefixed with `unable to parse requirement: ` where upstream
-    /// prefixes it, for errors within one requirement).
+    /// notin, =, ==, !=, gt, lt`; any error within one requirement — syntax, key or value —
+    /// prefixed with `unable to parse requirement: `, as upstream's).
     #[error("{0}")]
     Parse(String),
     /// A key is not a valid qualified name.
@@ -458,14 +458,10 @@ impl<'a> Token<'a> {
     }
 }
 
-/// Upstream's `found '<literal>', expected: <what>` (`expected` with its own separator).
-fn found(token: Token<'_>, expected: &str) -> String {
-    format!("found '{}'{expected}", token.literal())
-}
-
-/// An error within one requirement, which upstream prefixes.
-fn in_requirement(message: String) -> Error {
-    Error::Parse(format!("unable to parse requirement: {message}"))
+/// A syntax error: upstream's `found '<literal>', expected: <what>` (`expected` with its own
+/// separator, as upstream's texts vary).
+fn syntax(token: Token<'_>, expected: &str) -> Error {
+    Error::Parse(format!("found '{}'{expected}", token.literal()))
 }
 
 impl<'a> Parser<'a> {
@@ -535,30 +531,28 @@ impl<'a> Parser<'a> {
             Token::End => return Ok(Selector::everything()),
             Token::Identifier(_) | Token::Not => {}
             other => {
-                return Err(Error::Parse(found(
+                return Err(syntax(
                     other,
                     ", expected: !, identifier, or 'end of string'",
-                )));
+                ));
             }
         }
         loop {
-            requirements.push(self.requirement()?);
+            // Every error within a requirement (syntax, key, value), as upstream's `parse`.
+            let requirement = self
+                .requirement()
+                .map_err(|e| Error::Parse(format!("unable to parse requirement: {e}")))?;
+            requirements.push(requirement);
             match self.next() {
                 Token::End => break,
                 Token::Comma => match self.peek() {
                     Token::Identifier(_) | Token::Not => {}
                     other => {
-                        return Err(Error::Parse(found(
-                            other,
-                            ", expected: identifier after ','",
-                        )));
+                        return Err(syntax(other, ", expected: identifier after ','"));
                     }
                 },
                 other => {
-                    return Err(Error::Parse(found(
-                        other,
-                        ", expected: ',' or 'end of string'",
-                    )));
+                    return Err(syntax(other, ", expected: ',' or 'end of string'"));
                 }
             }
         }
@@ -574,7 +568,7 @@ impl<'a> Parser<'a> {
         };
         let key = match self.next() {
             Token::Identifier(k) => k.to_owned(),
-            other => return Err(in_requirement(found(other, ", expected: identifier"))),
+            other => return Err(syntax(other, ", expected: identifier")),
         };
         if negated {
             return Requirement::new(key, Operator::DoesNotExist, []);
@@ -588,10 +582,7 @@ impl<'a> Parser<'a> {
             Token::Identifier("in") => Operator::In,
             Token::Identifier("notin") => Operator::NotIn,
             other => {
-                return Err(in_requirement(found(
-                    other,
-                    ", expected: in, notin, =, ==, !=, gt, lt",
-                )));
+                return Err(syntax(other, ", expected: in, notin, =, ==, !=, gt, lt"));
             }
         };
         self.next();
@@ -604,7 +595,7 @@ impl<'a> Parser<'a> {
                 }
                 // `a=` selects the empty value, as upstream.
                 Token::End | Token::Comma => vec![String::new()],
-                other => return Err(in_requirement(found(other, ", expected: identifier"))),
+                other => return Err(syntax(other, ", expected: identifier")),
             },
         };
         Requirement::new(key, operator, values)
@@ -614,15 +605,12 @@ impl<'a> Parser<'a> {
         let open = self.next();
         if open != Token::OpenParen {
             // Upstream's text has no comma here.
-            return Err(in_requirement(found(open, " expected: '('")));
+            return Err(syntax(open, " expected: '('"));
         }
         match self.peek() {
             Token::Identifier(_) | Token::Comma | Token::CloseParen => {}
             other => {
-                return Err(in_requirement(found(
-                    other,
-                    ", expected: ',', ')' or identifier",
-                )));
+                return Err(syntax(other, ", expected: ',', ')' or identifier"));
             }
         }
         // A missing value is the empty value, as upstream's `parseValues` and
@@ -649,12 +637,9 @@ impl<'a> Parser<'a> {
                     return Ok(values);
                 }
                 other if want_value => {
-                    return Err(in_requirement(found(
-                        other,
-                        ", expected: ',', or identifier",
-                    )));
+                    return Err(syntax(other, ", expected: ',', or identifier"));
                 }
-                other => return Err(in_requirement(found(other, ", expected: ',' or ')'"))),
+                other => return Err(syntax(other, ", expected: ',' or ')'")),
             }
         }
     }

@@ -110,14 +110,8 @@ impl Query {
     pub fn list_options(&self, def: &ResourceDef, watch_prefix: bool) -> Result<ListOptions> {
         let label_selector = match self.get("labelSelector").filter(|s| !s.is_empty()) {
             None => None,
-            Some(s) => Some(Selector::parse(s).map_err(|e| {
-                // A syntax error reads as upstream's (prefixed where upstream prefixes it);
-                // a bad key or value is a requirement's error.
-                ApiError::bad_request(match e {
-                    kcm_machinery::labels::Error::Parse(_) => e.to_string(),
-                    other => format!("unable to parse requirement: {other}"),
-                })
-            })?),
+            // The parser's errors read as upstream's.
+            Some(s) => Some(Selector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
         };
         let field_selector = FieldSelector::parse(self.get("fieldSelector").unwrap_or(""), def)?;
         let limit = self.int("limit")?.unwrap_or(0);

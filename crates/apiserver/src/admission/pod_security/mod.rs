@@ -25,13 +25,25 @@ use crate::pointer::At;
 use crate::resources::namespace::NAMESPACES;
 use crate::resources::pod::PODS;
 
-/// The label prefix of the namespace policy.
-const LABEL_PREFIX: &str = "pod-security.kubernetes.io/";
+/// The namespace labels of the policy, per mode: the level, then the version (upstream's
+/// `EnforceLevelLabel`, `EnforceVersionLabel`, ...).
+const ENFORCE_LABELS: (&str, &str) = (
+    "pod-security.kubernetes.io/enforce",
+    "pod-security.kubernetes.io/enforce-version",
+);
+const WARN_LABELS: (&str, &str) = (
+    "pod-security.kubernetes.io/warn",
+    "pod-security.kubernetes.io/warn-version",
+);
+const AUDIT_LABELS: (&str, &str) = (
+    "pod-security.kubernetes.io/audit",
+    "pod-security.kubernetes.io/audit-version",
+);
 /// How many pods of a namespace a label change is checked against (upstream: 3000 pods, 1 s).
 const NAMESPACE_POD_LIMIT: usize = 3000;
 
-/// A Pod Security Standards level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A Pod Security Standards level, ordered from the least strict (upstream's `CompareLevels`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     /// No restriction.
     Privileged,
@@ -51,15 +63,6 @@ impl Level {
         }
     }
 
-    /// How strict the level is (upstream's `CompareLevels` order).
-    fn strictness(self) -> u8 {
-        match self {
-            Level::Privileged => 0,
-            Level::Baseline => 1,
-            Level::Restricted => 2,
-        }
-    }
-
     fn as_str(self) -> &'static str {
         match self {
             Level::Privileged => "privileged",
@@ -72,7 +75,8 @@ impl Level {
 /// A policy version, parsed from a `-version` label (upstream's `api.Version`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Version {
-    /// `latest`: the newest checks kcm knows (also what a missing or unparsable label means).
+    /// `latest`: the checks of the version the server serves (also what a missing or
+    /// unparsable label means).
     #[default]
     Latest,
     /// `v1.N`, by its minor number.
@@ -93,9 +97,7 @@ impl Version {
         }
         Some(minor.parse().map_or(Version::Latest, Version::V1))
     }
-}
 
-impl Version {
     /// The version whose checks apply on this server: as a kube-apiserver of the served
     /// version ([`crate::version::MINOR`]) knows no newer checks, `latest` and any later label
     /// are evaluated as that version (the label is still what messages name).
@@ -150,30 +152,24 @@ impl Policy {
     /// unparsable version `latest`; and a namespace that sets only a stricter enforce level
     /// warns at it too (at the enforce version, unless a warn version is set).
     pub fn from_labels(labels: Option<&Value>) -> Self {
-        let label = |mode: &str, suffix: &str| {
-            labels
-                .and_then(|l| l.get(format!("{LABEL_PREFIX}{mode}{suffix}")))
-                .and_then(Value::as_str)
+        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        // Each mode's level and version label as set (`None` when absent).
+        let set = |(level, version): (&str, &str)| (label(level), label(version));
+        let resolve = |(level, version): (Option<&str>, Option<&str>), invalid| LevelVersion {
+            level: level.map_or(Level::Privileged, |l| Level::parse(l).unwrap_or(invalid)),
+            version: version.map_or(Version::Latest, |v| Version::parse(v).unwrap_or_default()),
         };
-        let level = |mode, invalid| label(mode, "").map(|l| Level::parse(l).unwrap_or(invalid));
-        let version = |mode| label(mode, "-version").map(|v| Version::parse(v).unwrap_or_default());
-        let mode = |mode, invalid| LevelVersion {
-            level: level(mode, invalid).unwrap_or(Level::Privileged),
-            version: version(mode).unwrap_or_default(),
-        };
-        let enforce = mode("enforce", Level::Restricted);
-        let mut warn = mode("warn", Level::Privileged);
-        if label("warn", "").is_none()
-            && label("enforce", "").is_some()
-            && enforce.level.strictness() > warn.level.strictness()
-        {
+        let (enforce_set, warn_set) = (set(ENFORCE_LABELS), set(WARN_LABELS));
+        let enforce = resolve(enforce_set, Level::Restricted);
+        let mut warn = resolve(warn_set, Level::Privileged);
+        if warn_set.0.is_none() && enforce_set.0.is_some() && enforce.level > warn.level {
             warn.level = enforce.level;
-            if label("warn", "-version").is_none() {
+            if warn_set.1.is_none() {
                 warn.version = enforce.version;
             }
         }
         Self {
-            audit: mode("audit", Level::Privileged),
+            audit: resolve(set(AUDIT_LABELS), Level::Privileged),
             warn,
             enforce,
         }
