@@ -1,4 +1,8 @@
 //! NamespaceLifecycle: no new objects in a missing or terminating namespace, and the immortal namespaces may not be deleted (upstream's `plugin/namespace/lifecycle`).
+//!
+//! Upstream's plugin is a mutating one (it implements `Admit`), so it runs first in the
+//! mutating phase: a create in a missing namespace is refused as `namespaces "x" not found`
+//! before ServiceAccount or LimitRanger look for that namespace's objects.
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -15,7 +19,7 @@ use crate::resources::namespace::NAMESPACES;
 /// Namespaces that may never be deleted (upstream's `immortalNamespaces`).
 pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
-/// The plugin. Validating only: it changes nothing.
+/// The plugin. It changes nothing, but decides in the mutating phase, as upstream's `Admit`.
 #[derive(Debug, Default)]
 pub struct NamespaceLifecycle;
 
@@ -26,14 +30,17 @@ impl Plugin for NamespaceLifecycle {
     }
 
     fn handles(&self, operation: Operation) -> bool {
-        matches!(operation, Operation::Create | Operation::Delete)
+        matches!(
+            operation,
+            Operation::Create | Operation::Update | Operation::Delete
+        )
     }
 
-    fn validates(&self) -> bool {
+    fn mutates(&self) -> bool {
         true
     }
 
-    async fn validate(&self, source: &dyn ObjectSource, a: &mut Attributes<'_>) -> Result<()> {
+    async fn admit(&self, source: &dyn ObjectSource, a: &mut Attributes<'_>) -> Result<()> {
         let is_namespace = a.is_resource(&NAMESPACES);
         if a.operation == Operation::Delete {
             if is_namespace && IMMORTAL_NAMESPACES.contains(&a.name) {
@@ -42,7 +49,8 @@ impl Plugin for NamespaceLifecycle {
             // Deleting anything else is always allowed.
             return Ok(());
         }
-        // Cluster-scoped objects and namespaces themselves are always allowed.
+        // Cluster-scoped objects and namespaces themselves are always allowed; an update
+        // needs the namespace to exist, a create also needs it not terminating.
         if a.namespace.is_empty() || is_namespace || !a.resource.namespaced {
             return Ok(());
         }
@@ -54,7 +62,7 @@ impl Plugin for NamespaceLifecycle {
         };
         let terminating = ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
             || object::deletion_timestamp(&ns).is_some();
-        if terminating {
+        if terminating && a.operation == Operation::Create {
             let namespace = a.namespace;
             return Err(a
                 .forbidden(&format!(
@@ -91,32 +99,48 @@ mod tests {
         let user = UserInfo::admin();
         struct Case {
             name: &'static str,
+            operation: Operation,
             namespace: &'static str,
             want: Option<(u16, &'static str)>,
         }
         let cases = [
             Case {
                 name: "live namespace",
+                operation: Operation::Create,
                 namespace: "live",
                 want: None,
             },
             Case {
                 name: "missing namespace",
+                operation: Operation::Create,
                 namespace: "gone",
                 want: Some((404, "namespaces \"gone\" not found")),
             },
             Case {
                 name: "terminating namespace",
+                operation: Operation::Create,
                 namespace: "dying",
                 want: Some((
                     403,
                     "configmaps \"c\" is forbidden: unable to create new content in namespace dying because it is being terminated",
                 )),
             },
+            Case {
+                name: "update in a terminating namespace",
+                operation: Operation::Update,
+                namespace: "dying",
+                want: None,
+            },
+            Case {
+                name: "update in a missing namespace",
+                operation: Operation::Update,
+                namespace: "gone",
+                want: Some((404, "namespaces \"gone\" not found")),
+            },
         ];
         for case in cases {
             let mut a = Attributes::new(
-                Operation::Create,
+                case.operation,
                 &CONFIGMAPS,
                 case.namespace,
                 "c",
@@ -124,7 +148,7 @@ mod tests {
                 &user,
             );
             let got = NamespaceLifecycle
-                .validate(&objects, &mut a)
+                .admit(&objects, &mut a)
                 .await
                 .err()
                 .map(|e| (e.code, e.message));
@@ -145,7 +169,7 @@ mod tests {
             &user,
         );
         let err = NamespaceLifecycle
-            .validate(&objects, &mut delete)
+            .admit(&objects, &mut delete)
             .await
             .expect_err("immortal");
         assert_eq!(
@@ -154,7 +178,7 @@ mod tests {
         );
         let mut delete = Attributes::new(Operation::Delete, &NAMESPACES, "", "live", None, &user);
         NamespaceLifecycle
-            .validate(&objects, &mut delete)
+            .admit(&objects, &mut delete)
             .await
             .expect("mortal");
     }

@@ -106,6 +106,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::admission::{AdmissionConfig, Chain};
     use crate::registry::options::WriteOptions;
     use crate::resources::namespace::NAMESPACES;
     use crate::resources::pod::PODS;
@@ -248,6 +249,23 @@ mod tests {
         assert_eq!(
             err.message,
             "namespaces \"kube-system\" is forbidden: this namespace may not be deleted"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_namespace_is_reported_before_service_account_looks_into_it() {
+        // The default chain, ServiceAccount included: NamespaceLifecycle decides in the
+        // mutating phase, first, so the client learns the namespace is missing rather than
+        // that its `default` service account is.
+        let registry = registry()
+            .await
+            .with_admission(Chain::from_config(&AdmissionConfig::default()).expect("chain"));
+        let mut orphan = pod("p", json!({}));
+        orphan["metadata"]["namespace"] = json!("nowhere");
+        let err = create(&registry, &PODS, orphan).await.expect_err("missing");
+        assert_eq!(
+            (err.code, err.reason, err.message.as_str()),
+            (404, "NotFound", "namespaces \"nowhere\" not found")
         );
     }
 }
