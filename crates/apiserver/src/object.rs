@@ -129,6 +129,29 @@ pub fn remove_meta(obj: &mut Value, key: &str) {
     metadata_mut(obj).remove(key);
 }
 
+/// Drops the `metadata` fields that Go's `omitempty` would leave out when the server encodes
+/// an object: empty strings, a zero `generation`, empty `labels`/`annotations`, empty lists and
+/// `null`s. Kubernetes stores every object after a typed decode, so `annotations: {}` sent by
+/// a client (kubectl's three-way patches send exactly that) is never stored or answered;
+/// without this, `kubectl diff` of an unchanged object reports `annotations: {}` as a change.
+/// `creationTimestamp` is left as it is (Go's `metav1.Time` encodes a zero time as `null`).
+pub fn omit_empty_meta(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    meta.retain(|key, value| {
+        key == "creationTimestamp"
+            || match value {
+                Value::Null => false,
+                Value::String(s) => !s.is_empty(),
+                Value::Object(m) => !m.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Number(n) => key != "generation" || n.as_i64() != Some(0),
+                Value::Bool(_) => true,
+            }
+    });
+}
+
 /// Sets `metadata.resourceVersion` to a revision.
 pub fn set_resource_version(obj: &mut Value, revision: i64) {
     set_meta(obj, "resourceVersion", revision.to_string());
@@ -161,6 +184,26 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn empty_metadata_fields_are_omitted_as_go_encodes_them() {
+        let mut obj = json!({"kind": "ConfigMap", "data": {}, "metadata": {
+            "name": "a", "namespace": "", "generateName": "", "uid": "u",
+            "labels": {}, "annotations": {}, "finalizers": [], "ownerReferences": [],
+            "managedFields": [], "deletionTimestamp": null, "creationTimestamp": null,
+            "generation": 0, "resourceVersion": "7"}});
+        omit_empty_meta(&mut obj);
+        assert_eq!(
+            obj,
+            json!({"kind": "ConfigMap", "data": {}, "metadata": {
+                "name": "a", "uid": "u", "creationTimestamp": null, "resourceVersion": "7"}})
+        );
+        let mut kept = json!({"metadata": {"labels": {"a": "b"}, "finalizers": ["f"],
+            "generation": 2, "deletionGracePeriodSeconds": 0}});
+        let before = kept.clone();
+        omit_empty_meta(&mut kept);
+        assert_eq!(kept, before, "non-empty fields and a pointer's zero stay");
+    }
 
     #[test]
     fn accessors_read_metadata() {

@@ -32,6 +32,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{ApiError, GroupKind, GroupResource};
+use crate::object;
 use crate::openapi::schemas::TypedKind;
 use crate::pointer::At;
 use crate::registry::computed::Computed;
@@ -677,12 +678,15 @@ impl ResourceDef {
 
     /// Decodes an incoming object as the typed resource, applies the scheme defaults and
     /// re-encodes it: unknown fields are dropped and a wrong type is an error message
-    /// (answered as 400 BadRequest).
+    /// (answered as 400 BadRequest). Empty metadata fields are omitted as Go's encoding
+    /// omits them ([`object::omit_empty_meta`]), for built-in and custom resources alike.
     pub fn decode(&self, obj: Value) -> Result<Value, String> {
-        match &self.custom {
-            Some(custom) => custom.decode(obj),
-            None => (self.decode)(obj),
-        }
+        let mut obj = match &self.custom {
+            Some(custom) => custom.decode(obj)?,
+            None => (self.decode)(obj)?,
+        };
+        object::omit_empty_meta(&mut obj);
+        Ok(obj)
     }
 
     /// Converts a stored object to this resource's version (a custom resource's also gets

@@ -160,6 +160,45 @@ async fn patch_with_stale_resource_version_or_wrong_uid_fails() {
 }
 
 #[tokio::test]
+async fn empty_metadata_maps_are_not_stored_so_an_unchanged_object_stays_unchanged() {
+    // kubectl's three-way patches (`kubectl diff`, `kubectl apply` without the last-applied
+    // annotation) send `"annotations": {}`; Kubernetes stores objects after a typed decode,
+    // whose encoding omits empty maps, so the object does not change.
+    timed(async {
+        let server = TestServer::start().await;
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+        let mut cm = configmap("e", &[("k", "v")]);
+        cm.metadata.labels = Some(Default::default());
+        cm.metadata.finalizers = Some(Vec::new());
+        let created = api
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+        assert_eq!(
+            (created.metadata.labels, created.metadata.finalizers),
+            (None, None),
+            "empty labels and finalizers are not stored"
+        );
+        let patch = Patch::Strategic(json!({"metadata": {"annotations": {}}}));
+        let dry = api
+            .patch("e", &PatchParams::default().dry_run(), &patch)
+            .await
+            .expect("dry-run patch");
+        assert_eq!(dry.metadata.annotations, None);
+        let patched = api
+            .patch("e", &PatchParams::default(), &patch)
+            .await
+            .expect("patch");
+        assert_eq!(patched.metadata.annotations, None);
+        assert_eq!(
+            patched.metadata.resource_version, created.metadata.resource_version,
+            "nothing changed, so nothing was written"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn generate_name_dry_run_and_yaml_bodies() {
     timed(async {
         let server = TestServer::start().await;
