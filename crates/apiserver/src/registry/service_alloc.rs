@@ -46,7 +46,11 @@ pub const SERVICE_IPS_KEY: &str = "/registry/ranges/serviceips";
 /// The store key of the node port snapshot (upstream's `/ranges/servicenodeports`).
 pub const SERVICE_NODE_PORTS_KEY: &str = "/registry/ranges/servicenodeports";
 /// How many times an allocation retries after another API server changed the snapshots.
-const MAX_SNAPSHOT_RACES: usize = 16;
+/// Each lost race means another server's write landed, so retrying always makes progress
+/// (upstream's `GuaranteedUpdate` retries without a bound); the bound only guards against a
+/// store that keeps reporting conflicts. 16 was too few: one server creating 20 Services can
+/// make the other lose 20 races in a row on a loaded machine.
+const MAX_SNAPSHOT_RACES: usize = 1024;
 /// How many repairs in a row must see an item held by no Service before it is freed
 /// (upstream's `numRepairsBeforeLeakCleanup`).
 pub const REPAIRS_BEFORE_LEAK_CLEANUP: u32 = 3;
