@@ -152,6 +152,16 @@ pub fn omit_empty_meta(obj: &mut Value) {
     });
 }
 
+/// Sets `metadata.generation`, or removes it for 0 (Go's `omitempty`: an object without a
+/// generation keeps none).
+pub fn set_generation(obj: &mut Value, generation: i64) {
+    if generation == 0 {
+        remove_meta(obj, "generation");
+    } else {
+        set_meta(obj, "generation", generation);
+    }
+}
+
 /// Sets `metadata.resourceVersion` to a revision.
 pub fn set_resource_version(obj: &mut Value, revision: i64) {
     set_meta(obj, "resourceVersion", revision.to_string());

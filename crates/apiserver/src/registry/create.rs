@@ -90,7 +90,11 @@ impl Registry {
         // FillObjectMetaSystemFields and BeforeCreate: the server owns these fields.
         object::set_meta(&mut obj, "uid", uuid::Uuid::new_v4().to_string());
         object::set_meta(&mut obj, "creationTimestamp", object::now_rfc3339());
-        object::set_meta(&mut obj, "generation", 1);
+        // The strategy's PrepareForCreate: 1 where the resource has a generation; elsewhere a
+        // client's value is kept, as upstream (BeforeCreate does not touch it).
+        if def.generation.set_on_create() {
+            object::set_meta(&mut obj, "generation", 1);
+        }
         for field in [
             "resourceVersion",
             "deletionTimestamp",

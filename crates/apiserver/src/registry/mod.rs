@@ -25,6 +25,7 @@ pub mod delete;
 pub mod event_cache;
 pub mod eviction;
 pub mod field_selector;
+pub mod generation;
 pub mod kubernetes_service;
 pub mod list;
 pub mod namespace;

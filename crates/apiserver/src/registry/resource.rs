@@ -37,6 +37,7 @@ use crate::openapi::schemas::TypedKind;
 use crate::pointer::At;
 use crate::registry::computed::Computed;
 use crate::registry::custom::CustomBehaviour;
+use crate::registry::generation::Generation;
 use crate::registry::strategy::{DefaultStrategy, Strategy, StrategyRef, decode_as};
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::{Schema, TypeDef};
@@ -325,6 +326,8 @@ pub struct ResourceDef {
     /// The behaviour the registry asks for (validation, create/update preparation,
     /// graceful deletion, ...).
     pub strategy: StrategyRef,
+    /// Whether objects have a `metadata.generation` and what bumps it (none by default).
+    pub generation: Generation,
     /// The `kubectl get` printer; `None` until declared (see [`ResourceDef::table_printer`]).
     printer: Option<Printer>,
     /// The strategic merge patch metadata; `None` until declared (see
@@ -391,6 +394,7 @@ impl ResourceDef {
             },
             decode: decode_as::<K>,
             strategy: StrategyRef::Static(&DefaultStrategy),
+            generation: Generation::None,
             printer: None,
             merge_schema: None,
             openapi: Some(TypedKind::of::<K>()),
@@ -425,6 +429,9 @@ impl ResourceDef {
             storage: Storage::Custom,
             decode: |obj| Ok(obj),
             strategy: StrategyRef::Shared(strategy),
+            // Upstream's custom resource strategy: 1 on create; its `PrepareForUpdate` bumps
+            // on any change outside metadata (see the custom kind's strategy).
+            generation: Generation::Spec,
             printer: None,
             merge_schema: None,
             openapi: None,
@@ -462,6 +469,12 @@ impl ResourceDef {
     /// Sets the selectable fields beyond `metadata.name` and `metadata.namespace`.
     pub const fn fields(mut self, fields: &'static [SelectableField]) -> Self {
         self.fields = fields;
+        self
+    }
+
+    /// Declares how objects keep `metadata.generation` (see [`Generation`]).
+    pub const fn generation(mut self, generation: Generation) -> Self {
+        self.generation = generation;
         self
     }
 

@@ -398,7 +398,7 @@ impl Registry {
         }
         // The server owns these metadata fields (rest.BeforeUpdate).
         object::set_meta(&mut new, "resourceVersion", rv);
-        object::set_meta(&mut new, "generation", object::generation(old));
+        object::set_generation(&mut new, object::generation(old));
         if object::uid(&new).is_empty() {
             object::set_meta(&mut new, "uid", object::uid(old));
         }
@@ -429,7 +429,7 @@ impl Registry {
         errs.extend(validate_object_meta_update(&new, old));
         match target {
             Target::Main => {
-                if object::spec_changed(&new, old) {
+                if def.generation.bumps(&new, old) {
                     object::set_meta(&mut new, "generation", object::generation(old) + 1);
                 }
                 def.strategy.prepare_for_update(&mut new, old);
@@ -497,8 +497,8 @@ fn revalidate_update(
     errs.extend(validate_object_meta_update(&new, old));
     match target {
         Target::Main => {
-            let generation = object::generation(old) + i64::from(object::spec_changed(&new, old));
-            object::set_meta(&mut new, "generation", generation);
+            let generation = object::generation(old) + i64::from(def.generation.bumps(&new, old));
+            object::set_generation(&mut new, generation);
             errs.extend(def.strategy.validate_update(&new, old));
         }
         Target::Status => errs.extend(def.strategy.validate_status_update(&new, old)),

@@ -10,6 +10,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhookConfiguration,
 };
 
+use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
 use crate::registry::subresource::Subresource;
 use crate::resources::admission_policy::{self, BindingStrategy, PolicyStrategy};
@@ -23,6 +24,7 @@ const API_EXTENSIONS: &[&str] = &["api-extensions"];
 /// admissionregistration.k8s.io/v1 validatingwebhookconfigurations.
 pub static VALIDATING_WEBHOOK_CONFIGURATIONS: ResourceDef =
     ResourceDef::of::<ValidatingWebhookConfiguration>()
+        .generation(Generation::Field("webhooks"))
         .categories(API_EXTENSIONS)
         .decode_with(webhook::decode_validating)
         .strategy(&WebhookConfigurationStrategy { mutating: false })
@@ -32,6 +34,7 @@ pub static VALIDATING_WEBHOOK_CONFIGURATIONS: ResourceDef =
 /// admissionregistration.k8s.io/v1 mutatingwebhookconfigurations.
 pub static MUTATING_WEBHOOK_CONFIGURATIONS: ResourceDef =
     ResourceDef::of::<MutatingWebhookConfiguration>()
+        .generation(Generation::Field("webhooks"))
         .categories(API_EXTENSIONS)
         .decode_with(webhook::decode_mutating)
         .strategy(&WebhookConfigurationStrategy { mutating: true })
@@ -41,6 +44,7 @@ pub static MUTATING_WEBHOOK_CONFIGURATIONS: ResourceDef =
 /// admissionregistration.k8s.io/v1 validatingadmissionpolicies.
 pub static VALIDATING_ADMISSION_POLICIES: ResourceDef =
     ResourceDef::of::<ValidatingAdmissionPolicy>()
+        .generation(Generation::Spec)
         .categories(API_EXTENSIONS)
         .subresources(&[Subresource::Status])
         .decode_with(admission_policy::decode_policy)
@@ -51,6 +55,7 @@ pub static VALIDATING_ADMISSION_POLICIES: ResourceDef =
 /// admissionregistration.k8s.io/v1 validatingadmissionpolicybindings.
 pub static VALIDATING_ADMISSION_POLICY_BINDINGS: ResourceDef =
     ResourceDef::of::<ValidatingAdmissionPolicyBinding>()
+        .generation(Generation::Spec)
         .categories(API_EXTENSIONS)
         .decode_with(admission_policy::decode_binding)
         .strategy(&BindingStrategy)

@@ -3,6 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::apiextensions::crd_strategy::{self, CrdStrategy};
+use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::kinds;
@@ -10,6 +11,7 @@ use crate::table::printers;
 
 /// apiextensions.k8s.io/v1 customresourcedefinitions.
 pub static CUSTOM_RESOURCE_DEFINITIONS: ResourceDef = ResourceDef::of::<CustomResourceDefinition>()
+    .generation(Generation::Spec)
     .short_names(&["crd", "crds"])
     .categories(&["api-extensions"])
     .subresources(&[Subresource::Status])

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::object;
 use crate::pointer::At;
+use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
@@ -23,6 +24,7 @@ use crate::validation::FieldError;
 
 /// The deployments resource.
 pub static DEPLOYMENTS: ResourceDef = ResourceDef::of::<Deployment>()
+    .generation(Generation::Spec)
     .short_names(&["deploy"])
     .categories(&["all"])
     .subresources(&[Subresource::Status, Subresource::Scale])
@@ -33,6 +35,7 @@ pub static DEPLOYMENTS: ResourceDef = ResourceDef::of::<Deployment>()
 
 /// The replicasets resource.
 pub static REPLICASETS: ResourceDef = ResourceDef::of::<ReplicaSet>()
+    .generation(Generation::Spec)
     .short_names(&["rs"])
     .categories(&["all"])
     .subresources(&[Subresource::Status, Subresource::Scale])
@@ -47,6 +50,7 @@ pub static REPLICASETS: ResourceDef = ResourceDef::of::<ReplicaSet>()
 
 /// The statefulsets resource.
 pub static STATEFULSETS: ResourceDef = ResourceDef::of::<StatefulSet>()
+    .generation(Generation::Spec)
     .short_names(&["sts"])
     .categories(&["all"])
     .subresources(&[Subresource::Status, Subresource::Scale])
@@ -57,6 +61,7 @@ pub static STATEFULSETS: ResourceDef = ResourceDef::of::<StatefulSet>()
 
 /// The daemonsets resource.
 pub static DAEMONSETS: ResourceDef = ResourceDef::of::<DaemonSet>()
+    .generation(Generation::Spec)
     .short_names(&["ds"])
     .categories(&["all"])
     .subresources(&[Subresource::Status])

@@ -2,6 +2,7 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 
+use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::subresource::Subresource;
 use crate::resources::cronjob::{CronJobStrategy, decode_cron_job};
@@ -11,6 +12,7 @@ use crate::table::printers;
 
 /// batch/v1 jobs.
 pub static JOBS: ResourceDef = ResourceDef::of::<Job>()
+    .generation(Generation::Spec)
     .categories(&["all"])
     .subresources(&[Subresource::Status])
     .fields(&[SelectableField {
@@ -25,6 +27,7 @@ pub static JOBS: ResourceDef = ResourceDef::of::<Job>()
 
 /// batch/v1 cronjobs.
 pub static CRONJOBS: ResourceDef = ResourceDef::of::<CronJob>()
+    .generation(Generation::Spec)
     .short_names(&["cj"])
     .categories(&["all"])
     .subresources(&[Subresource::Status])

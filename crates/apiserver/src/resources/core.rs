@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 use serde_json::Value;
 
 use crate::pointer::At;
+use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
@@ -109,6 +110,7 @@ pub static LIMIT_RANGES: ResourceDef = ResourceDef::of::<LimitRange>()
 
 /// The replicationcontrollers resource.
 pub static REPLICATION_CONTROLLERS: ResourceDef = ResourceDef::of::<ReplicationController>()
+    .generation(Generation::Spec)
     .short_names(&["rc"])
     .categories(&["all"])
     .subresources(&[Subresource::Scale, Subresource::Status])
@@ -119,6 +121,7 @@ pub static REPLICATION_CONTROLLERS: ResourceDef = ResourceDef::of::<ReplicationC
 
 /// The podtemplates resource.
 pub static POD_TEMPLATES: ResourceDef = ResourceDef::of::<PodTemplate>()
+    .generation(Generation::Field("template"))
     .decode_with(decode_pod_template)
     .strategy(&PodTemplateStrategy)
     .printer(printers::POD_TEMPLATE)

@@ -2,6 +2,7 @@
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
 use crate::resources::endpoint_slice::{self, EndpointSliceStrategy};
 use crate::strategic_merge::kinds;
@@ -9,6 +10,7 @@ use crate::table::printers;
 
 /// discovery.k8s.io/v1 endpointslices.
 pub static ENDPOINT_SLICES: ResourceDef = ResourceDef::of::<EndpointSlice>()
+    .generation(Generation::Spec)
     .decode_with(endpoint_slice::decode)
     .strategy(&EndpointSliceStrategy)
     .printer(printers::ENDPOINT_SLICE)

@@ -7,6 +7,7 @@ use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use serde_json::Value;
 
 use crate::pointer::At;
+use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::registry::subresource::Subresource;
@@ -19,6 +20,7 @@ use crate::validation::{FieldError, NameRule};
 
 /// flowcontrol.apiserver.k8s.io/v1 flowschemas.
 pub static FLOW_SCHEMAS: ResourceDef = ResourceDef::of::<FlowSchema>()
+    .generation(Generation::Spec)
     .subresources(&[Subresource::Status])
     .decode_with(decode_flow_schema)
     .strategy(&FlowSchemaStrategy)
@@ -29,6 +31,7 @@ pub static FLOW_SCHEMAS: ResourceDef = ResourceDef::of::<FlowSchema>()
 /// flowcontrol.apiserver.k8s.io/v1 prioritylevelconfigurations.
 pub static PRIORITY_LEVEL_CONFIGURATIONS: ResourceDef =
     ResourceDef::of::<PriorityLevelConfiguration>()
+        .generation(Generation::Spec)
         .subresources(&[Subresource::Status])
         .decode_with(decode_priority_level)
         .strategy(&PriorityLevelStrategy)

@@ -8,6 +8,7 @@
 use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::api::networking::v1::{IPAddress, Ingress, NetworkPolicy, ServiceCIDR};
 
+use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
 use crate::registry::subresource::Subresource;
 use crate::resources::ingress::IngressStrategy;
@@ -19,6 +20,7 @@ use crate::table::printers;
 
 /// networking.k8s.io/v1 ingresses.
 pub static INGRESSES: ResourceDef = ResourceDef::of::<Ingress>()
+    .generation(Generation::Spec)
     .short_names(&["ing"])
     .subresources(&[Subresource::Status])
     .strategy(&IngressStrategy)
@@ -27,6 +29,7 @@ pub static INGRESSES: ResourceDef = ResourceDef::of::<Ingress>()
 
 /// networking.k8s.io/v1 ingressclasses.
 pub static INGRESS_CLASSES: ResourceDef = ResourceDef::of::<IngressClass>()
+    .generation(Generation::Spec)
     .decode_with(ingress_class::decode)
     .strategy(&IngressClassStrategy)
     .printer(printers::INGRESS_CLASS)
@@ -34,6 +37,7 @@ pub static INGRESS_CLASSES: ResourceDef = ResourceDef::of::<IngressClass>()
 
 /// networking.k8s.io/v1 networkpolicies.
 pub static NETWORK_POLICIES: ResourceDef = ResourceDef::of::<NetworkPolicy>()
+    .generation(Generation::Spec)
     .short_names(&["netpol"])
     .decode_with(network_policy::decode)
     .strategy(&NetworkPolicyStrategy)

@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use serde_json::{Value, json};
 
 use crate::pointer::At;
+use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
@@ -15,6 +16,7 @@ use crate::validation::FieldError;
 
 /// The pods resource.
 pub static PODS: ResourceDef = ResourceDef::of::<Pod>()
+    .generation(Generation::Spec)
     .short_names(&["po"])
     .categories(&["all"])
     .subresources(&[

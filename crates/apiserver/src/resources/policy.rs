@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kcm_machinery::labels::Selector;
 use serde_json::Value;
 
+use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::{Strategy, typed};
 use crate::registry::subresource::Subresource;
@@ -20,6 +21,7 @@ pub static LEASES: ResourceDef = ResourceDef::of::<Lease>()
 
 /// policy/v1 poddisruptionbudgets.
 pub static PDBS: ResourceDef = ResourceDef::of::<PodDisruptionBudget>()
+    .generation(Generation::Spec)
     .short_names(&["pdb"])
     .subresources(&[Subresource::Status])
     .strategy(&PdbStrategy)

@@ -2,6 +2,7 @@
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
+use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
 use crate::resources::priority_class::{
     PriorityClassStrategy, decode_priority_class, system_priority_classes,
@@ -11,6 +12,7 @@ use crate::table::printers;
 
 /// The priorityclasses resource.
 pub static PRIORITY_CLASSES: ResourceDef = ResourceDef::of::<PriorityClass>()
+    .generation(Generation::CreateOnly)
     .short_names(&["pc"])
     .decode_with(decode_priority_class)
     .strategy(&PriorityClassStrategy)

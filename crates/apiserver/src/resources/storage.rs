@@ -7,6 +7,7 @@ use k8s_openapi::api::storage::v1::{
     CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
 };
 
+use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
 use crate::registry::subresource::Subresource;
 use crate::resources::csi::{self, CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy};
@@ -25,6 +26,7 @@ pub static STORAGE_CLASSES: ResourceDef = ResourceDef::of::<StorageClass>()
 
 /// storage.k8s.io/v1 csidrivers.
 pub static CSI_DRIVERS: ResourceDef = ResourceDef::of::<CSIDriver>()
+    .generation(Generation::Spec)
     .decode_with(csi::decode_driver)
     .strategy(&CsiDriverStrategy)
     .printer(printers::CSI_DRIVER)

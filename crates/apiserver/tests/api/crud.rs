@@ -6,7 +6,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::{configmap, status_of, timed};
+use crate::common::{configmap, raw, status_of, timed};
 
 #[tokio::test]
 async fn create_get_list_delete_configmap() {
@@ -20,7 +20,10 @@ async fn create_get_list_delete_configmap() {
         let meta = &created.metadata;
         assert!(meta.uid.is_some());
         assert!(meta.creation_timestamp.is_some());
-        assert_eq!(meta.generation, Some(1));
+        assert_eq!(
+            meta.generation, None,
+            "a ConfigMap has no generation, as upstream"
+        );
         let rv: i64 = meta
             .resource_version
             .as_deref()
@@ -194,6 +197,92 @@ async fn empty_metadata_maps_are_not_stored_so_an_unchanged_object_stays_unchang
             patched.metadata.resource_version, created.metadata.resource_version,
             "nothing changed, so nothing was written"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn generation_is_kept_only_by_the_resources_whose_strategy_keeps_one() {
+    // Upstream's strategies decide: ConfigMaps, Services and (in v1.33) HPAs have none; a
+    // PriorityClass starts at 1 and keeps it; a webhook configuration counts changes of its
+    // `webhooks`; a Pod (since v1.33) counts spec changes. A label never bumps it.
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let hook = |name: &str| {
+            json!({"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "clientConfig": {"url": "https://127.0.0.1:1/x"}})
+        };
+        let pod_spec = json!({"containers": [{"name": "c", "image": "nginx"}]});
+        struct Case {
+            path: &'static str,
+            object: serde_json::Value,
+            change: serde_json::Value,
+            want: [Option<i64>; 3],
+        }
+        let cases = [
+            Case {
+                path: "/api/v1/namespaces/default/configmaps",
+                object: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "g"}, "data": {"a": "1"}}),
+                change: json!({"data": {"a": "2"}}),
+                want: [None, None, None],
+            },
+            Case {
+                path: "/api/v1/namespaces/default/services",
+                object: json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "g"},
+                    "spec": {"ports": [{"port": 80}]}}),
+                change: json!({"spec": {"ports": [{"port": 81}]}}),
+                want: [None, None, None],
+            },
+            Case {
+                path: "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers",
+                object: json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": "g"}, "spec": {"maxReplicas": 3,
+                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}}}),
+                change: json!({"spec": {"maxReplicas": 4}}),
+                want: [None, None, None],
+            },
+            Case {
+                path: "/apis/scheduling.k8s.io/v1/priorityclasses",
+                object: json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                    "metadata": {"name": "g"}, "value": 10}),
+                change: json!({"description": "changed"}),
+                want: [Some(1), Some(1), Some(1)],
+            },
+            Case {
+                path: "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+                object: json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "g"},
+                    "webhooks": [hook("a.example.com")]}),
+                change: json!({"webhooks": [hook("b.example.com")]}),
+                want: [Some(1), Some(1), Some(2)],
+            },
+            Case {
+                path: "/api/v1/namespaces/default/pods",
+                object: json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "g"}, "spec": pod_spec}),
+                change: json!({"spec": {"activeDeadlineSeconds": 30}}),
+                want: [Some(1), Some(1), Some(2)],
+            },
+        ];
+        for case in cases {
+            let generation = |obj: &serde_json::Value| obj["metadata"]["generation"].as_i64();
+            let (code, created) =
+                raw(&client, "POST", case.path, "application/json", case.object.to_string()).await;
+            assert_eq!(code, 201, "{}: {created}", case.path);
+            let item = format!("{}/g", case.path);
+            let merge = "application/merge-patch+json";
+            let label = json!({"metadata": {"labels": {"x": "y"}}}).to_string();
+            let (code, labelled) = raw(&client, "PATCH", &item, merge, label).await;
+            assert_eq!(code, 200, "{}: {labelled}", case.path);
+            let (code, changed) = raw(&client, "PATCH", &item, merge, case.change.to_string()).await;
+            assert_eq!(code, 200, "{}: {changed}", case.path);
+            assert_eq!(
+                [generation(&created), generation(&labelled), generation(&changed)],
+                case.want,
+                "{}",
+                case.path
+            );
+        }
     })
     .await;
 }
