@@ -125,6 +125,17 @@ impl FieldError {
         }
     }
 
+    /// A `Not found` error: `value` names something that does not exist (a volume mount's
+    /// volume).
+    pub fn not_found(field: impl Into<String>, value: impl Into<Value>) -> Self {
+        Self {
+            kind: FieldErrorKind::NotFound,
+            field: field.into(),
+            value: render_value(&value.into()),
+            detail: String::new(),
+        }
+    }
+
     /// A `Required value` error.
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {

@@ -213,7 +213,11 @@ impl Strategy for WorkloadStrategy {
         }
         let template_required = self.0 != Workload::ReplicaSet
             || spec.get("replicas").and_then(Value::as_i64) != Some(0);
-        validate_selector_and_template(spec, template_required, &mut errs);
+        // Upstream validates a StatefulSet's template without its pod spec
+        // (`ValidatePodTemplateSpecForStatefulSet`): its mounts name claim templates, which are
+        // not volumes until the controller adds them to each pod.
+        let pod_spec_checked = self.0 != Workload::StatefulSet;
+        validate_selector_and_template(spec, template_required, pod_spec_checked, &mut errs);
         if self.0 == Workload::Deployment {
             validate_deployment_strategy(spec, &mut errs);
         }
@@ -384,10 +388,11 @@ pub fn decode_daemon_set(obj: Value) -> Result<Value, String> {
 }
 
 /// The shared workload rule: a non-empty valid selector that matches the template's labels,
-/// a template whose pods restart `Always`.
+/// a template whose pods restart `Always` and, with `pod_spec_checked`, a valid pod spec.
 fn validate_selector_and_template(
     spec: &Value,
     template_required: bool,
+    pod_spec_checked: bool,
     errs: &mut Vec<FieldError>,
 ) {
     let selector = match spec.get("selector") {
@@ -451,7 +456,9 @@ fn validate_selector_and_template(
     }
     match template.spec.as_ref() {
         Some(pod_spec) => {
-            validate_pod_spec(pod_spec, "spec.template.spec", errs);
+            if pod_spec_checked {
+                validate_pod_spec(pod_spec, "spec.template.spec", errs);
+            }
             let policy = pod_spec.restart_policy.as_deref().unwrap_or("Always");
             if policy != "Always" {
                 errs.push(FieldError::not_supported(
@@ -535,6 +542,30 @@ mod tests {
         assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
         assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
         assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always");
+    }
+
+    #[test]
+    fn a_stateful_set_template_may_mount_its_claim_templates_a_deployment_may_not() {
+        let spec = json!({
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}}, "spec": {
+                "restartPolicy": "Always",
+                "containers": [{"name": "db", "image": "postgres",
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}}],
+        });
+        let obj = json!({"metadata": {"name": "db"}, "spec": spec});
+        let sts = WorkloadStrategy(Workload::StatefulSet).validate(&obj);
+        assert!(sts.is_empty(), "{sts:?}");
+        let deploy: Vec<String> = WorkloadStrategy(Workload::Deployment)
+            .validate(&obj)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            deploy,
+            ["spec.template.spec.containers[0].volumeMounts[0].name: Not found: \"data\""]
+        );
     }
 
     #[test]

@@ -98,6 +98,7 @@ pub mod apps;
 pub mod autoscaling;
 pub mod batch;
 pub mod component_status;
+pub mod container_resources;
 pub mod core;
 pub mod cron_schedule;
 pub mod cronjob;

@@ -1,6 +1,8 @@
 //! core/v1 pods: defaults, Pending status on create, the update rules, graceful deletion.
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{ContainerPort, Pod, PodSpec, Volume, VolumeMount};
 use serde_json::{Value, json};
 
 use crate::pointer::At;
@@ -8,11 +10,13 @@ use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
+use crate::resources::container_resources::validate_resource_requirements;
+use crate::resources::net;
 use crate::resources::pod_defaults::default_pod_spec;
 use crate::resources::quantities;
 use crate::strategic_merge::kinds;
 use crate::table::printers;
-use crate::validation::FieldError;
+use crate::validation::{FieldError, NameRule};
 
 /// The pods resource.
 pub static PODS: ResourceDef = ResourceDef::of::<Pod>()
@@ -183,10 +187,15 @@ fn qos_class(spec: &PodSpec) -> &'static str {
 
 /// Validates a pod spec at `path` (`ValidatePodSpec`, the parts controllers depend on).
 pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Vec<FieldError>) {
+    let volumes = validate_volume_names(
+        spec.volumes.as_deref().unwrap_or(&[]),
+        &format!("{path}.volumes"),
+        errs,
+    );
     if spec.containers.is_empty() {
         errs.push(FieldError::required(format!("{path}.containers"), ""));
     }
-    let mut names = std::collections::BTreeSet::new();
+    let mut names = BTreeSet::new();
     for (list, field) in [
         (spec.containers.as_slice(), "containers"),
         (
@@ -199,7 +208,7 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Vec<FieldError>)
             if c.name.is_empty() {
                 errs.push(FieldError::required(format!("{cpath}.name"), ""));
             } else {
-                for msg in crate::validation::NameRule::Label.check(&c.name) {
+                for msg in NameRule::Label.check(&c.name) {
                     errs.push(FieldError::invalid(
                         format!("{cpath}.name"),
                         c.name.as_str(),
@@ -215,6 +224,20 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Vec<FieldError>)
             }
             if c.image.as_deref().unwrap_or("").trim().is_empty() {
                 errs.push(FieldError::required(format!("{cpath}.image"), ""));
+            }
+            validate_container_ports(
+                c.ports.as_deref().unwrap_or(&[]),
+                &format!("{cpath}.ports"),
+                errs,
+            );
+            validate_volume_mounts(
+                c.volume_mounts.as_deref().unwrap_or(&[]),
+                &volumes,
+                &format!("{cpath}.volumeMounts"),
+                errs,
+            );
+            if let Some(resources) = &c.resources {
+                validate_resource_requirements(resources, &format!("{cpath}.resources"), errs);
             }
         }
     }
@@ -258,6 +281,113 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Vec<FieldError>)
                 format!("{tpath}.effect"),
                 t.effect.clone().unwrap_or_default(),
                 "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
+        }
+    }
+}
+
+/// The protocols a container port may use (upstream's `supportedPortProtocols`).
+const PORT_PROTOCOLS: [&str; 3] = ["SCTP", "TCP", "UDP"];
+
+/// Checks the volumes' names (`ValidateVolumes`: required, an RFC 1123 label, unique) and
+/// returns those a mount may refer to: a volume with an error is not one, as upstream.
+fn validate_volume_names<'a>(
+    volumes: &'a [Volume],
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) -> BTreeSet<&'a str> {
+    let mut names = BTreeSet::new();
+    for (i, volume) in volumes.iter().enumerate() {
+        let field = format!("{path}[{i}].name");
+        let before = errs.len();
+        if volume.name.is_empty() {
+            errs.push(FieldError::required(&field, ""));
+        } else {
+            for msg in NameRule::Label.check(&volume.name) {
+                errs.push(FieldError::invalid(&field, volume.name.as_str(), msg));
+            }
+        }
+        if names.contains(volume.name.as_str()) {
+            errs.push(FieldError::duplicate(&field, volume.name.as_str()));
+        }
+        if errs.len() == before {
+            names.insert(volume.name.as_str());
+        }
+    }
+    names
+}
+
+/// `validateContainerPorts`: names valid and unique, ports in range, a known protocol.
+fn validate_container_ports(ports: &[ContainerPort], path: &str, errs: &mut Vec<FieldError>) {
+    let mut names = BTreeSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let ppath = format!("{path}[{i}]");
+        if let Some(name) = port.name.as_deref().filter(|n| !n.is_empty()) {
+            let msgs = net::port_name_errors(name);
+            if !msgs.is_empty() {
+                for msg in msgs {
+                    errs.push(FieldError::invalid(format!("{ppath}.name"), name, msg));
+                }
+            } else if !names.insert(name) {
+                errs.push(FieldError::duplicate(format!("{ppath}.name"), name));
+            }
+        }
+        if port.container_port == 0 {
+            errs.push(FieldError::required(format!("{ppath}.containerPort"), ""));
+        } else if !(1..=65535).contains(&port.container_port) {
+            errs.push(FieldError::invalid(
+                format!("{ppath}.containerPort"),
+                port.container_port,
+                net::INVALID_PORT_NUM,
+            ));
+        }
+        if let Some(host) = port.host_port
+            && host != 0
+            && !(1..=65535).contains(&host)
+        {
+            errs.push(FieldError::invalid(
+                format!("{ppath}.hostPort"),
+                host,
+                net::INVALID_PORT_NUM,
+            ));
+        }
+        match port.protocol.as_deref() {
+            None | Some("") => errs.push(FieldError::required(format!("{ppath}.protocol"), "")),
+            Some(protocol) if !PORT_PROTOCOLS.contains(&protocol) => errs.push(
+                FieldError::not_supported(format!("{ppath}.protocol"), protocol, &PORT_PROTOCOLS),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+/// `validateVolumeMounts`: each mount names a pod volume and a unique, non-empty path.
+fn validate_volume_mounts(
+    mounts: &[VolumeMount],
+    volumes: &BTreeSet<&str>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    let mut points = BTreeSet::new();
+    for (i, mount) in mounts.iter().enumerate() {
+        let mpath = format!("{path}[{i}]");
+        if mount.name.is_empty() {
+            errs.push(FieldError::required(format!("{mpath}.name"), ""));
+        }
+        if !volumes.contains(mount.name.as_str()) {
+            errs.push(FieldError::not_found(
+                format!("{mpath}.name"),
+                mount.name.as_str(),
+            ));
+        }
+        if mount.mount_path.is_empty() {
+            errs.push(FieldError::required(format!("{mpath}.mountPath"), ""));
+        }
+        if !points.insert(mount.mount_path.as_str()) {
+            errs.push(FieldError::invalid(
+                format!("{mpath}.mountPath"),
+                mount.mount_path.as_str(),
+                "must be unique",
             ));
         }
     }
@@ -324,6 +454,76 @@ fn spec_update_allowed(new: Option<&Value>, old: Option<&Value>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec_errors(spec: Value) -> Vec<String> {
+        let spec: PodSpec = serde_json::from_value(spec).expect("typed");
+        let mut errs = Vec::new();
+        validate_pod_spec(&spec, "spec", &mut errs);
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn ports_volumes_and_mounts_are_validated_as_upstream() {
+        let container = |extra: Value| {
+            let mut c = json!({"name": "c", "image": "nginx"});
+            if let (Some(c), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
+                c.extend(extra.clone());
+            }
+            c
+        };
+        let cases: [(Value, Vec<&str>); 7] = [
+            (
+                json!({"volumes": [{"name": "data", "emptyDir": {}}],
+                    "containers": [container(json!({
+                        "ports": [{"name": "http", "containerPort": 80, "protocol": "TCP"}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}))]}),
+                vec![],
+            ),
+            (
+                json!({"containers": [container(json!({
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}))]}),
+                vec!["spec.containers[0].volumeMounts[0].name: Not found: \"data\""],
+            ),
+            (
+                json!({"volumes": [{"name": "data", "emptyDir": {}}],
+                    "containers": [container(json!({"volumeMounts": [
+                        {"name": "data", "mountPath": "/d"}, {"name": "data", "mountPath": "/d"}]}))]}),
+                vec![
+                    "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/d\": must be unique",
+                ],
+            ),
+            (
+                json!({"volumes": [{"name": "a", "emptyDir": {}}, {"name": "a", "emptyDir": {}}],
+                    "containers": [container(json!({}))]}),
+                vec!["spec.volumes[1].name: Duplicate value: \"a\""],
+            ),
+            (
+                json!({"containers": [container(json!({"ports": [
+                    {"containerPort": 70000, "protocol": "TCP"},
+                    {"containerPort": 80, "protocol": "HTTP"}]}))]}),
+                vec![
+                    "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+                    "spec.containers[0].ports[1].protocol: Unsupported value: \"HTTP\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+                ],
+            ),
+            (
+                json!({"containers": [container(json!({"ports": [
+                    {"name": "web", "containerPort": 80, "protocol": "TCP"},
+                    {"name": "web", "containerPort": 81, "protocol": "TCP"}]}))]}),
+                vec!["spec.containers[0].ports[1].name: Duplicate value: \"web\""],
+            ),
+            (
+                json!({"containers": [container(json!({"ports": [
+                    {"name": "web_port", "containerPort": 80, "protocol": "TCP"}]}))]}),
+                vec![
+                    "spec.containers[0].ports[0].name: Invalid value: \"web_port\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                ],
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(spec_errors(spec.clone()), want, "{spec}");
+        }
+    }
 
     #[test]
     fn grace_period_rules() {

@@ -40,6 +40,57 @@ async fn pod_create_applies_defaults_pending_and_default_tolerations() {
     .await;
 }
 
+#[tokio::test]
+async fn a_request_above_its_limit_is_refused_in_pods_and_templates() {
+    timed(async {
+        let server = TestServer::start().await;
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        let mut greedy = pod("greedy", &[]);
+        if let Some(spec) = greedy.spec.as_mut() {
+            spec.containers[0].resources = Some(
+                serde_json::from_value(serde_json::json!({
+                    "requests": {"cpu": "2"}, "limits": {"cpu": "1"}
+                }))
+                .expect("resources"),
+            );
+        }
+        let err = pods
+            .create(&PostParams::default(), &greedy)
+            .await
+            .expect_err("request above limit");
+        assert_eq!(
+            status_of(err),
+            (
+                422,
+                "Invalid".to_owned(),
+                "Pod \"greedy\" is invalid: spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1".to_owned()
+            )
+        );
+        // The same rule holds in a workload's template, under its own path.
+        let deployment = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx",
+                    "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "512Mi"}}}]}}}
+        });
+        let (code, status) = crate::common::raw(
+            &server.client(),
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            "application/json",
+            deployment.to_string(),
+        )
+        .await;
+        assert_eq!(code, 422, "{status}");
+        assert_eq!(
+            status["message"],
+            "Deployment.apps \"d\" is invalid: spec.template.spec.containers[0].resources.requests: Invalid value: \"1Gi\": must be less than or equal to memory limit of 512Mi"
+        );
+    })
+    .await;
+}
+
 async fn bind(pods: &Api<Pod>, pod: &str, node: &str) -> Result<serde_json::Value, kube::Error> {
     pods.create_subresource("binding", pod, &PostParams::default(), &binding(pod, node))
         .await
