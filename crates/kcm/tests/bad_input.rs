@@ -125,10 +125,11 @@ async fn bad_input_gets_statuses_and_the_server_holds() {
         (
             "object above the store limit",
             "POST",
-            "/api/v1/namespaces/default/configmaps".to_owned(),
+            // A PodTemplate: a ConfigMap this big is refused by validation (1 MiB) first.
+            "/api/v1/namespaces/default/podtemplates".to_owned(),
             json,
             format!(
-                r#"{{"metadata":{{"name":"big"}},"binaryData":{{"b":"{}"}}}}"#,
+                r#"{{"metadata":{{"name":"big"}},"template":{{"spec":{{"containers":[{{"name":"c","image":"i","env":[{{"name":"B","value":"{}"}}]}}]}}}}}}"#,
                 "QUFB".repeat(500_000)
             )
             .into_bytes(),

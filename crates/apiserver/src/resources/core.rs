@@ -172,13 +172,40 @@ pub fn decode_pod_template(obj: Value) -> Result<Value, String> {
     })
 }
 
-/// The configmap strategy: valid data keys; data frozen once `immutable`.
+/// The most a ConfigMap's or a Secret's data may hold, in bytes (upstream's `MaxSecretSize`).
+pub const MAX_DATA_SIZE: usize = 1024 * 1024;
+
+/// The bytes of a map of strings (a ConfigMap's `data`).
+fn text_size(map: Option<&Value>) -> usize {
+    map.and_then(Value::as_object).map_or(0, |m| {
+        m.values().filter_map(Value::as_str).map(str::len).sum()
+    })
+}
+
+/// The decoded bytes of a map of base64 strings (`binaryData`, a Secret's `data`).
+fn binary_size(map: Option<&Value>) -> usize {
+    let decoded = |s: &str| {
+        let padding = s.bytes().rev().take_while(|b| *b == b'=').count();
+        (s.len() / 4 * 3).saturating_sub(padding)
+    };
+    map.and_then(Value::as_object).map_or(0, |m| {
+        m.values().filter_map(Value::as_str).map(decoded).sum()
+    })
+}
+
+/// The configmap strategy: valid data keys, at most 1 MiB of data; data frozen once
+/// `immutable`.
 #[derive(Debug, Default)]
 pub struct ConfigMapStrategy;
 
 impl Strategy for ConfigMapStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_data_keys(obj, &["data", "binaryData"])
+        let mut errs = validate_data_keys(obj, &["data", "binaryData"]);
+        if text_size(obj.get("data")) + binary_size(obj.get("binaryData")) > MAX_DATA_SIZE {
+            // Upstream reports it on the empty path, which prints as `[]`.
+            errs.push(FieldError::too_long("[]", MAX_DATA_SIZE));
+        }
+        errs
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -224,13 +251,18 @@ pub fn decode_node(obj: Value) -> Result<Value, String> {
     typed_roundtrip_checked::<Node, quantities::Error>(obj, canonicalize_node)
 }
 
-/// The secret strategy: valid data keys, an immutable type, data frozen once `immutable`.
+/// The secret strategy: valid data keys, at most 1 MiB of data, an immutable type, data
+/// frozen once `immutable`.
 #[derive(Debug, Default)]
 pub struct SecretStrategy;
 
 impl Strategy for SecretStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_data_keys(obj, &["data"])
+        let mut errs = validate_data_keys(obj, &["data"]);
+        if binary_size(obj.get("data")) > MAX_DATA_SIZE {
+            errs.push(FieldError::too_long("data", MAX_DATA_SIZE));
+        }
+        errs
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -286,5 +318,61 @@ mod tests {
         assert_eq!(out["data"]["x"], "eA==");
         assert_eq!(out["type"], "Opaque");
         assert!(out.get("stringData").is_none());
+    }
+
+    #[test]
+    fn config_maps_and_secrets_hold_at_most_one_mebibyte() {
+        use base64::Engine;
+        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]);
+        let half = MAX_DATA_SIZE / 2;
+        let cases = [
+            (
+                json!({"data": {"a": "x".repeat(half), "b": "y".repeat(half)}}),
+                true,
+            ),
+            (
+                json!({"data": {"a": "x".repeat(half), "b": "y".repeat(half + 1)}}),
+                false,
+            ),
+            (
+                json!({"data": {"a": "x".repeat(half)}, "binaryData": {"b": b64(half + 1)}}),
+                false,
+            ),
+            (
+                json!({"data": {"a": "x".repeat(half)}, "binaryData": {"b": b64(half)}}),
+                true,
+            ),
+        ];
+        for (cm, fits) in cases {
+            let errs: Vec<String> = ConfigMapStrategy
+                .validate(&cm)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let want: Vec<String> = if fits {
+                vec![]
+            } else {
+                vec!["[]: Too long: must have at most 1048576 bytes".to_owned()]
+            };
+            assert_eq!(errs, want);
+        }
+        for (n, fits) in [
+            (MAX_DATA_SIZE, true),
+            (MAX_DATA_SIZE + 1, false),
+            (MAX_DATA_SIZE - 1, true),
+        ] {
+            let secret = json!({"data": {"k": b64(n)}});
+            let errs: Vec<String> = SecretStrategy
+                .validate(&secret)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let want: Vec<String> = if fits {
+                vec![]
+            } else {
+                vec!["data: Too long: must have at most 1048576 bytes".to_owned()]
+            };
+            assert_eq!(errs, want, "{n} bytes");
+        }
     }
 }

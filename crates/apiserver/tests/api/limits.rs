@@ -148,6 +148,18 @@ fn configmap(name: &str, bytes: usize) -> Vec<u8> {
     .expect("json")
 }
 
+/// A PodTemplate of about `bytes` bytes: unlike a ConfigMap's data (at most 1 MiB by
+/// validation), an environment value has no size rule, so only the store limits it.
+fn pod_template(name: &str, bytes: usize) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "v1", "kind": "PodTemplate",
+        "metadata": {"name": name},
+        "template": {"spec": {"containers": [{"name": "c", "image": "nginx",
+            "env": [{"name": "BLOB", "value": "x".repeat(bytes)}]}]}}
+    }))
+    .expect("json")
+}
+
 #[tokio::test]
 async fn an_oversized_body_gets_413_while_it_is_still_being_sent() {
     timed(async {
@@ -226,20 +238,20 @@ async fn an_oversized_body_gets_413_while_it_is_still_being_sent() {
 async fn an_object_above_the_store_limit_gets_413() {
     timed(async {
         let (server, _dir) = server(|_| {}).await;
-        let path = "/api/v1/namespaces/default/configmaps";
+        let path = "/api/v1/namespaces/default/podtemplates";
         // 2 MiB: under the 3 MiB body limit, over etcd's 1.5 MiB request limit.
-        let big = request(&server, "POST", path, &configmap("big", 2 << 20), &[]).await;
+        let big = request(&server, "POST", path, &pod_template("big", 2 << 20), &[]).await;
         assert_eq!(big.code, 413, "{:?}", big.body);
         assert_eq!(big.body["reason"], "RequestEntityTooLarge");
         assert_eq!(big.body["message"], "etcdserver: request is too large");
-        let fits = request(&server, "POST", path, &configmap("fits", 512 << 10), &[]).await;
+        let fits = request(&server, "POST", path, &pod_template("fits", 512 << 10), &[]).await;
         assert_eq!(fits.code, 201, "{:?}", fits.body);
         // Growing a stored object past the limit is refused the same way.
         let grown = request(
             &server,
             "PUT",
             &format!("{path}/fits"),
-            &configmap("fits", 2 << 20),
+            &pod_template("fits", 2 << 20),
             &[],
         )
         .await;
