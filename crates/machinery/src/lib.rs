@@ -27,5 +27,6 @@ pub mod labels;
 pub mod leaderelection;
 pub mod quantity;
 pub mod quota;
+pub mod resource_names;
 pub mod scheduling;
 pub mod workqueue;

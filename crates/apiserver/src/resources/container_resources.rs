@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kcm_machinery::labels;
+use kcm_machinery::resource_names::{is_extended, is_huge_pages, is_native, overcommit_allowed};
 
-use crate::resources::quantities::milli_value;
+use crate::resources::quantities::{milli_value, validate_quantity_value};
 use crate::validation::FieldError;
 
 /// The resources a container may name without a prefix (`IsStandardContainerResourceName`).
@@ -35,19 +36,11 @@ pub fn validate_resource_requirements(
     let requests = resources.requests.as_ref().unwrap_or(&empty);
     let limits_path = format!("{path}.limits");
     let requests_path = format!("{path}.requests");
-    let mut cpu_or_memory = false;
-    let mut huge_pages = false;
     for (name, value) in limits {
-        let field = format!("{limits_path}[{name}]");
-        validate_name(name, &field, errs);
-        validate_value(name, value, &field, errs);
-        huge_pages |= is_huge_pages(name);
-        cpu_or_memory |= name == "cpu" || name == "memory";
+        validate_entry(&limits_path, name, value, errs);
     }
     for (name, value) in requests {
-        let field = format!("{requests_path}[{name}]");
-        validate_name(name, &field, errs);
-        validate_value(name, value, &field, errs);
+        validate_entry(&requests_path, name, value, errs);
         match limits.get(name) {
             Some(limit) => {
                 let ordering = milli_value(&value.0).zip(milli_value(&limit.0));
@@ -71,15 +64,21 @@ pub fn validate_resource_requirements(
             )),
             None => {}
         }
-        huge_pages |= is_huge_pages(name);
-        cpu_or_memory |= name == "cpu" || name == "memory";
     }
-    if huge_pages && !cpu_or_memory {
+    let mut names = limits.keys().chain(requests.keys());
+    if names.clone().any(|n| is_huge_pages(n)) && !names.any(|n| n == "cpu" || n == "memory") {
         errs.push(FieldError::forbidden(
             path,
             "HugePages require cpu or memory",
         ));
     }
+}
+
+/// The checks every entry of `limits` or `requests` (at `list_path`) gets: its name and value.
+fn validate_entry(list_path: &str, name: &str, value: &Quantity, errs: &mut Vec<FieldError>) {
+    let field = format!("{list_path}[{name}]");
+    validate_name(name, &field, errs);
+    validate_quantity_value(&field, &value.0, is_extended(name), errs);
 }
 
 /// `validateContainerResourceName`: a qualified name; unprefixed ones standard for
@@ -104,50 +103,6 @@ fn validate_name(name: &str, field: &str, errs: &mut Vec<FieldError>) {
             "doesn't follow extended resource name standard",
         ));
     }
-}
-
-/// `ValidateResourceQuantityValue`: not negative; a whole number for extended resources.
-fn validate_value(name: &str, value: &Quantity, field: &str, errs: &mut Vec<FieldError>) {
-    let Some(milli) = milli_value(&value.0) else {
-        return;
-    };
-    if milli < 0 {
-        errs.push(FieldError::invalid(
-            field,
-            value.0.as_str(),
-            "must be greater than or equal to 0",
-        ));
-    }
-    if is_extended(name) && milli % 1000 != 0 {
-        errs.push(FieldError::invalid(
-            field,
-            value.0.as_str(),
-            "must be an integer",
-        ));
-    }
-}
-
-/// `IsHugePageResourceName`.
-fn is_huge_pages(name: &str) -> bool {
-    name.starts_with("hugepages-")
-}
-
-/// `IsNativeResource`: unprefixed, or under `kubernetes.io/`.
-fn is_native(name: &str) -> bool {
-    !name.contains('/') || name.contains("kubernetes.io/")
-}
-
-/// `IsExtendedResourceName`: not native, not a `requests.` quota name, and a qualified name
-/// once prefixed with `requests.`.
-fn is_extended(name: &str) -> bool {
-    !is_native(name)
-        && !name.starts_with("requests.")
-        && labels::validate_label_key(&format!("requests.{name}")).is_ok()
-}
-
-/// `IsOvercommitAllowed`: native resources other than huge pages.
-fn overcommit_allowed(name: &str) -> bool {
-    is_native(name) && !is_huge_pages(name)
 }
 
 #[cfg(test)]

@@ -334,22 +334,16 @@ fn validate_container_ports(ports: &[ContainerPort], path: &str, errs: &mut Vec<
         }
         if port.container_port == 0 {
             errs.push(FieldError::required(format!("{ppath}.containerPort"), ""));
-        } else if !(1..=65535).contains(&port.container_port) {
-            errs.push(FieldError::invalid(
-                format!("{ppath}.containerPort"),
-                port.container_port,
-                net::INVALID_PORT_NUM,
-            ));
         }
-        if let Some(host) = port.host_port
-            && host != 0
-            && !(1..=65535).contains(&host)
-        {
-            errs.push(FieldError::invalid(
-                format!("{ppath}.hostPort"),
-                host,
-                net::INVALID_PORT_NUM,
-            ));
+        // `IsValidPortNum` for the container port (when set) and a host port other than 0.
+        let numbers = [
+            ("containerPort", port.container_port),
+            ("hostPort", port.host_port.unwrap_or(0)),
+        ];
+        for (field, number) in numbers.into_iter().filter(|(_, n)| *n != 0) {
+            for msg in net::port_num_errors(i64::from(number)) {
+                errs.push(FieldError::invalid(format!("{ppath}.{field}"), number, msg));
+            }
         }
         match port.protocol.as_deref() {
             None | Some("") => errs.push(FieldError::required(format!("{ppath}.protocol"), "")),

@@ -14,6 +14,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kcm_machinery::quantity;
 
+use crate::validation::FieldError;
+
 /// A quantity field that does not parse.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -202,6 +204,25 @@ pub fn milli_value(s: &str) -> Option<i128> {
         ten(exponent).map_or(0, |d| magnitude / d)
     };
     Some(if negative { -milli } else { milli })
+}
+
+/// Upstream's `ValidateResourceQuantityValue` for the value of `field`: not negative and,
+/// for a resource counted in whole units (`whole`), an integer. An unparsable value is the
+/// decode's error, not validation's.
+pub fn validate_quantity_value(field: &str, value: &str, whole: bool, errs: &mut Vec<FieldError>) {
+    let Some(milli) = milli_value(value) else {
+        return;
+    };
+    if milli < 0 {
+        errs.push(FieldError::invalid(
+            field,
+            value,
+            "must be greater than or equal to 0",
+        ));
+    }
+    if whole && milli % 1000 != 0 {
+        errs.push(FieldError::invalid(field, value, "must be an integer"));
+    }
 }
 
 /// Canonicalizes a node's `status.capacity` and `status.allocatable`.

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::pointer::At;
 use crate::registry::strategy::{Strategy, typed_roundtrip_checked};
-use crate::resources::quantities::{self, canonicalize_resource_list, milli_value};
+use crate::resources::quantities::{self, canonicalize_resource_list, validate_quantity_value};
 use crate::validation::FieldError;
 
 /// Resource names without a `/` that a quota may limit (upstream's `standardQuotaResources`).
@@ -105,24 +105,11 @@ fn validate_resource_list(list: Option<&Value>, path: &str, errs: &mut Vec<Field
                 "must be a standard resource for quota",
             ));
         }
-        let Some(milli) = value.as_str().and_then(milli_value) else {
+        let Some(value) = value.as_str() else {
             continue;
         };
-        if milli < 0 {
-            errs.push(FieldError::invalid(
-                field.clone(),
-                value.clone(),
-                "must be greater than or equal to 0",
-            ));
-        }
         let counted = INTEGER_RESOURCES.contains(&name.as_str()) || name.starts_with("count/");
-        if counted && milli % 1000 != 0 {
-            errs.push(FieldError::invalid(
-                field,
-                value.clone(),
-                "must be an integer",
-            ));
-        }
+        validate_quantity_value(&field, value, counted, errs);
     }
 }
 

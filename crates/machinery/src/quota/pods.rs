@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::resource_list::{self, Amount, ResourceList};
+use crate::resource_names;
 
 /// `count/pods`: every stored pod, terminal or not.
 pub const POD_OBJECT_COUNT: &str = "count/pods";
@@ -56,12 +57,7 @@ pub fn matching_resources<'a>(input: impl IntoIterator<Item = &'a String>) -> Ve
 /// Extended resources are quota'd only as `requests.<name>` (no overcommit).
 fn is_extended_resource_name_for_quota(name: &str) -> bool {
     name.strip_prefix("requests.")
-        .is_some_and(is_extended_resource_name)
-}
-
-/// `helper.IsExtendedResourceName`: a domain-prefixed name outside `kubernetes.io`.
-fn is_extended_resource_name(name: &str) -> bool {
-    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+        .is_some_and(resource_names::is_extended)
 }
 
 /// Whether a pod still counts against compute quota (`QuotaV1Pod`): not terminal, and not a
@@ -200,11 +196,11 @@ fn compute_usage(requests: &ResourceList, limits: &ResourceList) -> ResourceList
         }
     }
     for (name, r) in requests {
-        if name.starts_with("hugepages-") {
+        if resource_names::is_huge_pages(name) {
             result.insert(name.clone(), *r);
             result.insert(format!("requests.{name}"), *r);
         }
-        if is_extended_resource_name(name) {
+        if resource_names::is_extended(name) {
             result.insert(format!("requests.{name}"), *r);
         }
     }
