@@ -410,6 +410,7 @@ async fn service_account_token(client: &kube::Client, name: &str) -> String {
         .status
         .expect("status")
         .token
+        .expect("token")
 }
 
 /// A controller that reads one ConfigMap as fast as the client lets it.

@@ -46,7 +46,7 @@ impl Default for NodeTemplate {
             cpu: "8".into(),
             memory: "32Gi".into(),
             pods: "110".into(),
-            kubelet_version: "v1.33.0".into(),
+            kubelet_version: "v1.36.0".into(),
         }
     }
 }

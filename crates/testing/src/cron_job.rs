@@ -122,7 +122,7 @@ impl CronJobBuilder {
     }
 
     fn spec_mut(&mut self) -> &mut CronJobSpec {
-        self.cron_job.spec.get_or_insert_default()
+        &mut self.cron_job.spec
     }
 
     fn status_mut(&mut self) -> &mut CronJobStatus {
@@ -150,8 +150,7 @@ mod tests {
             .failed_jobs_history_limit(1)
             .job_template(job("ignored").label("app", "x").completions(2))
             .build()
-            .spec
-            .unwrap_or_default();
+            .spec;
         assert_eq!(spec.schedule, "*/1 * * * *");
         assert_eq!(spec.time_zone.as_deref(), Some("Europe/Paris"));
         assert_eq!(spec.starting_deadline_seconds, Some(30));

@@ -93,7 +93,10 @@ impl EndpointSliceBuilder {
 
     /// Appends an endpoint.
     pub fn endpoint(mut self, endpoint: impl Into<Endpoint>) -> Self {
-        self.slice.endpoints.push(endpoint.into());
+        self.slice
+            .endpoints
+            .get_or_insert_default()
+            .push(endpoint.into());
         self
     }
 
@@ -210,7 +213,12 @@ mod tests {
             )
             .build();
         assert_eq!(s.address_type, "IPv4");
-        assert_eq!(s.endpoints[0].node_name.as_deref(), Some("n"));
+        assert_eq!(
+            s.endpoints.as_deref().unwrap_or_default()[0]
+                .node_name
+                .as_deref(),
+            Some("n")
+        );
         assert_eq!(s.ports.unwrap_or_default()[0].port, Some(8080));
     }
 }

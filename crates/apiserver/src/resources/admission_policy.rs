@@ -44,7 +44,7 @@ pub fn decode_policy(obj: Value) -> Result<Value, String> {
 /// Decodes a ValidatingAdmissionPolicyBinding with the match defaults.
 pub fn decode_binding(obj: Value) -> Result<Value, String> {
     typed_roundtrip::<ValidatingAdmissionPolicyBinding>(obj, |b| {
-        if let Some(m) = b.spec.as_mut().and_then(|s| s.match_resources.as_mut()) {
+        if let Some(m) = b.spec.match_resources.as_mut() {
             default_match_resources(m);
         }
     })

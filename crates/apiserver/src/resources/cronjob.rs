@@ -61,7 +61,8 @@ impl Strategy for CronJobStrategy {
 /// gets no Job defaults, as upstream).
 pub fn decode_cron_job(obj: Value) -> Result<Value, String> {
     typed_roundtrip_checked::<CronJob, quantities::Error>(obj, |cj| {
-        if let Some(spec) = cj.spec.as_mut() {
+        {
+            let spec = &mut cj.spec;
             if spec.concurrency_policy.as_deref().unwrap_or("").is_empty() {
                 spec.concurrency_policy = Some("Allow".to_owned());
             }

@@ -136,9 +136,7 @@ impl Strategy for HpaStrategy {
 /// Decodes an autoscaling/v2 HPA with upstream's defaults (`SetDefaults_HorizontalPodAutoscaler`).
 pub fn decode_hpa_v2(obj: Value) -> Result<Value, String> {
     typed_roundtrip_checked::<HorizontalPodAutoscaler, quantities::Error>(obj, |hpa| {
-        if let Some(spec) = hpa.spec.as_mut() {
-            default_spec(spec);
-        }
+        default_spec(&mut hpa.spec);
         Ok(())
     })
 }
@@ -147,9 +145,7 @@ pub fn decode_hpa_v2(obj: Value) -> Result<Value, String> {
 /// with v2's defaults reads back through v1 (the implicit CPU target appears).
 pub fn decode_hpa_v1(obj: Value) -> Result<Value, String> {
     let v1 = typed_roundtrip::<v1::HorizontalPodAutoscaler>(obj, |hpa| {
-        if let Some(spec) = hpa.spec.as_mut() {
-            spec.min_replicas.get_or_insert(1);
-        }
+        hpa.spec.min_replicas.get_or_insert(1);
     })?;
     let v2 = decode_hpa_v2(v1_to_v2(v1))?;
     Ok(v2_to_v1(v2))

@@ -211,8 +211,8 @@ pub fn default_job_spec(spec: &mut JobSpec) {
     if let Some(policy) = spec.pod_failure_policy.as_mut() {
         for rule in &mut policy.rules {
             for pattern in rule.on_pod_conditions.iter_mut().flatten() {
-                if pattern.status.is_empty() {
-                    pattern.status = "True".to_owned();
+                if pattern.status.as_deref().unwrap_or("").is_empty() {
+                    pattern.status = Some("True".to_owned());
                 }
             }
         }
@@ -701,7 +701,7 @@ fn validate_pod_failure_policy_rule(
                 e.to_string(),
             ));
         }
-        match pattern.status.as_str() {
+        match pattern.status.as_deref().unwrap_or("") {
             "" => errs.push(FieldError::required(
                 format!("{pattern_path}.status"),
                 format!("valid values: {}", quoted_list(&STATUSES)),

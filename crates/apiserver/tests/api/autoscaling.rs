@@ -37,7 +37,7 @@ async fn an_hpa_written_as_v2_reads_back_through_v1_unchanged() {
                 "spec": {"scaleTargetRef": target(), "maxReplicas": 12}}),
         )
         .await;
-        let spec = created.spec.clone().expect("spec");
+        let spec = created.spec.clone();
         assert_eq!(spec.min_replicas, Some(1));
         let behavior = serde_json::to_value(&spec.behavior).expect("behavior");
         assert_eq!(
@@ -47,7 +47,7 @@ async fn an_hpa_written_as_v2_reads_back_through_v1_unchanged() {
         assert_eq!(behavior["scaleDown"]["stabilizationWindowSeconds"], 120);
 
         let as_v1 = v1_api.get("web").await.expect("get as v1");
-        let v1_spec = as_v1.spec.clone().expect("v1 spec");
+        let v1_spec = as_v1.spec.clone();
         assert_eq!(v1_spec.target_cpu_utilization_percentage, Some(60));
         assert_eq!(v1_spec.max_replicas, 12);
         let annotations = as_v1.metadata.annotations.clone().expect("annotations");
@@ -59,7 +59,8 @@ async fn an_hpa_written_as_v2_reads_back_through_v1_unchanged() {
 
         // A v1 update that keeps the annotations keeps every v2 field.
         let mut edited = as_v1.clone();
-        if let Some(spec) = edited.spec.as_mut() {
+        {
+            let spec = &mut edited.spec;
             spec.min_replicas = Some(2);
         }
         v1_api
@@ -67,7 +68,7 @@ async fn an_hpa_written_as_v2_reads_back_through_v1_unchanged() {
             .await
             .expect("replace as v1");
         let back = v2_api.get("web").await.expect("get as v2");
-        let back_spec = back.spec.expect("spec");
+        let back_spec = back.spec;
         assert_eq!(back_spec.min_replicas, Some(2));
         let metrics = serde_json::to_value(&back_spec.metrics).expect("metrics");
         assert_eq!(metrics.as_array().map(Vec::len), Some(2), "{metrics}");
@@ -96,12 +97,12 @@ async fn a_v1_hpa_gets_the_implicit_cpu_target_and_validation_speaks_v2() {
         .expect("hpa");
         let created = v1_api.create(&PostParams::default(), &hpa).await.expect("create v1");
         assert_eq!(
-            created.spec.as_ref().and_then(|s| s.target_cpu_utilization_percentage),
+            created.spec.target_cpu_utilization_percentage,
             Some(80)
         );
         let stored = v2_api.get("api").await.expect("get v2");
         assert_eq!(
-            serde_json::to_value(stored.spec.and_then(|s| s.metrics)).expect("metrics"),
+            serde_json::to_value(stored.spec.metrics).expect("metrics"),
             json!([{"type": "Resource", "resource": {"name": "cpu",
                 "target": {"type": "Utilization", "averageUtilization": 80}}}])
         );

@@ -146,12 +146,12 @@ async fn cron_jobs_default_and_validate_schedules_and_time_zones() {
                 "spec": {"schedule": "30 3 * * *"}}),
         )
         .await;
-        let spec = created.spec.expect("spec");
+        let spec = created.spec;
         assert_eq!(spec.concurrency_policy.as_deref(), Some("Allow"));
         assert_eq!(spec.suspend, Some(false));
         assert_eq!(spec.successful_jobs_history_limit, Some(3));
         assert_eq!(spec.failed_jobs_history_limit, Some(1));
-        assert_eq!(patched.spec.and_then(|s| s.suspend), Some(true));
+        assert_eq!(patched.spec.suspend, Some(true));
 
         for (name, schedule, zone, want) in [
             (

@@ -64,7 +64,7 @@ async fn discovery_lists_groups_resources_and_subresources() {
             version["gitVersion"]
                 .as_str()
                 .expect("gitVersion")
-                .starts_with("v1.33.")
+                .starts_with("v1.36.")
         );
         for path in ["/healthz", "/livez", "/readyz"] {
             assert_eq!(get(path).await.0, 200, "{path}");

@@ -69,7 +69,7 @@ async fn eviction_respects_the_disruption_budget() {
         assert!(a.is_err() || a.expect("pod").metadata.deletion_timestamp.is_some());
         let pdb = pdbs.get("web").await.expect("pdb");
         let pdb_status = pdb.status.expect("status");
-        assert_eq!(pdb_status.disruptions_allowed, 0);
+        assert_eq!(pdb_status.disruptions_allowed, Some(0));
         assert!(pdb_status.disrupted_pods.expect("disrupted").contains_key("a"));
 
         // Budget exhausted: 429 with the DisruptionBudget cause.

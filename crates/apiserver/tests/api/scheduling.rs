@@ -16,9 +16,9 @@ async fn system_priority_classes_exist_and_stay() {
         let server = TestServer::start().await;
         let api: Api<PriorityClass> = Api::all(server.client());
         let node = api.get("system-node-critical").await.expect("system-node-critical");
-        assert_eq!(node.value, 2_000_001_000);
+        assert_eq!(node.value, Some(2_000_001_000));
         assert_eq!(node.preemption_policy.as_deref(), Some("PreemptLowerPriority"));
-        assert_eq!(api.get("system-cluster-critical").await.expect("cluster").value, 2_000_000_000);
+        assert_eq!(api.get("system-cluster-critical").await.expect("cluster").value, Some(2_000_000_000));
 
         let (code, reason, message) = status_of(
             api.delete("system-node-critical", &DeleteParams::default())

@@ -376,11 +376,7 @@ impl CronJobEventHandlers {
     /// the new one (an unparseable schedule is reported and left until the next change);
     /// anything else syncs it now, as upstream's `updateCronJob`.
     pub fn update_cron_job(&self, old: &CronJob, cur: &CronJob) {
-        let spec = |cj: &CronJob| {
-            cj.spec
-                .as_ref()
-                .map(|s| (s.schedule.clone(), s.time_zone.clone()))
-        };
+        let spec = |cj: &CronJob| (cj.spec.schedule.clone(), cj.spec.time_zone.clone());
         if spec(old) == spec(cur) {
             self.enqueue(cur);
             return;
@@ -389,11 +385,7 @@ impl CronJobEventHandlers {
         let schedule = match Schedule::parse_standard(&formatted.schedule) {
             Ok(schedule) => schedule,
             Err(err) => {
-                let written = cur
-                    .spec
-                    .as_ref()
-                    .map(|s| s.schedule.as_str())
-                    .unwrap_or_default();
+                let written = cur.spec.schedule.as_str();
                 tracing::debug!(cronjob = ?key_of(cur), schedule = written, %err, "Unparseable schedule for cronjob");
                 self.recorder.event(
                     &cur.object_ref(&()),

@@ -34,7 +34,7 @@ pub fn by_job_start_time(a: &Job, b: &Job) -> Ordering {
 /// ones), as the deletions of upstream's `cleanupFinishedJobs`. A limit left unset keeps all
 /// jobs of its kind (the API server defaults them to 3 and 1).
 pub fn jobs_to_delete_for_history(cron_job: &CronJob, jobs: &[Arc<Job>]) -> Vec<Arc<Job>> {
-    let spec = cron_job.spec.as_ref();
+    let spec = Some(&cron_job.spec);
     let successful_limit = spec.and_then(|s| s.successful_jobs_history_limit);
     let failed_limit = spec.and_then(|s| s.failed_jobs_history_limit);
     let finished_as = |kind: &str| -> Vec<Arc<Job>> {
@@ -196,11 +196,11 @@ mod tests {
         ];
         for c in cases {
             let cj = CronJob {
-                spec: Some(CronJobSpec {
+                spec: CronJobSpec {
                     successful_jobs_history_limit: c.successful,
                     failed_jobs_history_limit: c.failed,
                     ..Default::default()
-                }),
+                },
                 ..Default::default()
             };
             assert_eq!(

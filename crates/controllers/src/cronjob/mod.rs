@@ -140,10 +140,4 @@ pub enum Error {
         #[source]
         source: go_time::LocationError,
     },
-    /// The CronJob has no spec.
-    #[error("cronjob {name} has no spec")]
-    MissingSpec {
-        /// `namespace/name`.
-        name: String,
-    },
 }

@@ -108,7 +108,7 @@ impl CronJobController {
     /// `failedJobsHistoryLimit`, as upstream's `cleanupFinishedJobs`. Returns whether the
     /// status changed.
     async fn cleanup_finished_jobs(&self, cron_job: &mut CronJob, jobs: &[Arc<Job>]) -> bool {
-        let spec = cron_job.spec.as_ref();
+        let spec = Some(&cron_job.spec);
         if spec.is_none_or(|s| {
             s.successful_jobs_history_limit.is_none() && s.failed_jobs_history_limit.is_none()
         }) {
@@ -263,7 +263,7 @@ impl CronJobController {
             // Being deleted: only the status.
             return outcome;
         }
-        let spec = cron_job.spec.clone().unwrap_or_default();
+        let spec = cron_job.spec.clone();
         if let Some(zone) = &spec.time_zone
             && let Err(err) = load_location(zone)
         {

@@ -73,12 +73,7 @@ pub fn most_recent_schedule_time(
         .and_then(|s| s.last_schedule_time.as_ref())
         .or(cron_job.metadata.creation_timestamp.as_ref())
         .map_or(super::GO_ZERO_TIME, |t| t.0);
-    if include_starting_deadline
-        && let Some(deadline) = cron_job
-            .spec
-            .as_ref()
-            .and_then(|s| s.starting_deadline_seconds)
-    {
+    if include_starting_deadline && let Some(deadline) = cron_job.spec.starting_deadline_seconds {
         // The controller is not going to schedule anything before this point.
         let scheduling_deadline = now
             .checked_sub(SignedDuration::from_secs(deadline))
@@ -194,8 +189,7 @@ pub fn next_schedule_time(
 pub fn is_too_late(cron_job: &CronJob, scheduled: Timestamp, now: Timestamp) -> bool {
     cron_job
         .spec
-        .as_ref()
-        .and_then(|s| s.starting_deadline_seconds)
+        .starting_deadline_seconds
         .is_some_and(|deadline| {
             scheduled
                 .checked_add(SignedDuration::from_secs(deadline))
@@ -217,8 +211,8 @@ pub struct FormattedSchedule {
 
 /// See [`FormattedSchedule`].
 pub fn format_schedule(cron_job: &CronJob) -> FormattedSchedule {
-    let spec = cron_job.spec.as_ref();
-    let schedule = spec.map(|s| s.schedule.as_str()).unwrap_or_default();
+    let spec = Some(&cron_job.spec);
+    let schedule = cron_job.spec.schedule.as_str();
     if schedule.contains("TZ") {
         return FormattedSchedule {
             schedule: schedule.to_owned(),
@@ -255,9 +249,7 @@ pub fn job_name(cron_job: &CronJob, scheduled: Timestamp) -> String {
 /// reference to the CronJob, its creation time set to the schedule, and the
 /// [`CRONJOB_SCHEDULED_TIMESTAMP_ANNOTATION`] (RFC 3339, in `spec.timeZone`, UTC without).
 pub fn job_from_template(cron_job: &CronJob, scheduled: Timestamp) -> Result<Job> {
-    let spec = cron_job.spec.as_ref().ok_or_else(|| Error::MissingSpec {
-        name: cron_job_key(cron_job),
-    })?;
+    let spec = &cron_job.spec;
     let template_meta = spec.job_template.metadata.as_ref();
     let labels = template_meta
         .and_then(|m| m.labels.clone())
@@ -290,15 +282,6 @@ pub fn job_from_template(cron_job: &CronJob, scheduled: Timestamp) -> Result<Job
         spec: spec.job_template.spec.clone(),
         status: None,
     })
-}
-
-/// `namespace/name` of a CronJob.
-pub(crate) fn cron_job_key(cron_job: &CronJob) -> String {
-    format!(
-        "{}/{}",
-        cron_job.metadata.namespace.as_deref().unwrap_or_default(),
-        cron_job.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 fn active_list(cron_job: &CronJob) -> &[ObjectReference] {
@@ -366,11 +349,11 @@ mod tests {
                 creation_timestamp: Some(Time(created)),
                 ..Default::default()
             },
-            spec: Some(CronJobSpec {
+            spec: CronJobSpec {
                 schedule: schedule.into(),
                 starting_deadline_seconds: deadline,
                 ..Default::default()
-            }),
+            },
             status: Some(CronJobStatus {
                 last_schedule_time: last.map(Time),
                 ..Default::default()
@@ -539,13 +522,7 @@ mod tests {
             },
         ];
         for c in cases {
-            let schedule = parse(
-                &c.cj
-                    .spec
-                    .as_ref()
-                    .map(|s| s.schedule.clone())
-                    .unwrap_or_default(),
-            );
+            let schedule = parse(&c.cj.spec.schedule.clone());
             let got =
                 most_recent_schedule_time(&c.cj, c.now, &schedule, &TimeZone::UTC, c.include_sds);
             if c.want_err {
@@ -595,13 +572,7 @@ mod tests {
             },
         ];
         for c in cases {
-            let schedule = parse(
-                &c.cj
-                    .spec
-                    .as_ref()
-                    .map(|s| s.schedule.clone())
-                    .unwrap_or_default(),
-            );
+            let schedule = parse(&c.cj.spec.schedule.clone());
             let got = next_schedule_time_duration(&c.cj, c.now, &schedule, &TimeZone::UTC);
             assert_eq!(got, Some(c.want), "{}", c.name);
         }
@@ -784,7 +755,8 @@ mod tests {
         ];
         for c in cases {
             let mut cj = cron_job("* * * * ?", scheduled, None, None);
-            if let Some(spec) = cj.spec.as_mut() {
+            {
+                let spec = &mut cj.spec;
                 spec.time_zone = c.time_zone.map(Into::into);
                 spec.job_template = JobTemplateSpec {
                     metadata: Some(ObjectMeta {
@@ -851,7 +823,8 @@ mod tests {
             );
         }
         let mut bad = cron_job("* * * * ?", scheduled, None, None);
-        if let Some(spec) = bad.spec.as_mut() {
+        {
+            let spec = &mut bad.spec;
             spec.time_zone = Some("Mars/Olympus".into());
         }
         assert!(matches!(
@@ -915,7 +888,8 @@ mod tests {
         ];
         for c in cases {
             let mut cj = cron_job(c.schedule, top_of_the_hour(), None, None);
-            if let Some(spec) = cj.spec.as_mut() {
+            {
+                let spec = &mut cj.spec;
                 spec.time_zone = c.time_zone.map(Into::into);
             }
             assert_eq!(format_schedule(&cj), c.want, "{}", c.name);

@@ -89,10 +89,10 @@ fn summary(s: &PodDisruptionBudgetStatus) -> (i32, i32, i32, i32, String) {
         .map(|c| c.reason.clone())
         .unwrap_or_default();
     (
-        s.current_healthy,
-        s.desired_healthy,
-        s.expected_pods,
-        s.disruptions_allowed,
+        s.current_healthy.unwrap_or(-1),
+        s.desired_healthy.unwrap_or(-1),
+        s.expected_pods.unwrap_or(-1),
+        s.disruptions_allowed.unwrap_or(-1),
         reason,
     )
 }
@@ -273,7 +273,7 @@ async fn pods_without_a_known_controller_fail_safe() {
         ("False", "SyncFailed")
     );
     assert_eq!(cond.message, "found no controllers for pod \"p\"");
-    assert_eq!(status.disruptions_allowed, 0);
+    assert_eq!(status.disruptions_allowed, Some(0));
     assert_eq!(f.recorder.reasons(), ["CalculateExpectedPodCountFailed"]);
 }
 

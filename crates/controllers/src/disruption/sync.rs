@@ -361,10 +361,10 @@ impl DisruptionController {
         let generation = pdb.metadata.generation.unwrap_or(0);
         let status = pdb.status.clone().unwrap_or_default();
         let same_disrupted = status.disrupted_pods.clone().unwrap_or_default() == disrupted;
-        if status.current_healthy == current_healthy
-            && status.desired_healthy == desired_healthy
-            && status.expected_pods == expected
-            && status.disruptions_allowed == allowed
+        if status.current_healthy == Some(current_healthy)
+            && status.desired_healthy == Some(desired_healthy)
+            && status.expected_pods == Some(expected)
+            && status.disruptions_allowed == Some(allowed)
             && same_disrupted
             && status.observed_generation == Some(generation)
             && conditions_are_up_to_date(pdb)
@@ -373,10 +373,10 @@ impl DisruptionController {
         }
         let mut new = pdb.clone();
         let mut status = PodDisruptionBudgetStatus {
-            current_healthy,
-            desired_healthy,
-            expected_pods: expected,
-            disruptions_allowed: allowed,
+            current_healthy: Some(current_healthy),
+            desired_healthy: Some(desired_healthy),
+            expected_pods: Some(expected),
+            disruptions_allowed: Some(allowed),
             disrupted_pods: (!disrupted.is_empty()).then_some(disrupted),
             observed_generation: Some(generation),
             conditions: status.conditions,
@@ -409,7 +409,7 @@ impl DisruptionController {
     async fn fail_safe(&self, key: &str, pdb: &PodDisruptionBudget, err: &Error) -> Result<()> {
         let mut new = pdb.clone();
         let mut status = new.status.take().unwrap_or_default();
-        status.disruptions_allowed = 0;
+        status.disruptions_allowed = Some(0);
         let observed = status.observed_generation.unwrap_or(0);
         set_condition(
             &mut status,
@@ -503,7 +503,7 @@ fn conditions_are_up_to_date(pdb: &PodDisruptionBudget) -> bool {
     {
         return false;
     }
-    if status.disruptions_allowed > 0 {
+    if status.disruptions_allowed.unwrap_or(0) > 0 {
         cond.status == "True" && cond.reason == SUFFICIENT_PODS
     } else {
         cond.status == "False" && cond.reason == INSUFFICIENT_PODS

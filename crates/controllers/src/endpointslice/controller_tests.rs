@@ -104,7 +104,7 @@ async fn sync_creates_then_is_quiet() {
     fx.controller.sync(&key).await.expect("sync");
     assert_eq!(fx.client.actions().len(), 1);
     let slice = &fx.client.slices()[0];
-    assert_eq!(slice.endpoints.len(), 3);
+    assert_eq!(slice.endpoints.as_ref().map_or(0, Vec::len), 3);
     let labels = slice.metadata.labels.clone().unwrap_or_default();
     assert_eq!(
         labels.get(LABEL_SERVICE_NAME).map(String::as_str),

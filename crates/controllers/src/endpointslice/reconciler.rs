@@ -347,9 +347,10 @@ impl Reconciler {
 
         // 1. Keep desired endpoints where they are, rewrite changed ones, drop the rest.
         for (name, slice) in &by_name {
-            let mut new_endpoints = Vec::with_capacity(slice.endpoints.len());
+            let mut new_endpoints =
+                Vec::with_capacity(slice.endpoints.as_ref().map_or(0, Vec::len));
             let mut endpoint_updated = false;
-            for endpoint in &slice.endpoints {
+            for endpoint in slice.endpoints.iter().flatten() {
                 if let Some(got) = desired.remove(endpoint) {
                     if !endpoints_equal_beyond_hash(&got, endpoint) {
                         endpoint_updated = true;
@@ -359,13 +360,19 @@ impl Reconciler {
             }
             let (labels, labels_changed) =
                 endpoint_slice_labels(slice, service, &self.controller_name);
-            if endpoint_updated || slice.endpoints.len() != new_endpoints.len() {
-                num_removed += slice.endpoints.len().saturating_sub(new_endpoints.len());
+            if endpoint_updated
+                || slice.endpoints.as_ref().map_or(0, Vec::len) != new_endpoints.len()
+            {
+                num_removed += slice
+                    .endpoints
+                    .as_ref()
+                    .map_or(0, Vec::len)
+                    .saturating_sub(new_endpoints.len());
                 if new_endpoints.is_empty() {
                     to_delete.insert(name.clone());
                 } else {
                     let mut copy = (**slice).clone();
-                    copy.endpoints = new_endpoints;
+                    copy.endpoints = Some(new_endpoints);
                     copy.metadata.labels = Some(labels);
                     modified.insert(name.clone(), copy);
                     to_update.insert(name.clone());
@@ -386,17 +393,21 @@ impl Reconciler {
         if !desired.is_empty() && !to_update.is_empty() {
             let mut names: Vec<&String> = to_update.iter().collect();
             names.sort_by_key(|n| {
-                std::cmp::Reverse(modified.get(*n).map_or(0, |s| s.endpoints.len()))
+                std::cmp::Reverse(
+                    modified
+                        .get(*n)
+                        .map_or(0, |s| s.endpoints.as_ref().map_or(0, Vec::len)),
+                )
             });
             for name in names {
                 let Some(slice) = modified.get_mut(name) else {
                     continue;
                 };
-                while slice.endpoints.len() < max {
+                while slice.endpoints.as_ref().map_or(0, Vec::len) < max {
                     let Some(endpoint) = desired.pop_any() else {
                         break;
                     };
-                    slice.endpoints.push(endpoint);
+                    slice.endpoints.get_or_insert_default().push(endpoint);
                 }
             }
         }
@@ -414,11 +425,11 @@ impl Reconciler {
             }
             let mut slice =
                 slice.unwrap_or_else(|| new_endpoint_slice(service, meta, &self.controller_name));
-            while slice.endpoints.len() < max {
+            while slice.endpoints.as_ref().map_or(0, Vec::len) < max {
                 let Some(endpoint) = desired.pop_any() else {
                     break;
                 };
-                slice.endpoints.push(endpoint);
+                slice.endpoints.get_or_insert_default().push(endpoint);
             }
             match slice.metadata.name.clone().filter(|n| !n.is_empty()) {
                 Some(name) => {
@@ -523,7 +534,7 @@ fn remove_hints(changes: &mut Changes, existing: &[Arc<EndpointSlice>]) {
         .iter_mut()
         .chain(changes.to_update.iter_mut())
     {
-        for endpoint in &mut slice.endpoints {
+        for endpoint in slice.endpoints.iter_mut().flatten() {
             endpoint.hints = None;
         }
     }
@@ -535,12 +546,12 @@ fn remove_hints(changes: &mut Changes, existing: &[Arc<EndpointSlice>]) {
         .collect();
     for slice in existing {
         if changed.contains(&slice.metadata.name)
-            || slice.endpoints.iter().all(|e| e.hints.is_none())
+            || slice.endpoints.iter().flatten().all(|e| e.hints.is_none())
         {
             continue;
         }
         let mut copy = (**slice).clone();
-        for endpoint in &mut copy.endpoints {
+        for endpoint in copy.endpoints.iter_mut().flatten() {
             endpoint.hints = None;
         }
         changes.to_update.push(copy);

@@ -73,7 +73,7 @@ impl Fixture {
         self.client
             .slices()
             .iter()
-            .map(|s| s.endpoints.len())
+            .map(|s| s.endpoints.as_ref().map_or(0, Vec::len))
             .collect()
     }
 
@@ -138,12 +138,15 @@ fn existing_slice(name: &str, start: usize, n: usize) -> EndpointSlice {
         .labels(&[("topology.kubernetes.io/zone", "zone-a")])
         .build();
     for i in start..start + n {
-        slice.endpoints.push(utils::pod_to_endpoint(
-            &test_pod(i).build(),
-            Some(&node),
-            &service,
-            "IPv4",
-        ));
+        slice
+            .endpoints
+            .get_or_insert_default()
+            .push(utils::pod_to_endpoint(
+                &test_pod(i).build(),
+                Some(&node),
+                &service,
+                "IPv4",
+            ));
     }
     slice
 }
@@ -155,7 +158,7 @@ async fn no_pods_gives_one_placeholder_slice() {
     fx.reconcile(&svc(), &[]).await.expect("reconcile");
     assert_eq!(fx.kinds(), ["create"]);
     let slice = &fx.client.slices()[0];
-    assert!(slice.endpoints.is_empty());
+    assert!(slice.endpoints.as_ref().is_none_or(Vec::is_empty));
     assert_eq!(slice.ports, Some(Vec::new()));
     assert_eq!(slice.metadata.generate_name.as_deref(), Some("foo-"));
     let labels = slice.metadata.labels.clone().unwrap_or_default();
@@ -194,7 +197,7 @@ async fn one_pod_one_slice() {
         (port.name.as_deref(), port.port, port.protocol.as_deref()),
         (Some("http"), Some(8080), Some("TCP"))
     );
-    let ep = &slice.endpoints[0];
+    let ep = &slice.endpoints.as_deref().unwrap_or_default()[0];
     assert_eq!(ep.addresses, ["10.0.0.1"]);
     assert_eq!(ep.node_name.as_deref(), Some("node-1"));
     assert_eq!(ep.zone.as_deref(), Some("zone-a"));
@@ -296,6 +299,7 @@ async fn one_pod_change_rewrites_only_its_slice() {
     let ep = slice
         .endpoints
         .iter()
+        .flatten()
         .find(|e| e.target_ref.as_ref().and_then(|t| t.name.as_deref()) == Some("pod137"))
         .expect("the pod's endpoint is in the updated slice");
     let conditions = ep.conditions.clone().unwrap_or_default();
@@ -441,7 +445,7 @@ async fn named_ports_split_slices_by_port_list() {
         .map(|s| {
             (
                 s.ports.clone().unwrap_or_default()[0].port,
-                s.endpoints.len(),
+                s.endpoints.as_ref().map_or(0, Vec::len),
             )
         })
         .collect();
@@ -468,7 +472,7 @@ async fn no_creations_for_a_service_being_deleted() {
 async fn trigger_time_and_hints() {
     let fx = fixture();
     let mut hinted = existing_slice("foo-a", 0, 2);
-    hinted.endpoints[0].hints = Some(EndpointHints {
+    hinted.endpoints.get_or_insert_default()[0].hints = Some(EndpointHints {
         for_zones: Some(vec![ForZone {
             name: "zone-a".to_owned(),
         }]),
@@ -483,7 +487,7 @@ async fn trigger_time_and_hints() {
         .expect("reconcile");
     assert_eq!(fx.kinds(), ["update"], "the hinted slice is rewritten");
     let slice = &fx.client.slices()[0];
-    assert!(slice.endpoints.iter().all(|e| e.hints.is_none()));
+    assert!(slice.endpoints.iter().flatten().all(|e| e.hints.is_none()));
     assert_eq!(
         slice
             .metadata
@@ -518,6 +522,7 @@ async fn terminating_pods_stay_not_ready() {
     let ep = slice
         .endpoints
         .iter()
+        .flatten()
         .find(|e| e.target_ref.as_ref().and_then(|t| t.name.as_deref()) == Some("pod1"))
         .expect("still there");
     let c = ep.conditions.clone().unwrap_or_default();

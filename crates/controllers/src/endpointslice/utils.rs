@@ -137,7 +137,7 @@ pub fn new_endpoint_slice(
             ..ObjectMeta::default()
         },
         address_type: meta.address_type.clone(),
-        endpoints: Vec::new(),
+        endpoints: Some(Vec::new()),
         ports: Some(meta.ports.clone()),
     };
     let (labels, _) = endpoint_slice_labels(&slice, service, controller_name);
@@ -193,7 +193,9 @@ pub fn slice_to_fill<'a>(
     let mut closest_diff = max_endpoints;
     let mut closest = None;
     for slice in slices {
-        let Some(diff) = max_endpoints.checked_sub(num_endpoints + slice.endpoints.len()) else {
+        let Some(diff) =
+            max_endpoints.checked_sub(num_endpoints + slice.endpoints.as_ref().map_or(0, Vec::len))
+        else {
             continue;
         };
         if diff < closest_diff {
@@ -345,9 +347,9 @@ pub fn is_same_placeholder(existing: &EndpointSlice, placeholder: &EndpointSlice
                 .clone()
                 .unwrap_or_default()
         && existing.address_type == placeholder.address_type
-        && existing.endpoints.is_empty()
+        && existing.endpoints.as_ref().is_none_or(Vec::is_empty)
         && existing.ports.as_ref().is_none_or(Vec::is_empty)
-        && placeholder.endpoints.is_empty()
+        && placeholder.endpoints.as_ref().is_none_or(Vec::is_empty)
 }
 
 #[cfg(test)]
@@ -495,18 +497,18 @@ mod tests {
         assert_eq!(endpoint_slice_prefix(&long), long);
         let with = |n: usize| {
             endpoint_slice("s")
-                .with(|s| s.endpoints = vec![Endpoint::default(); n])
+                .with(|s| s.endpoints = Some(vec![Endpoint::default(); n]))
                 .build()
         };
         let (a, b, c) = (with(90), with(95), with(50));
         let slices = [&a, &b, &c];
         assert_eq!(
-            slice_to_fill(&slices, 5, 100).map(|s| s.endpoints.len()),
+            slice_to_fill(&slices, 5, 100).map(|s| s.endpoints.as_ref().map_or(0, Vec::len)),
             Some(95),
             "exactly full"
         );
         assert_eq!(
-            slice_to_fill(&slices, 8, 100).map(|s| s.endpoints.len()),
+            slice_to_fill(&slices, 8, 100).map(|s| s.endpoints.as_ref().map_or(0, Vec::len)),
             Some(90),
             "closest to full"
         );

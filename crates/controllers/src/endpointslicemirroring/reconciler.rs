@@ -174,7 +174,10 @@ impl MirroringReconciler {
         let mut slices = SlicesByAction::default();
         let mut totals = TotalsByAction::default();
         if desired.is_empty() {
-            totals.removed = existing.iter().map(|s| s.endpoints.len()).sum();
+            totals.removed = existing
+                .iter()
+                .map(|s| s.endpoints.as_ref().map_or(0, Vec::len))
+                .sum();
             slices.to_delete = existing.to_vec();
             return (slices, totals);
         }
@@ -197,11 +200,11 @@ impl MirroringReconciler {
             totals.added = desired.len();
         }
         let mut slice = new_endpoint_slice(endpoints, ports, address_type, &slice_name);
-        while slice.endpoints.len() < self.max_endpoints_per_subset {
+        while slice.endpoints.as_ref().map_or(0, Vec::len) < self.max_endpoints_per_subset {
             let Some(endpoint) = desired.pop_any() else {
                 break;
             };
-            slice.endpoints.push(endpoint);
+            slice.endpoints.get_or_insert_default().push(endpoint);
         }
         if slice_name.is_empty() {
             slices.to_create.push(slice);
@@ -294,7 +297,7 @@ impl MirroringReconciler {
 fn total_changes(existing: &EndpointSlice, desired: &EndpointSet) -> TotalsByAction {
     let mut totals = TotalsByAction::default();
     let mut matches = 0;
-    for endpoint in &existing.endpoints {
+    for endpoint in existing.endpoints.iter().flatten() {
         match desired.get(endpoint) {
             None => totals.removed += 1,
             Some(got) => {

@@ -56,7 +56,7 @@ pub fn new_endpoint_slice(
             ..ObjectMeta::default()
         },
         address_type: address_type.to_owned(),
-        endpoints: Vec::new(),
+        endpoints: Some(Vec::new()),
         ports: Some(ports.to_vec()),
     }
 }

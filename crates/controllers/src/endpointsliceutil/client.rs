@@ -315,7 +315,10 @@ mod tests {
             "labels do not bump the generation"
         );
         let mut grown = updated.clone();
-        grown.endpoints.push(Endpoint::default());
+        grown
+            .endpoints
+            .get_or_insert_default()
+            .push(Endpoint::default());
         let updated = fake.update("ns", &grown).await.expect("update");
         assert_eq!(updated.metadata.generation, Some(2));
 

@@ -241,7 +241,7 @@ mod tests {
                 on_exit_codes: None,
                 on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
                     type_: "DisruptionTarget".into(),
-                    status: "True".into(),
+                    status: Some("True".into()),
                 }]),
             }],
         };

@@ -168,7 +168,7 @@ fn match_on_pod_conditions<'a>(
     pod.status.as_ref()?.conditions.iter().flatten().find(|c| {
         patterns
             .iter()
-            .any(|p| p.type_ == c.type_ && p.status == c.status)
+            .any(|p| p.type_ == c.type_ && p.status.as_deref().unwrap_or("True") == c.status)
     })
 }
 
@@ -197,7 +197,7 @@ mod tests {
             on_exit_codes: None,
             on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
                 type_: type_.into(),
-                status: status.into(),
+                status: Some(status.into()),
             }]),
         }
     }

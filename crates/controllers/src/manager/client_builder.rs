@@ -247,10 +247,10 @@ async fn fetch(
     get_or_create_service_account(root, name).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(root.clone(), SERVICE_ACCOUNT_NAMESPACE);
     let request = TokenRequest {
-        spec: TokenRequestSpec {
+        spec: Some(TokenRequestSpec {
             expiration_seconds: Some(EXPIRATION_SECONDS),
             ..TokenRequestSpec::default()
-        },
+        }),
         ..TokenRequest::default()
     };
     let issued = accounts
@@ -259,17 +259,17 @@ async fn fetch(
     let Some(status) = issued.status else {
         return Ok(Err("no status in the answer"));
     };
-    if status.token.is_empty() {
+    let Some(token) = status.token.filter(|t| !t.is_empty()) else {
         return Ok(Err("empty token"));
-    }
-    let left = status
-        .expiration_timestamp
-        .0
-        .duration_since(jiff::Timestamp::now());
+    };
+    let Some(expiration) = status.expiration_timestamp else {
+        return Ok(Err("no expirationTimestamp in the answer"));
+    };
+    let left = expiration.0.duration_since(jiff::Timestamp::now());
     let lifetime = Duration::try_from(left)
         .unwrap_or_default()
         .max(MIN_LIFETIME);
-    Ok(Ok((status.token, Instant::now() + renewal_delay(lifetime))))
+    Ok(Ok((token, Instant::now() + renewal_delay(lifetime))))
 }
 
 /// When to renew a token living `lifetime`: with [`LEEWAY_PERCENT`] of it left.

@@ -110,7 +110,7 @@ impl Reviewer for KubeReviewer {
         let reviews: Api<TokenReview> = Api::all(self.0.clone());
         let review = TokenReview {
             spec: TokenReviewSpec {
-                token: Some(token.to_owned()),
+                token: token.to_owned(),
                 ..TokenReviewSpec::default()
             },
             ..TokenReview::default()

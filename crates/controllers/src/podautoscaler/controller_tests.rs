@@ -35,7 +35,7 @@ fn hpa(metrics: Vec<MetricSpec>) -> HorizontalPodAutoscaler {
             resource_version: Some("1".into()),
             ..Default::default()
         },
-        spec: Some(HorizontalPodAutoscalerSpec {
+        spec: HorizontalPodAutoscalerSpec {
             scale_target_ref: CrossVersionObjectReference {
                 api_version: Some("apps/v1".into()),
                 kind: "Deployment".into(),
@@ -45,7 +45,7 @@ fn hpa(metrics: Vec<MetricSpec>) -> HorizontalPodAutoscaler {
             max_replicas: 10,
             metrics: Some(metrics),
             behavior: None,
-        }),
+        },
         status: None,
     }
 }
@@ -324,7 +324,8 @@ async fn custom_metrics_say_they_are_not_available() {
 #[tokio::test(start_paused = true)]
 async fn a_missing_target_fails_get_scale() {
     let mut spec_hpa = hpa(vec![cpu_utilization(50)]);
-    if let Some(spec) = spec_hpa.spec.as_mut() {
+    {
+        let spec = &mut spec_hpa.spec;
         spec.scale_target_ref.name = "missing".into();
     }
     let f = Fixture::new(spec_hpa, 1);
@@ -350,7 +351,8 @@ async fn a_missing_target_fails_get_scale() {
 #[tokio::test(start_paused = true)]
 async fn replicas_outside_min_max_are_brought_back_and_deleted_hpas_are_forgotten() {
     let mut capped = hpa(vec![cpu_utilization(50)]);
-    if let Some(spec) = capped.spec.as_mut() {
+    {
+        let spec = &mut capped.spec;
         spec.max_replicas = 3;
     }
     let f = Fixture::new(capped, 5);

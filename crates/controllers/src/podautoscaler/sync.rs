@@ -144,7 +144,7 @@ impl HorizontalController {
         let original = hpa.status.clone();
         let now = (self.clock)();
         let namespace = hpa.metadata.namespace.clone().unwrap_or_default();
-        let spec = hpa.spec.clone().unwrap_or_default();
+        let spec = hpa.spec.clone();
         let target = &spec.scale_target_ref;
         let reference = format!("{}/{namespace}/{}", target.kind, target.name);
 

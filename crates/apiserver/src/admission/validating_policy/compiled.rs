@@ -176,13 +176,13 @@ impl Binding {
     pub fn decode(obj: &Value) -> Result<Binding, String> {
         let binding: ValidatingAdmissionPolicyBinding =
             serde_json::from_value(obj.clone()).map_err(|e| e.to_string())?;
-        let spec = binding.spec.unwrap_or_default();
-        let actions = spec.validation_actions.unwrap_or_default();
+        let spec = binding.spec;
+        let actions = spec.validation_actions;
         let has = |a: &str| actions.iter().any(|x| x == a);
         Ok(Binding {
             name: object::name(obj).to_owned(),
             resource_version: object::resource_version(obj).to_owned(),
-            policy_name: spec.policy_name.unwrap_or_default(),
+            policy_name: spec.policy_name,
             action_set: Actions {
                 deny: has("Deny"),
                 warn: has("Warn"),
