@@ -383,6 +383,12 @@ pub(super) const VECTORS: &[Vector] = &[
         collision_count: None,
         hash: "86c76d9458",
     },
+    Vector {
+        name: "v1.36 fields set",
+        template: r#"{"metadata":{"creationTimestamp":null,"labels":{"app":"v136"}},"spec":{"volumes":[{"name":"cfg","emptyDir":{}},{"name":"cert","projected":{"sources":[{"podCertificate":{"signerName":"example.com/signer","keyType":"ED25519","maxExpirationSeconds":86400,"credentialBundlePath":"bundle.pem","userAnnotations":{"b":"2","a":"1"}}}],"defaultMode":420}}],"initContainers":[{"name":"sidecar","image":"busybox:1.37","restartPolicy":"Always","restartPolicyRules":[{"action":"Restart","exitCodes":{"operator":"In","values":[42,43]}}],"resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}],"containers":[{"name":"app","image":"nginx:1.29","env":[{"name":"TOKEN","valueFrom":{"fileKeyRef":{"volumeName":"cfg","path":"env.txt","key":"TOKEN","optional":false}}}],"restartPolicy":"Never","restartPolicyRules":[{"action":"Restart","exitCodes":{"operator":"NotIn","values":[0]}}],"resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},"schedulerName":"default-scheduler","hostnameOverride":"custom-host","schedulingGroup":{"podGroupName":"gang-1"}}}"#,
+        collision_count: None,
+        hash: "57845b67fd",
+    },
 ];
 
 /// The full spew text of the "nginx defaulted" vector.
