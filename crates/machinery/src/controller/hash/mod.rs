@@ -1,6 +1,6 @@
 //! The pod-template hash that names a Deployment's ReplicaSets (and labels a DaemonSet's pods), as upstream `controller.ComputeHash`.
 //!
-//! kube-controller-manager v1.33 computes it as:
+//! kube-controller-manager v1.36 computes it as:
 //!
 //! 1. `hashutil.DeepHashObject(fnv.New32a(), *template)`: FNV-32a over go-spew's `%#v`
 //!    rendering of the Go `v1.PodTemplateSpec` value, with apimachinery's `dump.ForHash`
@@ -9,7 +9,7 @@
 //! 2. if the Deployment has a collision count, an 8-byte buffer holding it as a little-endian
 //!    `uint32` in the first four bytes;
 //! 3. the decimal `Sum32`, mapped through `rand.SafeEncodeString`'s alphabet
-//!    (`bcdfghjklmnpqrstvwxz2456789`), e.g. `nginx-deployment-647677fc66` for the
+//!    (`bcdfghjklmnpqrstvwxz2456789`), e.g. `nginx-deployment-6c5f67b5f7` for the
 //!    Kubernetes documentation's `nginx-deployment` example (`nginx:1.14.2`, three replicas).
 //!
 //! kcm does the same, byte for byte. The spew text names every Go type and field of the
@@ -18,7 +18,7 @@
 //! the Rust types:
 //!
 //! - `layout` is a generated table of the Go layout of every struct reachable from
-//!   `v1.PodTemplateSpec` in Kubernetes v1.33 (`gen_layout.py` beside it says how);
+//!   `v1.PodTemplateSpec` in Kubernetes v1.36 (`gen_layout.py` beside it says how);
 //! - `spew` walks the template's JSON (`serde_json::to_value` of the k8s-openapi type) along
 //!   that table and streams spew's text straight into the hasher, reading a missing member as
 //!   the Go zero value and an empty list or map as nil, as kube-controller-manager sees objects
@@ -236,7 +236,10 @@ mod tests {
             "CreationTimestamp:(v1.Time){Time:(time.Time){wall:(uint64)0 ext:(int64)0 loc:(*time.Location)<nil>}}"
         ));
         assert!(text.contains("Containers:([]v1.Container)<nil>"));
-        assert!(text.ends_with("ResourceClaims:([]v1.PodResourceClaim)<nil> Resources:(*v1.ResourceRequirements)<nil>}}"));
+        assert!(text.ends_with(
+            "ResourceClaims:([]v1.PodResourceClaim)<nil> Resources:(*v1.ResourceRequirements)<nil> \
+             HostnameOverride:(*string)<nil> SchedulingGroup:(*v1.PodSchedulingGroup)<nil>}}"
+        ));
         assert_eq!(
             compute_hash(&PodTemplateSpec::default(), None),
             vector("empty template").hash
