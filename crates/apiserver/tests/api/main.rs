@@ -23,6 +23,7 @@ mod list;
 mod namespaces;
 mod networking;
 mod openapi;
+mod pod_security;
 mod pods;
 mod quotas;
 mod rbac;

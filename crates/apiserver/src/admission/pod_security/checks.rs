@@ -909,6 +909,9 @@ fn restricted_volumes(spec: &Value) -> Option<Violation> {
     })
 }
 
+/// Upstream's `runAsNonRoot` check: the pod or every container sets `runAsNonRoot=true`. As
+/// upstream, an explicit `false` (pod or containers) is reported alone; the containers left
+/// uncovered by the pod are named only when nothing sets `false`.
 fn run_as_non_root(spec: &Value) -> Option<Violation> {
     let pod_context = spec.get("securityContext");
     let pod_value = pod_context
@@ -932,22 +935,22 @@ fn run_as_non_root(spec: &Value) -> Option<Violation> {
     if !explicit.is_empty() {
         setters.push(containers_phrase(&explicit));
     }
-    let mut details = Vec::new();
-    if !setters.is_empty() {
-        details.push(format!(
+    let detail = if !setters.is_empty() {
+        format!(
             "{} must not set securityContext.runAsNonRoot=false",
             setters.join(" and ")
-        ));
-    }
-    if !implicit.is_empty() {
-        details.push(format!(
+        )
+    } else if !implicit.is_empty() {
+        format!(
             "pod or {} must set securityContext.runAsNonRoot=true",
             containers_phrase(&implicit)
-        ));
-    }
-    (!details.is_empty()).then(|| Violation {
+        )
+    } else {
+        return None;
+    };
+    Some(Violation {
         reason: "runAsNonRoot != true",
-        detail: details.join("; "),
+        detail,
     })
 }
 
@@ -1183,9 +1186,9 @@ mod tests {
                     "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}],
                     "volumes": [{"name": "data", "nfs": {"server": "s", "path": "/"}}]}),
                 level: Level::Restricted,
+                // An explicit false is reported alone, not the container it leaves uncovered.
                 want: "restricted volume types (volume \"data\" uses restricted volume type \"nfs\"), \
-                       runAsNonRoot != true (pod must not set securityContext.runAsNonRoot=false; \
-                       pod or container \"c\" must set securityContext.runAsNonRoot=true), \
+                       runAsNonRoot != true (pod must not set securityContext.runAsNonRoot=false), \
                        runAsUser=0 (pod must not set runAsUser=0)",
             },
         ];
@@ -1601,5 +1604,725 @@ mod tests {
             !evaluate(lv(Level::Restricted, Version::V1(99)), None, &specs[1]).is_empty(),
             "v1.99 applies capabilities_restricted"
         );
+    }
+
+    /// The revision of check `id` applied at policy `v1.{minor}`, run on `spec` (upstream's
+    /// tests call these revisions directly, e.g. `runAsNonRoot1_35`).
+    fn run_check(id: &str, minor: u32, spec: &Value) -> Option<Violation> {
+        let check = CHECKS.iter().find(|c| c.id == id).expect("known check");
+        let variant = check
+            .at(Version::V1(minor))
+            .expect("a revision at the version");
+        (variant.check)(None, spec)
+    }
+
+    /// One of upstream's per-check test cases: the pod spec, then the reason and detail it
+    /// fails with (`None`: allowed).
+    type CheckCase = (&'static str, Value, Option<(&'static str, &'static str)>);
+
+    fn assert_check_cases(id: &str, minor: u32, cases: Vec<CheckCase>) {
+        for (name, spec, want) in cases {
+            let got = run_check(id, minor, &spec);
+            let got = got.as_ref().map(|v| (v.reason, v.detail.as_str()));
+            assert_eq!(got, want, "{id} at v1.{minor}: {name}");
+        }
+    }
+
+    /// A container named `name` with `fields` (probes, lifecycle, securityContext) merged in.
+    fn container(name: &str, fields: Value) -> Value {
+        let mut c = json!({"name": name});
+        if let (Some(c), Some(fields)) = (c.as_object_mut(), fields.as_object()) {
+            c.extend(fields.clone());
+        }
+        c
+    }
+
+    /// Upstream's `TestHostProbesAndHostLifecycle` (`hostProbesAndHostLifecycleV1Dot34`): any
+    /// non-empty `host` of a probe or lifecycle handler, loopback included; containers and
+    /// hosts listed sorted.
+    #[test]
+    fn host_probes_and_lifecycle_as_upstreams_tests() {
+        let reason = "probe or lifecycle host";
+        let one = |name: &str, fields: Value| json!({"containers": [container(name, fields)]});
+        let cases: Vec<CheckCase> = vec![
+            (
+                "valid pod with unset hosts",
+                one(
+                    "a",
+                    json!({"livenessProbe": {"httpGet": {}}, "readinessProbe": {"tcpSocket": {}},
+                    "lifecycle": {"postStart": {"httpGet": {}}}}),
+                ),
+                None,
+            ),
+            (
+                "invalid pod with local host IP as probe host",
+                one(
+                    "a",
+                    json!({"livenessProbe": {"httpGet": {"host": "127.0.0.1"}},
+                    "readinessProbe": {"tcpSocket": {"host": "::1"}},
+                    "startupProbe": {"httpGet": {"host": "localhost"}}}),
+                ),
+                Some((
+                    reason,
+                    r#"container "a" uses probe or lifecycle hosts "127.0.0.1", "::1", "localhost""#,
+                )),
+            ),
+            (
+                "invalid httpget host in liveness probe",
+                one(
+                    "a",
+                    json!({"livenessProbe": {"httpGet": {"host": "invalid.host"}}}),
+                ),
+                Some((
+                    reason,
+                    r#"container "a" uses probe or lifecycle host "invalid.host""#,
+                )),
+            ),
+            (
+                "invalid tcpsocket host in readiness probe",
+                one(
+                    "b",
+                    json!({"readinessProbe": {"tcpSocket": {"host": "invalid.host"}}}),
+                ),
+                Some((
+                    reason,
+                    r#"container "b" uses probe or lifecycle host "invalid.host""#,
+                )),
+            ),
+            (
+                "invalid httpget host in startup probe",
+                one(
+                    "c",
+                    json!({"startupProbe": {"httpGet": {"host": "invalid.host"}}}),
+                ),
+                Some((
+                    reason,
+                    r#"container "c" uses probe or lifecycle host "invalid.host""#,
+                )),
+            ),
+            (
+                "invalid poststart tcpsocket host",
+                one(
+                    "d",
+                    json!({"lifecycle": {"postStart": {"tcpSocket": {"host": "invalid.host"}}}}),
+                ),
+                Some((
+                    reason,
+                    r#"container "d" uses probe or lifecycle host "invalid.host""#,
+                )),
+            ),
+            (
+                "invalid prestop httpget host",
+                one(
+                    "e",
+                    json!({"lifecycle": {"preStop": {"httpGet": {"host": "another.invalid.host"}}}}),
+                ),
+                Some((
+                    reason,
+                    r#"container "e" uses probe or lifecycle host "another.invalid.host""#,
+                )),
+            ),
+            (
+                "multiple containers with multiple invalid hosts",
+                json!({"containers": [
+                    container("valid", json!({})),
+                    container("invalid1", json!({"livenessProbe": {"httpGet": {"host": "a.com"}}})),
+                    container("invalid2", json!({
+                        "lifecycle": {"preStop": {"tcpSocket": {"host": "b.com"}}},
+                        "startupProbe": {"httpGet": {"host": "a.com"}}})),
+                ]}),
+                Some((
+                    reason,
+                    r#"containers "invalid1", "invalid2" use probe or lifecycle hosts "a.com", "b.com""#,
+                )),
+            ),
+            (
+                "invalid ipv4 host in probe",
+                one(
+                    "a",
+                    json!({"livenessProbe": {"httpGet": {"host": "8.8.8.8"}}}),
+                ),
+                Some((
+                    reason,
+                    r#"container "a" uses probe or lifecycle host "8.8.8.8""#,
+                )),
+            ),
+            (
+                "invalid ipv6 host in probe",
+                one(
+                    "a",
+                    json!({"livenessProbe": {"tcpSocket": {"host": "2001:4860:4860::8888"}}}),
+                ),
+                Some((
+                    reason,
+                    r#"container "a" uses probe or lifecycle host "2001:4860:4860::8888""#,
+                )),
+            ),
+            (
+                "invalid host in initcontainer",
+                json!({"initContainers": [container("init",
+                    json!({"livenessProbe": {"httpGet": {"host": "invalid.init.host"}}}))]}),
+                Some((
+                    reason,
+                    r#"container "init" uses probe or lifecycle host "invalid.init.host""#,
+                )),
+            ),
+        ];
+        assert_check_cases("hostProbesAndHostLifecycle", 34, cases);
+    }
+
+    /// Five containers: unset context, empty context, `Default`, `Unmasked`, `other` (upstream's
+    /// `TestProcMount*` pod), in or out of a user namespace.
+    fn proc_mount_pod(host_users: bool) -> Value {
+        json!({"hostUsers": host_users, "containers": [
+            container("a", json!({})),
+            container("b", json!({"securityContext": {}})),
+            container("c", json!({"securityContext": {"procMount": "Default"}})),
+            container("d", json!({"securityContext": {"procMount": "Unmasked"}})),
+            container("e", json!({"securityContext": {"procMount": "other"}})),
+        ]})
+    }
+
+    /// Upstream's `TestProcMountBaseline` (`procMount1_35baseline`) and
+    /// `TestProcMountRestricted` (`procMount_1_0` under `procMount_restricted`, with and
+    /// without a user namespace); before v1.35 baseline's `procMount` is `procMount_1_0` too.
+    #[test]
+    fn proc_mount_as_upstreams_tests() {
+        let refused = Some((
+            "procMount",
+            r#"containers "d", "e" must not set securityContext.procMount to "Unmasked", "other""#,
+        ));
+        assert_check_cases(
+            "procMount",
+            35,
+            vec![
+                ("procMount", proc_mount_pod(true), refused),
+                ("procMount with userns", proc_mount_pod(false), None),
+            ],
+        );
+        for minor in [0, 34] {
+            assert_check_cases(
+                "procMount",
+                minor,
+                vec![
+                    ("procMount", proc_mount_pod(true), refused),
+                    ("procMount with userns", proc_mount_pod(false), refused),
+                ],
+            );
+        }
+        assert_check_cases(
+            "procMount_restricted",
+            35,
+            vec![
+                ("procMount", proc_mount_pod(true), refused),
+                ("procMount with userns", proc_mount_pod(false), refused),
+            ],
+        );
+    }
+
+    /// Upstream's `TestRunAsNonRoot` (`runAsNonRoot1_35`): an explicit `false` is reported
+    /// alone; a user-namespace pod is allowed, which it is not before v1.35.
+    #[test]
+    fn run_as_non_root_as_upstreams_tests() {
+        let reason = "runAsNonRoot != true";
+        let sc = |v: bool| json!({"securityContext": {"runAsNonRoot": v}});
+        let cases = |host_users_false: Option<(&'static str, &'static str)>| -> Vec<CheckCase> {
+            vec![
+                (
+                    "no explicit runAsNonRoot",
+                    json!({"containers": [container("a", json!({}))]}),
+                    Some((
+                        reason,
+                        r#"pod or container "a" must set securityContext.runAsNonRoot=true"#,
+                    )),
+                ),
+                (
+                    "pod runAsNonRoot=false",
+                    json!({"securityContext": {"runAsNonRoot": false},
+                        "containers": [container("a", json!({}))]}),
+                    Some((
+                        reason,
+                        "pod must not set securityContext.runAsNonRoot=false",
+                    )),
+                ),
+                (
+                    "containers runAsNonRoot=false",
+                    json!({"securityContext": {"runAsNonRoot": true}, "containers": [
+                        container("a", json!({})),
+                        container("b", json!({"securityContext": {}})),
+                        container("c", sc(false)),
+                        container("d", sc(false)),
+                        container("e", sc(true)),
+                        container("f", sc(true)),
+                    ]}),
+                    Some((
+                        reason,
+                        r#"containers "c", "d" must not set securityContext.runAsNonRoot=false"#,
+                    )),
+                ),
+                (
+                    "pod nil, container fallthrough",
+                    json!({"containers": [
+                        container("a", json!({})),
+                        container("b", json!({"securityContext": {}})),
+                        container("d", sc(true)),
+                        container("e", sc(true)),
+                    ]}),
+                    Some((
+                        reason,
+                        r#"pod or containers "a", "b" must set securityContext.runAsNonRoot=true"#,
+                    )),
+                ),
+                (
+                    "host users false allowed",
+                    json!({"hostUsers": false}),
+                    None,
+                ),
+                (
+                    "host users false with a container that sets nothing",
+                    json!({"hostUsers": false, "containers": [container("a", json!({}))]}),
+                    host_users_false,
+                ),
+            ]
+        };
+        assert_check_cases("runAsNonRoot", 35, cases(None));
+        assert_check_cases(
+            "runAsNonRoot",
+            34,
+            cases(Some((
+                reason,
+                r#"pod or container "a" must set securityContext.runAsNonRoot=true"#,
+            ))),
+        );
+    }
+
+    /// Upstream's `TestRunAsUser` (`runAsUser1_35`): a user-namespace pod may run as root from
+    /// v1.35 (not before); `hostUsers: true` changes nothing.
+    #[test]
+    fn run_as_user_as_upstreams_tests() {
+        let uid = |v: i64| json!({"securityContext": {"runAsUser": v}});
+        let root_pod = Some(("runAsUser=0", "pod must not set runAsUser=0"));
+        let cases = |user_namespace_root: Option<(&'static str, &'static str)>| -> Vec<CheckCase> {
+            vec![
+                (
+                    "pod runAsUser=0",
+                    json!({"securityContext": {"runAsUser": 0}, "containers": [container("a", json!({}))]}),
+                    root_pod,
+                ),
+                (
+                    "pod runAsUser=non-zero",
+                    json!({"securityContext": {"runAsUser": 1000}, "containers": [container("a", json!({}))]}),
+                    None,
+                ),
+                (
+                    "pod runAsUser=nil",
+                    json!({"securityContext": {}, "containers": [container("a", json!({}))]}),
+                    None,
+                ),
+                (
+                    "containers runAsUser=0",
+                    json!({"securityContext": {"runAsUser": 1000}, "containers": [
+                        container("a", json!({})),
+                        container("b", json!({"securityContext": {}})),
+                        container("c", uid(0)),
+                        container("d", uid(0)),
+                        container("e", uid(1)),
+                        container("f", uid(1)),
+                    ]}),
+                    Some((
+                        "runAsUser=0",
+                        r#"containers "c", "d" must not set runAsUser=0"#,
+                    )),
+                ),
+                (
+                    "containers runAsUser=non-zero",
+                    json!({"containers": [container("c", uid(1)), container("d", uid(2)),
+                        container("e", uid(3)), container("f", uid(4))]}),
+                    None,
+                ),
+                (
+                    "user namespace without containers",
+                    json!({"hostUsers": false}),
+                    None,
+                ),
+                (
+                    "user namespace, pod runAsUser=0",
+                    json!({"hostUsers": false, "securityContext": {"runAsUser": 0},
+                        "containers": [container("a", json!({}))]}),
+                    user_namespace_root,
+                ),
+                (
+                    "host users, pod runAsUser=0",
+                    json!({"hostUsers": true, "securityContext": {"runAsUser": 0},
+                        "containers": [container("a", json!({}))]}),
+                    root_pod,
+                ),
+            ]
+        };
+        assert_check_cases("runAsUser", 35, cases(None));
+        assert_check_cases("runAsUser", 23, cases(root_pod));
+        assert_check_cases("runAsUser", 34, cases(root_pod));
+    }
+
+    /// Upstream's minimal valid pod spec at a level (`test/fixtures.go`): one container and
+    /// one init container, each with a security context, and at restricted what it requires.
+    fn fixture_base(level: Level) -> Value {
+        let (pod_sc, container_sc) = match level {
+            Level::Restricted => (
+                json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}}),
+                json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}),
+            ),
+            _ => (json!({}), json!({})),
+        };
+        json!({"securityContext": pod_sc,
+            "initContainers": [{"name": "initcontainer1", "image": "k8s.gcr.io/pause", "securityContext": container_sc}],
+            "containers": [{"name": "container1", "image": "k8s.gcr.io/pause", "securityContext": container_sc}]})
+    }
+
+    /// `spec` with `value` at the JSON Pointer `at` (its parent must exist); `Null` removes it.
+    fn tweak(mut spec: Value, at: &str, value: Value) -> Value {
+        let (parent, key) = at.rsplit_once('/').expect("a pointer");
+        let object = spec
+            .pointer_mut(parent)
+            .and_then(Value::as_object_mut)
+            .expect("the parent exists");
+        if value.is_null() {
+            object.remove(key);
+        } else {
+            object.insert(key.to_owned(), value);
+        }
+        spec
+    }
+
+    /// `spec` with each `(pointer, value)` of `edits` applied.
+    fn tweaks(spec: Value, edits: &[(&str, Value)]) -> Value {
+        edits
+            .iter()
+            .fold(spec, |spec, (at, value)| tweak(spec, at, value.clone()))
+    }
+
+    /// Upstream's fixtures (`pod-security-admission/test/fixtures_*.go`) of the checks revised
+    /// in v1.34 and v1.35, evaluated through the whole registry: each pod passes at the
+    /// versions listed first and fails, with the fixture's substring, at those listed second.
+    /// v1.36 adds no revision, so it is v1.35's policy.
+    #[test]
+    fn upstream_fixtures_of_the_v1_34_and_v1_35_revisions() {
+        use Level::{Baseline, Restricted};
+        use Version::{Latest, V1};
+        const BEFORE_34: &[Version] = &[V1(0), V1(23), V1(33)];
+        const FROM_34: &[Version] = &[V1(34), V1(35), V1(36), Latest];
+        const BEFORE_35: &[Version] = &[V1(0), V1(23), V1(34)];
+        const FROM_35: &[Version] = &[V1(35), V1(36), Latest];
+        const ALL: &[Version] = &[V1(0), V1(23), V1(34), V1(35), V1(36), Latest];
+        struct Fixture {
+            name: String,
+            level: Level,
+            spec: Value,
+            passes: Vec<Version>,
+            fails: Vec<Version>,
+            substring: &'static str,
+        }
+        let fixture =
+            |name: &str, level, spec, passes: &[Version], fails: &[Version], substring| Fixture {
+                name: name.to_owned(),
+                level,
+                spec,
+                passes: passes.to_vec(),
+                fails: fails.to_vec(),
+                substring,
+            };
+        let probe = |level, at: &str, handler: Value| tweak(fixture_base(level), at, handler);
+        // The procMount of the container and of the init container (`Null`: unset), and
+        // `hostUsers`.
+        let proc_mounts = |level, container: &str, init: &str, host_users: bool| {
+            let kind = |k: &str| if k.is_empty() { Value::Null } else { json!(k) };
+            tweaks(
+                fixture_base(level),
+                &[
+                    ("/containers/0/securityContext/procMount", kind(container)),
+                    ("/initContainers/0/securityContext/procMount", kind(init)),
+                    ("/hostUsers", json!(host_users)),
+                ],
+            )
+        };
+        let mut fixtures = Vec::new();
+        for level in [Baseline, Restricted] {
+            // fixtures_hostProbesAndHostLifecycle.go (baseline, so restricted too).
+            let probe_passes = [
+                ("no probes", fixture_base(level)),
+                (
+                    "liveness httpGet without a host",
+                    probe(
+                        level,
+                        "/containers/0/livenessProbe",
+                        json!({"httpGet": {"port": 8080}}),
+                    ),
+                ),
+                (
+                    "readiness tcpSocket without a host",
+                    probe(
+                        level,
+                        "/containers/0/readinessProbe",
+                        json!({"tcpSocket": {"port": 8080}}),
+                    ),
+                ),
+            ];
+            for (name, spec) in probe_passes {
+                fixtures.push(fixture(name, level, spec, ALL, &[], ""));
+            }
+            let probe_fails = [
+                (
+                    "liveness httpGet bad.host",
+                    probe(
+                        level,
+                        "/containers/0/livenessProbe",
+                        json!({"httpGet": {"host": "bad.host", "port": 8080}}),
+                    ),
+                ),
+                (
+                    "sidecar readiness tcpSocket 8.8.8.8",
+                    tweaks(
+                        fixture_base(level),
+                        &[
+                            ("/initContainers/0/restartPolicy", json!("Always")),
+                            (
+                                "/initContainers/0/readinessProbe",
+                                json!({"tcpSocket": {"host": "8.8.8.8", "port": 8080}}),
+                            ),
+                        ],
+                    ),
+                ),
+                (
+                    "postStart httpGet bad.host",
+                    probe(
+                        level,
+                        "/containers/0/lifecycle",
+                        json!({"postStart": {"httpGet": {"host": "bad.host", "port": 8080}}}),
+                    ),
+                ),
+                (
+                    "liveness httpGet 127.0.0.1",
+                    probe(
+                        level,
+                        "/containers/0/livenessProbe",
+                        json!({"httpGet": {"host": "127.0.0.1", "port": 8080}}),
+                    ),
+                ),
+                (
+                    "readiness tcpSocket ::1",
+                    probe(
+                        level,
+                        "/containers/0/readinessProbe",
+                        json!({"tcpSocket": {"host": "::1", "port": 8080}}),
+                    ),
+                ),
+            ];
+            for (name, spec) in probe_fails {
+                fixtures.push(fixture(
+                    name,
+                    level,
+                    spec,
+                    BEFORE_34,
+                    FROM_34,
+                    "probe or lifecycle host",
+                ));
+            }
+            // fixtures_procMount.go: Default passes everywhere; in a user namespace an
+            // unmasked /proc fails procMount 1.0 and procMount_restricted 1.35 but passes
+            // baseline's procMount 1.35; outside one it fails everywhere.
+            fixtures.push(fixture(
+                "procMount Default in a user namespace",
+                level,
+                proc_mounts(level, "Default", "Default", false),
+                ALL,
+                &[],
+                "",
+            ));
+            let in_user_namespace = match level {
+                Baseline => (FROM_35, BEFORE_35),
+                _ => (&[][..], ALL),
+            };
+            for (name, container, init, host_users, (passes, fails)) in [
+                (
+                    "container unmasks /proc in a user namespace",
+                    "Unmasked",
+                    "",
+                    false,
+                    in_user_namespace,
+                ),
+                (
+                    "init container unmasks /proc in a user namespace",
+                    "",
+                    "Unmasked",
+                    false,
+                    in_user_namespace,
+                ),
+                (
+                    "container unmasks /proc with host users",
+                    "Unmasked",
+                    "",
+                    true,
+                    (&[][..], ALL),
+                ),
+                (
+                    "init container unmasks /proc with host users",
+                    "",
+                    "Unmasked",
+                    true,
+                    (&[][..], ALL),
+                ),
+            ] {
+                let spec = proc_mounts(level, container, init, host_users);
+                fixtures.push(fixture(name, level, spec, passes, fails, "procMount"));
+            }
+        }
+        fixtures.push(fixture(
+            "both unmask /proc in a user namespace (baseline only)",
+            Baseline,
+            proc_mounts(Baseline, "Unmasked", "Unmasked", false),
+            FROM_35,
+            BEFORE_35,
+            "procMount",
+        ));
+        // fixtures_runAsNonRoot.go and fixtures_runAsUser.go (restricted); the pods that fail
+        // them pass in a user namespace from v1.35.
+        let restricted = || fixture_base(Restricted);
+        let run_as_non_root_fails = [
+            (
+                "runAsNonRoot unset everywhere",
+                tweak(restricted(), "/securityContext/runAsNonRoot", Value::Null),
+            ),
+            (
+                "runAsNonRoot=false on the pod",
+                tweak(restricted(), "/securityContext/runAsNonRoot", json!(false)),
+            ),
+            (
+                "runAsNonRoot=false on the container",
+                tweak(
+                    restricted(),
+                    "/containers/0/securityContext/runAsNonRoot",
+                    json!(false),
+                ),
+            ),
+            (
+                "runAsNonRoot=false on the init container",
+                tweak(
+                    restricted(),
+                    "/initContainers/0/securityContext/runAsNonRoot",
+                    json!(false),
+                ),
+            ),
+        ];
+        let run_as_user_fails = [
+            (
+                "runAsUser=0 on the pod",
+                tweak(restricted(), "/securityContext/runAsUser", json!(0)),
+            ),
+            (
+                "runAsUser=0 on the container",
+                tweak(
+                    restricted(),
+                    "/containers/0/securityContext/runAsUser",
+                    json!(0),
+                ),
+            ),
+            (
+                "runAsUser=0 on the init container",
+                tweak(
+                    restricted(),
+                    "/initContainers/0/securityContext/runAsUser",
+                    json!(0),
+                ),
+            ),
+        ];
+        // runAsUser exists from v1.23 (runAsNonRoot from v1.0).
+        for (fails, substring, since) in [
+            (run_as_non_root_fails.to_vec(), "runAsNonRoot != true", 0),
+            (run_as_user_fails.to_vec(), "runAsUser=0", 23),
+        ] {
+            let versions: Vec<Version> = ALL
+                .iter()
+                .copied()
+                .filter(|v| !matches!(v, V1(m) if *m < since))
+                .collect();
+            for (name, spec) in fails {
+                fixtures.push(fixture(
+                    name,
+                    Restricted,
+                    spec.clone(),
+                    &[],
+                    &versions,
+                    substring,
+                ));
+                let (before, from): (Vec<Version>, Vec<Version>) =
+                    versions.iter().partition(|v| matches!(v, V1(m) if *m < 35));
+                fixtures.push(Fixture {
+                    name: format!("{name} in a user namespace"),
+                    level: Restricted,
+                    spec: tweak(spec, "/hostUsers", json!(false)),
+                    passes: from,
+                    fails: before,
+                    substring,
+                });
+            }
+        }
+        for (name, spec) in [
+            (
+                "runAsNonRoot=true on the pod",
+                tweaks(
+                    restricted(),
+                    &[
+                        ("/containers/0/securityContext/runAsNonRoot", Value::Null),
+                        (
+                            "/initContainers/0/securityContext/runAsNonRoot",
+                            Value::Null,
+                        ),
+                    ],
+                ),
+            ),
+            (
+                "runAsNonRoot=true on every container",
+                tweaks(
+                    restricted(),
+                    &[
+                        ("/securityContext/runAsNonRoot", Value::Null),
+                        ("/containers/0/securityContext/runAsNonRoot", json!(true)),
+                        (
+                            "/initContainers/0/securityContext/runAsNonRoot",
+                            json!(true),
+                        ),
+                    ],
+                ),
+            ),
+            (
+                "runAsUser=1000 everywhere",
+                tweaks(
+                    restricted(),
+                    &[
+                        ("/securityContext/runAsUser", json!(1000)),
+                        ("/containers/0/securityContext/runAsUser", json!(1000)),
+                        ("/initContainers/0/securityContext/runAsUser", json!(1000)),
+                    ],
+                ),
+            ),
+        ] {
+            fixtures.push(fixture(name, Restricted, spec, ALL, &[], ""));
+        }
+        for f in &fixtures {
+            for &version in &f.passes {
+                let got = forbidden_detail(&evaluate(lv(f.level, version), None, &f.spec));
+                assert_eq!(got, "", "{} passes {:?} at {version}", f.name, f.level);
+            }
+            for &version in &f.fails {
+                let got = forbidden_detail(&evaluate(lv(f.level, version), None, &f.spec));
+                assert!(
+                    got.contains(f.substring),
+                    "{} fails {:?} at {version} with {:?}: {got:?}",
+                    f.name,
+                    f.level,
+                    f.substring
+                );
+            }
+        }
     }
 }

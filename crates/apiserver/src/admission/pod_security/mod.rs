@@ -4,10 +4,12 @@
 //! [`checks`]. Each `-version` label (`latest` or `v1.N`) is parsed once into a [`Version`] and
 //! evaluated with upstream's checks of that version: every check carries its versioned
 //! variants, the newest variant not newer than the label is used, a check with none is not
-//! applied (upstream's `checkRegistry`). As a kube-apiserver of the version kcm serves (v1.33)
-//! knows no newer checks, `latest` and later labels are evaluated at that version; the table
-//! already holds the later revisions (v1.34, v1.35) for when the served version moves. Labels
-//! resolve as upstream's `PolicyToEvaluate` (see [`Policy::from_labels`]). Not done yet: audit
+//! applied (upstream's `checkRegistry`). As a kube-apiserver of the version kcm serves
+//! ([`crate::version::MINOR`], v1.36) knows no newer checks, `latest` and later labels are
+//! evaluated at that version: v1.34's `hostProbesAndHostLifecycle` and v1.35's user-namespace
+//! revisions (`procMount`, `procMount_restricted`, `runAsNonRoot`, `runAsUser`) apply, v1.36
+//! adds none, and a label pinned below a revision keeps the checks it names. Labels resolve as
+//! upstream's `PolicyToEvaluate` (see [`Policy::from_labels`]). Not done yet: audit
 //! annotations (kcm has no audit log), exemptions (none by default upstream).
 
 pub mod checks;
@@ -473,33 +475,82 @@ mod tests {
         assert!(warnings.is_empty());
     }
 
-    /// A v1.33 server knows no newer checks: `latest` and `v1.34` labels get v1.33's, so a
-    /// probe host (refused by baseline from v1.34) passes, and the version is named as set.
+    /// The served version's checks apply at `latest` and later labels: a probe naming a host
+    /// (refused by baseline from v1.34) is refused there with upstream's message, the label
+    /// named as set, and passes a namespace pinned to v1.33.
     #[tokio::test]
     async fn latest_and_later_versions_are_the_served_versions_checks() {
         assert_eq!(Version::Latest.served(), Version::V1(crate::version::MINOR));
         assert_eq!(Version::V1(99).served(), Version::V1(crate::version::MINOR));
         assert_eq!(Version::V1(22).served(), Version::V1(22));
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
-            "image": "nginx", "livenessProbe": {"httpGet": {"host": "10.0.0.1", "port": 80}}}]}});
-        for version in ["latest", "v1.34"] {
-            let labels = json!({"pod-security.kubernetes.io/enforce": "baseline",
-                "pod-security.kubernetes.io/enforce-version": version});
-            let (result, warnings) = create(&PODS, labels, pod.clone()).await;
+            "image": "nginx", "readinessProbe": {"httpGet": {"host": "1.2.3.4", "port": 80}}}]}});
+        let labels = |version: &str| {
+            json!({"pod-security.kubernetes.io/enforce": "baseline",
+                "pod-security.kubernetes.io/enforce-version": version})
+        };
+        for version in ["latest", "v1.34", "v1.36", "v1.99"] {
+            let (result, _) = create(&PODS, labels(version), pod.clone()).await;
+            let err = result.expect_err("a probe host is refused from v1.34");
+            assert_eq!(err.code, 403);
+            assert_eq!(
+                err.message,
+                format!(
+                    "pods \"p\" is forbidden: violates PodSecurity \"baseline:{version}\": probe or lifecycle host (container \"c\" uses probe or lifecycle host \"1.2.3.4\")"
+                )
+            );
+        }
+        for version in ["v1.33", "v1.0"] {
+            let (result, warnings) = create(&PODS, labels(version), pod.clone()).await;
             result.expect("no probe host check before v1.34");
             assert!(warnings.is_empty(), "{warnings:?}");
         }
-        let privileged = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c",
-            "image": "nginx", "securityContext": {"privileged": true}}]}});
-        let labels = json!({"pod-security.kubernetes.io/enforce": "baseline",
-            "pod-security.kubernetes.io/enforce-version": "v1.34"});
-        let (result, _) = create(&PODS, labels, privileged).await;
-        let err = result.expect_err("privileged");
-        assert!(
-            err.message
-                .contains("violates PodSecurity \"baseline:v1.34\": privileged"),
-            "{}",
-            err.message
+    }
+
+    /// v1.35's user-namespace revisions through the plugin: a `hostUsers: false` pod that
+    /// unmasks /proc and runs as root passes `baseline` from v1.35 and is refused before; at
+    /// `restricted` only the unmasked /proc is refused from v1.35 (`procMount_restricted`).
+    #[tokio::test]
+    async fn a_user_namespace_pod_is_judged_by_its_namespaces_version() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"hostUsers": false,
+            "securityContext": {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "c", "image": "nginx", "securityContext": {
+                "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                "procMount": "Unmasked"}}]}});
+        let labels = |level: &str, version: &str| {
+            json!({"pod-security.kubernetes.io/enforce": level,
+                "pod-security.kubernetes.io/enforce-version": version})
+        };
+        let unmasked =
+            "procMount (container \"c\" must not set securityContext.procMount to \"Unmasked\")";
+        for version in ["v1.35", "latest"] {
+            let (result, warnings) = create(&PODS, labels("baseline", version), pod.clone()).await;
+            result.expect("baseline lets a user namespace unmask /proc");
+            assert!(warnings.is_empty(), "{warnings:?}");
+            let (result, _) = create(&PODS, labels("restricted", version), pod.clone()).await;
+            let err = result.expect_err("restricted refuses an unmasked /proc");
+            assert_eq!(
+                err.message,
+                format!(
+                    "pods \"p\" is forbidden: violates PodSecurity \"restricted:{version}\": {unmasked}"
+                )
+            );
+        }
+        let (result, _) = create(&PODS, labels("baseline", "v1.34"), pod.clone()).await;
+        let err = result.expect_err("baseline:v1.34 refuses an unmasked /proc");
+        assert_eq!(
+            err.message,
+            format!("pods \"p\" is forbidden: violates PodSecurity \"baseline:v1.34\": {unmasked}")
+        );
+        let (result, _) = create(&PODS, labels("restricted", "v1.34"), pod).await;
+        let err = result.expect_err("restricted:v1.34 also requires a non-root user");
+        assert_eq!(
+            err.message,
+            format!(
+                "pods \"p\" is forbidden: violates PodSecurity \"restricted:v1.34\": {unmasked}, \
+                 runAsNonRoot != true (pod or container \"c\" must set securityContext.runAsNonRoot=true), \
+                 runAsUser=0 (pod must not set runAsUser=0)"
+            )
         );
     }
 
