@@ -36,24 +36,6 @@ impl FieldValidation {
     }
 }
 
-/// `strict decoding error: unknown field "a", unknown field "b"`, upstream's
-/// `runtime.StrictDecodingError` text.
-pub fn strict_decoding_error(unknown: &[String]) -> String {
-    let fields: Vec<String> = unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect();
-    format!("strict decoding error: {}", fields.join(", "))
-}
-
-/// The warnings of a `Warn` request: one `unknown field "x"` per field.
-pub fn warnings(unknown: &[String]) -> Vec<String> {
-    unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect()
-}
-
 /// The fields of `obj` the component schema `root` (and the schemas it references) does not
 /// declare. Objects whose schema declares neither `properties` nor `additionalProperties`
 /// (FieldsV1, RawExtension) accept anything.
@@ -204,7 +186,7 @@ mod tests {
     }
 
     #[test]
-    fn directives_and_messages() {
+    fn directives() {
         assert_eq!(
             FieldValidation::parse(None).ok(),
             Some(FieldValidation::Warn)
@@ -222,10 +204,6 @@ mod tests {
                 .map_err(|e| e.code)
                 .err(),
             Some(400)
-        );
-        assert_eq!(
-            strict_decoding_error(&["spec.foo".to_owned(), "bar".to_owned()]),
-            r#"strict decoding error: unknown field "spec.foo", unknown field "bar""#
         );
     }
 }
