@@ -35,6 +35,7 @@ pub mod resources;
 pub mod server;
 pub mod storage;
 pub mod strategic_merge;
+pub mod strict_decoding;
 pub mod table;
 pub mod testing;
 pub mod validation;

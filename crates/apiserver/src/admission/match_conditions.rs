@@ -15,6 +15,9 @@ use std::sync::Arc;
 use cel::{Context, Program};
 use serde_json::Value;
 
+use crate::admission::validating_policy::expression::{Declarations, Expression};
+use crate::admission::validating_policy::typing::CelType;
+
 /// Why a condition (or a set of them) could not be decided.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -218,6 +221,25 @@ impl Compiled {
                 "the expression could not be evaluated".to_owned(),
             )),
         }
+    }
+}
+
+/// Why `expression` cannot be a webhook's match condition, as upstream's
+/// `validateMatchConditionsExpression` refuses it when the configuration is written: it does
+/// not compile, or names something not declared (`compilation failed: ...`; `object`,
+/// `oldObject`, `request`, `namespaceObject` and `authorizer` are), or can never be a bool
+/// (`must evaluate to bool`). `None` when it may be stored.
+pub fn expression_error(expression: &str) -> Option<String> {
+    let decls = Declarations {
+        authorizer: true,
+        ..Declarations::default()
+    };
+    match Expression::compile(expression, &decls) {
+        Err(e) => Some(format!("compilation failed: {e}")),
+        Ok(compiled) => match compiled.result_type() {
+            Some(ty) if ty != CelType::Bool => Some("must evaluate to bool".to_owned()),
+            _ => None,
+        },
     }
 }
 

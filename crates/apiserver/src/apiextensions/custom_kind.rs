@@ -214,7 +214,7 @@ impl CustomBehaviour for CustomKind {
 
     fn decode(&self, obj: Value) -> Result<Value, String> {
         let mut obj = self.with_api_version(obj, &self.api_version);
-        let mut pruned = Vec::new();
+        let mut pruned = values::Pruned::default();
         values::prune(&self.schema, &mut obj, "", true, &mut pruned);
         values::apply_defaults(&self.schema, &mut obj);
         Ok(obj)
@@ -222,9 +222,9 @@ impl CustomBehaviour for CustomKind {
 
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {
         let mut copy = obj.clone();
-        let mut pruned = Vec::new();
+        let mut pruned = values::Pruned::default();
         values::prune(&self.schema, &mut copy, "", true, &mut pruned);
-        pruned
+        pruned.into_paths()
     }
 
     fn stored_to_served(&self, obj: Value) -> Value {

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::structural::Schema;
+use crate::openapi::field_validation;
 use crate::validation::FieldError;
 
 /// Fields every object (and every embedded resource) keeps whatever its schema says.
@@ -33,13 +34,44 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// What [`prune`] removed, in the order upstream reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// The fields `ObjectMeta` does not declare in the object's own `metadata`, then the
+    /// fields the schema does not declare (upstream's `GetObjectMetaWithOptions`, then its
+    /// pruning).
+    pub fields: Vec<String>,
+    /// The fields `ObjectMeta` does not declare in the `metadata` of embedded resources
+    /// (upstream's `CoerceWithOptions`, after the pruning).
+    pub embedded_meta: Vec<String>,
+}
+
+impl Pruned {
+    /// Every removed field's path, in upstream's order.
+    pub fn into_paths(self) -> Vec<String> {
+        let mut out = self.fields;
+        out.extend(self.embedded_meta);
+        out
+    }
+}
+
 /// Removes the fields `schema` does not declare from `value` (at `path`; `root` for the whole
-/// object, whose `apiVersion`, `kind` and `metadata` always stay), and appends their paths to
-/// `pruned`, as upstream's `structuralpruning.PruneWithOptions` with `ReturnPruned`.
-pub fn prune(schema: &Schema, value: &mut Value, path: &str, root: bool, pruned: &mut Vec<String>) {
+/// object), and records their paths in `pruned`, as upstream's
+/// `structuralpruning.PruneWithOptions` with `ReturnPruned`. The `apiVersion` and `kind` of
+/// the object and of every embedded resource stay whatever the schema says, and their
+/// `metadata` keeps what `ObjectMeta` declares.
+pub fn prune(schema: &Schema, value: &mut Value, path: &str, root: bool, pruned: &mut Pruned) {
     match value {
         Value::Object(map) => {
             let keeps_meta = root || schema.embedded;
+            if keeps_meta && let Some(meta) = map.get_mut("metadata") {
+                let unknown = field_validation::prune_object_meta(meta, &child(path, "metadata"));
+                if root {
+                    pruned.fields.extend(unknown);
+                } else {
+                    pruned.embedded_meta.extend(unknown);
+                }
+            }
             let keys: Vec<String> = map.keys().cloned().collect();
             for key in keys {
                 if keeps_meta && ALWAYS_KEPT.contains(&key.as_str()) {
@@ -55,7 +87,7 @@ pub fn prune(schema: &Schema, value: &mut Value, path: &str, root: bool, pruned:
                     None if schema.keeps_unknown() => {}
                     None => {
                         map.remove(&key);
-                        pruned.push(p);
+                        pruned.fields.push(p);
                     }
                 }
             }
@@ -645,13 +677,48 @@ mod tests {
             "spec": {"deploymentName": "web", "typo": 2, "extra": {"anything": {"goes": 1}},
                 "labels": {"free": "form"}, "ports": [{"name": "a", "protocol": "TCP"}],
                 "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}}});
-        let mut pruned = Vec::new();
+        let mut pruned = Pruned::default();
         prune(&foo_schema(), &mut obj, "", true, &mut pruned);
-        assert_eq!(pruned, ["bogus", "spec.ports[0].protocol", "spec.typo"]);
+        assert_eq!(
+            pruned.fields,
+            ["bogus", "spec.ports[0].protocol", "spec.typo"]
+        );
+        assert!(pruned.embedded_meta.is_empty());
         assert_eq!(obj["spec"]["extra"]["anything"]["goes"], 1);
         assert_eq!(obj["spec"]["labels"]["free"], "form");
         assert_eq!(obj["spec"]["template"]["metadata"]["name"], "p");
         assert_eq!(obj["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn pruning_drops_metadata_fields_object_meta_does_not_declare() {
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "Foo",
+            "metadata": {"name": "a", "labels": {"k": "v"}, "unknownMeta": 1,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "K", "name": "o", "uid": "u", "bad": 1}]},
+            "data": 1,
+            "spec": {"deploymentName": "web",
+                "template": {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": "n", "unknownSubMeta": 1}, "spec": {}}}});
+        let mut pruned = Pruned::default();
+        prune(&foo_schema(), &mut obj, "", true, &mut pruned);
+        assert_eq!(
+            pruned.clone().into_paths(),
+            [
+                "metadata.ownerReferences[0].bad",
+                "metadata.unknownMeta",
+                "data",
+                "spec.template.metadata.unknownSubMeta"
+            ]
+        );
+        assert_eq!(
+            obj["metadata"],
+            json!({"name": "a", "labels": {"k": "v"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "K", "name": "o", "uid": "u"}]})
+        );
+        assert_eq!(
+            obj["spec"]["template"]["metadata"],
+            json!({"name": "p", "namespace": "n"})
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
+use crate::strict_decoding::{self, Findings};
 
 /// kube-apiserver's default limit on request bodies (`--max-request-body-bytes`, 3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -55,27 +56,55 @@ pub fn media_type(headers: &HeaderMap) -> String {
 
 /// Decodes an object body by media type: JSON, YAML, or Kubernetes protobuf (decoded to the
 /// same JSON); anything else is 415, and a body that does not parse (or is not an object)
-/// is 400.
+/// is 400. A field given twice keeps its last value, as upstream's lenient decoders.
 pub fn decode_object(bytes: &[u8], media: &str) -> Result<Value> {
-    let value: Value = match media {
-        "application/json" | "*/*" => serde_json::from_slice(bytes).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-        })?,
-        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_saphyr::from_slice(bytes)
-            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?,
-        crate::protobuf::CONTENT_TYPE => crate::protobuf::decode_to_json(bytes).map_err(|e| {
-            let message = e.to_string();
-            match e.status_code() {
-                415 => ApiError::unsupported_media_type(
-                    crate::protobuf::CONTENT_TYPE,
-                    &OBJECT_MEDIA_TYPES,
-                )
-                .with_message(message),
-                _ => ApiError::bad_request(message),
-            }
-        })?,
+    let value = match media {
+        "application/json" | "*/*" => serde_json::from_slice(bytes).map_err(json_error)?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            strict_decoding::yaml(bytes).map_err(yaml_error)?.0
+        }
+        crate::protobuf::CONTENT_TYPE => protobuf(bytes)?,
         other => return Err(ApiError::unsupported_media_type(other, &OBJECT_MEDIA_TYPES)),
     };
+    object_only(value)
+}
+
+/// [`decode_object`] for a create or update body, with what strict decoding found that the
+/// decoded object no longer shows (fields given twice), for `fieldValidation`.
+pub fn decode_body(bytes: &Bytes, media: &str) -> Result<(Value, Findings)> {
+    let (value, findings) = match media {
+        "application/json" | "*/*" => strict_decoding::json(bytes).map_err(json_error)?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            strict_decoding::yaml(bytes).map_err(yaml_error)?
+        }
+        crate::protobuf::CONTENT_TYPE => (protobuf(bytes)?, Findings::default()),
+        other => return Err(ApiError::unsupported_media_type(other, &OBJECT_MEDIA_TYPES)),
+    };
+    Ok((object_only(value)?, findings))
+}
+
+fn protobuf(bytes: &[u8]) -> Result<Value> {
+    crate::protobuf::decode_to_json(bytes).map_err(|e| {
+        let message = e.to_string();
+        match e.status_code() {
+            415 => {
+                ApiError::unsupported_media_type(crate::protobuf::CONTENT_TYPE, &OBJECT_MEDIA_TYPES)
+                    .with_message(message)
+            }
+            _ => ApiError::bad_request(message),
+        }
+    })
+}
+
+fn yaml_error(e: serde_saphyr::Error) -> ApiError {
+    ApiError::bad_request(format!("error converting YAML to JSON: {e}"))
+}
+
+fn json_error(e: serde_json::Error) -> ApiError {
+    ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+}
+
+fn object_only(value: Value) -> Result<Value> {
     if !value.is_object() {
         return Err(ApiError::bad_request(
             "couldn't get version/kind; json parse error: the request body is not a JSON object",

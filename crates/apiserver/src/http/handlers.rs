@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::auth::user::UserInfo;
 use crate::error::GroupKind;
 use crate::error::{ApiError, Result};
-use crate::http::body::{self, decode_object};
+use crate::http::body::{self, decode_body, decode_object};
 use crate::http::negotiate::Representation;
 use crate::http::query::Query;
 use crate::http::request_info::ResourceRequest;
@@ -133,9 +133,10 @@ async fn serve(
             Ok(repr.render(def, StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
-            let opts = write_options(&query, &headers, None, user)?;
+            let mut opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
-            let obj = decode_object(&bytes, &media)?;
+            let (obj, findings) = decode_body(&bytes, &media)?;
+            opts.decoding = findings;
             let outcome = registry.create(def, &ns, obj, &opts).await?;
             Ok(written(StatusCode::CREATED, &outcome))
         }
@@ -158,9 +159,10 @@ async fn serve(
         }
         (&Method::PUT, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
             let target = write_target(sub);
-            let opts = write_options(&query, &headers, None, user)?;
+            let mut opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
-            let obj = decode_object(&bytes, &media)?;
+            let (obj, findings) = decode_body(&bytes, &media)?;
+            opts.decoding = findings;
             let outcome = registry.update(def, &ns, name, obj, target, &opts).await?;
             let code = if outcome.created {
                 StatusCode::CREATED

@@ -9,6 +9,7 @@ use crate::registry::field_selector::FieldSelector;
 use crate::registry::list::ListOptions;
 use crate::registry::options::WriteOptions;
 use crate::registry::resource::ResourceDef;
+use crate::strict_decoding::Findings;
 
 /// Query parameters as `(name, value)` pairs, percent-decoded.
 #[derive(Clone, Debug, Default)]
@@ -103,6 +104,7 @@ impl Query {
             force: self.bool("force")?.unwrap_or(false),
             subresource: "",
             user: None,
+            decoding: Findings::default(),
         })
     }
 

@@ -5,7 +5,12 @@
 //! list items). Here the same is found by walking the body against the component schemas
 //! the OpenAPI documents are made of, which come from the same types.
 
+use std::sync::LazyLock;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value};
+
+use super::schemas::Components;
 
 use crate::error::{ApiError, Result};
 
@@ -36,24 +41,6 @@ impl FieldValidation {
     }
 }
 
-/// `strict decoding error: unknown field "a", unknown field "b"`, upstream's
-/// `runtime.StrictDecodingError` text.
-pub fn strict_decoding_error(unknown: &[String]) -> String {
-    let fields: Vec<String> = unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect();
-    format!("strict decoding error: {}", fields.join(", "))
-}
-
-/// The warnings of a `Warn` request: one `unknown field "x"` per field.
-pub fn warnings(unknown: &[String]) -> Vec<String> {
-    unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect()
-}
-
 /// The fields of `obj` the component schema `root` (and the schemas it references) does not
 /// declare. Objects whose schema declares neither `properties` nor `additionalProperties`
 /// (FieldsV1, RawExtension) accept anything.
@@ -61,6 +48,25 @@ pub fn unknown_fields(components: &Map<String, Value>, root: &str, obj: &Value) 
     let mut out = Vec::new();
     if let Some(schema) = components.get(root) {
         walk(components, schema, obj, &mut String::new(), &mut out, 0);
+    }
+    out
+}
+
+/// Removes from `meta`, the `metadata` at `path` of a custom resource (or of a resource
+/// embedded in one), the fields `ObjectMeta` does not declare, and returns their paths
+/// (`metadata.unknownMeta`): upstream reads a custom resource's metadata into `ObjectMeta`
+/// whatever the CRD's schema says (`GetObjectMetaWithOptions` and `CoerceWithOptions` with
+/// `ReturnUnknownFieldPaths`), which drops them.
+pub fn prune_object_meta(meta: &mut Value, path: &str) -> Vec<String> {
+    static OBJECT_META: LazyLock<(String, Map<String, Value>)> = LazyLock::new(|| {
+        let mut components = Components::new();
+        let name = components.add::<ObjectMeta>();
+        (name, components.finish())
+    });
+    let (name, components) = &*OBJECT_META;
+    let mut out = Vec::new();
+    if let Some(schema) = components.get(name) {
+        strip(components, schema, meta, &mut path.to_owned(), &mut out, 0);
     }
     out
 }
@@ -139,12 +145,66 @@ fn walk(
     }
 }
 
+/// [`walk`] that also removes the unknown fields it finds.
+fn strip(
+    components: &Map<String, Value>,
+    schema: &Value,
+    value: &mut Value,
+    path: &mut String,
+    out: &mut Vec<String>,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let schema = resolve(components, schema);
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            if properties.is_none() && additional.is_none() {
+                return;
+            }
+            map.retain(|key, child| {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                let known = match properties.and_then(|p| p.get(key)).or(additional) {
+                    Some(sub) => {
+                        strip(components, sub, child, path, out, depth + 1);
+                        true
+                    }
+                    None => {
+                        out.push(path.clone());
+                        false
+                    }
+                };
+                path.truncate(len);
+                known
+            });
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    strip(components, item_schema, item, path, out, depth + 1);
+                    path.truncate(len);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::openapi::schemas::{Components, TypedKind};
+    use crate::openapi::schemas::TypedKind;
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -204,7 +264,7 @@ mod tests {
     }
 
     #[test]
-    fn directives_and_messages() {
+    fn directives() {
         assert_eq!(
             FieldValidation::parse(None).ok(),
             Some(FieldValidation::Warn)
@@ -222,10 +282,6 @@ mod tests {
                 .map_err(|e| e.code)
                 .err(),
             Some(400)
-        );
-        assert_eq!(
-            strict_decoding_error(&["spec.foo".to_owned(), "bar".to_owned()]),
-            r#"strict decoding error: unknown field "spec.foo", unknown field "bar""#
         );
     }
 }

@@ -39,7 +39,12 @@ impl Registry {
     ) -> Result<WriteOutcome> {
         let mut obj = check_kind(def, body)?;
         bind_namespace(def, &mut obj, namespace)?;
-        let warnings = self.check_fields(def, &obj, opts.field_validation, Decoded::Body)?;
+        let warnings = self.check_fields(
+            def,
+            &obj,
+            opts.field_validation,
+            Decoded::Body(&opts.decoding),
+        )?;
         if std::ptr::eq(def, &crate::resources::core::BINDINGS) {
             let object = self.create_binding(namespace, &obj, opts.dry_run).await?;
             return Ok(WriteOutcome {

@@ -6,10 +6,12 @@ use serde_json::Value;
 
 use crate::auth::user::UserInfo;
 
-use crate::error::{ApiError, Result};
-use crate::openapi::field_validation::{self, FieldValidation};
+use crate::error::{ApiError, GroupKind, Result};
+use crate::openapi::field_validation::FieldValidation;
 use crate::registry::Registry;
 use crate::registry::resource::ResourceDef;
+use crate::strict_decoding::{Destination, Findings, StrictError, strict_decoding_error};
+use crate::validation::FieldError;
 
 /// Options of a create, update or patch (the query parameters of the request).
 #[derive(Clone, Debug, Default)]
@@ -28,6 +30,9 @@ pub struct WriteOptions {
     /// Who writes; `None` for the server's own writes (bootstrap objects), which run as
     /// [`UserInfo::apiserver`].
     pub user: Option<Arc<UserInfo>>,
+    /// What strict decoding of a create or update body found that the decoded object no
+    /// longer shows (fields given twice), reported with its unknown fields.
+    pub decoding: Findings,
 }
 
 impl WriteOptions {
@@ -52,14 +57,22 @@ pub struct WriteOutcome {
     pub warnings: Vec<String>,
 }
 
-/// How an unknown-field failure is worded: a decoded body (create, update) or a patched
-/// object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Decoded {
-    /// The request body was the object: upstream's decode error wording.
-    Body,
-    /// The object came out of a patch: the strict decoding error alone.
-    Patch,
+/// Where the object whose fields are checked came from, which decides what else strict
+/// decoding reports and how a failure is worded.
+#[derive(Clone, Copy)]
+pub(crate) enum Decoded<'a> {
+    /// The request body was the object (create, update): its own findings, and upstream's
+    /// decode error wording.
+    Body(&'a Findings),
+    /// The object came out of a patch: the patch's own strict errors come first, and a
+    /// failure is a 422 on `patch` showing `shown` (upstream shows the patched object of a
+    /// JSON or merge patch, and the patch of a strategic one).
+    Patch {
+        /// The patch's own strict errors.
+        errors: &'a [StrictError],
+        /// What the `patch` field error shows.
+        shown: &'a dyn Fn() -> String,
+    },
 }
 
 impl Registry {
@@ -75,34 +88,54 @@ impl Registry {
     }
 
     /// Applies `fieldValidation` to `obj`, a body or patched object of `def`'s kind: the
-    /// warnings to send under `Warn`, a 400 under `Strict` when fields are unknown.
+    /// warnings to send under `Warn`, a failure under `Strict`, when its fields are unknown
+    /// or its decoding found fields given twice.
     pub(crate) fn check_fields(
         &self,
         def: &ResourceDef,
         obj: &Value,
         directive: FieldValidation,
-        decoded: Decoded,
+        decoded: Decoded<'_>,
     ) -> Result<Vec<String>> {
         if directive == FieldValidation::Ignore {
             return Ok(Vec::new());
         }
         let unknown = self.unknown_fields(def, obj);
-        if unknown.is_empty() {
+        let errors: Vec<StrictError> = match decoded {
+            Decoded::Body(findings) => {
+                let into = match def.custom {
+                    Some(_) => Destination::Unstructured,
+                    None => Destination::Typed,
+                };
+                findings.errors(&unknown, into)
+            }
+            Decoded::Patch { errors, .. } => errors
+                .iter()
+                .cloned()
+                .chain(unknown.into_iter().map(StrictError::Unknown))
+                .collect(),
+        };
+        if errors.is_empty() {
             return Ok(Vec::new());
         }
-        match directive {
-            FieldValidation::Strict => {
-                let strict = field_validation::strict_decoding_error(&unknown);
-                Err(ApiError::bad_request(match decoded {
-                    Decoded::Body => format!(
-                        "{kind} in version {version:?} cannot be handled as a {kind}: {strict}",
-                        kind = def.kind,
-                        version = def.version
-                    ),
-                    Decoded::Patch => strict,
-                }))
-            }
-            _ => Ok(field_validation::warnings(&unknown)),
+        if directive != FieldValidation::Strict {
+            return Ok(errors.iter().flat_map(StrictError::warnings).collect());
         }
+        let strict = strict_decoding_error(&errors);
+        Err(match decoded {
+            Decoded::Body(_) => ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: {strict}",
+                kind = def.kind,
+                version = def.version
+            )),
+            Decoded::Patch { shown, .. } => ApiError::invalid(
+                GroupKind {
+                    group: "",
+                    kind: "",
+                },
+                "",
+                &[FieldError::invalid("patch", shown(), strict)],
+            ),
+        })
     }
 }

@@ -5,6 +5,7 @@
 //! fields, and the status or spec depending on the target); a stale `resourceVersion` is a 409
 //! with upstream's message; no `resourceVersion` is an unconditional update, retried on races.
 
+use bytes::Bytes;
 use kcm_machinery::quota::Operation as QuotaOperation;
 use serde_json::Value;
 
@@ -15,6 +16,7 @@ use crate::fieldmanager::apply;
 use crate::fieldmanager::managed::{self, Writer};
 use crate::fieldmanager::walk::Scope;
 use crate::object;
+use crate::openapi::field_validation::FieldValidation;
 use crate::pointer::At;
 use crate::registry::create::{bind_namespace, check_kind, take_admitted};
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
@@ -23,6 +25,7 @@ use crate::registry::quota_admission::QuotaAttributes;
 use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage, parse_resource_version};
 use crate::storage::{self, KeyValue};
+use crate::strict_decoding::{self, Destination, Findings, StrictError};
 use crate::validation::{validate_object_meta, validate_object_meta_update};
 
 /// Which part of the object a write targets.
@@ -41,11 +44,12 @@ pub enum Target {
 enum Source<'a> {
     /// `PUT`: the client's object; its uid, if set, is a precondition (409).
     Replace(&'a Value),
-    /// `PATCH`: applied to the current object on every attempt.
-    Patch(PatchType, &'a [u8]),
+    /// `PATCH`: applied to the current object on every attempt; the patch's own strict
+    /// decoding errors are reported with the patched object's unknown fields.
+    Patch(PatchType, &'a [u8], &'a [StrictError]),
     /// Server-side apply of a checked configuration, merged into the current object on
-    /// every attempt.
-    Apply(&'a Value),
+    /// every attempt; the YAML keys it repeats are reported once it applied.
+    Apply(&'a Value, &'a Findings),
 }
 
 impl Registry {
@@ -60,7 +64,12 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
         let body = check_kind(def, body)?;
-        let warnings = self.check_fields(def, &body, opts.field_validation, Decoded::Body)?;
+        let warnings = self.check_fields(
+            def,
+            &body,
+            opts.field_validation,
+            Decoded::Body(&opts.decoding),
+        )?;
         let mut outcome = self
             .write(def, namespace, name, Source::Replace(&body), target, opts)
             .await?;
@@ -81,7 +90,7 @@ impl Registry {
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
         if patch_type == PatchType::Apply {
-            let config = apply_config(def, name, patch)?;
+            let (config, findings) = apply_config(def, name, patch)?;
             // Upstream converts the configuration to its typed form first, which fails on
             // any field the schema does not declare, whatever `fieldValidation` says.
             let unknown = self.unknown_fields(def, &config);
@@ -112,14 +121,25 @@ impl Registry {
                 });
             }
             return self
-                .write(def, namespace, name, Source::Apply(&config), target, opts)
+                .write(
+                    def,
+                    namespace,
+                    name,
+                    Source::Apply(&config, &findings),
+                    target,
+                    opts,
+                )
                 .await;
         }
+        let own = match opts.field_validation {
+            FieldValidation::Ignore => Vec::new(),
+            _ => patch_strict_errors(patch_type, patch),
+        };
         self.write(
             def,
             namespace,
             name,
-            Source::Patch(patch_type, patch),
+            Source::Patch(patch_type, patch, &own),
             target,
             opts,
         )
@@ -157,11 +177,13 @@ impl Registry {
                             warnings,
                         })
                     }
-                    Source::Apply(config) if target == Target::Main => {
+                    Source::Apply(config, findings) if target == Target::Main => {
                         let mut obj =
                             self.apply_to(def, namespace, name, None, config, target, opts)?;
+                        let mut warnings = apply_strictness(findings, opts.field_validation)?;
                         bind_namespace(def, &mut obj, namespace)?;
-                        let (object, warnings) = self.create_checked(def, obj, opts).await?;
+                        let (object, admitted) = self.create_checked(def, obj, opts).await?;
+                        warnings.extend(admitted);
                         Ok(WriteOutcome {
                             object,
                             created: true,
@@ -177,16 +199,31 @@ impl Registry {
             let mut warnings = Vec::new();
             let (new, is_replace) = match source {
                 Source::Replace(body) => (body.clone(), true),
-                Source::Patch(kind, patch) => {
+                Source::Patch(kind, patch, own) => {
                     let patched = apply_patch(def, def.patch_schema(), &current, kind, patch)?;
-                    warnings =
-                        self.check_fields(def, &patched, opts.field_validation, Decoded::Patch)?;
+                    // Upstream shows the patched object of a JSON or merge patch, and the
+                    // patch of a strategic one.
+                    let shown = || match kind {
+                        PatchType::StrategicMerge => String::from_utf8_lossy(patch).into_owned(),
+                        _ => patched.to_string(),
+                    };
+                    warnings = self.check_fields(
+                        def,
+                        &patched,
+                        opts.field_validation,
+                        Decoded::Patch {
+                            errors: own,
+                            shown: &shown,
+                        },
+                    )?;
                     (patched, false)
                 }
-                Source::Apply(config) => (
-                    self.apply_to(def, namespace, name, Some(&current), config, target, opts)?,
-                    false,
-                ),
+                Source::Apply(config, findings) => {
+                    let applied =
+                        self.apply_to(def, namespace, name, Some(&current), config, target, opts)?;
+                    warnings = apply_strictness(findings, opts.field_validation)?;
+                    (applied, false)
+                }
             };
             let requested_rv = parse_resource_version(object::resource_version(&new))?;
             if let Some(rv) = requested_rv
@@ -207,7 +244,7 @@ impl Registry {
                     ));
                 }
             }
-            let tracked = !matches!(source, Source::Apply(_));
+            let tracked = !matches!(source, Source::Apply(..));
             let new =
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
             // Both admission phases after the strategy's validation: none of the in-tree
@@ -539,9 +576,10 @@ fn subresource_name(target: Target, opts: &WriteOptions) -> &'static str {
 }
 
 /// Parses and checks an apply configuration (`application/apply-patch+yaml`): a YAML or JSON
-/// object of the resource's kind and version, named as the URL, without `managedFields`.
-fn apply_config(def: &ResourceDef, name: &str, patch: &[u8]) -> Result<Value> {
-    let config: Value = serde_saphyr::from_slice(patch)
+/// object of the resource's kind and version, named as the URL, without `managedFields`;
+/// a key given twice keeps its last value, and is found for `fieldValidation`.
+fn apply_config(def: &ResourceDef, name: &str, patch: &[u8]) -> Result<(Value, Findings)> {
+    let (config, findings) = strict_decoding::yaml(patch)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     let config = check_kind(def, config)?;
     let api_version = config
@@ -571,7 +609,59 @@ fn apply_config(def: &ResourceDef, name: &str, patch: &[u8]) -> Result<Value> {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
     check_name(&config, name)?;
-    Ok(config)
+    Ok((config, findings))
+}
+
+/// `fieldValidation` of an applied configuration, once it applied (upstream's
+/// `applyPatcher` decodes the configuration strictly after the apply): the YAML keys it
+/// repeats are a 400 under `Strict`, one warning each under `Warn`.
+fn apply_strictness(findings: &Findings, directive: FieldValidation) -> Result<Vec<String>> {
+    let lines = findings.yaml_duplicates();
+    if lines.is_empty() || directive == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let error = StrictError::Yaml(lines.to_vec());
+    if directive == FieldValidation::Strict {
+        return Err(ApiError::bad_request(format!(
+            "error strict decoding YAML: error converting YAML to JSON: {error}"
+        )));
+    }
+    Ok(error.warnings())
+}
+
+/// A JSON, merge or strategic merge patch's own strict decoding errors: the fields it gives
+/// twice, and, for a JSON patch, the fields of an operation other than `op`, `path`, `from`
+/// and `value` (upstream decodes a JSON patch strictly into its operations, prefixing the
+/// errors with `json patch`). A patch that does not parse has none: applying it fails.
+fn patch_strict_errors(kind: PatchType, patch: &[u8]) -> Vec<StrictError> {
+    let Ok((value, duplicates)) = strict_decoding::json_slice(patch) else {
+        return Vec::new();
+    };
+    if kind != PatchType::Json {
+        return duplicates
+            .into_iter()
+            .map(|d| StrictError::Duplicate(d.path))
+            .collect();
+    }
+    let findings = Findings::json_duplicates(duplicates, Bytes::copy_from_slice(patch));
+    const OPERATION_FIELDS: [&str; 4] = ["op", "path", "from", "value"];
+    let unknown: Vec<String> = value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, op)| Some((i, op.as_object()?)))
+        .flat_map(|(i, op)| {
+            op.keys()
+                .filter(|k| !OPERATION_FIELDS.contains(&k.as_str()))
+                .map(move |k| format!("[{i}].{k}"))
+        })
+        .collect();
+    findings
+        .errors(&unknown, Destination::Typed)
+        .into_iter()
+        .map(|e| StrictError::JsonPatch(Box::new(e)))
+        .collect()
 }
 
 /// The object's name must match the URL's (`checkName`).

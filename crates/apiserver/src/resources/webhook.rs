@@ -9,6 +9,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
 
+use kcm_machinery::labels;
+
+use crate::admission::match_conditions;
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::resources::{go_values, label_selector};
 use crate::validation::{FieldError, NameRule};
@@ -94,7 +97,7 @@ pub struct WebhookConfigurationStrategy {
 
 impl Strategy for WebhookConfigurationStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_configuration(obj, self.mutating, true)
+        validate_configuration(obj, self.mutating, true, true)
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -107,7 +110,15 @@ impl Strategy for WebhookConfigurationStrategy {
                 Some("None" | "NoneOnDryRun")
             )
         });
-        validate_configuration(new, self.mutating, strict)
+        // Nor are match conditions compiled again unless they changed
+        // (`ignoreValidatingWebhookMatchConditions`).
+        let (new_hooks, old_hooks) = (hooks(new), hooks(old));
+        let conditions_changed = new_hooks.len() != old_hooks.len()
+            || new_hooks
+                .iter()
+                .zip(old_hooks)
+                .any(|(n, o)| n.get("matchConditions") != o.get("matchConditions"));
+        validate_configuration(new, self.mutating, strict, conditions_changed)
     }
 }
 
@@ -129,12 +140,24 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-fn validate_configuration(obj: &Value, mutating: bool, no_side_effects: bool) -> Vec<FieldError> {
+fn validate_configuration(
+    obj: &Value,
+    mutating: bool,
+    no_side_effects: bool,
+    check_match_conditions: bool,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut names = HashSet::new();
     for (i, hook) in hooks(obj).iter().enumerate() {
         let path = format!("webhooks[{i}]");
-        validate_webhook(hook, mutating, no_side_effects, &path, &mut errs);
+        validate_webhook(
+            hook,
+            mutating,
+            no_side_effects,
+            check_match_conditions,
+            &path,
+            &mut errs,
+        );
         validate_review_versions(hook, &format!("{path}.admissionReviewVersions"), &mut errs);
         let name = str_of(hook, "name").unwrap_or("");
         if !name.is_empty() && !names.insert(name) {
@@ -167,6 +190,7 @@ fn validate_webhook(
     hook: &Value,
     mutating: bool,
     no_side_effects: bool,
+    check_match_conditions: bool,
     path: &str,
     errs: &mut Vec<FieldError>,
 ) {
@@ -247,14 +271,52 @@ fn validate_webhook(
         &format!("{path}.clientConfig"),
         errs,
     );
-    for (i, condition) in list(hook, "matchConditions").iter().enumerate() {
-        // CEL is not compiled here; the names and expressions must still be present.
-        let cpath = format!("{path}.matchConditions[{i}]");
-        if str_of(condition, "name").unwrap_or("").is_empty() {
-            errs.push(FieldError::required(format!("{cpath}.name"), ""));
-        }
-        if str_of(condition, "expression").unwrap_or("").is_empty() {
+    if check_match_conditions {
+        validate_match_conditions(
+            list(hook, "matchConditions"),
+            &format!("{path}.matchConditions"),
+            errs,
+        );
+    }
+}
+
+/// Most match conditions a webhook may have.
+const MAX_MATCH_CONDITIONS: usize = 64;
+
+/// Upstream's `validateMatchConditions`: at most 64, each with a qualified, unique name and
+/// an expression that compiles to a bool.
+fn validate_match_conditions(conditions: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+    if conditions.len() > MAX_MATCH_CONDITIONS {
+        errs.push(FieldError::too_many(
+            path,
+            conditions.len(),
+            MAX_MATCH_CONDITIONS,
+        ));
+    }
+    let mut names = HashSet::new();
+    for (i, condition) in conditions.iter().enumerate() {
+        let cpath = format!("{path}[{i}]");
+        let expression = str_of(condition, "expression").unwrap_or("").trim();
+        if expression.is_empty() {
             errs.push(FieldError::required(format!("{cpath}.expression"), ""));
+        } else if let Some(detail) = match_conditions::expression_error(expression) {
+            errs.push(FieldError::invalid(
+                format!("{cpath}.expression"),
+                expression,
+                detail,
+            ));
+        }
+        let name = str_of(condition, "name").unwrap_or("");
+        if name.is_empty() {
+            errs.push(FieldError::required(format!("{cpath}.name"), ""));
+        } else {
+            if let Err(labels::Error::InvalidKey { reason, .. }) = labels::validate_label_key(name)
+            {
+                errs.push(FieldError::invalid(format!("{cpath}.name"), name, reason));
+            }
+            if !names.insert(name) {
+                errs.push(FieldError::duplicate(format!("{cpath}.name"), name));
+            }
         }
     }
 }
@@ -542,5 +604,66 @@ mod tests {
             errs[0].to_string(),
             r#"webhooks[1].name: Duplicate value: "validate.example.com""#
         );
+    }
+
+    #[test]
+    fn match_conditions_must_compile_to_a_bool() {
+        let with = |conditions: Value| {
+            let mut h = hook();
+            h["matchConditions"] = conditions;
+            decode_validating(config(h)).expect("decodes")
+        };
+        let strategy = WebhookConfigurationStrategy { mutating: false };
+        let messages = |obj: &Value| -> Vec<String> {
+            strategy
+                .validate(obj)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let valid = with(json!([
+            {"name": "not-skip-me", "expression": "object.metadata.name != 'skip-me'"},
+            {"name": "users", "expression": "request.userInfo.username.startsWith('system:') || authorizer.group('').resource('pods').check('get').allowed()"},
+        ]));
+        assert!(messages(&valid).is_empty(), "{:?}", messages(&valid));
+
+        let invalid = with(json!([
+            {"name": "invalid-expression-1", "expression": "... [] bad expression"},
+            {"name": "string", "expression": "'not a bool'"},
+            {"name": "undeclared", "expression": "params.x == 1"},
+            {"name": "", "expression": "  "},
+            {"name": "string", "expression": "true"},
+            {"name": "bad name!", "expression": "true"},
+        ]));
+        let got = messages(&invalid);
+        assert!(
+            got[0].starts_with(
+                r#"webhooks[0].matchConditions[0].expression: Invalid value: "... [] bad expression": compilation failed: "#
+            ),
+            "{got:?}"
+        );
+        assert_eq!(
+            got[1..],
+            [
+                r#"webhooks[0].matchConditions[1].expression: Invalid value: "'not a bool'": must evaluate to bool"#,
+                r#"webhooks[0].matchConditions[2].expression: Invalid value: "params.x == 1": compilation failed: ERROR: <input>: undeclared reference to 'params' (in container '')"#,
+                "webhooks[0].matchConditions[3].expression: Required value",
+                "webhooks[0].matchConditions[3].name: Required value",
+                r#"webhooks[0].matchConditions[4].name: Duplicate value: "string""#,
+                r#"webhooks[0].matchConditions[5].name: Invalid value: "bad name!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"#,
+            ]
+        );
+
+        // An update compiles the conditions again only when they changed.
+        let mut stored = invalid.clone();
+        stored["metadata"]["labels"] = json!({"touched": "yes"});
+        assert!(
+            strategy
+                .validate_update(&stored, &invalid)
+                .iter()
+                .all(|e| !e.field.contains("matchConditions")),
+            "unchanged conditions are not compiled again"
+        );
+        assert!(!strategy.validate_update(&invalid, &valid).is_empty());
     }
 }

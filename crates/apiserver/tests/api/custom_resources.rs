@@ -497,3 +497,80 @@ async fn crds_and_their_resources_survive_a_restart() {
     })
     .await;
 }
+
+/// A CRD whose `spec` keeps unknown fields and embeds a resource, as upstream's field
+/// validation e2e tests declare it.
+fn bar_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "bars.fieldval.example.com"},
+        "spec": {
+            "group": "fieldval.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "bars", "singular": "bar", "kind": "Bar"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {
+                            "foo": {"type": "string"},
+                            "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                                "properties": {
+                                    "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+                                    "spec": {"type": "object"},
+                                }},
+                        }},
+                }}},
+            }],
+        },
+    }))
+    .expect("crd")
+}
+
+#[tokio::test]
+async fn custom_resources_report_duplicates_then_unknown_metadata_at_the_root_and_in_embedded_resources()
+ {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        establish(&client, &bar_crd()).await;
+        let bars = "/apis/fieldval.example.com/v1/namespaces/default/bars";
+        let body = |name: &str| {
+            format!(
+                r#"{{"apiVersion": "fieldval.example.com/v1", "kind": "Bar",
+                "metadata": {{"name": "{name}", "unknownMeta": "x"}},
+                "spec": {{"foo": "a", "foo": "b", "unknown": 1, "template": {{"apiVersion": "v1",
+                    "kind": "Sub", "metadata": {{"name": "s", "namespace": "n", "unknownSubMeta": "x"}}}}}}}}"#
+            )
+        };
+        let (code, status) = raw(&client, "POST", &format!("{bars}?fieldValidation=Strict"), "application/json", body("strict")).await;
+        assert_eq!(code, 400, "{status}");
+        assert_eq!(
+            status["message"],
+            r#"Bar in version "v1" cannot be handled as a Bar: strict decoding error: duplicate field "spec.foo", unknown field "metadata.unknownMeta", unknown field "spec.template.metadata.unknownSubMeta""#
+        );
+        let (code, created, warnings) =
+            crate::common::send(&client, "POST", bars, Some("application/json"), body("warned").into_bytes()).await;
+        assert_eq!(code, 201, "{created}");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(created["metadata"].get("unknownMeta").is_none(), "{created}");
+        assert_eq!(created["spec"]["template"]["metadata"], json!({"name": "s", "namespace": "n"}));
+        assert_eq!((&created["spec"]["foo"], &created["spec"]["unknown"]), (&json!("b"), &json!(1)));
+
+        // Apply: the typed conversion refuses the unknown metadata whatever fieldValidation
+        // says; a repeated key under Strict is refused once the configuration applied.
+        let apply = |name: &str| format!("/apis/fieldval.example.com/v1/namespaces/default/bars/{name}?fieldManager=m&fieldValidation=Strict");
+        let config = "\napiVersion: fieldval.example.com/v1\nkind: Bar\nmetadata:\n  name: applied\n  unknownMeta: x\nspec:\n  template:\n    kind: Sub\n    metadata:\n      unknownSubMeta: x\n";
+        let (code, status) = raw(&client, "PATCH", &apply("applied"), "application/apply-patch+yaml", config).await;
+        assert_eq!(code, 500, "{status}");
+        let message = status["message"].as_str().unwrap_or("");
+        assert!(message.contains(".metadata.unknownMeta: field not declared in schema"), "{message}");
+        assert!(message.contains(".spec.template.metadata.unknownSubMeta: field not declared in schema"), "{message}");
+        let config = "\napiVersion: fieldval.example.com/v1\nkind: Bar\nmetadata:\n  name: dup\nspec:\n  unknown: uk1\n  foo: foo1\n  foo: foo2\n";
+        let (code, status) = raw(&client, "PATCH", &apply("dup"), "application/apply-patch+yaml", config).await;
+        assert_eq!(code, 400, "{status}");
+        assert!(status.to_string().contains(r#"line 9: key \"foo\" already set in map"#), "{status}");
+    })
+    .await;
+}

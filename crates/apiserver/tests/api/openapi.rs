@@ -112,20 +112,39 @@ async fn field_validation_strict_warn_and_ignore() {
         .await;
         assert_eq!((code, warnings.len()), (201, 0));
 
-        // A patch that introduces an unknown field: the strict error alone.
+        // A patch that introduces an unknown field: a 422 on `patch`, showing the patched
+        // object, with the patch's own repeated fields first.
         let (code, _, status) = send(
             &client,
             "PATCH",
             &format!("{base}/warned?fieldValidation=Strict"),
             "application/merge-patch+json",
-            br#"{"spec": {"x": 1}}"#.to_vec(),
+            br#"{"spec": {"x": 1}, "data": {"a": "1", "a": "2"}}"#.to_vec(),
         )
         .await;
-        assert_eq!(code, 400);
-        assert_eq!(
-            status["message"],
-            r#"strict decoding error: unknown field "spec""#
+        assert_eq!((code, &status["reason"]), (422, &json!("Invalid")), "{status}");
+        let message = status["message"].as_str().expect("message");
+        assert!(
+            message.starts_with(r#" "" is invalid: patch: Invalid value: "{"#),
+            "{message}"
         );
+        assert!(
+            message.ends_with(
+                r#"": strict decoding error: duplicate field "data.a", unknown field "spec""#
+            ),
+            "{message}"
+        );
+        let (code, warnings, patched) = send(
+            &client,
+            "PATCH",
+            &format!("{base}/warned"),
+            "application/strategic-merge-patch+json",
+            br#"{"data": {"a": "1", "a": "2"}}"#.to_vec(),
+        )
+        .await;
+        assert_eq!(code, 200, "{patched}");
+        assert_eq!(patched["data"]["a"], "2", "the last value wins");
+        assert_eq!(warnings, [r#"299 - "duplicate field \"data.a\"""#]);
         let (code, _, status) = send(
             &client,
             "PUT",
@@ -150,6 +169,156 @@ async fn field_validation_strict_warn_and_ignore() {
                 .expect("message")
                 .starts_with("fieldValidation: Unsupported value: \"Loose\"")
         );
+    })
+    .await;
+}
+
+/// A Deployment body as upstream's field validation tests send it: unknown fields, and
+/// fields given twice (one of them unknown too).
+const TYPED_BODY: &str = r#"{
+    "apiVersion": "apps/v1", "kind": "Deployment",
+    "metadata": {"name": "dupename", "name": "NAME", "labels": {"app": "nginx"}, "unknownMeta": "v"},
+    "spec": {
+        "unknown1": "val1", "unknownDupe": "a", "unknownDupe": "b",
+        "paused": true, "paused": false,
+        "selector": {"matchLabels": {"app": "nginx"}},
+        "template": {"metadata": {"labels": {"app": "nginx"}}, "spec": {"containers": [
+            {"name": "nginx", "image": "nginx:latest", "unknownNested": "v",
+             "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}"#;
+
+#[tokio::test]
+async fn typed_bodies_report_unknown_and_duplicate_fields_in_document_order() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let base = "/apis/apps/v1/namespaces/default/deployments";
+        let body = |name: &str| TYPED_BODY.replace("NAME", name).into_bytes();
+        let (code, _, status) = send(
+            &client,
+            "POST",
+            &format!("{base}?fieldValidation=Strict"),
+            "application/json",
+            body("strict"),
+        )
+        .await;
+        assert_eq!(code, 400, "{status}");
+        assert_eq!(
+            status["message"],
+            r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: duplicate field "metadata.name", unknown field "metadata.unknownMeta", unknown field "spec.unknown1", unknown field "spec.unknownDupe", duplicate field "spec.paused", unknown field "spec.template.spec.containers[0].unknownNested", duplicate field "spec.template.spec.containers[0].imagePullPolicy""#
+        );
+
+        let (code, warnings, created) =
+            send(&client, "POST", base, "application/json", body("warned")).await;
+        assert_eq!(code, 201, "{created}");
+        assert_eq!(warnings.len(), 7, "{warnings:?}");
+        assert_eq!(warnings[0], r#"299 - "duplicate field \"metadata.name\"""#);
+        assert_eq!(
+            warnings[6],
+            r#"299 - "duplicate field \"spec.template.spec.containers[0].imagePullPolicy\"""#
+        );
+        assert_eq!(created["metadata"]["name"], "warned", "the last value wins");
+        assert_eq!(created["spec"]["paused"], false);
+        assert_eq!(
+            created["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "Never"
+        );
+
+        let (code, warnings, _) = send(
+            &client,
+            "PUT",
+            &format!("{base}/warned?fieldValidation=Ignore"),
+            "application/json",
+            body("warned"),
+        )
+        .await;
+        assert_eq!((code, warnings.len()), (200, 0));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn yaml_bodies_report_repeated_keys_by_line_before_unknown_fields() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let base = "/api/v1/namespaces/default/configmaps";
+        let body = |name: &str| {
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: first\n  a: second\nbogus: 1\n")
+                .into_bytes()
+        };
+        let (code, _, status) = send(
+            &client,
+            "POST",
+            &format!("{base}?fieldValidation=Strict"),
+            "application/yaml",
+            body("strict"),
+        )
+        .await;
+        assert_eq!(code, 400, "{status}");
+        assert_eq!(
+            status["message"],
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: yaml: unmarshal errors:\n  line 7: key \"a\" already set in map, unknown field \"bogus\""
+        );
+        let (code, warnings, created) =
+            send(&client, "POST", base, "application/yaml", body("warned")).await;
+        assert_eq!(code, 201, "{created}");
+        assert_eq!(
+            warnings,
+            [
+                r#"299 - "line 7: key \"a\" already set in map""#,
+                r#"299 - "unknown field \"bogus\"""#
+            ]
+        );
+        assert_eq!(created["data"]["a"], "second");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn apply_reports_repeated_yaml_keys_once_it_applied() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let path = |name: &str, validation: &str| {
+            format!("/api/v1/namespaces/default/configmaps/{name}?fieldManager=m&fieldValidation={validation}")
+        };
+        let body = |name: &str| {
+            format!("\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: first\n  a: second\n")
+                .into_bytes()
+        };
+        let (code, _, status) = send(
+            &client,
+            "PATCH",
+            &path("strict", "Strict"),
+            "application/apply-patch+yaml",
+            body("strict"),
+        )
+        .await;
+        assert_eq!(code, 400, "{status}");
+        assert_eq!(
+            status["message"],
+            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 8: key \"a\" already set in map"
+        );
+        let (code, warnings, applied) = send(
+            &client,
+            "PATCH",
+            &path("warned", "Warn"),
+            "application/apply-patch+yaml",
+            body("warned"),
+        )
+        .await;
+        assert_eq!(code, 201, "{applied}");
+        assert_eq!(warnings, [r#"299 - "line 8: key \"a\" already set in map""#]);
+        assert_eq!(applied["data"]["a"], "second");
+        let (code, warnings, _) = send(
+            &client,
+            "PATCH",
+            &path("warned", "Ignore"),
+            "application/apply-patch+yaml",
+            body("warned"),
+        )
+        .await;
+        assert_eq!((code, warnings.len()), (200, 0));
     })
     .await;
 }

@@ -375,3 +375,37 @@ async fn if_needed_webhooks_are_reinvoked_after_a_later_change() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn configurations_with_match_conditions_that_do_not_compile_to_a_bool_are_refused() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let config = json!({"service": {"namespace": "default", "name": "webhook"}});
+        for kind in ["validating", "mutating"] {
+            let path = format!("{ADMISSION}/{kind}webhookconfigurations");
+            let with = |conditions: Value| {
+                json!({"metadata": {"name": format!("{kind}-conditions")},
+                    "webhooks": [hook("conditions.example.com", config.clone(),
+                        json!({"matchConditions": conditions}))]})
+                .to_string()
+            };
+            let bad = with(json!([{"name": "invalid-expression-1", "expression": "... [] bad expression"}]));
+            let (code, status) = raw(&client, "POST", &path, "application/json", bad).await;
+            assert_eq!((code, &status["reason"]), (422, &json!("Invalid")), "{kind}: {status}");
+            let message = status["message"].as_str().unwrap_or("");
+            assert!(
+                message.contains(r#"webhooks[0].matchConditions[0].expression: Invalid value: "... [] bad expression": compilation failed: "#),
+                "{kind}: {message}"
+            );
+            let not_bool = with(json!([{"name": "string", "expression": "'yes'"}]));
+            let (code, status) = raw(&client, "POST", &path, "application/json", not_bool).await;
+            assert_eq!(code, 422, "{kind}: {status}");
+            assert!(status["message"].as_str().unwrap_or("").ends_with("must evaluate to bool"), "{kind}: {status}");
+            let good = with(json!([{"name": "skip-me", "expression": "object.metadata.name != 'skip-me'"}]));
+            let (code, status) = raw(&client, "POST", &path, "application/json", good).await;
+            assert_eq!(code, 201, "{kind}: {status}");
+        }
+    })
+    .await;
+}

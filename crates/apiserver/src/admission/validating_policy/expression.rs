@@ -8,6 +8,7 @@ use cel::context::VariableResolver;
 use cel::{Context, Env, Program};
 
 use super::cost::{self, Growth, Sizes};
+use super::typing::{self, CelType};
 
 /// The CEL environment every policy expression runs in: the standard library and macros.
 /// Built once: building it registers every standard overload.
@@ -35,6 +36,10 @@ const TYPE_NAMES: &[&str] = &[
 pub struct Declarations {
     /// Whether `params` is declared.
     pub params: bool,
+    /// Whether `authorizer` is declared (upstream declares it for every admission
+    /// expression; kcm's evaluation does not offer it yet, so only a write-time check of an
+    /// expression sets this).
+    pub authorizer: bool,
     /// The variables `variables.<name>` may name.
     pub variables: Vec<String>,
     /// Each variable's concatenations ([`Growth::total`]), index-aligned with `variables`
@@ -105,6 +110,12 @@ impl Expression {
             variables,
             growth,
         })
+    }
+
+    /// The type the expression is known to evaluate to; `None` when it depends on the
+    /// data (see [`typing`](super::typing)).
+    pub fn result_type(&self) -> Option<CelType> {
+        typing::result_type(self.program.expression())
     }
 
     /// The estimated cost of this expression alone over inputs of `sizes`.
@@ -214,7 +225,8 @@ impl Check<'_> {
             || name.starts_with('@')
             || TYPE_NAMES.contains(&name)
             || matches!(name, "object" | "oldObject" | "request" | "namespaceObject")
-            || (name == "params" && self.decls.params);
+            || (name == "params" && self.decls.params)
+            || (name == "authorizer" && self.decls.authorizer);
         if declared {
             return Ok(());
         }
@@ -234,6 +246,7 @@ mod tests {
     fn decls(params: bool, variables: &[&str]) -> Declarations {
         Declarations {
             params,
+            authorizer: false,
             variables: variables.iter().map(|v| (*v).to_owned()).collect(),
             growth: Vec::new(),
         }

@@ -25,6 +25,7 @@ pub mod cost;
 pub mod expression;
 pub mod matching;
 pub mod params;
+pub mod typing;
 pub mod validator;
 
 use std::sync::Arc;
