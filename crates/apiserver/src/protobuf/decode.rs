@@ -4,14 +4,27 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::error::{Error, Result};
-use super::schema::{Field, Kind, Message};
+use super::schema::{Field, Kind, Message, Wrapper};
 use super::schema_gen::MESSAGES;
-use super::wire::{LEN, Reader, VARINT};
+use super::wire::{FIXED64, LEN, Reader, VARINT};
+
+/// How deep the JSON of a body may nest (objects and arrays). Recursive messages (a CRD's
+/// `JSONSchemaProps`) would otherwise let a small body exhaust the stack; the bound stays
+/// below `serde_json`'s 128, so what is decoded here parses again when read back.
+pub(super) const MAX_DEPTH: usize = 100;
 
 /// Decodes `buf` as message `index` of the schema into a JSON object.
 pub(super) fn message(buf: &[u8], index: u16) -> Result<Map<String, Value>> {
+    nested(buf, index, 1)
+}
+
+/// Decodes message `index` whose object sits `depth` levels deep in the document.
+fn nested(buf: &[u8], index: u16, depth: usize) -> Result<Map<String, Value>> {
+    if depth > MAX_DEPTH {
+        return Err(Error::TooDeep(MAX_DEPTH));
+    }
     let mut out = Map::new();
-    merge_message(buf, index, &mut out)?;
+    merge_message(buf, index, depth, &mut out)?;
     Ok(out)
 }
 
@@ -23,7 +36,7 @@ fn schema(index: u16) -> Result<&'static Message> {
 
 /// Decodes `buf` into `out`, field by field; later values of a singular field win, as in
 /// protobuf.
-fn merge_message(buf: &[u8], index: u16, out: &mut Map<String, Value>) -> Result<()> {
+fn merge_message(buf: &[u8], index: u16, depth: usize, out: &mut Map<String, Value>) -> Result<()> {
     let msg = schema(index)?;
     let mut r = Reader::new(buf);
     while !r.done() {
@@ -41,7 +54,14 @@ fn merge_message(buf: &[u8], index: u16, out: &mut Map<String, Value>) -> Result
             }
             continue;
         }
-        let value = value(&mut r, wire_type, field, msg)?;
+        // A field's value nests one level below this object; a list's or map's items two.
+        let child = depth
+            + if field.repeated || matches!(field.kind, Kind::Map(_)) {
+                2
+            } else {
+                1
+            };
+        let value = value(&mut r, wire_type, field, msg, child)?;
         store(out, field, value);
     }
     Ok(())
@@ -67,6 +87,7 @@ fn value(
     wire_type: u8,
     field: &'static Field,
     msg: &'static Message,
+    depth: usize,
 ) -> Result<Option<Value>> {
     let expect = |wanted: u8| {
         if wire_type == wanted {
@@ -82,7 +103,7 @@ fn value(
     let kind = match field.kind {
         Kind::Map(value_kind) => {
             expect(LEN)?;
-            let (k, v) = map_entry(r.bytes()?, value_kind, field, msg)?;
+            let (k, v) = map_entry(r.bytes()?, value_kind, field, msg, depth)?;
             let mut entry = Map::new();
             entry.insert(k, v);
             return Ok(Some(Value::Object(entry)));
@@ -94,25 +115,44 @@ fn value(
             expect(VARINT)?;
             Ok(Some(scalar_from_varint(kind, r.varint()?)))
         }
+        Kind::Double => {
+            expect(FIXED64)?;
+            Ok(Some(double(f64::from_bits(r.fixed64()?))?))
+        }
         _ => {
             expect(LEN)?;
             let bytes = r.bytes()?;
-            typed(bytes, kind, field, msg)
+            typed(bytes, kind, field, msg, depth)
         }
     }
 }
 
-/// The JSON of a length-delimited value of `kind`.
+/// A `double` as Go's JSON writes it: integral values without a fraction (`5`, not `5.0`).
+/// Go cannot write NaN or infinities at all, so they are refused.
+fn double(v: f64) -> Result<Value> {
+    if !v.is_finite() {
+        return Err(Error::Malformed("a double is NaN or infinite"));
+    }
+    // Integers up to 2^53 are exact in a double, and Go writes them without an exponent.
+    if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        return Ok(Value::from(v as i64));
+    }
+    Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+}
+
+/// The JSON of a length-delimited value of `kind`, `depth` levels deep in the document.
 fn typed(
     bytes: &[u8],
     kind: Kind,
     field: &'static Field,
     msg: &'static Message,
+    depth: usize,
 ) -> Result<Option<Value>> {
     Ok(Some(match kind {
         Kind::String => Value::String(utf8(bytes, field, msg)?),
         Kind::Bytes => Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
-        Kind::Message(index) => Value::Object(message(bytes, index)?),
+        Kind::Message(index) => Value::Object(nested(bytes, index, depth)?),
+        Kind::Wrapped(index, wrapper) => wrapped(bytes, index, wrapper, depth)?,
         Kind::Time => {
             // Upstream marshals the zero time as an empty message, and keeps only seconds.
             if bytes.is_empty() {
@@ -156,7 +196,7 @@ fn typed(
             }
             Value::String(s)
         }
-        Kind::RawJson => {
+        Kind::RawJson | Kind::Json => {
             let mut r = Reader::new(bytes);
             let mut raw: &[u8] = &[];
             while !r.done() {
@@ -166,15 +206,21 @@ fn typed(
                 }
             }
             if raw.is_empty() {
-                return Ok(None);
+                // An empty RawExtension is left out; apiextensions' JSON writes `null`.
+                return Ok((kind == Kind::Json).then_some(Value::Null));
             }
-            serde_json::from_slice(raw).map_err(|e| Error::BadEmbeddedJson {
+            let value: Value = serde_json::from_slice(raw).map_err(|e| Error::BadEmbeddedJson {
                 message: msg.name,
                 field: field.json,
                 reason: e.to_string(),
-            })?
+            })?;
+            // The document nests below this field: the whole must stay within the bound.
+            if depth + json_depth(&value) > MAX_DEPTH + 1 {
+                return Err(Error::TooDeep(MAX_DEPTH));
+            }
+            value
         }
-        Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::Map(_) => {
+        Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::Double | Kind::Map(_) => {
             return Err(Error::WrongWireType {
                 message: msg.name,
                 field: field.json,
@@ -190,6 +236,7 @@ fn map_entry(
     value_kind: &'static Kind,
     field: &'static Field,
     msg: &'static Message,
+    depth: usize,
 ) -> Result<(String, Value)> {
     let mut r = Reader::new(bytes);
     let mut key = String::new();
@@ -197,15 +244,52 @@ fn map_entry(
     while !r.done() {
         match r.key()? {
             (1, LEN) => key = utf8(r.bytes()?, field, msg)?,
-            (2, LEN) => value = typed(r.bytes()?, *value_kind, field, msg)?,
+            (2, LEN) => value = typed(r.bytes()?, *value_kind, field, msg, depth)?,
             (_, wire_type) => r.skip(wire_type)?,
         }
     }
-    let value = value.unwrap_or_else(|| match value_kind {
-        Kind::Message(_) => Value::Object(Map::new()),
-        _ => Value::String(String::new()),
-    });
+    let value = match value {
+        Some(value) => value,
+        None => match value_kind {
+            Kind::Message(_) | Kind::Wrapped(..) => {
+                typed(&[], *value_kind, field, msg, depth)?.unwrap_or(Value::Null)
+            }
+            _ => Value::String(String::new()),
+        },
+    };
     Ok((key, value))
+}
+
+/// The JSON of a [`Kind::Wrapped`] message: decoded by its own table, then written as its
+/// Go type's `MarshalJSON` writes it (apiextensions' `marshal.go`).
+fn wrapped(bytes: &[u8], index: u16, wrapper: Wrapper, depth: usize) -> Result<Value> {
+    let inner = schema(index)?;
+    // One level deeper than the value itself: a bound, never an undercount.
+    let mut fields = nested(bytes, index, depth + 1)?;
+    let mut take = |tag: u32| inner.field(tag).and_then(|f| fields.remove(f.json));
+    let non_empty = |v: Option<Value>| v.filter(|v| v.as_array().is_some_and(|a| !a.is_empty()));
+    Ok(match wrapper {
+        // A nil `[]string` would be `null`; an empty list means the same to every reader.
+        Wrapper::List => take(1).unwrap_or_else(|| Value::Array(Vec::new())),
+        Wrapper::PropsOrArray | Wrapper::PropsOrStringArray => {
+            let list = non_empty(take(2));
+            list.or_else(|| take(1)).unwrap_or(Value::Null)
+        }
+        Wrapper::PropsOrBool => match take(2) {
+            Some(schema) => schema,
+            None => Value::Bool(take(1) == Some(Value::Bool(true))),
+        },
+    })
+}
+
+/// How many levels a JSON value nests: 1 for a scalar, one more per object or array.
+/// Values come from `serde_json`, whose parser bounds their depth, so recursion is safe.
+fn json_depth(v: &Value) -> usize {
+    1 + match v {
+        Value::Array(items) => items.iter().map(json_depth).max().unwrap_or(0),
+        Value::Object(fields) => fields.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 fn utf8(bytes: &[u8], field: &'static Field, msg: &'static Message) -> Result<String> {
@@ -283,7 +367,7 @@ fn store(out: &mut Map<String, Value>, field: &Field, value: Option<Value>) {
                 out.insert(field.json.to_owned(), Value::Object(fields));
             }
         },
-        (Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::String, v)
+        (Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::Double | Kind::String, v)
             if is_zero(&v) && !field.keep_zero =>
         {
             out.remove(field.json);

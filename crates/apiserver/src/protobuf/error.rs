@@ -31,6 +31,9 @@ pub enum Error {
     /// The object's bytes are not valid protobuf for its type.
     #[error("malformed protobuf: {0}")]
     Malformed(&'static str),
+    /// The object nests deeper than kcm reads (recursive messages: a CRD's schema).
+    #[error("malformed protobuf: the object nests more than {0} levels deep")]
+    TooDeep(usize),
     /// A field holds a value of the wrong wire type.
     #[error("malformed protobuf: field {field} of {message} has wire type {wire_type}")]
     WrongWireType {

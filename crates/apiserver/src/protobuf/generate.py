@@ -7,9 +7,14 @@ The tables come from two crates already in the dependency tree:
   - k8s-openapi: the JSON name of every field (its serde field mapping).
 and from the list below of Go pointer fields, whose zero values are meaningful (the proto
 encoding always carries value fields, zero or not, so zeros of non-pointer fields are
-dropped to produce the JSON Go would produce).
+dropped to produce the JSON Go would produce). Zeros of the scalar fields k8s-openapi
+makes required (not `Option`) are kept too: Go writes those fields without `omitempty`.
 
-Run from the repository root:
+Warnings on stderr: `fallback` (a protobuf field k8s-openapi does not know, named by
+camel-casing) and `no protobuf field` (a k8s-openapi field k8s-pb does not carry, so its
+value in a protobuf body cannot be read).
+
+Run from the repository root (the output is final: rustfmt leaves it as it is):
   python3 crates/apiserver/src/protobuf/generate.py > crates/apiserver/src/protobuf/schema_gen.rs
 """
 import glob
@@ -19,7 +24,7 @@ import sys
 
 REGISTRY = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))[0]
 PB = os.path.join(REGISTRY, "k8s-pb-0.9.0/src")
-OPENAPI = os.path.join(REGISTRY, "k8s-openapi-0.29.0/src/v1_33")
+OPENAPI = os.path.join(REGISTRY, "k8s-openapi-0.29.0/src/v1_36")
 
 # (apiVersion, kind) -> message the Unknown envelope's raw bytes hold.
 # Every entry of resources::ALL needs its root here (resources::tests::every_entry_is_complete
@@ -96,6 +101,8 @@ ROOTS = [
      "api.flowcontrol.v1.PriorityLevelConfiguration"),
     ("apiregistration.k8s.io/v1", "APIService",
      "kube_aggregator.pkg.apis.apiregistration.v1.APIService"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+     "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"),
     ("authentication.k8s.io/v1", "SelfSubjectReview", "api.authentication.v1.SelfSubjectReview"),
     ("authentication.k8s.io/v1", "TokenReview", "api.authentication.v1.TokenReview"),
     ("authentication.k8s.io/v1", "TokenRequest", "api.authentication.v1.TokenRequest"),
@@ -116,6 +123,24 @@ SPECIAL = {
     "apimachinery.pkg.runtime.RawExtension": "RawJson",
     "apimachinery.pkg.util.intstr.IntOrString": "IntOrString",
     "apimachinery.pkg.api.resource.Quantity": "Quantity",
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.Json": "Json",
+}
+
+# Messages whose JSON is not an object but built from their fields (Go types with a
+# MarshalJSON of their own): the message is in the tables, its fields read by tag.
+WRAPPERS = {
+    "api.authentication.v1.ExtraValue": "List",
+    "api.authorization.v1.ExtraValue": "List",
+    "api.certificates.v1.ExtraValue": "List",
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrArray": "PropsOrArray",
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrBool": "PropsOrBool",
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrStringArray":
+        "PropsOrStringArray",
+}
+
+# JSON names the two crates' Rust names do not pair up (k8s-openapi's `$ref` is `ref_path`).
+JSON_NAMES = {
+    ("apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps", "ref"): "$ref",
 }
 
 # Go pointer fields (scalars) of the messages above: their zero values are kept.
@@ -254,6 +279,19 @@ POINTERS = {
     "api.flowcontrol.v1.ExemptPriorityLevelConfiguration": [
         "nominalConcurrencyShares", "lendablePercent"],
     "kube_aggregator.pkg.apis.apiregistration.v1.ServiceReference": ["port"],
+    # apiextensions.k8s.io/v1.
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion": [
+        "deprecationWarning"],
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale": [
+        "labelSelectorPath"],
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig": ["url"],
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.ServiceReference": ["path", "port"],
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps": [
+        "$ref", "maximum", "minimum", "maxLength", "minLength", "maxItems", "minItems",
+        "multipleOf", "maxProperties", "minProperties", "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-list-type", "x-kubernetes-map-type"],
+    "apiextensions_apiserver.pkg.apis.apiextensions.v1.ValidationRule": [
+        "reason", "optionalOldSelf"],
 }
 
 
@@ -305,11 +343,15 @@ def parse_pb():
         lines = open(path).read().split("\n")
         i = 0
         while i < len(lines):
-            m = re.match(r"pub struct (\w+) \{", lines[i])
+            m = re.match(r"pub struct (\w+) \{(\})?", lines[i])
             if not m:
                 i += 1
                 continue
             name = ".".join(module + [m.group(1)])
+            if m.group(2):
+                messages[name] = (module, [])
+                i += 1
+                continue
             fields = []
             i += 1
             attr = None
@@ -339,7 +381,8 @@ def parse_pb():
 def resolve(module, type_text):
     """The full name of the message a field's Rust type refers to."""
     inner = re.sub(r"\s+", "", type_text).rstrip(",").replace(",>", ">")
-    for wrapper in ("::core::option::Option<", "::prost::alloc::vec::Vec<"):
+    for wrapper in ("::core::option::Option<", "::prost::alloc::vec::Vec<",
+                    "::prost::alloc::boxed::Box<"):
         if inner.startswith(wrapper):
             inner = inner[len(wrapper):-1]
     if "BTreeMap<" in inner:
@@ -354,19 +397,24 @@ def resolve(module, type_text):
 
 
 def openapi_names():
-    """{(module dir, struct): {rust field: json name}}"""
+    """{(module dir, struct): ({rust field: json name}, {json names of required scalars})}"""
     out = {}
     for path in glob.glob(os.path.join(OPENAPI, "**/*.rs"), recursive=True):
         text = open(path).read()
-        m = re.search(r"pub struct (\w+) \{", text)
+        m = re.search(r"pub struct (\w+) \{(.*?)\n\}", text, re.S)
         if not m:
             continue
         module = tuple(os.path.relpath(os.path.dirname(path), OPENAPI).split(os.sep))
         pairs = dict(
             (key(rust.rstrip("_")), json)
-            for json, rust in re.findall(r'"(\w+)" => Field::Key_(\w+),', text)
+            for json, rust in re.findall(r'"([\w$-]+)" => Field::Key_(\w+),', text)
         )
-        out[(module, key(m.group(1)))] = pairs
+        required = set(
+            pairs.get(key(rust.rstrip("_")))
+            for rust, ty in re.findall(r"^    pub (\w+): ([\w:]+),$", m.group(2), re.M)
+            if ty in ("bool", "i32", "i64", "f64", "std::string::String")
+        )
+        out[(module, key(m.group(1)))] = (pairs, required)
     return out
 
 
@@ -399,19 +447,22 @@ def main():
             target = resolve(module, text)
             if target in SPECIAL:
                 return "Kind::" + SPECIAL[target]
+            if target in WRAPPERS:
+                return "Kind::Wrapped(%d, Wrapper::%s)" % (index[target], WRAPPERS[target])
             return "Kind::Message(%d)" % index[target]
         return {
             "string": "Kind::String",
             "bool": "Kind::Bool",
             "int32": "Kind::Int32",
             "int64": "Kind::Int64",
+            "double": "Kind::Double",
             'bytes = "vec"': "Kind::Bytes",
         }[scalar]
 
-    print("//! Generated by generate.py from k8s-pb 0.9 (field tags) and k8s-openapi 0.29 (JSON")
-    print("//! names): the wire layout of the messages kcm decodes. Do not edit.")
+    print("//! Generated by generate.py from k8s-pb 0.9 (field tags) and k8s-openapi 0.29, v1_36")
+    print("//! (JSON names): the wire layout of the messages kcm decodes. Do not edit.")
     print()
-    print("use super::schema::{Field, Kind, Message};")
+    print("use super::schema::{Field, Kind, Message, Wrapper};")
     print()
     print("#[rustfmt::skip]")
     print("pub(super) static MESSAGES: [Message; %d] = [" % len(order))
@@ -419,19 +470,22 @@ def main():
         module, fields = pb[name]
         struct = name.split(".")[-1]
         struct = EMBEDDED_IN.get(struct, struct)
-        json_names = names.get((tuple(module), key(struct)), {})
-        pointers = set(POINTERS.get(name, []))
+        json_names, required = names.get((tuple(module), key(struct)), ({}, set()))
+        pointers = set(POINTERS.get(name, [])) | required
+        pb_json = set()
         print("    Message {")
         print('        name: "k8s.io.%s",' % name)
         print("        fields: &[")
         for tag, field, attr, text in sorted(fields):
-            json = json_names.get(key(field))
+            json = JSON_NAMES.get((name, field)) or json_names.get(key(field))
             if (name, field) in INLINE or field == "local_object_reference":
                 json = ""
+            elif name in WRAPPERS:
+                json = camel(field)
             elif json is None:
                 json = camel(field)
                 print("fallback: %s.%s -> %s" % (name, field, json), file=sys.stderr)
-            repeated = ", repeated" in attr or attr.startswith("btree_map")
+            pb_json.add(json)
             is_repeated = "repeated" in attr
             print(
                 '            Field { tag: %d, json: "%s", kind: %s, repeated: %s, keep_zero: %s },'
@@ -440,16 +494,24 @@ def main():
             )
         print("        ],")
         print("    },")
+        # Inlined members and the messages that are inlined share JSON names: skip both.
+        if struct == name.split(".")[-1] and not any(
+                f[1] == "local_object_reference" or (name, f[1]) in INLINE for f in fields):
+            for json in sorted(set(json_names.values()) - pb_json - {"apiVersion", "kind"}):
+                print("no protobuf field: %s.%s" % (name, json), file=sys.stderr)
     print("];")
     print()
     print("/// (apiVersion, kind, message): what an envelope's `raw` holds; `*` is any apiVersion.")
+    print("#[rustfmt::skip]")
     print("pub(super) static ROOTS: &[(&str, &str, u16)] = &[")
     for api_version, kind_name, root in ROOTS:
         print('    ("%s", "%s", %d),' % (api_version, kind_name, index[root]))
     print("];")
     def json_of(m, field):
         struct = EMBEDDED_IN.get(m.split(".")[-1], m.split(".")[-1])
-        return names.get((tuple(pb[m][0]), key(struct)), {}).get(key(field)) or camel(field)
+        return (JSON_NAMES.get((m, field))
+                or names.get((tuple(pb[m][0]), key(struct)), ({}, set()))[0].get(key(field))
+                or camel(field))
     missing = [(m, f) for m, fs in POINTERS.items() if m in index
                for f in fs if f not in [json_of(m, x[1]) for x in pb[m][1]]]
     if missing:

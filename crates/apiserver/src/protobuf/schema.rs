@@ -11,6 +11,8 @@ pub(super) enum Kind {
     Int32,
     /// `int64` → JSON number.
     Int64,
+    /// `double` → JSON number, integral values without a fraction as Go writes them.
+    Double,
     /// `bytes` → base64 JSON string, as Go's `[]byte`.
     Bytes,
     /// A nested message (index into `MESSAGES`) → JSON object.
@@ -25,8 +27,30 @@ pub(super) enum Kind {
     Quantity,
     /// `runtime.RawExtension` / `meta.v1.FieldsV1` → the embedded JSON document.
     RawJson,
+    /// apiextensions' `JSON` (a schema's `default`, `enum`, `example`) → the embedded JSON
+    /// document, `null` when empty (its `MarshalJSON`).
+    Json,
+    /// A message (index into `MESSAGES`) whose JSON is one of its fields, not an object.
+    Wrapped(u16, Wrapper),
     /// `map<string, V>` → JSON object.
     Map(&'static Kind),
+}
+
+/// How a [`Kind::Wrapped`] message becomes JSON: Go types with a `MarshalJSON` of their own
+/// (apiextensions' `marshal.go`), or a named `[]string` that protobuf carries in a message.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Wrapper {
+    /// `ExtraValue` (`[]string`): the array of field 1 (`items`).
+    List,
+    /// `JSONSchemaPropsOrArray`: the array of field 2 (`jSONSchemas`) when not empty, else
+    /// the schema of field 1 (`null` when absent).
+    PropsOrArray,
+    /// `JSONSchemaPropsOrBool`: the schema of field 2 when present, else the bool of field
+    /// 1 (`allows`).
+    PropsOrBool,
+    /// `JSONSchemaPropsOrStringArray`: the array of field 2 (`property`) when not empty,
+    /// else the schema of field 1, else `null`.
+    PropsOrStringArray,
 }
 
 /// One field of a message.

@@ -522,3 +522,345 @@ mod captured {
         }
     }
 }
+
+/// CustomResourceDefinitions as client-go sends them with the protobuf content type (the
+/// e2e framework's clients, kube-controller-manager's `--kube-api-content-type`).
+mod crd {
+    use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+
+    use super::*;
+
+    /// JSONSchemaProps as Go marshals it: every value field present, pointers only if set.
+    fn go_props(ty: &str) -> ext::JsonSchemaProps {
+        ext::JsonSchemaProps {
+            id: s(""),
+            schema: s(""),
+            description: s(""),
+            r#type: s(ty),
+            format: s(""),
+            title: s(""),
+            exclusive_maximum: Some(false),
+            exclusive_minimum: Some(false),
+            pattern: s(""),
+            unique_items: Some(false),
+            nullable: Some(false),
+            x_kubernetes_embedded_resource: Some(false),
+            x_kubernetes_int_or_string: Some(false),
+            ..Default::default()
+        }
+    }
+
+    fn raw(json: &str) -> ext::Json {
+        ext::Json {
+            raw: Some(json.as_bytes().to_vec()),
+        }
+    }
+
+    fn version(
+        name: &str,
+        served: bool,
+        storage: bool,
+        schema: ext::JsonSchemaProps,
+    ) -> ext::CustomResourceDefinitionVersion {
+        ext::CustomResourceDefinitionVersion {
+            name: s(name),
+            served: Some(served),
+            storage: Some(storage),
+            deprecated: Some(false),
+            schema: Some(ext::CustomResourceValidation {
+                open_apiv3_schema: Some(schema),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn names() -> ext::CustomResourceDefinitionNames {
+        ext::CustomResourceDefinitionNames {
+            plural: s("widgets"),
+            singular: s("widget"),
+            short_names: vec!["wd".to_owned()],
+            kind: s("Widget"),
+            list_kind: s("WidgetList"),
+            categories: vec![],
+        }
+    }
+
+    #[test]
+    fn crd_with_schema_unions_raw_json_and_doubles_decodes_to_its_json() {
+        let mut replicas = go_props("integer");
+        replicas.maximum = Some(5.0);
+        replicas.minimum = Some(0.0);
+        replicas.default = Some(raw("1"));
+        let mut ratio = go_props("number");
+        ratio.multiple_of = Some(0.5);
+        let mut color = go_props("string");
+        color.r#enum = vec![raw(r#""red""#), raw(r#""blue""#), ext::Json::default()];
+        color.max_length = Some(0);
+        let mut tags = go_props("array");
+        tags.items = Some(Box::new(ext::JsonSchemaPropsOrArray {
+            schema: Some(Box::new(go_props("string"))),
+            j_son_schemas: vec![],
+        }));
+        tags.x_kubernetes_list_type = s("set");
+        let mut tuple = go_props("array");
+        tuple.items = Some(Box::new(ext::JsonSchemaPropsOrArray {
+            schema: None,
+            j_son_schemas: vec![go_props("string"), go_props("integer")],
+        }));
+        tuple.additional_items = Some(Box::new(ext::JsonSchemaPropsOrBool {
+            allows: Some(false),
+            schema: None,
+        }));
+        let mut labels = go_props("object");
+        labels.additional_properties = Some(Box::new(ext::JsonSchemaPropsOrBool {
+            allows: Some(true),
+            schema: Some(Box::new(go_props("string"))),
+        }));
+        let mut spec = go_props("object");
+        spec.properties = [
+            ("replicas".to_owned(), replicas),
+            ("ratio".to_owned(), ratio),
+            ("color".to_owned(), color),
+            ("tags".to_owned(), tags),
+            ("tuple".to_owned(), tuple),
+            ("labels".to_owned(), labels),
+        ]
+        .into();
+        spec.required = vec!["replicas".to_owned()];
+        spec.dependencies = [
+            (
+                "ratio".to_owned(),
+                ext::JsonSchemaPropsOrStringArray {
+                    schema: None,
+                    property: vec!["replicas".to_owned()],
+                },
+            ),
+            (
+                "color".to_owned(),
+                ext::JsonSchemaPropsOrStringArray {
+                    schema: Some(go_props("object")),
+                    property: vec![],
+                },
+            ),
+        ]
+        .into();
+        spec.x_kubernetes_validations = vec![ext::ValidationRule {
+            rule: s("self.replicas >= 0"),
+            message: s(""),
+            message_expression: s(""),
+            field_path: s(""),
+            ..Default::default()
+        }];
+        let mut root = go_props("object");
+        root.r#ref = s("");
+        root.properties = [("spec".to_owned(), spec)].into();
+        let mut status = go_props("object");
+        status.x_kubernetes_preserve_unknown_fields = Some(true);
+        root.properties.insert("status".to_owned(), status);
+        root.example = Some(raw(r#"{"spec":{"replicas":1}}"#));
+
+        let mut v1 = version("v1", true, true, root);
+        v1.subresources = Some(ext::CustomResourceSubresources {
+            status: Some(ext::CustomResourceSubresourceStatus {}),
+            scale: Some(ext::CustomResourceSubresourceScale {
+                spec_replicas_path: s(".spec.replicas"),
+                status_replicas_path: s(".status.replicas"),
+                label_selector_path: None,
+            }),
+        });
+        v1.additional_printer_columns = vec![ext::CustomResourceColumnDefinition {
+            name: s("Replicas"),
+            r#type: s("integer"),
+            format: s(""),
+            description: s(""),
+            priority: Some(0),
+            json_path: s(".spec.replicas"),
+        }];
+        v1.selectable_fields = vec![ext::SelectableField {
+            json_path: s(".spec.color"),
+        }];
+        let mut v2 = version("v2", false, false, go_props("object"));
+        v2.deprecated = Some(true);
+        v2.deprecation_warning = s("");
+        let crd = ext::CustomResourceDefinition {
+            metadata: Some(go_meta("widgets.example.com", "")),
+            spec: Some(ext::CustomResourceDefinitionSpec {
+                group: s("example.com"),
+                names: Some(names()),
+                scope: s("Namespaced"),
+                versions: vec![v1, v2],
+                conversion: Some(ext::CustomResourceConversion {
+                    strategy: s("Webhook"),
+                    webhook: Some(ext::WebhookConversion {
+                        client_config: Some(ext::WebhookClientConfig {
+                            url: None,
+                            service: Some(ext::ServiceReference {
+                                namespace: s("default"),
+                                name: s("conv"),
+                                path: s("/convert"),
+                                port: Some(443),
+                            }),
+                            ca_bundle: Some(vec![0, 1, 2]),
+                        }),
+                        conversion_review_versions: vec!["v1".to_owned()],
+                    }),
+                }),
+                preserve_unknown_fields: Some(false),
+            }),
+            status: Some(ext::CustomResourceDefinitionStatus {
+                conditions: vec![],
+                accepted_names: Some(ext::CustomResourceDefinitionNames {
+                    plural: s(""),
+                    singular: s(""),
+                    kind: s(""),
+                    list_kind: s(""),
+                    ..Default::default()
+                }),
+                stored_versions: vec![],
+                observed_generation: Some(0),
+            }),
+        };
+        let got = decode_to_json(&body(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            &crd,
+        ))
+        .expect("decode");
+        let want = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "names": {"plural": "widgets", "singular": "widget", "shortNames": ["wd"],
+                          "kind": "Widget", "listKind": "WidgetList"},
+                "scope": "Namespaced",
+                "versions": [
+                    {
+                        "name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {
+                            "type": "object",
+                            "$ref": "",
+                            "example": {"spec": {"replicas": 1}},
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "required": ["replicas"],
+                                    "properties": {
+                                        "replicas": {"type": "integer", "maximum": 5,
+                                                     "minimum": 0, "default": 1},
+                                        "ratio": {"type": "number", "multipleOf": 0.5},
+                                        "color": {"type": "string", "maxLength": 0,
+                                                  "enum": ["red", "blue", null]},
+                                        "tags": {"type": "array", "items": {"type": "string"},
+                                                 "x-kubernetes-list-type": "set"},
+                                        "tuple": {"type": "array",
+                                                  "items": [{"type": "string"},
+                                                            {"type": "integer"}],
+                                                  "additionalItems": false},
+                                        "labels": {"type": "object",
+                                                   "additionalProperties": {"type": "string"}}
+                                    },
+                                    "dependencies": {"ratio": ["replicas"],
+                                                     "color": {"type": "object"}},
+                                    "x-kubernetes-validations": [
+                                        {"rule": "self.replicas >= 0"}
+                                    ]
+                                },
+                                "status": {"type": "object",
+                                           "x-kubernetes-preserve-unknown-fields": true}
+                            }
+                        }},
+                        "subresources": {"status": {}, "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas"}},
+                        "additionalPrinterColumns": [{"name": "Replicas", "type": "integer",
+                                                      "jsonPath": ".spec.replicas"}],
+                        "selectableFields": [{"jsonPath": ".spec.color"}]
+                    },
+                    {
+                        "name": "v2", "served": false, "storage": false, "deprecated": true,
+                        "deprecationWarning": "",
+                        "schema": {"openAPIV3Schema": {"type": "object"}}
+                    }
+                ],
+                "conversion": {"strategy": "Webhook", "webhook": {
+                    "clientConfig": {"service": {"namespace": "default", "name": "conv",
+                                                 "path": "/convert", "port": 443},
+                                     "caBundle": "AAEC"},
+                    "conversionReviewVersions": ["v1"]}}
+            },
+            "status": {"acceptedNames": {"plural": "", "kind": ""}}
+        });
+        assert_eq!(got, want);
+        let typed: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_json::from_value(got).expect("a CRD k8s-openapi reads");
+        assert!(!typed.spec.versions[1].served);
+    }
+
+    /// Schemas are recursive; a body nesting them deeper than any JSON body could is
+    /// refused, not decoded until the stack runs out.
+    #[test]
+    fn deeply_nested_schemas_are_refused_not_a_stack_overflow() {
+        /// A length-delimited field `tag` holding `inner`.
+        fn field(tag: u32, inner: &[u8]) -> Vec<u8> {
+            let mut out = Vec::new();
+            prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut out);
+            prost::encoding::encode_varint(inner.len() as u64, &mut out);
+            out.extend_from_slice(inner);
+            out
+        }
+        /// A CRD whose schema is `levels` schemas nested by `not` (tag 28): spec (2),
+        /// versions (7), schema (4), openAPIV3Schema (1).
+        fn crd(levels: usize) -> Vec<u8> {
+            let mut schema = Vec::new();
+            for _ in 0..levels {
+                schema = field(28, &schema);
+            }
+            let raw = field(2, &field(7, &field(4, &field(1, &schema))));
+            let envelope = Unknown {
+                type_meta: Some(TypeMeta {
+                    api_version: s("apiextensions.k8s.io/v1"),
+                    kind: s("CustomResourceDefinition"),
+                }),
+                raw: Some(raw),
+                ..Default::default()
+            };
+            let mut out = MAGIC.to_vec();
+            out.extend(envelope.encode_to_vec());
+            out
+        }
+        let got = decode_to_json(&crd(90)).expect("90 levels");
+        let text = serde_json::to_vec(&got).expect("json");
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(&text).is_ok(),
+            "what is decoded parses again"
+        );
+        assert_eq!(
+            decode_to_json(&crd(20_000)),
+            Err(Error::TooDeep(decode::MAX_DEPTH))
+        );
+        // An embedded document counts too: a `default` of 100 nested arrays under the
+        // schema (JSON, field 1 of the default, tag 8) would make the whole too deep.
+        let deep_default = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let mut schema = field(8, &field(1, deep_default.as_bytes()));
+        schema = field(28, &schema);
+        let raw = field(2, &field(7, &field(4, &field(1, &schema))));
+        let mut body = MAGIC.to_vec();
+        body.extend(
+            Unknown {
+                type_meta: Some(TypeMeta {
+                    api_version: s("apiextensions.k8s.io/v1"),
+                    kind: s("CustomResourceDefinition"),
+                }),
+                raw: Some(raw),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        );
+        assert_eq!(
+            decode_to_json(&body),
+            Err(Error::TooDeep(decode::MAX_DEPTH))
+        );
+    }
+}

@@ -72,8 +72,13 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// A fixed-width 64-bit value (`double`, `fixed64`), little-endian.
+    pub(super) fn fixed64(&mut self) -> Result<u64> {
+        self.fixed::<8>().map(u64::from_le_bytes)
+    }
+
     fn fixed<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let end = self.pos + N;
+        let end = self.pos.saturating_add(N);
         let bytes = self
             .buf
             .get(self.pos..end)
@@ -107,6 +112,15 @@ mod tests {
         assert_eq!(r.varint().expect("varint"), 300);
         assert_eq!(r.bytes().expect("bytes"), b"abc");
         assert!(r.done());
+    }
+
+    #[test]
+    fn fixed64_is_little_endian() {
+        let bytes = 1.5f64.to_le_bytes();
+        let mut r = Reader::new(&bytes);
+        assert_eq!(f64::from_bits(r.fixed64().expect("fixed64")), 1.5);
+        assert!(r.done());
+        assert!(Reader::new(&[0; 7]).fixed64().is_err());
     }
 
     #[test]

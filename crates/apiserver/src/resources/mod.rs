@@ -277,13 +277,9 @@ mod tests {
                 components.finish()[&component]["properties"]["metadata"].is_object(),
                 "{gvr:?}: no OpenAPI schema {component}"
             );
-            // kubectl writes CRDs as JSON (unstructured), never protobuf, and their schemas'
-            // raw JSON fields have no place in the generated wire tables. Computed resources
-            // are never written, so no body of theirs is ever decoded.
-            let json_only = ["CustomResourceDefinition"];
+            // Computed resources are never written, so no body of theirs is ever decoded.
             assert!(
-                json_only.contains(&&*def.kind)
-                    || def.computed_by().is_some()
+                def.computed_by().is_some()
                     || crate::protobuf::decodes(&def.api_version(), &def.kind),
                 "{gvr:?}: no protobuf root (add it to protobuf/generate.py and regenerate)"
             );
