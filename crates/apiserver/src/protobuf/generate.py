@@ -19,7 +19,7 @@ import sys
 
 REGISTRY = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))[0]
 PB = os.path.join(REGISTRY, "k8s-pb-0.9.0/src")
-OPENAPI = os.path.join(REGISTRY, "k8s-openapi-0.29.0/src/v1_33")
+OPENAPI = os.path.join(REGISTRY, "k8s-openapi-0.29.0/src/v1_36")
 
 # (apiVersion, kind) -> message the Unknown envelope's raw bytes hold.
 # Every entry of resources::ALL needs its root here (resources::tests::every_entry_is_complete
@@ -91,6 +91,12 @@ ROOTS = [
      "api.admissionregistration.v1.ValidatingAdmissionPolicy"),
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
      "api.admissionregistration.v1.ValidatingAdmissionPolicyBinding"),
+    # k8s-pb 0.9 predates the v1 mutating policies; v1 copied v1beta1's messages tag for
+    # tag (and their JSON names), so v1 bodies decode with v1beta1's layout.
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy",
+     "api.admissionregistration.v1beta1.MutatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding",
+     "api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding"),
     ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "api.flowcontrol.v1.FlowSchema"),
     ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration",
      "api.flowcontrol.v1.PriorityLevelConfiguration"),
@@ -249,6 +255,9 @@ POINTERS = {
     "api.admissionregistration.v1.MatchResources": ["matchPolicy"],
     "api.admissionregistration.v1.ParamRef": ["parameterNotFoundAction"],
     "api.admissionregistration.v1.Validation": ["reason"],
+    "api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec": ["failurePolicy"],
+    "api.admissionregistration.v1beta1.MatchResources": ["matchPolicy"],
+    "api.admissionregistration.v1beta1.ParamRef": ["parameterNotFoundAction"],
     "api.flowcontrol.v1.LimitedPriorityLevelConfiguration": [
         "nominalConcurrencyShares", "lendablePercent", "borrowingLimitPercent"],
     "api.flowcontrol.v1.ExemptPriorityLevelConfiguration": [
@@ -266,6 +275,7 @@ INLINE = {
     ("api.networking.v1.IngressRule", "ingress_rule_value"),
     ("api.admissionregistration.v1.RuleWithOperations", "rule"),
     ("api.admissionregistration.v1.NamedRuleWithOperations", "rule_with_operations"),
+    ("api.admissionregistration.v1beta1.NamedRuleWithOperations", "rule_with_operations"),
     ("api.core.v1.PersistentVolumeSpec", "persistent_volume_source"),
 }
 
