@@ -1325,6 +1325,8 @@ const API_RESOURCES_V1_33: &[&str] = &[
     "secrets v1 true Secret ALL",
     "serviceaccounts sa v1 true ServiceAccount ALL",
     "services svc v1 true Service ALL all",
+    "mutatingadmissionpolicies admissionregistration.k8s.io/v1 false MutatingAdmissionPolicy ALL api-extensions",
+    "mutatingadmissionpolicybindings admissionregistration.k8s.io/v1 false MutatingAdmissionPolicyBinding ALL api-extensions",
     "mutatingwebhookconfigurations admissionregistration.k8s.io/v1 false MutatingWebhookConfiguration ALL api-extensions",
     "validatingadmissionpolicies admissionregistration.k8s.io/v1 false ValidatingAdmissionPolicy ALL api-extensions",
     "validatingadmissionpolicybindings admissionregistration.k8s.io/v1 false ValidatingAdmissionPolicyBinding ALL api-extensions",

@@ -96,6 +96,12 @@ ROOTS = [
      "api.admissionregistration.v1.ValidatingAdmissionPolicy"),
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
      "api.admissionregistration.v1.ValidatingAdmissionPolicyBinding"),
+    # k8s-pb 0.9 predates the v1 mutating policies; v1 copied v1beta1's messages tag for
+    # tag (and their JSON names), so v1 bodies decode with v1beta1's layout.
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy",
+     "api.admissionregistration.v1beta1.MutatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding",
+     "api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding"),
     ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "api.flowcontrol.v1.FlowSchema"),
     ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration",
      "api.flowcontrol.v1.PriorityLevelConfiguration"),
@@ -274,6 +280,9 @@ POINTERS = {
     "api.admissionregistration.v1.MatchResources": ["matchPolicy"],
     "api.admissionregistration.v1.ParamRef": ["parameterNotFoundAction"],
     "api.admissionregistration.v1.Validation": ["reason"],
+    "api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec": ["failurePolicy"],
+    "api.admissionregistration.v1beta1.MatchResources": ["matchPolicy"],
+    "api.admissionregistration.v1beta1.ParamRef": ["parameterNotFoundAction"],
     "api.flowcontrol.v1.LimitedPriorityLevelConfiguration": [
         "nominalConcurrencyShares", "lendablePercent", "borrowingLimitPercent"],
     "api.flowcontrol.v1.ExemptPriorityLevelConfiguration": [
@@ -304,6 +313,7 @@ INLINE = {
     ("api.networking.v1.IngressRule", "ingress_rule_value"),
     ("api.admissionregistration.v1.RuleWithOperations", "rule"),
     ("api.admissionregistration.v1.NamedRuleWithOperations", "rule_with_operations"),
+    ("api.admissionregistration.v1beta1.NamedRuleWithOperations", "rule_with_operations"),
     ("api.core.v1.PersistentVolumeSpec", "persistent_volume_source"),
 }
 

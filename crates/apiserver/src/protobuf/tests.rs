@@ -333,6 +333,62 @@ fn lease_micro_times() {
     );
 }
 
+/// client-go's body for an admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, which
+/// v1beta1's messages describe tag for tag (k8s-pb has no v1 ones).
+#[test]
+fn mutating_admission_policy_v1_from_client_go() {
+    use k8s_pb::api::admissionregistration::{v1 as reg, v1beta1 as beta};
+    let policy = beta::MutatingAdmissionPolicy {
+        metadata: Some(go_meta("p", "")),
+        spec: Some(beta::MutatingAdmissionPolicySpec {
+            match_constraints: Some(beta::MatchResources {
+                namespace_selector: Some(meta::LabelSelector {
+                    match_labels: [("team".to_owned(), "a".to_owned())].into(),
+                    ..Default::default()
+                }),
+                resource_rules: vec![beta::NamedRuleWithOperations {
+                    rule_with_operations: Some(reg::RuleWithOperations {
+                        operations: vec!["CREATE".to_owned()],
+                        rule: Some(reg::Rule {
+                            api_groups: vec!["apps".to_owned()],
+                            api_versions: vec!["v1".to_owned()],
+                            resources: vec!["deployments".to_owned()],
+                            scope: None,
+                        }),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            mutations: vec![beta::Mutation {
+                patch_type: s("ApplyConfiguration"),
+                apply_configuration: Some(beta::ApplyConfiguration {
+                    expression: s("Object{spec: Object.spec{replicas: 1337}}"),
+                }),
+                json_patch: None,
+            }],
+            reinvocation_policy: s("Never"),
+            ..Default::default()
+        }),
+    };
+    let got = decode_to_json(&body(
+        "admissionregistration.k8s.io/v1",
+        "MutatingAdmissionPolicy",
+        &policy,
+    ))
+    .expect("decode");
+    assert_eq!(
+        got["spec"],
+        json!({
+            "matchConstraints": {"namespaceSelector": {"matchLabels": {"team": "a"}},
+                "resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["deployments"]}]},
+            "mutations": [{"patchType": "ApplyConfiguration",
+                "applyConfiguration": {"expression": "Object{spec: Object.spec{replicas: 1337}}"}}],
+            "reinvocationPolicy": "Never"})
+    );
+}
+
 #[test]
 fn bad_bodies_are_errors() {
     struct Case {

@@ -1,4 +1,4 @@
-//! admissionregistration.k8s.io/v1 validatingadmissionpolicies (+status) and their bindings: upstream's defaults (`SetDefaults_ValidatingAdmissionPolicySpec`, `_MatchResources`) and structural validation. The CEL expressions are stored, neither compiled nor evaluated.
+//! admissionregistration.k8s.io/v1 validatingadmissionpolicies (+status) and their bindings: upstream's defaults (`SetDefaults_ValidatingAdmissionPolicySpec`, `_MatchResources`) and structural validation, with the parts the mutating policies share ([`crate::resources::mutating_admission_policy`]). The CEL expressions are not compiled here; the admission plugins compile them when they apply.
 
 use std::collections::HashSet;
 
@@ -14,7 +14,7 @@ use crate::resources::webhook::validate_rule_with_operations;
 use crate::validation::{FieldError, NameRule};
 
 /// `SetDefaults_MatchResources` and the rules' `scope: "*"`.
-fn default_match_resources(m: &mut MatchResources) {
+pub(crate) fn default_match_resources(m: &mut MatchResources) {
     m.match_policy
         .get_or_insert_with(|| "Equivalent".to_owned());
     m.namespace_selector
@@ -50,14 +50,14 @@ pub fn decode_binding(obj: Value) -> Result<Value, String> {
     })
 }
 
-fn list<'a>(v: Option<&'a Value>, key: &str) -> &'a [Value] {
+pub(crate) fn list<'a>(v: Option<&'a Value>, key: &str) -> &'a [Value] {
     v.and_then(|v| v.get(key))
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
 }
 
-fn str_of<'a>(v: Option<&'a Value>, key: &str) -> &'a str {
+pub(crate) fn str_of<'a>(v: Option<&'a Value>, key: &str) -> &'a str {
     v.and_then(|v| v.get(key))
         .and_then(Value::as_str)
         .unwrap_or("")
@@ -77,29 +77,8 @@ impl Strategy for PolicyStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let spec = obj.get("spec");
-        match spec
-            .and_then(|s| s.get("failurePolicy"))
-            .and_then(Value::as_str)
-        {
-            None => errs.push(FieldError::required("spec.failurePolicy", "")),
-            Some("Fail" | "Ignore") => {}
-            Some(other) => errs.push(FieldError::not_supported(
-                "spec.failurePolicy",
-                other,
-                &["Fail", "Ignore"],
-            )),
-        }
-        if let Some(kind) = spec
-            .and_then(|s| s.get("paramKind"))
-            .filter(|k| !k.is_null())
-        {
-            if str_of(Some(kind), "kind").is_empty() {
-                errs.push(FieldError::required("spec.paramKind.kind", ""));
-            }
-            if str_of(Some(kind), "apiVersion").is_empty() {
-                errs.push(FieldError::required("spec.paramKind.apiVersion", ""));
-            }
-        }
+        validate_failure_policy(spec, &mut errs);
+        validate_param_kind(spec, &mut errs);
         match spec
             .and_then(|s| s.get("matchConstraints"))
             .filter(|m| !m.is_null())
@@ -159,9 +138,109 @@ impl Strategy for PolicyStrategy {
     }
 }
 
+/// A policy's `spec.failurePolicy`: required (defaulted to `Fail` on decode), `Fail` or `Ignore`.
+pub(crate) fn validate_failure_policy(spec: Option<&Value>, errs: &mut Vec<FieldError>) {
+    match spec
+        .and_then(|s| s.get("failurePolicy"))
+        .and_then(Value::as_str)
+    {
+        None => errs.push(FieldError::required("spec.failurePolicy", "")),
+        Some("Fail" | "Ignore") => {}
+        Some(other) => errs.push(FieldError::not_supported(
+            "spec.failurePolicy",
+            other,
+            &["Fail", "Ignore"],
+        )),
+    }
+}
+
+/// A policy's `spec.paramKind`, when set: `apiVersion` and `kind` are required (upstream's
+/// `validateParamKind`, without its group/version syntax checks).
+pub(crate) fn validate_param_kind(spec: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let Some(kind) = spec
+        .and_then(|s| s.get("paramKind"))
+        .filter(|k| !k.is_null())
+    else {
+        return;
+    };
+    if str_of(Some(kind), "apiVersion").is_empty() {
+        errs.push(FieldError::required("spec.paramKind.apiVersion", ""));
+    }
+    if str_of(Some(kind), "kind").is_empty() {
+        errs.push(FieldError::required("spec.paramKind.kind", ""));
+    }
+}
+
+/// A binding's `spec.policyName`: required, a DNS subdomain.
+pub(crate) fn validate_policy_name(spec: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let policy = str_of(spec, "policyName");
+    if policy.is_empty() {
+        errs.push(FieldError::required("spec.policyName", ""));
+    } else {
+        for msg in NameRule::Subdomain.check(policy) {
+            errs.push(FieldError::invalid("spec.policyName", policy, msg));
+        }
+    }
+}
+
+/// Upstream's `validateParamRef`: a binding's `spec.paramRef`, when set, names its params by
+/// `name` or by `selector` (not both) and says what to do when none is found.
+pub(crate) fn validate_param_ref(spec: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let Some(param_ref) = spec
+        .and_then(|s| s.get("paramRef"))
+        .filter(|p| !p.is_null())
+    else {
+        return;
+    };
+    let name = str_of(Some(param_ref), "name");
+    let selector = param_ref.get("selector").filter(|s| !s.is_null());
+    if !name.is_empty() {
+        for msg in NameRule::PathSegment.check(name) {
+            errs.push(FieldError::invalid("spec.paramRef.name", name, msg));
+        }
+        if selector.is_some() {
+            errs.push(FieldError::forbidden(
+                "spec.paramRef.name",
+                "name and selector are mutually exclusive",
+            ));
+        }
+    }
+    if selector.is_some() {
+        errs.extend(label_selector::validate(selector, "spec.paramRef.selector"));
+        if !name.is_empty() {
+            errs.push(FieldError::forbidden(
+                "spec.paramRef.selector",
+                "name and selector are mutually exclusive",
+            ));
+        }
+    }
+    if name.is_empty() && selector.is_none() {
+        errs.push(FieldError::required(
+            "spec.paramRef",
+            "one of name or selector must be specified",
+        ));
+    }
+    match param_ref
+        .get("parameterNotFoundAction")
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty())
+    {
+        None => errs.push(FieldError::required(
+            "spec.paramRef.parameterNotFoundAction",
+            "",
+        )),
+        Some("Allow" | "Deny") => {}
+        Some(other) => errs.push(FieldError::not_supported(
+            "spec.paramRef.parameterNotFoundAction",
+            other,
+            &["Deny", "Allow"],
+        )),
+    }
+}
+
 /// Upstream's `validateMatchResources`: rules (required for a policy's constraints),
 /// selectors and the match policy.
-fn validate_match_resources(
+pub(crate) fn validate_match_resources(
     m: &Value,
     path: &str,
     rules_required: bool,
@@ -208,13 +287,13 @@ impl Strategy for BindingStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let spec = obj.get("spec");
-        let policy = str_of(spec, "policyName");
-        if policy.is_empty() {
-            errs.push(FieldError::required("spec.policyName", ""));
-        } else {
-            for msg in NameRule::Subdomain.check(policy) {
-                errs.push(FieldError::invalid("spec.policyName", policy, msg));
-            }
+        validate_policy_name(spec, &mut errs);
+        validate_param_ref(spec, &mut errs);
+        if let Some(m) = spec
+            .and_then(|s| s.get("matchResources"))
+            .filter(|m| !m.is_null())
+        {
+            validate_match_resources(m, "spec.matchResources", false, &mut errs);
         }
         let actions = list(spec, "validationActions");
         if actions.is_empty() {
@@ -246,44 +325,6 @@ impl Strategy for BindingStrategy {
                 Value::Array(actions.to_vec()),
                 "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
             ));
-        }
-        if let Some(param_ref) = spec
-            .and_then(|s| s.get("paramRef"))
-            .filter(|p| !p.is_null())
-        {
-            let has_name = !str_of(Some(param_ref), "name").is_empty();
-            let has_selector = param_ref.get("selector").is_some_and(|s| !s.is_null());
-            if has_name == has_selector {
-                errs.push(FieldError::forbidden(
-                    "spec.paramRef",
-                    "one of name or selector must be specified",
-                ));
-            }
-            match param_ref
-                .get("parameterNotFoundAction")
-                .and_then(Value::as_str)
-            {
-                None => errs.push(FieldError::required(
-                    "spec.paramRef.parameterNotFoundAction",
-                    "",
-                )),
-                Some("Allow" | "Deny") => {}
-                Some(other) => errs.push(FieldError::not_supported(
-                    "spec.paramRef.parameterNotFoundAction",
-                    other,
-                    &["Allow", "Deny"],
-                )),
-            }
-            errs.extend(label_selector::validate(
-                param_ref.get("selector"),
-                "spec.paramRef.selector",
-            ));
-        }
-        if let Some(m) = spec
-            .and_then(|s| s.get("matchResources"))
-            .filter(|m| !m.is_null())
-        {
-            validate_match_resources(m, "spec.matchResources", false, &mut errs);
         }
         errs
     }

@@ -142,6 +142,7 @@ pub mod go_values;
 pub mod ingress;
 pub mod ingress_class;
 pub mod label_selector;
+pub mod mutating_admission_policy;
 pub mod net;
 pub mod network_policy;
 pub mod networking;
@@ -213,6 +214,8 @@ pub static ALL: &[&ResourceDef] = &[
     &admissionregistration::MUTATING_WEBHOOK_CONFIGURATIONS,
     &admissionregistration::VALIDATING_ADMISSION_POLICIES,
     &admissionregistration::VALIDATING_ADMISSION_POLICY_BINDINGS,
+    &admissionregistration::MUTATING_ADMISSION_POLICIES,
+    &admissionregistration::MUTATING_ADMISSION_POLICY_BINDINGS,
     &flowcontrol::FLOW_SCHEMAS,
     &flowcontrol::PRIORITY_LEVEL_CONFIGURATIONS,
     &apiregistration::API_SERVICES,

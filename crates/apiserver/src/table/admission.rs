@@ -1,4 +1,4 @@
-//! Rows of the admissionregistration.k8s.io kinds: webhook configurations, ValidatingAdmissionPolicy and its bindings.
+//! Rows of the admissionregistration.k8s.io kinds: webhook configurations, the validating and mutating admission policies and their bindings.
 
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -20,21 +20,36 @@ pub(super) fn webhook_configuration(obj: &Value, now: Timestamp) -> Row {
     ])
 }
 
-/// upstream's `printValidatingAdmissionPolicy`: PARAMKIND as `apiVersion/Kind`.
-pub(super) fn validating_admission_policy(obj: &Value, now: Timestamp) -> Row {
-    let param_kind = match get(obj, &["spec", "paramKind"]).filter(|p| !p.is_null()) {
+/// A policy's PARAMKIND: `apiVersion/Kind`, or `<unset>`.
+fn param_kind(obj: &Value) -> String {
+    match get(obj, &["spec", "paramKind"]).filter(|p| !p.is_null()) {
         None => "<unset>".to_owned(),
         Some(p) => format!("{}/{}", str_at(p, &["apiVersion"]), str_at(p, &["kind"])),
-    };
+    }
+}
+
+/// upstream's `printValidatingAdmissionPolicy`.
+pub(super) fn validating_admission_policy(obj: &Value, now: Timestamp) -> Row {
     Row::new(vec![
         json!(name(obj)),
         json!(list_at(obj, &["spec", "validations"]).len()),
-        json!(param_kind),
+        json!(param_kind(obj)),
         age(obj, now),
     ])
 }
 
-/// upstream's `printValidatingAdmissionPolicyBinding`: PARAMREF as `namespace/name`, `*/name`
+/// upstream's `printMutatingAdmissionPolicy`.
+pub(super) fn mutating_admission_policy(obj: &Value, now: Timestamp) -> Row {
+    Row::new(vec![
+        json!(name(obj)),
+        json!(list_at(obj, &["spec", "mutations"]).len()),
+        json!(param_kind(obj)),
+        age(obj, now),
+    ])
+}
+
+/// upstream's `printValidatingAdmissionPolicyBinding` (and `printMutatingAdmissionPolicyBinding`,
+/// the same): PARAMREF as `namespace/name`, `*/name`
 /// without a namespace, or the selector's Go `String()`.
 pub(super) fn validating_admission_policy_binding(obj: &Value, now: Timestamp) -> Row {
     let param = match get(obj, &["spec", "paramRef"]).filter(|p| !p.is_null()) {
@@ -114,6 +129,12 @@ mod tests {
         assert_eq!(
             validating_admission_policy(&policy, now()).cells,
             [json!("p"), json!(1), json!("v1/ConfigMap"), json!("60m")]
+        );
+        let mutating = json!({"metadata": {"name": "m", "creationTimestamp": created},
+            "spec": {"mutations": [{"patchType": "JSONPatch"}, {"patchType": "JSONPatch"}]}});
+        assert_eq!(
+            mutating_admission_policy(&mutating, now()).cells,
+            [json!("m"), json!(2), json!("<unset>"), json!("60m")]
         );
         let binding = |param_ref: Value| json!({"metadata": {"name": "b"}, "spec": {"policyName": "p", "paramRef": param_ref}});
         let cases = [

@@ -556,6 +556,23 @@ pub(super) const VALIDATING_ADMISSION_POLICY: &[Column] = &[
     AGE,
 ];
 
+pub(super) const MUTATING_ADMISSION_POLICY: &[Column] = &[
+    NAME,
+    col(
+        "Mutations",
+        "integer",
+        "Mutation indicates the number of mutations rules defined in this configuration",
+    ),
+    col(
+        "ParamKind",
+        "string",
+        "ParamKind specifies the kind of resources used to parameterize this policy",
+    ),
+    AGE,
+];
+
+/// The validating and the mutating policy bindings' columns (upstream defines the same ones
+/// twice).
 pub(super) const VALIDATING_ADMISSION_POLICY_BINDING: &[Column] = &[
     NAME,
     col(

@@ -134,6 +134,17 @@ pub const VALIDATING_ADMISSION_POLICY_BINDING: Printer = Printer::new(
     columns::VALIDATING_ADMISSION_POLICY_BINDING,
     admission::validating_admission_policy_binding,
 );
+/// admissionregistration.k8s.io/v1 MutatingAdmissionPolicy.
+pub const MUTATING_ADMISSION_POLICY: Printer = Printer::new(
+    columns::MUTATING_ADMISSION_POLICY,
+    admission::mutating_admission_policy,
+);
+/// admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding (the validating
+/// bindings' row).
+pub const MUTATING_ADMISSION_POLICY_BINDING: Printer = Printer::new(
+    columns::VALIDATING_ADMISSION_POLICY_BINDING,
+    admission::validating_admission_policy_binding,
+);
 /// flowcontrol.apiserver.k8s.io/v1 FlowSchema.
 pub const FLOW_SCHEMA: Printer = Printer::new(columns::FLOW_SCHEMA, control_plane::flow_schema);
 /// flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration.
@@ -195,6 +206,11 @@ pub(super) const ALL: &[(&str, Printer)] = &[
     (
         "validatingadmissionpolicybindings",
         VALIDATING_ADMISSION_POLICY_BINDING,
+    ),
+    ("mutatingadmissionpolicies", MUTATING_ADMISSION_POLICY),
+    (
+        "mutatingadmissionpolicybindings",
+        MUTATING_ADMISSION_POLICY_BINDING,
     ),
     ("flowschemas", FLOW_SCHEMA),
     ("prioritylevelconfigurations", PRIORITY_LEVEL_CONFIGURATION),

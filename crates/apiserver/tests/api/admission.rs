@@ -1,4 +1,4 @@
-//! admissionregistration.k8s.io/v1 over HTTP: webhook configurations and admission policies are defaulted, validated and stored (webhooks.rs calls the webhooks).
+//! admissionregistration.k8s.io/v1 over HTTP: webhook configurations and the validating and mutating admission policies are defaulted, validated and stored (webhooks.rs calls the webhooks).
 
 use kcm_apiserver::testing::TestServer;
 use serde_json::json;
@@ -106,6 +106,64 @@ async fn admission_policies_and_bindings() {
             },
         )
         .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mutating_admission_policies_and_bindings_are_defaulted_validated_and_stored() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let policy = json!({"metadata": {"name": "replicas"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["deployments"]}]},
+            "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "ApplyConfiguration",
+                "applyConfiguration": {"expression": "Object{spec: Object.spec{replicas: 100}}"}}]}});
+        let out = lifecycle::run(
+            &client,
+            Lifecycle {
+                collection: &format!("{ADMISSION}/mutatingadmissionpolicies"),
+                object: policy.clone(),
+                patch: json!({"spec": {"reinvocationPolicy": "IfNeeded"}}),
+                apply: json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+                    "metadata": {"name": "replicas"}, "spec": policy["spec"]}),
+            },
+        )
+        .await;
+        assert_eq!(out.created["spec"]["failurePolicy"], "Fail");
+        assert_eq!(out.created["metadata"]["generation"], 1);
+        assert_eq!(out.created.get("status"), None, "v1 has no status");
+        assert_eq!(out.patched["spec"]["reinvocationPolicy"], "IfNeeded");
+        assert_eq!(out.patched["metadata"]["generation"], 2);
+
+        let (code, status) = raw(&client, "POST", &format!("{ADMISSION}/mutatingadmissionpolicies"), "application/json",
+            serde_json::to_vec(&json!({"metadata": {"name": "bad"}, "spec": {
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["DELETE"], "resources": ["pods"]}]},
+                "mutations": [{"patchType": "JSONPatch"}]}})).expect("json")).await;
+        assert_eq!(code, 422, "{status}");
+        assert_eq!(
+            status["message"],
+            "MutatingAdmissionPolicy.admissionregistration.k8s.io \"bad\" is invalid: [spec.matchConstraints.resourceRules.operations: Unsupported value: \"DELETE\": supported values: \"*\", \"CONNECT\", \"CREATE\", \"UPDATE\", spec.mutations[0].jsonPatch: Required value: must be specified when patchType is JSONPatch, spec.reinvocationPolicy: Required value]"
+        );
+
+        let out = lifecycle::run(
+            &client,
+            Lifecycle {
+                collection: &format!("{ADMISSION}/mutatingadmissionpolicybindings"),
+                object: json!({"metadata": {"name": "replicas"}, "spec": {"policyName": "replicas",
+                    "matchResources": {"namespaceSelector": {"matchLabels": {"team": "a"}}}}}),
+                patch: json!({"spec": {"policyName": "other"}}),
+                apply: json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+                    "metadata": {"name": "replicas"}, "spec": {"policyName": "replicas"}}),
+            },
+        )
+        .await;
+        let m = &out.created["spec"]["matchResources"];
+        assert_eq!((&m["matchPolicy"], &m["objectSelector"]), (&json!("Equivalent"), &json!({})));
+        assert_eq!(out.patched["spec"]["policyName"], "other");
     })
     .await;
 }
