@@ -952,11 +952,37 @@ fn list_in_snapshot(
     if let Some(l) = limit {
         kvs.truncate(l);
     }
+    let remaining = match kvs.last() {
+        Some(last) if more => count_after(&tx, &opts.prefix, &last.key, rev)?,
+        _ => 0,
+    };
     Ok(ListResult {
         kvs,
         revision: rev,
         more,
+        remaining,
     })
+}
+
+/// How many live keys under `prefix` sort after `after` as of `rev` (inside the list's
+/// snapshot), for a cut list's `remainingItemCount`.
+fn count_after(tx: &Transaction<'_>, prefix: &str, after: &str, rev: Revision) -> Result<u64> {
+    let (range, args) = name_range("mkv.name", prefix, Some(after));
+    let sql = format!(
+        "SELECT COUNT(*)
+         FROM (SELECT MAX(mkv.id) AS id FROM kine AS mkv
+               WHERE {range} AND mkv.id <= ? GROUP BY mkv.name) AS maxkv
+         JOIN kine AS kv ON kv.id = maxkv.id
+         WHERE kv.deleted = 0"
+    );
+    let mut params: Vec<&dyn rusqlite::ToSql> =
+        args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
+    params.push(&rev);
+    let count: i64 = tx
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| stmt.query_row(params.as_slice(), |r| r.get(0)))
+        .map_err(query_err("list", prefix))?;
+    Ok(u64::try_from(count).unwrap_or_default())
 }
 
 /// The events under `prefix` in `(after, upto]`, read from the log in one snapshot.
