@@ -163,10 +163,13 @@ pub struct ServerConfig {
     pub write_stall_timeout: Duration,
     /// How often watches that asked for bookmarks get one (upstream: about a minute).
     pub bookmark_interval: Duration,
-    /// In-memory store: compact every this often, keeping `compact_retain` revisions
-    /// (the SQLite store compacts itself).
+    /// In-memory store: compact every this often, to the revision current one interval
+    /// earlier (the SQLite store compacts itself the same way, every 5 minutes).
     pub memory_compaction_interval: Option<Duration>,
-    /// Revisions of history kept by compaction (kine: 1000).
+    /// Revisions of history compaction keeps besides the last interval's (kine's
+    /// `compactMinRetain`, 1000). 0, as kube-apiserver compacting etcd: with kine's floor an
+    /// idle cluster (a few dozen writes a minute) would keep a `continue` token valid for
+    /// hours instead of the two intervals clients expect.
     pub compact_retain: i64,
     /// The admission plugins enabled and disabled beyond upstream's defaults.
     pub admission: crate::admission::AdmissionConfig,
@@ -190,7 +193,7 @@ impl ServerConfig {
             write_stall_timeout: DEFAULT_REQUEST_TIMEOUT,
             bookmark_interval: Duration::from_secs(60),
             memory_compaction_interval: Some(Duration::from_secs(5 * 60)),
-            compact_retain: 1000,
+            compact_retain: 0,
             admission: crate::admission::AdmissionConfig::default(),
         }
     }
@@ -782,7 +785,9 @@ async fn serve_connection<I>(
     }
 }
 
-/// Compacts an in-memory store periodically, keeping `retain` revisions.
+/// Compacts an in-memory store periodically, as the SQLite store compacts itself (and as
+/// kube-apiserver's `compact.go` compacts etcd): each tick compacts to the revision current at
+/// the previous tick, keeping at least `retain` revisions.
 async fn compact_periodically(
     storage: Arc<dyn Storage>,
     every: Duration,
@@ -791,6 +796,7 @@ async fn compact_periodically(
 ) {
     let mut ticker = tokio::time::interval(every);
     ticker.tick().await;
+    let mut observed = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -799,14 +805,61 @@ async fn compact_periodically(
         let Ok(current) = storage.current_revision().await else {
             continue;
         };
+        let Some(previous) = observed.replace(current) else {
+            continue;
+        };
         let Ok(compacted) = storage.compacted_revision().await else {
             continue;
         };
-        let target = current - retain;
+        let target = previous.min(current - retain.max(0));
         if target > compacted
             && let Err(e) = storage.compact(target).await
         {
             tracing::warn!(error = %e, "compaction failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemoryStorage;
+
+    /// Lets the spawned tasks run what became ready (paused time never advances meanwhile).
+    async fn settle() {
+        for _ in 0..16 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Each tick compacts to the revision of the tick before, so a superseded revision (a
+    /// `continue` token's) is unreadable within two intervals while the last interval's
+    /// history stays; the first tick only observes.
+    #[tokio::test(start_paused = true)]
+    async fn memory_compaction_trails_the_store_by_one_interval() {
+        let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let every = Duration::from_secs(300);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(compact_periodically(
+            Arc::clone(&storage),
+            every,
+            0,
+            shutdown.clone(),
+        ));
+        settle().await;
+        let value = || bytes::Bytes::from_static(b"v");
+        let r1 = storage.create("/k/1", value()).await.expect("create");
+        tokio::time::advance(every).await;
+        settle().await;
+        let r2 = storage.create("/k/2", value()).await.expect("create");
+        assert_eq!(storage.compacted_revision().await.expect("compacted"), 0);
+        tokio::time::advance(every).await;
+        settle().await;
+        assert_eq!(storage.compacted_revision().await.expect("compacted"), r1);
+        tokio::time::advance(every).await;
+        settle().await;
+        assert_eq!(storage.compacted_revision().await.expect("compacted"), r2);
+        shutdown.cancel();
+        task.await.expect("compactor");
     }
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::{CLEANUP_FINALIZER, crd_validation};
 use crate::object;
 use crate::pointer::At;
-use crate::registry::strategy::{Strategy, typed, typed_roundtrip};
+use crate::registry::strategy::{MetadataReset, Strategy, typed, typed_roundtrip};
 use crate::validation::FieldError;
 
 /// The strategy of `customresourcedefinitions`.
@@ -88,6 +88,12 @@ pub fn set_condition(obj: &mut Value, ty: &str, status: &str, reason: &str, mess
 }
 
 impl Strategy for CrdStrategy {
+    /// The CRD `statusStrategy.PrepareForUpdate`: labels, annotations and owner references
+    /// keep their stored values (finalizers may change: the cleanup finalizer goes this way).
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::Fields(&["labels", "annotations", "ownerReferences"])
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({});
         record_stored_version(obj);

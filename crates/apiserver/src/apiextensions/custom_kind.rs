@@ -16,7 +16,7 @@ use crate::error::ApiError;
 use crate::openapi::schemas::reference;
 use crate::registry::custom::{CustomBehaviour, ScalePaths};
 use crate::registry::resource::{CustomNames, ResourceDef};
-use crate::registry::strategy::{RequestContext, Strategy};
+use crate::registry::strategy::{MetadataReset, RequestContext, Strategy};
 use crate::registry::subresource::Subresource;
 use crate::table::IncludeObject;
 use crate::validation::FieldError;
@@ -251,6 +251,12 @@ impl CustomBehaviour for CustomKind {
 }
 
 impl Strategy for CustomKind {
+    /// The custom resource `statusStrategy.PrepareForUpdate` starts from the stored object:
+    /// only the status and the managed fields change.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::All
+    }
+
     fn prepare_for_create_in(
         &self,
         obj: &mut Value,

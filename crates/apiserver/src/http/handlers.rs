@@ -117,7 +117,7 @@ async fn serve(
             if opts.watch && !def.serves(Verbs::WATCH) {
                 return Err(method_not_allowed(def, &method));
             }
-            let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
+            let repr = Representation::negotiate(def, &headers, query.get("includeObject"))?;
             if opts.watch {
                 let rx = registry
                     .watch(
@@ -133,12 +133,13 @@ async fn serve(
             Ok(repr.render(def, StatusCode::OK, &list))
         }
         (&Method::POST, None, None) => {
+            let repr = Representation::negotiate(def, &headers, query.get("includeObject"))?;
             let mut opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
             let (obj, findings) = decode_body(&bytes, &media)?;
             opts.decoding = findings;
             let outcome = registry.create(def, &ns, obj, &opts).await?;
-            Ok(written(StatusCode::CREATED, &outcome))
+            Ok(written(repr, def, StatusCode::CREATED, &outcome))
         }
         (&Method::DELETE, None, None) => {
             let list_opts = query.list_options(def, false)?;
@@ -153,11 +154,12 @@ async fn serve(
             Ok(json_response(StatusCode::OK, &list))
         }
         (&Method::GET, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
-            let repr = Representation::negotiate(&headers, query.get("includeObject"))?;
+            let repr = Representation::negotiate(def, &headers, query.get("includeObject"))?;
             let obj = registry.get(def, &ns, name).await?;
             Ok(repr.render(def, StatusCode::OK, &obj))
         }
         (&Method::PUT, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
+            let repr = Representation::negotiate(def, &headers, query.get("includeObject"))?;
             let target = write_target(sub);
             let mut opts = write_options(&query, &headers, None, user)?;
             let bytes = read_body(req).await?;
@@ -169,9 +171,10 @@ async fn serve(
             } else {
                 StatusCode::OK
             };
-            Ok(written(code, &outcome))
+            Ok(written(repr, def, code, &outcome))
         }
         (&Method::PATCH, Some(name), None | Some(Subresource::Status | Subresource::Approval)) => {
+            let repr = Representation::negotiate(def, &headers, query.get("includeObject"))?;
             let target = write_target(sub);
             let patch_type = patch_type(&headers, def)?;
             let opts = write_options(&query, &headers, Some(patch_type), user)?;
@@ -184,7 +187,7 @@ async fn serve(
             } else {
                 StatusCode::OK
             };
-            Ok(written(code, &outcome))
+            Ok(written(repr, def, code, &outcome))
         }
         (&Method::DELETE, Some(name), None) => {
             let mut opts = query.delete_options()?;
@@ -337,8 +340,13 @@ fn write_target(sub: Option<Subresource>) -> Target {
 }
 
 /// A written object, with a `Warning` header per warning (`299 - "text"`, as upstream).
-fn written(code: StatusCode, outcome: &WriteOutcome) -> Response {
-    let mut response = json_response(code, &outcome.object);
+fn written(
+    repr: Representation,
+    def: &ResourceDef,
+    code: StatusCode,
+    outcome: &WriteOutcome,
+) -> Response {
+    let mut response = repr.render(def, code, &outcome.object);
     for warning in &outcome.warnings {
         add_warning(&mut response, warning);
     }

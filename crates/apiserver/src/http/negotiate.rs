@@ -17,6 +17,11 @@ use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
 use crate::table::IncludeObject;
 
+/// The 406 message, in upstream's words (`errNotAcceptable`) with the media types this server
+/// encodes answers in (it decodes protobuf bodies but never writes protobuf).
+const NOT_ACCEPTABLE: &str =
+    "only the following media types are accepted: application/json, application/yaml";
+
 /// The representation an answer is rendered in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Representation {
@@ -37,9 +42,15 @@ pub enum Representation {
 }
 
 impl Representation {
-    /// The representation `Accept` asks for; `include_object` is the `includeObject` query
-    /// parameter. An `Accept` naming only representations this server cannot produce is a 406.
-    pub fn negotiate(headers: &HeaderMap, include_object: Option<&str>) -> Result<Self> {
+    /// The representation `Accept` asks of an answer about `def`; `include_object` is the
+    /// `includeObject` query parameter. An `Accept` naming only representations this server
+    /// cannot produce for `def` is a 406 (upstream's `NegotiateOutputMediaType`, where a Table
+    /// needs the resource's `TableConvertor`).
+    pub fn negotiate(
+        def: &ResourceDef,
+        headers: &HeaderMap,
+        include_object: Option<&str>,
+    ) -> Result<Self> {
         let accept = headers
             .get(ACCEPT)
             .and_then(|v| v.to_str().ok())
@@ -81,16 +92,16 @@ impl Representation {
                 _ => continue,
             };
             match as_kind {
-                "Table" => return Ok(Representation::Table { version, include }),
+                "Table" if def.serves_tables() => {
+                    return Ok(Representation::Table { version, include });
+                }
                 "PartialObjectMetadata" | "PartialObjectMetadataList" => {
                     return Ok(Representation::Metadata { version });
                 }
                 _ => continue,
             }
         }
-        Err(ApiError::not_acceptable(format!(
-            "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io (asked for {accept:?})"
-        )))
+        Err(ApiError::not_acceptable(NOT_ACCEPTABLE))
     }
 
     /// The `Content-Type` of answers in this representation.
@@ -248,9 +259,28 @@ mod tests {
             ("only protobuf", "application/vnd.kubernetes.protobuf", None),
         ];
         for (name, header, want) in cases {
-            let got = Representation::negotiate(&accept(header), None).ok();
+            let got = Representation::negotiate(&PODS, &accept(header), None).ok();
             assert_eq!(got, want, "case {name}");
         }
+    }
+
+    #[test]
+    fn a_resource_without_tables_answers_406_to_a_table_only_accept() {
+        let reviews = &crate::resources::authorization::SELF_SUBJECT_ACCESS_REVIEWS;
+        let table_only = accept("application/json;as=Table;v=v1;g=meta.k8s.io");
+        let err = Representation::negotiate(reviews, &table_only, None).expect_err("406");
+        assert_eq!((err.code, err.reason), (406, "NotAcceptable"));
+        assert_eq!(err.message, NOT_ACCEPTABLE);
+        // kubectl's Accept falls back to the object itself.
+        let with_fallback = accept("application/json;as=Table;v=v1;g=meta.k8s.io,application/json");
+        assert_eq!(
+            Representation::negotiate(reviews, &with_fallback, None).ok(),
+            Some(Representation::Json)
+        );
+        assert!(matches!(
+            Representation::negotiate(&PODS, &table_only, None),
+            Ok(Representation::Table { version: "v1", .. })
+        ));
     }
 
     #[test]

@@ -245,7 +245,9 @@ impl Registry {
         };
         let limit = usize::try_from(opts.limit).ok().filter(|l| *l > 0);
         let mut items = Vec::new();
-        let mut next: Option<(String, Revision)> = None;
+        // Where the next page starts: the last key returned, the snapshot revision, and how
+        // many stored objects follow it.
+        let mut next: Option<(String, Revision, u64)> = None;
         let read_revision;
         loop {
             let page_size = limit.map(|l| {
@@ -297,7 +299,8 @@ impl Registry {
                 }
                 if limit.is_some_and(|l| items.len() >= l) {
                     if i + 1 < count || page.more {
-                        next = Some((kv.key.to_string(), page.revision));
+                        let after = (count - i - 1) as u64 + page.remaining;
+                        next = Some((kv.key.to_string(), page.revision, after));
                     }
                     full = true;
                     break;
@@ -313,11 +316,16 @@ impl Registry {
             "resourceVersion".to_owned(),
             Value::String(read_revision.to_string()),
         );
-        if let Some((last, rev)) = next {
+        if let Some((last, rev, after)) = next {
             metadata.insert(
                 "continue".to_owned(),
                 Value::String(encode_continue(&prefix, &last, rev)),
             );
+            // As upstream's `PrepareContinueToken`: the count is of stored objects, so it is
+            // only given when no selector could have dropped some of them.
+            if !opts.filters() {
+                metadata.insert("remainingItemCount".to_owned(), Value::from(after));
+            }
         }
         Ok(json!({
             "kind": format!("{}List", def.kind),

@@ -647,6 +647,13 @@ impl ResourceDef {
             .copied()
     }
 
+    /// Whether answers can be rendered as a `meta.k8s.io` Table: not for a
+    /// [`Storage::Transient`] resource, whose upstream REST storage (a review API, bindings)
+    /// has no `TableConvertor`.
+    pub fn serves_tables(&self) -> bool {
+        !matches!(self.storage, Storage::Transient)
+    }
+
     /// Whether objects are stored (not a [`Storage::Transient`] or [`Storage::Computed`]
     /// resource).
     pub fn is_stored(&self) -> bool {

@@ -71,23 +71,19 @@ pub trait Strategy: Send + Sync + 'static {
         self.validate(new)
     }
 
-    /// Status-update changes beyond the generic reset (the status strategies'
-    /// `PrepareForUpdate`): `new` is the stored object with the requested status, and
-    /// `requested_meta` the request's `metadata`. Most resources keep all stored metadata;
-    /// Deployments let annotations through (the revision annotation is written this way).
-    fn prepare_for_status_update(&self, _new: &mut Value, _requested_meta: Option<&Value>) {}
-
-    /// [`Self::prepare_for_status_update`] with the stored object `old` at hand, for a status
-    /// strategy that keeps parts of the stored status (a CertificateSigningRequest's approval
-    /// conditions). Defaults to [`Self::prepare_for_status_update`].
-    fn prepare_for_status_update_from(
-        &self,
-        new: &mut Value,
-        _old: &Value,
-        requested_meta: Option<&Value>,
-    ) {
-        self.prepare_for_status_update(new, requested_meta);
+    /// The metadata a `/status` write cannot change: what the status strategy's
+    /// `PrepareForUpdate` puts back from the stored object (the `metadata` paths of its
+    /// `GetResetFields`). Most of upstream's status strategies reset only the spec, so a
+    /// status patch may also set labels, annotations, finalizers and owner references.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::None
     }
+
+    /// Status-update changes beyond the generic ones (the rest of the status strategy's
+    /// `PrepareForUpdate`): `new` is the request's object with the stored spec and the
+    /// [`Self::status_metadata_reset`] applied, `old` the stored object (a
+    /// CertificateSigningRequest keeps its stored approval conditions).
+    fn prepare_for_status_update(&self, _new: &mut Value, _old: &Value) {}
 
     /// Validation of a `/status` update.
     fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
@@ -179,6 +175,65 @@ impl std::fmt::Debug for StrategyRef {
     }
 }
 
+/// Which of the stored metadata a write puts back over the request's (see
+/// [`Strategy::status_metadata_reset`]). The fields the server owns (uid, resourceVersion,
+/// creationTimestamp, generation, the deletion fields) are kept on every write regardless.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetadataReset {
+    /// The request's metadata is taken.
+    None,
+    /// These `metadata` fields keep their stored values (or stay absent).
+    Fields(&'static [&'static str]),
+    /// All of the stored metadata is kept but `managedFields`, which records the write
+    /// (FlowSchemas, PriorityLevelConfigurations and custom resources).
+    All,
+}
+
+impl MetadataReset {
+    /// The fields `metav1.ResetObjectMetaForStatus` restores.
+    pub const FOR_STATUS: MetadataReset = MetadataReset::Fields(&[
+        "deletionTimestamp",
+        "generation",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+    ]);
+
+    /// Puts the reset fields of the stored `old` metadata back into `new`.
+    pub fn apply(self, new: &mut Value, old: &Value) {
+        let stored = old.get("metadata").and_then(Value::as_object);
+        let restore = |meta: &mut serde_json::Map<String, Value>, field: &str| {
+            match stored.and_then(|m| m.get(field)) {
+                Some(v) => meta.insert(field.to_owned(), v.clone()),
+                None => meta.remove(field),
+            };
+        };
+        match self {
+            MetadataReset::None => {}
+            MetadataReset::Fields(fields) => {
+                if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                    for field in fields {
+                        restore(meta, field);
+                    }
+                }
+            }
+            MetadataReset::All => {
+                let managed = new
+                    .get("metadata")
+                    .and_then(|m| m.get("managedFields"))
+                    .cloned();
+                let mut meta = stored.cloned().unwrap_or_default();
+                match managed {
+                    Some(m) => meta.insert("managedFields".to_owned(), m),
+                    None => meta.remove("managedFields"),
+                };
+                new["metadata"] = Value::Object(meta);
+            }
+        }
+    }
+}
+
 /// The strategy of a resource with no behaviour beyond the generic rules.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DefaultStrategy;
@@ -237,6 +292,40 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn metadata_resets_put_back_the_stored_fields() {
+        let old = json!({"metadata": {"name": "a", "labels": {"l": "old"}, "finalizers": ["f"],
+            "managedFields": [{"manager": "old"}]}});
+        let new = json!({"metadata": {"name": "a", "labels": {"l": "new"},
+            "annotations": {"a": "new"}, "managedFields": [{"manager": "new"}]}});
+        let cases = [
+            ("none", MetadataReset::None, new["metadata"].clone()),
+            (
+                "labels",
+                MetadataReset::Fields(&["labels"]),
+                json!({"name": "a", "labels": {"l": "old"}, "annotations": {"a": "new"},
+                    "managedFields": [{"manager": "new"}]}),
+            ),
+            (
+                "for status",
+                MetadataReset::FOR_STATUS,
+                json!({"name": "a", "labels": {"l": "old"}, "finalizers": ["f"],
+                    "managedFields": [{"manager": "new"}]}),
+            ),
+            (
+                "all",
+                MetadataReset::All,
+                json!({"name": "a", "labels": {"l": "old"}, "finalizers": ["f"],
+                    "managedFields": [{"manager": "new"}]}),
+            ),
+        ];
+        for (name, reset, want) in cases {
+            let mut got = new.clone();
+            reset.apply(&mut got, &old);
+            assert_eq!(got["metadata"], want, "case {name}");
+        }
+    }
 
     #[test]
     fn typed_roundtrip_drops_unknown_fields_and_rejects_wrong_types() {

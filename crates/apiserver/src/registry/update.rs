@@ -404,15 +404,15 @@ impl Registry {
                 }
             }
             Target::Status | Target::Approval => {
-                // Only the status changes; metadata and spec stay as stored
-                // (`ResetObjectMetaForStatus` and the status strategies' PrepareForUpdate),
-                // except the managed fields an apply to the status computed.
+                // As upstream's status (and approval) strategies: the spec, and every other
+                // top-level field but the metadata and the status, stays as stored; the
+                // request's metadata is taken but for what the strategy resets (most reset
+                // none of it), and the server-owned fields below.
                 let status = new.get("status").cloned();
-                let managed = new.at("/metadata/managedFields").cloned();
                 let requested_meta = new.get("metadata").cloned();
                 new = old.clone();
-                if !tracked && let Some(managed) = managed {
-                    object::set_meta(&mut new, "managedFields", managed);
+                if let Some(meta) = requested_meta {
+                    new["metadata"] = meta;
                 }
                 match status {
                     Some(status) => new["status"] = status,
@@ -425,11 +425,8 @@ impl Registry {
                 if target == Target::Approval {
                     def.strategy.prepare_for_approval_update(&mut new, old);
                 } else {
-                    def.strategy.prepare_for_status_update_from(
-                        &mut new,
-                        old,
-                        requested_meta.as_ref(),
-                    );
+                    def.strategy.status_metadata_reset().apply(&mut new, old);
+                    def.strategy.prepare_for_status_update(&mut new, old);
                 }
             }
         }

@@ -8,7 +8,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
 
-use crate::registry::strategy::{Strategy, typed_roundtrip};
+use crate::registry::strategy::{MetadataReset, Strategy, typed_roundtrip};
 use crate::resources::label_selector;
 use crate::resources::webhook::validate_rule_with_operations;
 use crate::validation::{FieldError, NameRule};
@@ -69,6 +69,12 @@ pub(crate) fn str_of<'a>(v: Option<&'a Value>, key: &str) -> &'a str {
 pub struct PolicyStrategy;
 
 impl Strategy for PolicyStrategy {
+    /// `validatingAdmissionPolicyStatusStrategy.PrepareForUpdate` calls
+    /// `ResetObjectMetaForStatus`.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::FOR_STATUS
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         // The status starts empty; Go prints the empty status struct.
         obj["status"] = json!({});

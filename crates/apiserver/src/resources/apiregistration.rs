@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
-use crate::registry::strategy::{Strategy, typed_roundtrip};
+use crate::registry::strategy::{MetadataReset, Strategy, typed_roundtrip};
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::kinds;
 use crate::table::printers;
@@ -44,6 +44,12 @@ fn decode(mut obj: Value) -> Result<Value, String> {
 pub struct ApiServiceStrategy;
 
 impl Strategy for ApiServiceStrategy {
+    /// `apiServerStatusStrategy.PrepareForUpdate`: labels, annotations, finalizers and owner
+    /// references keep their stored values.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::Fields(&["labels", "annotations", "finalizers", "ownerReferences"])
+    }
+
     fn name_rule(&self) -> NameRule {
         // A path segment that must equal `version.group` (`v1.` for core), checked below.
         NameRule::PathSegment

@@ -13,7 +13,7 @@ use crate::object;
 use crate::pointer::At;
 use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
-use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
+use crate::registry::strategy::{MetadataReset, Strategy, typed, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
 use crate::resources::pod::validate_pod_spec;
 use crate::resources::pod_defaults::default_template;
@@ -131,23 +131,12 @@ pub enum Workload {
 pub struct WorkloadStrategy(pub Workload);
 
 impl Strategy for WorkloadStrategy {
-    /// Upstream's `deploymentStatusStrategy.PrepareForUpdate` resets only spec and labels, so
-    /// a Deployment's annotations (`deployment.kubernetes.io/revision`) change through
-    /// `/status`; the other workloads keep their stored metadata.
-    fn prepare_for_status_update(&self, new: &mut Value, requested_meta: Option<&Value>) {
-        if self.0 != Workload::Deployment {
-            return;
-        }
-        let annotations = requested_meta.and_then(|m| m.get("annotations")).cloned();
-        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-            match annotations {
-                Some(a) => {
-                    meta.insert("annotations".to_owned(), a);
-                }
-                None => {
-                    meta.remove("annotations");
-                }
-            }
+    /// Upstream's `deploymentStatusStrategy.PrepareForUpdate` also keeps the stored labels;
+    /// the other workloads' status strategies reset only the spec.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        match self.0 {
+            Workload::Deployment => MetadataReset::Fields(&["labels"]),
+            _ => MetadataReset::None,
         }
     }
 

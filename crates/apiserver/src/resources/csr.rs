@@ -135,7 +135,7 @@ impl Strategy for CsrStrategy {
         validate_update(new, old, Options::default())
     }
 
-    fn prepare_for_status_update_from(&self, new: &mut Value, old: &Value, _meta: Option<&Value>) {
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
         // The signer sets the certificate and its own conditions; the approval conditions
         // keep their stored values (preserveConditionInstances). Added or removed ones are
         // left for validation to refuse.
@@ -676,7 +676,7 @@ mod tests {
         let mut status = approved.clone();
         status["status"]["conditions"] = json!([{"type": "Approved", "status": "True", "reason": "Forged"},
             {"type": "Failed", "status": "True"}]);
-        CsrStrategy.prepare_for_status_update_from(&mut status, &approved, None);
+        CsrStrategy.prepare_for_status_update(&mut status, &approved);
         assert_eq!(
             status["status"]["conditions"][0],
             approved["status"]["conditions"][0]
@@ -689,7 +689,7 @@ mod tests {
         );
         let mut removed = approved.clone();
         removed["status"]["conditions"] = json!([]);
-        CsrStrategy.prepare_for_status_update_from(&mut removed, &approved, None);
+        CsrStrategy.prepare_for_status_update(&mut removed, &approved);
         assert!(
             !CsrStrategy
                 .validate_status_update(&removed, &approved)

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::pointer::At;
 use crate::registry::generation::Generation;
 use crate::registry::resource::ResourceDef;
-use crate::registry::strategy::{Strategy, typed_roundtrip};
+use crate::registry::strategy::{MetadataReset, Strategy, typed_roundtrip};
 use crate::registry::subresource::Subresource;
 use crate::resources::flowcontrol_bootstrap::{
     APF_FIELD_MANAGER, flow_schemas_with_status, priority_levels,
@@ -94,6 +94,11 @@ fn drop_status(obj: &mut Value) {
 pub struct FlowSchemaStrategy;
 
 impl Strategy for FlowSchemaStrategy {
+    /// `flowSchemaStatusStrategy.PrepareForUpdate` keeps all of the stored metadata.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::All
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         drop_status(obj);
     }
@@ -189,6 +194,12 @@ impl Strategy for FlowSchemaStrategy {
 pub struct PriorityLevelStrategy;
 
 impl Strategy for PriorityLevelStrategy {
+    /// `priorityLevelConfigurationStatusStrategy.PrepareForUpdate` keeps all of the stored
+    /// metadata.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::All
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         drop_status(obj);
     }

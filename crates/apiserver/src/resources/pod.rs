@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::pointer::At;
 use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
-use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
+use crate::registry::strategy::{MetadataReset, Strategy, typed, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
 use crate::resources::container_resources::validate_resource_requirements;
 use crate::resources::net;
@@ -73,6 +73,12 @@ pub fn decode(obj: Value) -> Result<Value, String> {
 }
 
 impl Strategy for PodStrategy {
+    /// `podStatusStrategy.PrepareForUpdate`: `/status` may not touch the owner references
+    /// (old kubelets corrupted them) nor the deletion timestamp.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::Fields(&["deletionTimestamp", "ownerReferences"])
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         let qos = obj
             .get("spec")

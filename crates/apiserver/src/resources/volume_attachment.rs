@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::strategy::Strategy;
+use crate::registry::strategy::{MetadataReset, Strategy};
 use crate::validation::{FieldError, NameRule};
 
 /// The VolumeAttachment strategy.
@@ -10,6 +10,11 @@ use crate::validation::{FieldError, NameRule};
 pub struct VolumeAttachmentStrategy;
 
 impl Strategy for VolumeAttachmentStrategy {
+    /// `volumeAttachmentStatusStrategy.PrepareForUpdate` calls `ResetObjectMetaForStatus`.
+    fn status_metadata_reset(&self) -> MetadataReset {
+        MetadataReset::FOR_STATUS
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         // The status starts empty; Go prints the empty status struct.
         obj["status"] = json!({"attached": false});

@@ -37,6 +37,7 @@ macro_rules! suite {
             list_by_prefix_in_key_order,
             list_at_an_older_revision,
             list_pages_share_the_first_page_revision,
+            cut_lists_count_the_keys_after_the_page,
             list_in_the_future_fails,
             watch_replays_history_then_live_events,
             watch_filters_by_prefix,
@@ -61,6 +62,7 @@ macro_rules! suite {
             list_by_prefix_in_key_order,
             list_at_an_older_revision,
             list_pages_share_the_first_page_revision,
+            cut_lists_count_the_keys_after_the_page,
             list_in_the_future_fails,
             watch_replays_history_then_live_events,
             watch_filters_by_prefix,
@@ -467,6 +469,66 @@ pub(crate) async fn list_pages_share_the_first_page_revision(store: Arc<dyn Stor
         .await
         .expect("from start");
     assert_eq!(keys(&from_start.kvs), ["/q/0"]);
+}
+
+/// A page cut by `limit` says how many keys follow it, as of the page's revision (etcd's
+/// range count, which the API server turns into `remainingItemCount`).
+pub(crate) async fn cut_lists_count_the_keys_after_the_page(store: Arc<dyn Storage>) {
+    for i in 0..5 {
+        store
+            .create(&format!("/r/{i}"), val("v"))
+            .await
+            .expect("create");
+    }
+    store.create("/rr", val("outside")).await.expect("create");
+    let first = store
+        .list(ListOptions {
+            limit: Some(2),
+            ..list_opts("/r/")
+        })
+        .await
+        .expect("page 1");
+    assert_eq!(keys(&first.kvs), ["/r/0", "/r/1"]);
+    assert_eq!((first.more, first.remaining), (true, 3));
+
+    // Later writes do not change what the snapshot counts.
+    let r3 = store.get("/r/3").await.expect("get").expect("r3");
+    store.delete("/r/3", r3.mod_revision).await.expect("delete");
+    store.create("/r/5", val("new")).await.expect("create");
+    store.create("/r/6", val("new")).await.expect("create");
+    let second = store
+        .list(ListOptions {
+            prefix: "/r/".into(),
+            start_after: Some("/r/1".into()),
+            revision: Some(first.revision),
+            limit: Some(2),
+        })
+        .await
+        .expect("page 2");
+    assert_eq!(keys(&second.kvs), ["/r/2", "/r/3"]);
+    assert_eq!((second.more, second.remaining), (true, 1));
+
+    // The latest state: deleted keys are not counted, new ones are.
+    let latest = store
+        .list(ListOptions {
+            limit: Some(2),
+            ..list_opts("/r/")
+        })
+        .await
+        .expect("latest");
+    assert_eq!((latest.more, latest.remaining), (true, 4));
+
+    // Neither an exact fit nor an unlimited list claims a remainder.
+    let exact = store
+        .list(ListOptions {
+            limit: Some(6),
+            ..list_opts("/r/")
+        })
+        .await
+        .expect("exact");
+    assert_eq!((exact.more, exact.remaining), (false, 0));
+    let all = store.list(list_opts("/r/")).await.expect("all");
+    assert_eq!((all.kvs.len(), all.more, all.remaining), (6, false, 0));
 }
 
 pub(crate) async fn list_in_the_future_fails(store: Arc<dyn Storage>) {

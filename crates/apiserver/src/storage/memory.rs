@@ -225,11 +225,16 @@ impl Storage for MemoryStorage {
             .take_while(|(name, _)| name.starts_with(&opts.prefix))
             .filter_map(|(name, versions)| version_at(versions, rev).and_then(|v| v.to_kv(name)));
         let kvs: Vec<KeyValue> = matches.by_ref().take(limit).collect();
-        let more = kvs.len() == limit && matches.next().is_some();
+        let remaining = if kvs.len() == limit {
+            matches.count() as u64
+        } else {
+            0
+        };
         Ok(ListResult {
             kvs,
             revision: rev,
-            more,
+            more: remaining > 0,
+            remaining,
         })
     }
 

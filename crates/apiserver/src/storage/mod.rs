@@ -164,6 +164,9 @@ pub struct ListResult {
     pub revision: Revision,
     /// True when more keys match after the last one returned (`limit` cut the list).
     pub more: bool,
+    /// How many keys match after the last one returned, as of `revision` (etcd's range
+    /// `count` less the page); 0 unless `more`. The API server's `remainingItemCount`.
+    pub remaining: u64,
 }
 
 /// What a list asks for.

@@ -39,7 +39,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -213,9 +213,11 @@ pub enum Synchronous {
 pub struct SqliteOptions {
     /// Commit durability (default [`Synchronous::Full`]).
     pub synchronous: Synchronous,
-    /// Automatic compaction keeps at least this many recent revisions (kine: 1000).
+    /// Automatic compaction keeps this many recent revisions besides the last interval's
+    /// (kine's `compactMinRetain`, 1000; 0 here, as kube-apiserver compacting etcd).
     pub compact_retain: Revision,
-    /// How often to compact automatically; `None` disables it (kine: every 5 minutes).
+    /// How often to compact automatically, each time to the revision current at the
+    /// previous time; `None` disables it (kine and kube-apiserver: every 5 minutes).
     pub compact_interval: Option<Duration>,
     /// How many recent events stay in memory to serve watches without reading the database.
     pub watch_ring: usize,
@@ -229,7 +231,7 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
             synchronous: Synchronous::Full,
-            compact_retain: 1000,
+            compact_retain: 0,
             compact_interval: Some(Duration::from_secs(5 * 60)),
             watch_ring: 1000,
             watcher_buffer: DEFAULT_WATCHER_BUFFER,
@@ -318,6 +320,14 @@ enum CompactTarget {
     Exact(Revision),
     /// Compact to the current revision minus this many (if that moves the point forward).
     Retain(Revision),
+    /// Compact to `revision` (current one compaction interval ago), but keep at least
+    /// `retain` revisions (the automatic compaction).
+    Observed {
+        /// The revision current at the previous tick.
+        revision: Revision,
+        /// Revisions always kept.
+        retain: Revision,
+    },
 }
 
 impl SqliteStorage {
@@ -353,9 +363,9 @@ impl SqliteStorage {
             .spawn(move || writer.run(queue))
             .map_err(|source| SqliteError::Spawn { source })?;
         let compactor = options.compact_interval.map(|every| {
-            let weak = writes.downgrade();
+            let (writes, shared) = (writes.downgrade(), Arc::downgrade(&shared));
             let retain = options.compact_retain.max(0);
-            tokio::spawn(compact_periodically(weak, every, retain)).abort_handle()
+            tokio::spawn(compact_periodically(writes, shared, every, retain)).abort_handle()
         });
         Ok(SqliteStorage {
             writes,
@@ -642,6 +652,7 @@ impl Writer {
             }
             CompactTarget::Exact(rev) => rev,
             CompactTarget::Retain(retain) => current - retain,
+            CompactTarget::Observed { revision, retain } => revision.min(current - retain),
         };
         while done < target {
             let upto = (done + COMPACT_BATCH).min(target);
@@ -952,11 +963,37 @@ fn list_in_snapshot(
     if let Some(l) = limit {
         kvs.truncate(l);
     }
+    let remaining = match kvs.last() {
+        Some(last) if more => count_after(&tx, &opts.prefix, &last.key, rev)?,
+        _ => 0,
+    };
     Ok(ListResult {
         kvs,
         revision: rev,
         more,
+        remaining,
     })
+}
+
+/// How many live keys under `prefix` sort after `after` as of `rev` (inside the list's
+/// snapshot), for a cut list's `remainingItemCount`.
+fn count_after(tx: &Transaction<'_>, prefix: &str, after: &str, rev: Revision) -> Result<u64> {
+    let (range, args) = name_range("mkv.name", prefix, Some(after));
+    let sql = format!(
+        "SELECT COUNT(*)
+         FROM (SELECT MAX(mkv.id) AS id FROM kine AS mkv
+               WHERE {range} AND mkv.id <= ? GROUP BY mkv.name) AS maxkv
+         JOIN kine AS kv ON kv.id = maxkv.id
+         WHERE kv.deleted = 0"
+    );
+    let mut params: Vec<&dyn rusqlite::ToSql> =
+        args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
+    params.push(&rev);
+    let count: i64 = tx
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| stmt.query_row(params.as_slice(), |r| r.get(0)))
+        .map_err(query_err("list", prefix))?;
+    Ok(u64::try_from(count).unwrap_or_default())
 }
 
 /// The events under `prefix` in `(after, upto]`, read from the log in one snapshot.
@@ -992,35 +1029,45 @@ fn events_in_snapshot(
     rows.into_iter().collect()
 }
 
-/// Asks the writer to compact every `every`, keeping `retain` revisions, until the store is
-/// dropped.
+/// Compacts every `every` as kube-apiserver's `compact.go` does etcd: each tick compacts to
+/// the revision that was current at the previous tick, so the last interval of history (at
+/// least) stays for watches to resume and paginated lists to continue in, and a `continue`
+/// token expires within two intervals; `retain` revisions are kept besides (kine's
+/// `compactMinRetain`). Runs until the store is dropped.
 async fn compact_periodically(
     writes: mpsc::WeakSender<Command>,
+    shared: Weak<Shared>,
     every: Duration,
     retain: Revision,
 ) {
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
+    // Nothing is compacted at the first tick: it only observes.
+    let mut observed = None;
     loop {
         ticker.tick().await;
-        let Some(writes) = writes.upgrade() else {
+        let (Some(writes), Some(shared)) = (writes.upgrade(), shared.upgrade()) else {
             return;
         };
-        let (reply, rx) = oneshot::channel();
-        let target = CompactTarget::Retain(retain);
-        if writes
-            .send(Command::Compact { target, reply })
-            .await
-            .is_err()
-        {
-            return;
-        }
-        drop(writes);
-        match rx.await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::warn!(error = %err, "automatic compaction failed"),
-            Err(_) => return,
+        let now = shared.revision.load(Ordering::Acquire);
+        drop(shared);
+        if let Some(revision) = observed.replace(now) {
+            let (reply, rx) = oneshot::channel();
+            let target = CompactTarget::Observed { revision, retain };
+            if writes
+                .send(Command::Compact { target, reply })
+                .await
+                .is_err()
+            {
+                return;
+            }
+            drop(writes);
+            match rx.await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!(error = %err, "automatic compaction failed"),
+                Err(_) => return,
+            }
         }
     }
 }

@@ -184,3 +184,59 @@ async fn cron_jobs_default_and_validate_schedules_and_time_zones() {
     })
     .await;
 }
+
+/// As upstream's `jobStatusStrategy` (the e2e "should apply changes to a job status"): a
+/// `/status` patch keeps the spec but applies its metadata, and a `/status` update of what
+/// was read keeps the rest.
+#[tokio::test]
+async fn job_status_writes_apply_their_metadata_but_not_the_spec() {
+    timed(async {
+        let server = TestServer::start().await;
+        let api: Api<Job> = Api::namespaced(server.client(), "default");
+        api.create(&PostParams::default(), &job("pi", json!({"suspend": true})))
+            .await
+            .expect("create");
+        let condition = json!({"type": "Custom", "status": "True",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        let patched = api
+            .patch_status(
+                "pi",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"annotations": {"patchedstatus": "true"},
+                    "labels": {"team": "a"}}, "spec": {"parallelism": 5},
+                    "status": {"conditions": [condition]}}),
+                ),
+            )
+            .await
+            .expect("patch status");
+        let annotations = patched.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations.get("patchedstatus").map(String::as_str),
+            Some("true")
+        );
+        let labels = patched.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("team").map(String::as_str), Some("a"));
+        assert_eq!(labels.get("job-name").map(String::as_str), Some("pi"));
+        assert_eq!(patched.spec.as_ref().and_then(|s| s.parallelism), Some(1));
+        let conditions = patched.status.as_ref().and_then(|s| s.conditions.clone());
+        assert_eq!(
+            conditions.map(|c| c[0].type_.clone()).as_deref(),
+            Some("Custom")
+        );
+
+        let mut read = api.get("pi").await.expect("get");
+        read.metadata.annotations = None;
+        let updated = api
+            .replace_status("pi", &PostParams::default(), &read)
+            .await
+            .expect("update status");
+        assert_eq!(
+            updated.metadata.annotations, None,
+            "the update's metadata is taken"
+        );
+        assert_eq!(updated.metadata.uid, patched.metadata.uid);
+        assert_eq!(updated.metadata.generation, patched.metadata.generation);
+    })
+    .await;
+}

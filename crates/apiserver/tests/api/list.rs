@@ -76,11 +76,12 @@ async fn pagination_is_consistent_under_concurrent_writes() {
 }
 
 #[tokio::test]
-async fn expired_continue_token_is_410_with_a_fresh_token() {
+async fn expired_continue_token_is_410_with_a_token_that_continues_at_the_latest_revision() {
     timed(async {
         let server = TestServer::start().await;
-        let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-        for i in 0..4 {
+        let client = server.client();
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        for i in 0..6 {
             api.create(&PostParams::default(), &configmap(&format!("c{i}"), &[]))
                 .await
                 .expect("create");
@@ -89,6 +90,7 @@ async fn expired_continue_token_is_410_with_a_fresh_token() {
             .list(&ListParams::default().limit(2))
             .await
             .expect("page");
+        let first_rv = first.metadata.resource_version.clone().expect("rv");
         let token = first.metadata.continue_.clone().expect("continue");
         api.create(&PostParams::default(), &configmap("later", &[]))
             .await
@@ -98,15 +100,92 @@ async fn expired_continue_token_is_410_with_a_fresh_token() {
             .compact(storage.current_revision().await.expect("rev"))
             .await
             .expect("compact");
-        let err = api
-            .list(&ListParams::default().limit(2).continue_token(&token))
-            .await
-            .expect_err("expired");
-        let (code, reason, message) = status_of(err);
-        assert_eq!((code, reason.as_str()), (410, "Expired"));
+        let page =
+            |token: &str| format!("/api/v1/namespaces/default/configmaps?limit=2&continue={token}");
+        let (code, status) = raw(&client, "GET", &page(&token), "application/json", vec![]).await;
+        assert_eq!((code, &status["reason"]), (410, &json!("Expired")));
+        let message = status["message"].as_str().unwrap_or_default();
         assert!(
             message.starts_with("The provided continue parameter is too old"),
             "{message}"
+        );
+
+        // The Status's token goes on from the last key, at the latest revision: the list is
+        // inconsistent (it sees the later write) but complete.
+        let mut token = status["metadata"]["continue"]
+            .as_str()
+            .expect("a fresh continue token")
+            .to_owned();
+        let mut names = Vec::new();
+        let mut rv = None;
+        loop {
+            let (code, list) = raw(&client, "GET", &page(&token), "application/json", vec![]).await;
+            assert_eq!(code, 200, "{list}");
+            let this_rv = list["metadata"]["resourceVersion"].clone();
+            assert_ne!(this_rv, json!(first_rv), "read at the latest revision");
+            assert_eq!(
+                *rv.get_or_insert(this_rv.clone()),
+                this_rv,
+                "pages share a revision"
+            );
+            names.extend(
+                list["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned)),
+            );
+            match list["metadata"]["continue"].as_str() {
+                Some(t) if !t.is_empty() => token = t.to_owned(),
+                _ => break,
+            }
+        }
+        assert_eq!(names, ["c2", "c3", "c4", "c5", "later"]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cut_pages_count_the_remaining_items_unless_a_selector_filters() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        for i in 0..5 {
+            api.create(&PostParams::default(), &configmap(&format!("c{i}"), &[]))
+                .await
+                .expect("create");
+        }
+        let base = "/api/v1/namespaces/default/configmaps?limit=2";
+        let mut path = base.to_owned();
+        let mut counts = Vec::new();
+        loop {
+            let (code, list) = raw(&client, "GET", &path, "application/json", vec![]).await;
+            assert_eq!(code, 200, "{list}");
+            let meta = &list["metadata"];
+            counts.push(meta.get("remainingItemCount").cloned());
+            match meta["continue"].as_str() {
+                Some(t) => path = format!("{base}&continue={t}"),
+                None => break,
+            }
+        }
+        // The last page continues nowhere and counts nothing.
+        assert_eq!(counts, [Some(json!(3)), Some(json!(1)), None]);
+
+        // A selector may have dropped stored objects, so the count would lie: none is given.
+        let (code, list) = raw(
+            &client,
+            "GET",
+            &format!("{base}&fieldSelector=metadata.name!=c0"),
+            "application/json",
+            vec![],
+        )
+        .await;
+        assert_eq!(code, 200, "{list}");
+        assert!(list["metadata"]["continue"].is_string(), "{list}");
+        assert!(
+            list["metadata"].get("remainingItemCount").is_none(),
+            "{list}"
         );
     })
     .await;

@@ -194,3 +194,38 @@ async fn quantities_are_stored_canonically() {
     })
     .await;
 }
+
+/// As upstream's `deploymentStatusStrategy`: a `/status` write may change a Deployment's
+/// annotations (the revision annotation is written so) but not its labels.
+#[tokio::test]
+async fn deployment_status_writes_take_annotations_but_keep_labels() {
+    timed(async {
+        let server = TestServer::start().await;
+        let api: Api<Deployment> = Api::namespaced(server.client(), "default");
+        let mut d = deployment("web", 1, "web", "web");
+        d.metadata.labels = Some([("tier".to_owned(), "front".to_owned())].into());
+        api.create(&PostParams::default(), &d)
+            .await
+            .expect("create");
+        let patched = api
+            .patch_status(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"tier": "back"},
+                    "annotations": {"deployment.kubernetes.io/revision": "2"}},
+                    "status": {"replicas": 1}})),
+            )
+            .await
+            .expect("patch status");
+        let labels = patched.metadata.labels.unwrap_or_default();
+        assert_eq!(labels.get("tier").map(String::as_str), Some("front"));
+        let annotations = patched.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations
+                .get("deployment.kubernetes.io/revision")
+                .map(String::as_str),
+            Some("2")
+        );
+    })
+    .await;
+}

@@ -578,7 +578,7 @@ impl Storage for EtcdStorage {
                 });
             }
         };
-        let kvs = resp
+        let kvs: Vec<KeyValue> = resp
             .kvs()
             .iter()
             .filter_map(|kv| {
@@ -586,10 +586,20 @@ impl Storage for EtcdStorage {
                 key.starts_with(&opts.prefix).then(|| to_kv(key, kv))
             })
             .collect();
+        let more = resp.more();
+        // etcd counts every key in the range, the page included.
+        let remaining = if more {
+            u64::try_from(resp.count())
+                .unwrap_or_default()
+                .saturating_sub(kvs.len() as u64)
+        } else {
+            0
+        };
         Ok(ListResult {
             kvs,
             revision: at.unwrap_or_else(|| header_revision(resp.header())),
-            more: resp.more(),
+            more,
+            remaining,
         })
     }
 
