@@ -10,8 +10,9 @@
 //! - `sim.kcm.io/ready=false` keeps a running pod's containers unready until removed;
 //! - `sim.kcm.io/phase=Failed|Succeeded` moves the pod to that terminal phase;
 //! - pods with `restartPolicy` `Never` or `OnFailure` run for `sim.kcm.io/duration`
-//!   (`30s`, `2m`, `1h`; default [`DEFAULT_RUN_DURATION`]) and then succeed, or fail when
-//!   `sim.kcm.io/exit-code` is not 0;
+//!   (`30s`, `2m`, `1h`), else for as long as their containers' `sleep` commands ask
+//!   (`command: [sleep, "300"]`; `sleep infinity` runs until deleted), else for
+//!   [`DEFAULT_RUN_DURATION`], and then succeed, or fail when `sim.kcm.io/exit-code` is not 0;
 //! - `sim.kcm.io/exit-code=N` is the exit code of the containers of a pod that fails (forced
 //!   or at the end of its run; default 1), so pod failure policies can match it;
 //! - a pod with a `deletionTimestamp` is finalized (deleted with grace period 0); one that
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, HostIP, Pod,
-    PodCondition, PodIP, PodStatus,
+    PodCondition, PodIP, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -39,8 +40,11 @@ pub const ANNOTATION_DURATION: &str = "sim.kcm.io/duration";
 pub const ANNOTATION_EXIT_CODE: &str = "sim.kcm.io/exit-code";
 /// The exit code of a killed container (SIGKILL), as a runtime reports it.
 pub const KILLED_EXIT_CODE: i32 = 137;
-/// How long a run-to-completion pod runs when it has no duration annotation.
+/// How long a run-to-completion container runs when neither an annotation nor its `sleep`
+/// command says.
 pub const DEFAULT_RUN_DURATION: Duration = Duration::from_secs(5);
+/// The longest run the simulator times; a `sleep` for longer runs until the pod is deleted.
+pub const LONGEST_RUN: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// What the simulator should do with one bound pod now.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,6 +117,71 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         rest = &rest[unit_len..];
     }
     Some(total)
+}
+
+/// How long a `sleep` with these operands sleeps, as coreutils' and busybox's: the sum of
+/// `NUMBER[smhd]` (seconds by default, fractions allowed); `Some(None)` for `infinity` or
+/// longer than [`LONGEST_RUN`]; `None` when an operand does not parse (or there is none).
+pub fn parse_sleep(operands: &[String]) -> Option<Option<Duration>> {
+    if operands.is_empty() {
+        return None;
+    }
+    let mut total = 0.0_f64;
+    for operand in operands {
+        if operand == "infinity" {
+            return Some(None);
+        }
+        let (number, unit) = match operand.strip_suffix(['s', 'm', 'h', 'd']) {
+            Some(number) => (number, &operand[number.len()..]),
+            None => (operand.as_str(), "s"),
+        };
+        if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return None;
+        }
+        let value: f64 = number.parse().ok()?;
+        let scale = match unit {
+            "m" => 60.0,
+            "h" => 3600.0,
+            "d" => 86400.0,
+            _ => 1.0,
+        };
+        total += value * scale;
+    }
+    match Duration::try_from_secs_f64(total) {
+        Ok(d) if d <= LONGEST_RUN => Some(Some(d)),
+        _ => Some(None),
+    }
+}
+
+/// How long a run-to-completion pod runs, `None` meaning until it is deleted: its
+/// `sim.kcm.io/duration`, else the longest run of its containers — a container whose command
+/// is `sleep` runs for what it asks (see [`parse_sleep`]), any other for
+/// [`DEFAULT_RUN_DURATION`].
+fn run_duration(pod: &Pod, spec: &PodSpec) -> Option<Duration> {
+    if let Some(d) = annotation(pod, ANNOTATION_DURATION).and_then(parse_duration) {
+        return Some(d);
+    }
+    let mut longest = Duration::ZERO;
+    for container in &spec.containers {
+        let argv: Vec<String> = container
+            .command
+            .iter()
+            .flatten()
+            .chain(container.args.iter().flatten())
+            .cloned()
+            .collect();
+        let sleeps = container.command.as_ref().is_some_and(|c| {
+            c.first()
+                .is_some_and(|program| program.rsplit('/').next() == Some("sleep"))
+        });
+        let run = if sleeps {
+            parse_sleep(&argv[1..]).unwrap_or(Some(DEFAULT_RUN_DURATION))
+        } else {
+            Some(DEFAULT_RUN_DURATION)
+        };
+        longest = longest.max(run?);
+    }
+    Some(longest)
 }
 
 fn since(now: jiff::Timestamp, then: jiff::Timestamp) -> Duration {
@@ -299,12 +368,11 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
         .unwrap_or(start_at.min(cx.now));
 
     let run_to_completion = matches!(spec.restart_policy.as_deref(), Some("Never" | "OnFailure"));
-    let run_for = annotation(pod, ANNOTATION_DURATION)
-        .and_then(parse_duration)
-        .unwrap_or(DEFAULT_RUN_DURATION);
+    let run_for = run_duration(pod, spec);
     let exit_code = annotated_exit_code(pod);
     let finished = forced.or_else(|| {
-        (run_to_completion && since(cx.now, started) >= run_for).then_some(match exit_code {
+        let done = run_for.is_some_and(|d| since(cx.now, started) >= d);
+        (run_to_completion && done).then_some(match exit_code {
             Some(code) if code != 0 => "Failed",
             _ => "Succeeded",
         })
@@ -439,7 +507,9 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
         ..current.clone()
     };
     let recheck = (finished.is_none() && run_to_completion)
-        .then(|| run_for.saturating_sub(since(cx.now, started)));
+        .then_some(run_for)
+        .flatten()
+        .map(|d| d.saturating_sub(since(cx.now, started)));
     if status == current {
         Decision::Wait(recheck)
     } else {
@@ -581,6 +651,96 @@ mod tests {
             job.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded")
         );
+    }
+
+    #[test]
+    fn run_to_completion_pods_run_as_long_as_their_sleep_commands() {
+        let sleeping = |argv: &[&str], args: &[&str]| {
+            let mut p = pod(&[], Some("OnFailure"));
+            let c = &mut p.spec.as_mut().expect("spec").containers[0];
+            c.command = Some(argv.iter().map(|a| a.to_string()).collect());
+            c.args = (!args.is_empty()).then(|| args.iter().map(|a| a.to_string()).collect());
+            p
+        };
+        // Started at 102 (bound at 100, ready delay 2s): look again when the sleep ends.
+        let mut p = sleeping(&["sleep", "300"], &[]);
+        let d = decide(&p, &cx(102));
+        assert!(
+            matches!(&d, Decision::UpdateStatus { recheck: Some(r), .. } if *r == Duration::from_secs(300)),
+            "{d:?}"
+        );
+        apply(&mut p, d);
+        assert_eq!(
+            decide(&p, &cx(300)),
+            Decision::Wait(Some(Duration::from_secs(102)))
+        );
+        let d = decide(&p, &cx(402));
+        apply(&mut p, d);
+        assert_eq!(
+            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded")
+        );
+
+        // The operands may be in args, with units; `infinity` never ends.
+        let mut p = sleeping(&["/bin/sleep"], &["1m", "30"]);
+        let d = decide(&p, &cx(102));
+        apply(&mut p, d);
+        let d = decide(&p, &cx(191));
+        apply(&mut p, d);
+        assert_eq!(
+            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Running")
+        );
+        let mut p = sleeping(&["sleep", "infinity"], &[]);
+        let d = decide(&p, &cx(102));
+        assert!(
+            matches!(&d, Decision::UpdateStatus { recheck: None, .. }),
+            "{d:?}"
+        );
+        apply(&mut p, d);
+        assert_eq!(decide(&p, &cx(1_000_000)), Decision::Wait(None));
+
+        // The annotation wins; other commands take the default.
+        let mut p = sleeping(&["sleep", "300"], &[]);
+        p.metadata.annotations = Some([(ANNOTATION_DURATION.to_owned(), "10s".to_owned())].into());
+        let d = decide(&p, &cx(102));
+        assert!(
+            matches!(&d, Decision::UpdateStatus { recheck: Some(r), .. } if *r == Duration::from_secs(10))
+        );
+        let p = sleeping(&["/bin/true"], &[]);
+        let d = decide(&p, &cx(102));
+        assert!(
+            matches!(&d, Decision::UpdateStatus { recheck: Some(r), .. } if *r == DEFAULT_RUN_DURATION)
+        );
+    }
+
+    #[test]
+    fn sleep_operands_parse_as_coreutils() {
+        let ops = |a: &[&str]| parse_sleep(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(ops(&["300"]), Some(Some(Duration::from_secs(300))));
+        assert_eq!(ops(&["1.5"]), Some(Some(Duration::from_millis(1500))));
+        assert_eq!(
+            ops(&["2m", "1h", "1d"]),
+            Some(Some(Duration::from_secs(120 + 3600 + 86400)))
+        );
+        assert_eq!(ops(&["infinity"]), Some(None));
+        assert_eq!(
+            ops(&["1000d"]),
+            Some(None),
+            "longer than the simulator times"
+        );
+        assert_eq!(ops(&["99999999999999999999999999"]), Some(None));
+        for bad in [
+            &[][..],
+            &["-1"],
+            &["x"],
+            &["s"],
+            &["1.2.3"],
+            &["1y"],
+            &["NaN"],
+        ] {
+            assert_eq!(ops(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

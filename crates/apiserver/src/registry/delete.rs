@@ -156,6 +156,7 @@ impl Registry {
                 return Err(ApiError::not_found(gr, name));
             };
             check_preconditions(def, &obj, opts)?;
+            let stored = obj.clone();
             if !admitted {
                 self.admit_delete(def, namespace, name, Some(&obj), opts.dry_run)
                     .await?;
@@ -186,14 +187,19 @@ impl Registry {
                     if opts.dry_run {
                         return Ok(DeleteOutcome::Pending(last));
                     }
-                    let bytes = encode_for_storage(def, &last)?;
-                    match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
-                        Ok(r) => {
-                            rev = r;
-                            object::set_resource_version(&mut last, r);
+                    // Upstream's GuaranteedUpdate skips identical writes: deleting again an
+                    // object already marked (a kubelet's repeated grace-0 delete of a pod
+                    // held by finalizers) makes no new revision and no watch event.
+                    if last != stored {
+                        let bytes = encode_for_storage(def, &last)?;
+                        match self.storage().update(&kv.key, kv.mod_revision, bytes).await {
+                            Ok(r) => {
+                                rev = r;
+                                object::set_resource_version(&mut last, r);
+                            }
+                            Err(storage::Error::Conflict { .. }) => continue,
+                            Err(e) => return Err(ApiError::from_storage(e, gr, name)),
                         }
-                        Err(storage::Error::Conflict { .. }) => continue,
-                        Err(e) => return Err(ApiError::from_storage(e, gr, name)),
                     }
                     if pending_finalizers || before.period > 0 {
                         return Ok(DeleteOutcome::Pending(last));

@@ -1,7 +1,7 @@
 //! Deletion: finalizers, propagation policies, preconditions, responses, deletecollection.
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kcm_apiserver::testing::TestServer;
 use kube::Api;
 use kube::api::{
@@ -53,11 +53,15 @@ async fn finalizers_hold_the_object_until_removed() {
             .expect_err("no new finalizers");
         assert_eq!(status_of(err).0, 422);
 
-        // A second delete changes nothing.
+        // A second delete changes nothing, not even the resourceVersion (no watch event).
         api.delete("f", &DeleteParams::default())
             .await
             .expect("delete again");
-        api.get("f").await.expect("still there");
+        let again = api.get("f").await.expect("still there");
+        assert_eq!(
+            again.metadata.resource_version,
+            still.metadata.resource_version
+        );
 
         // Removing the last finalizer deletes it.
         api.patch(
@@ -68,6 +72,38 @@ async fn finalizers_hold_the_object_until_removed() {
         .await
         .expect("remove finalizer");
         assert_eq!(status_of(api.get("f").await.expect_err("gone")).0, 404);
+    })
+    .await;
+}
+
+/// A kubelet deletes a stopped pod with grace period 0 on every change it sees; while a
+/// finalizer holds the pod, those deletes must not change it, or each one would be a change.
+#[tokio::test]
+async fn repeated_graceless_deletes_of_a_pod_held_by_a_finalizer_write_nothing() {
+    timed(async {
+        let server = TestServer::start().await;
+        let api: Api<Pod> = Api::namespaced(server.client(), "default");
+        let mut pod = crate::common::pod("held", &[]);
+        pod.metadata.finalizers = Some(vec!["example.com/hold".to_owned()]);
+        api.create(&PostParams::default(), &pod)
+            .await
+            .expect("create");
+        api.delete("held", &DeleteParams::default())
+            .await
+            .expect("delete");
+        let graceless = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        api.delete("held", &graceless).await.expect("graceless");
+        let first = api.get("held").await.expect("held");
+        assert_eq!(first.metadata.deletion_grace_period_seconds, Some(0));
+        api.delete("held", &graceless).await.expect("again");
+        let second = api.get("held").await.expect("still held");
+        assert_eq!(
+            second.metadata.resource_version,
+            first.metadata.resource_version
+        );
     })
     .await;
 }

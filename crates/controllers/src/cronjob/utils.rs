@@ -309,8 +309,14 @@ pub fn in_active_list_by_name(cron_job: &CronJob, namespace: &str, name: &str) -
 
 /// Removes the job with this UID from `status.active`, as upstream's `deleteFromActiveList`.
 pub fn delete_from_active_list(cron_job: &mut CronJob, uid: &str) {
-    if let Some(active) = cron_job.status.as_mut().and_then(|s| s.active.as_mut()) {
+    if let Some(status) = cron_job.status.as_mut()
+        && let Some(active) = status.active.as_mut()
+    {
         active.retain(|r| r.uid.as_deref() != Some(uid));
+        // An empty list is left out on the wire (Go's `omitempty`), as upstream writes it.
+        if active.is_empty() {
+            status.active = None;
+        }
     }
 }
 
@@ -919,6 +925,12 @@ mod tests {
         delete_from_active_list(&mut cj, "1");
         assert!(!in_active_list(&cj, "1"));
         assert!(in_active_list(&cj, "2"));
+        delete_from_active_list(&mut cj, "2");
+        assert_eq!(
+            cj.status.as_ref().and_then(|s| s.active.as_ref()),
+            None,
+            "an emptied list is left out, as on the wire"
+        );
         let mut empty = CronJob::default();
         delete_from_active_list(&mut empty, "1");
         assert!(!in_active_list(&empty, "1"));

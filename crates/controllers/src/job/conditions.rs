@@ -2,9 +2,10 @@
 //!
 //! Since Kubernetes 1.31 a Job reaches a terminal condition in two steps: first the interim
 //! `FailureTarget` or `SuccessCriteriaMet` (while its pods are terminated and their finalizers
-//! removed), then `Failed` or `Complete` with the same reason and message. With the 1.33 gates
-//! (`JobManagedBy`, `JobPodReplacementPolicy`) upstream's `delayTerminalCondition` is always
-//! true, so [`new_failure_condition`] and [`new_success_condition`] build the interim ones.
+//! removed), then `Failed` or `Complete` with the same reason and message. With
+//! `JobManagedBy` and `JobPodReplacementPolicy` on (GA and locked since 1.35 and 1.34)
+//! upstream's `delayTerminalCondition` is always true, so [`new_failure_condition`] and
+//! [`new_success_condition`] build the interim ones.
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{Job, JobCondition};

@@ -237,7 +237,7 @@ fn cond(type_: &str, status: &str, reason: &str) -> (String, String, String) {
 // TestControllerSyncJob
 // ---------------------------------------------------------------------------------------------
 
-/// One case of upstream's `TestControllerSyncJob`, with the 1.33 gates on: terminating pods
+/// One case of upstream's `TestControllerSyncJob`, with the 1.36 gates on: terminating pods
 /// are always counted, and terminal conditions come after their interim ones.
 #[derive(Default)]
 struct SyncCase {

@@ -49,10 +49,10 @@
 //! - [`track_status`]: recording finished pods in `status.uncountedTerminatedPods`, picking
 //!   the finalizers to remove, and setting the terminal condition (`enactJobFinished`).
 //!
-//! Feature gates are those of Kubernetes 1.33 with their defaults: `JobBackoffLimitPerIndex`,
-//! `JobSuccessPolicy` and `JobPodReplacementPolicy` on, `JobManagedBy` on (beta),
-//! `PodIndexLabel` on, `SidecarContainers` on. Where upstream branches on a gate, only the
-//! enabled branch is kept.
+//! Feature gates are those of Kubernetes 1.36, all on and locked: `JobBackoffLimitPerIndex`
+//! and `JobSuccessPolicy` (GA in 1.33, removed in 1.36), `JobPodReplacementPolicy` (GA in
+//! 1.34), `JobManagedBy` (GA in 1.35), `PodIndexLabel` and `SidecarContainers`. Where
+//! upstream branches on a gate, only the enabled branch is kept.
 
 pub mod backoff;
 pub mod client;

@@ -6,6 +6,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kcm_machinery::controller::is_pod_ready;
+pub use kcm_machinery::controller::is_pod_terminating;
 
 use super::pod_failure_policy::match_pod_failure_policy;
 use super::{JOB_CONTROLLER_NAME, backoff_limit};
@@ -49,12 +50,6 @@ pub fn is_pod_failed(pod: &Pod, job: &Job) -> bool {
         return false;
     }
     pod.metadata.deletion_timestamp.is_some() && phase != "Succeeded"
-}
-
-/// Whether the pod is being deleted but has not reached a terminal phase, as upstream's
-/// `isPodTerminating`.
-pub fn is_pod_terminating(pod: &Pod) -> bool {
-    !matches!(phase(pod), "Failed" | "Succeeded") && pod.metadata.deletion_timestamp.is_some()
 }
 
 /// The terminating pods of `pods`, as upstream's `FilterTerminatingPods`.

@@ -270,6 +270,14 @@ impl FakeNamespaceClient {
         self.state().pods.entry(namespace).or_default().push(pod);
     }
 
+    /// Removes pod `name` of `namespace`, as the server does once its grace period and
+    /// finalizers are done.
+    pub fn remove_pod(&self, namespace: &str, name: &str) {
+        if let Some(pods) = self.state().pods.get_mut(namespace) {
+            pods.retain(|p| p.metadata.name.as_deref() != Some(name));
+        }
+    }
+
     /// Stores an object of `gvr` with metadata `meta` (its namespace set).
     pub fn insert_object(&self, gvr: &GroupVersionResource, meta: ObjectMeta) {
         let namespace = meta.namespace.clone().unwrap_or_default();

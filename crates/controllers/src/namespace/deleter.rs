@@ -1,8 +1,9 @@
 //! Emptying a namespace being deleted, then releasing its `kubernetes` finalizer (upstream `deletion/namespaced_resources_deleter.go`).
 //!
 //! One [`NamespacedResourcesDeleter::delete`] pass: re-read the namespace; make sure its phase
-//! is `Terminating`; delete every object of every namespaced resource that can be deleted
-//! (`deletecollection` where served, else list and delete each); write the status conditions
+//! is `Terminating`; delete every pod and, once no pod remains, every object of every other
+//! namespaced resource that can be deleted (`deletecollection` where served, else list and
+//! delete each; upstream's `OrderedNamespaceDeletion`); write the status conditions
 //! of the pass; and, when nothing is left, remove the finalizer through `/finalize` — after
 //! which the API server removes the namespace itself, once no other finalizer holds it. When
 //! objects remain that are expected to go (pods in their grace period, objects with
@@ -45,6 +46,50 @@ struct GvrDeletion {
     remaining: usize,
     /// How many remaining objects each finalizer holds.
     remaining_by_finalizer: BTreeMap<String, usize>,
+}
+
+/// What the resources deleted so far in a pass left behind (the accumulators of upstream's
+/// `deleteAllContent`).
+#[derive(Debug, Default)]
+struct Leftovers {
+    /// The longest wait any resource asked for, in seconds.
+    estimate: i64,
+    /// The objects and finalizers left, by resource and by finalizer.
+    totals: ContentTotals,
+}
+
+impl Leftovers {
+    /// Adds what deleting the objects of `gvr` left (and its failure, also recorded in
+    /// `conditions` and `errors`).
+    fn record(
+        &mut self,
+        gvr: GroupVersionResource,
+        deletion: GvrDeletion,
+        error: Option<Error>,
+        conditions: &mut ConditionUpdater,
+        errors: &mut Vec<Error>,
+    ) {
+        if let Some(error) = error {
+            conditions.process_delete_content_err(error.condition_message());
+            errors.push(error);
+        }
+        self.estimate = self.estimate.max(deletion.estimate);
+        if deletion.remaining == 0 {
+            return;
+        }
+        self.totals
+            .remaining_by_resource
+            .insert(gvr, deletion.remaining);
+        for (finalizer, n) in deletion.remaining_by_finalizer {
+            if n > 0 {
+                *self
+                    .totals
+                    .remaining_by_finalizer
+                    .entry(finalizer)
+                    .or_default() += n;
+            }
+        }
+    }
 }
 
 /// Deletes all content of namespaces being deleted, then finalizes them, as upstream's
@@ -278,28 +323,40 @@ impl NamespacedResourcesDeleter {
             }
         };
 
-        let mut estimate = 0;
-        let mut totals = ContentTotals::default();
-        for resource in &resources {
+        // Pods first, and nothing else while any pod remains (KEP-5080, upstream's
+        // `OrderedNamespaceDeletion`, locked on since v1.34): the policies, configuration and
+        // credentials of a namespace outlive the workloads that use them.
+        let (pods, others): (Vec<_>, Vec<_>) = resources.iter().partition(|r| is_pods(&r.gvr()));
+        let mut left = Leftovers::default();
+        for resource in pods {
             let (deletion, error) = self
                 .delete_all_content_for_resource(resource, &name, deleted_at)
                 .await;
-            if let Some(error) = error {
-                conditions.process_delete_content_err(error.condition_message());
-                errors.push(error);
-            }
-            estimate = estimate.max(deletion.estimate);
-            if deletion.remaining > 0 {
-                totals
-                    .remaining_by_resource
-                    .insert(resource.gvr(), deletion.remaining);
-                for (finalizer, n) in deletion.remaining_by_finalizer {
-                    if n > 0 {
-                        *totals.remaining_by_finalizer.entry(finalizer).or_default() += n;
-                    }
-                }
+            left.record(
+                resource.gvr(),
+                deletion,
+                error,
+                &mut conditions,
+                &mut errors,
+            );
+        }
+        if left.totals.remaining_by_resource.keys().any(is_pods) {
+            tracing::debug!(namespace = %name, "namespace controller - pods still remain, delaying deletion of other resources");
+        } else {
+            for resource in others {
+                let (deletion, error) = self
+                    .delete_all_content_for_resource(resource, &name, deleted_at)
+                    .await;
+                left.record(
+                    resource.gvr(),
+                    deletion,
+                    error,
+                    &mut conditions,
+                    &mut errors,
+                );
             }
         }
+        let Leftovers { estimate, totals } = left;
         conditions.process_content_totals(&totals, now);
 
         // Always written: a condition that cleared must show it. Other finalizers may keep
@@ -495,7 +552,7 @@ impl NamespacedResourcesDeleter {
         namespace: &str,
         deleted_at: Timestamp,
     ) -> Result<i64> {
-        if gvr.group_resource() != GroupResource::new("", "pods") {
+        if !is_pods(gvr) {
             return Ok(0);
         }
         let pods = self
@@ -526,6 +583,11 @@ impl NamespacedResourcesDeleter {
         }
         Ok(estimate)
     }
+}
+
+/// Whether `gvr` is core pods, which a pass deletes before everything else.
+fn is_pods(gvr: &GroupVersionResource) -> bool {
+    gvr.group_resource() == GroupResource::new("", "pods")
 }
 
 /// Whether `spec.finalizers` is empty, as upstream's `finalized`.

@@ -338,6 +338,95 @@ async fn pods_in_their_grace_period_make_the_pass_wait_for_the_estimate() {
 }
 
 #[tokio::test]
+async fn pods_are_deleted_first_and_nothing_else_while_any_remains() {
+    let fake = server();
+    fake.insert_namespace(namespace("Terminating", true, &["kubernetes"]));
+    fake.set_sticky(&gvr("", "v1", "pods"));
+    fake.insert_pod(
+        kcm_testing::pod("held")
+            .namespace(NS)
+            .finalizers(&["e2e.example.com/finalizer"])
+            .termination_grace_period(30)
+            .phase("Running")
+            .build(),
+    );
+    fake.insert_object(&gvr("", "v1", "configmaps"), meta("cm", &[]));
+    fake.insert_object(&gvr("apps", "v1", "replicasets"), meta("rs", &[]));
+
+    // The pod is asked to go; the rest is not touched while it stays.
+    match deleter(&fake, 0).delete(NS).await {
+        Err(Error::ResourcesRemaining { estimate, .. }) => assert_eq!(estimate, 30),
+        other => panic!("{other:?}"),
+    }
+    assert!(fake.actions().contains(&NamespaceAction::DeleteCollection(
+        "pods.v1.".into(),
+        NS.into()
+    )));
+    assert!(
+        !fake.actions().iter().any(|a| matches!(a,
+            NamespaceAction::DeleteCollection(r, _) | NamespaceAction::Delete(r, _, _) | NamespaceAction::List(r, _)
+                if r != "pods.v1.")),
+        "{:?}",
+        fake.actions()
+    );
+    assert_eq!(fake.count(&gvr("", "v1", "configmaps"), NS), 1);
+    assert_eq!(fake.count(&gvr("apps", "v1", "replicasets"), NS), 1);
+    let conditions = last_conditions(&fake);
+    assert_eq!(
+        condition(&conditions, NAMESPACE_CONTENT_REMAINING)
+            .message
+            .as_deref(),
+        Some("Some resources are remaining: pods. has 1 resource instances")
+    );
+    assert_eq!(
+        condition(&conditions, NAMESPACE_FINALIZERS_REMAINING)
+            .message
+            .as_deref(),
+        Some("Some finalizers are remaining: e2e.example.com/finalizer in 1 resource instances")
+    );
+    assert_eq!(
+        condition(&conditions, NAMESPACE_DELETION_CONTENT_FAILURE).status,
+        "False"
+    );
+    assert!(fake.finalizes().is_empty());
+
+    // Past its grace period the pod still holds everything else back.
+    fake.clear_actions();
+    match deleter(&fake, 60).delete(NS).await {
+        Err(Error::ResourcesRemaining { estimate, .. }) => {
+            assert_eq!(estimate, FINALIZER_ESTIMATE_SECONDS)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(fake.count(&gvr("", "v1", "configmaps"), NS), 1);
+
+    // Once it is gone, the rest goes and the namespace is finalized.
+    fake.remove_pod(NS, "held");
+    deleter(&fake, 60).delete(NS).await.expect("finalized");
+    assert_eq!(fake.count(&gvr("", "v1", "configmaps"), NS), 0);
+    assert_eq!(fake.count(&gvr("apps", "v1", "replicasets"), NS), 0);
+    assert!(fake.namespace(NS).is_none());
+}
+
+#[tokio::test]
+async fn pods_that_survive_deletion_unexpectedly_also_hold_back_the_rest() {
+    let fake = server();
+    fake.insert_namespace(namespace("Terminating", true, &["kubernetes"]));
+    fake.set_sticky(&gvr("", "v1", "pods"));
+    fake.insert_pod(pod("stuck", 30, "Running"));
+    fake.insert_object(&gvr("", "v1", "configmaps"), meta("cm", &[]));
+    let err = deleter(&fake, 60)
+        .delete(NS)
+        .await
+        .expect_err("pods remain");
+    assert_eq!(
+        err.to_string(),
+        "unexpected items still remain in namespace: team for gvr: { v1 pods}"
+    );
+    assert_eq!(fake.count(&gvr("", "v1", "configmaps"), NS), 1);
+}
+
+#[tokio::test]
 async fn objects_held_by_finalizers_wait_the_default_estimate() {
     let fake = server();
     fake.insert_namespace(namespace("Terminating", true, &["kubernetes"]));

@@ -4,9 +4,10 @@
 //! `kubectl delete namespace X` only marks X `Terminating` (the API server sets its
 //! `deletionTimestamp`); this controller, told by the namespace informer, waits
 //! [`NAMESPACE_DELETION_GRACE_PERIOD`], then runs a [`NamespacedResourcesDeleter`] pass:
-//! deletes every object of every namespaced resource found by discovery, records progress in
-//! the namespace's status conditions ([`conditions`]), looks again after the estimated
-//! graceful-termination time while content remains, and finally removes `kubernetes` from
+//! deletes every object of every namespaced resource found by discovery (pods first: nothing
+//! else is deleted while a pod remains, as upstream's `OrderedNamespaceDeletion`), records
+//! progress in the namespace's status conditions ([`conditions`]), looks again after the
+//! estimated graceful-termination time while content remains, and finally removes `kubernetes` from
 //! `spec.finalizers` through `/finalize`. The API server then deletes the namespace itself, as
 //! soon as neither `spec.finalizers` nor `metadata.finalizers` holds it.
 //!

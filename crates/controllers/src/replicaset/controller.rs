@@ -90,6 +90,11 @@ pub struct ManagedKind {
     pub controller_name: &'static str,
     /// The work queue's name in the `workqueue_*` metrics (`replicaset`).
     pub queue_name: &'static str,
+    /// Whether the kind's status counts `terminatingReplicas` (upstream's
+    /// `ReplicaSetControllerFeatures.EnableStatusTerminatingReplicas`, with
+    /// `DeploymentReplicaSetTerminatingReplicas` on, its default since v1.35): ReplicaSets do,
+    /// ReplicationControllers have no such field.
+    pub status_terminating_replicas: bool,
 }
 
 impl ManagedKind {
@@ -99,6 +104,7 @@ impl ManagedKind {
             gvk: GroupVersionKind::gvk("apps", "v1", KIND),
             controller_name: CONTROLLER_NAME,
             queue_name: QUEUE_NAME,
+            status_terminating_replicas: true,
         }
     }
 }
@@ -155,6 +161,8 @@ pub struct ReplicaSetController {
     pub(super) gvk: GroupVersionKind,
     /// The controller's name in logs and worker metrics.
     pub(super) controller_name: &'static str,
+    /// Whether `status.terminatingReplicas` is written (see [`ManagedKind`]).
+    pub(super) status_terminating_replicas: bool,
     /// The direct ReplicaSet API calls (uncached GET before adopting, `/status` writes). Test
     /// seam: [`super::FakeReplicaSetClient`].
     pub(super) rs_client: Arc<dyn ReplicaSetClient>,
@@ -322,6 +330,7 @@ impl ReplicaSetController {
         Self {
             gvk: options.kind.gvk,
             controller_name: options.kind.controller_name,
+            status_terminating_replicas: options.kind.status_terminating_replicas,
             rs_client,
             pod_control,
             burst_replicas: options.burst_replicas,

@@ -124,11 +124,13 @@ fn key(rs: &ReplicaSet) -> String {
     meta_namespace_key(rs).expect("key")
 }
 
+/// `rs` with the status this controller writes for these counts and no terminating pods.
 fn with_status(mut rs: ReplicaSet, replicas: i32, ready: i32, available: i32) -> ReplicaSet {
     rs.status = Some(ReplicaSetStatus {
         replicas,
         ready_replicas: Some(ready),
         available_replicas: Some(available),
+        terminating_replicas: Some(0),
         ..Default::default()
     });
     rs
@@ -148,6 +150,11 @@ struct Fixture {
 }
 
 fn fixture(burst_replicas: usize) -> Fixture {
+    fixture_of(ManagedKind::replica_set(), burst_replicas)
+}
+
+/// A [`fixture`] whose controller manages `kind`.
+fn fixture_of(kind: ManagedKind, burst_replicas: usize) -> Fixture {
     let rs_cache = Indexer::new();
     let pod_cache = Indexer::new();
     let pod_control = Arc::new(FakePodControl::new());
@@ -158,10 +165,10 @@ fn fixture(burst_replicas: usize) -> Fixture {
         rs_client.clone(),
         pod_control.clone(),
         ReplicaSetControllerOptions {
+            kind,
             burst_replicas,
             metrics: None,
             controller_metrics: None,
-            ..ReplicaSetControllerOptions::default()
         },
     )
     .with_clock(Arc::new(now));
@@ -579,7 +586,7 @@ async fn invalid_selector_is_reported_not_retried() {
 #[tokio::test(start_paused = true)]
 async fn namespace_terminating_creations_do_not_hot_loop() {
     let fx = fixture(BURST_REPLICAS);
-    let rs = new_replica_set(3, &[("foo", "bar")]);
+    let rs = with_status(new_replica_set(3, &[("foo", "bar")]), 0, 0, 0);
     fx.add_rs(&rs);
     fx.pod_control
         .set_error(Some(api_status::namespace_terminating(
@@ -1053,6 +1060,7 @@ async fn status_update_is_skipped_when_nothing_changed() {
         ready_replicas: Some(2),
         available_replicas: Some(2),
         observed_generation: Some(3),
+        terminating_replicas: Some(0),
         ..Default::default()
     });
     fx.add_rs(&rs);
@@ -1119,6 +1127,61 @@ async fn status_counts_fully_labeled_ready_and_available() {
     assert_eq!(status.fully_labeled_replicas, Some(1));
     assert_eq!(status.ready_replicas, Some(2));
     assert_eq!(status.available_replicas, Some(1));
+}
+
+/// As upstream's `TestReplicaSetController` terminating cases with
+/// `DeploymentReplicaSetTerminatingReplicas` on.
+#[tokio::test(start_paused = true)]
+async fn terminating_replicas_count_the_owned_selected_pods_being_deleted() {
+    let fx = fixture(BURST_REPLICAS);
+    let rs = with_status(new_replica_set(2, &[("foo", "bar")]), 2, 2, 2);
+    fx.add_rs(&rs);
+    let deleting = |mut pod: Pod| {
+        pod.metadata.deletion_timestamp = Some(Time(now()));
+        pod
+    };
+    let other = new_replica_set(1, &[("foo", "bar")]);
+    let mut unselected = deleting(new_pod("unselected", &rs, "Running", None, true));
+    unselected.metadata.labels = Some(labels(&[("foo", "baz")]));
+    for pod in [
+        new_pod("a", &rs, "Running", None, true),
+        new_pod("b", &rs, "Running", None, true),
+        deleting(new_pod("stopping", &rs, "Running", None, true)),
+        deleting(new_pod("pending", &rs, "Pending", None, true)),
+        deleting(new_pod("done", &rs, "Succeeded", None, true)),
+        deleting(new_pod("orphan", &rs, "Running", None, false)),
+        deleting(new_pod("others", &other, "Running", None, true)),
+        unselected,
+    ] {
+        fx.add_pod(&pod);
+    }
+    fx.controller.sync(&key(&rs)).await.expect("sync");
+    fx.validate(0, 0, 0);
+    let status = fx.last_status();
+    assert_eq!(status.replicas, 2);
+    assert_eq!(status.terminating_replicas, Some(2), "stopping and pending");
+}
+
+/// A ReplicationController's status has no `terminatingReplicas`: never written, so the
+/// mirrored status (which cannot hold it) does not differ from the computed one forever.
+#[tokio::test(start_paused = true)]
+async fn kinds_without_terminating_replicas_never_write_them() {
+    let fx = fixture_of(crate::replication::managed_kind(), BURST_REPLICAS);
+    let mut rs = with_status(new_replica_set(1, &[("foo", "bar")]), 1, 1, 1);
+    if let Some(status) = rs.status.as_mut() {
+        status.terminating_replicas = None;
+    }
+    fx.add_rs(&rs);
+    fx.add_pod(&new_pod("a", &rs, "Running", None, true));
+    let mut stopping = new_pod("stopping", &rs, "Running", None, true);
+    stopping.metadata.deletion_timestamp = Some(Time(now()));
+    fx.add_pod(&stopping);
+    fx.controller.sync(&key(&rs)).await.expect("sync");
+    assert!(
+        fx.rs_client.status_updates().is_empty(),
+        "{:?}",
+        fx.rs_client.status_updates()
+    );
 }
 
 #[tokio::test(start_paused = true)]

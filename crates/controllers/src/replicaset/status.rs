@@ -67,17 +67,20 @@ fn has_template_labels(
     template.iter().all(|(k, v)| pod.get(k) == Some(v))
 }
 
-/// The status of `rs` given the active pods it owns after claiming (`filtered_pods`) and the
+/// The status of `rs` given the active pods it owns after claiming (`filtered_pods`), how
+/// many of its pods are terminating (`None` for a kind without `terminatingReplicas`) and the
 /// outcome of managing replicas, as upstream's `calculateStatus`.
 ///
 /// Counts `replicas`, `fullyLabeledReplicas` (pods carrying every template label),
-/// `readyReplicas` and `availableReplicas` (ready for `minReadySeconds` at `now`). A
+/// `readyReplicas` and `availableReplicas` (ready for `minReadySeconds` at `now`), and sets
+/// `terminatingReplicas` (zero included, as upstream's pointer). A
 /// `manage_replicas_error` (its condition message) sets `ReplicaFailure` with reason
 /// `FailedCreate` or `FailedDelete` unless the condition is already there; no error removes
 /// it. `observedGeneration` is left as it was: [`update_replica_set_status`] sets it.
 pub fn calculate_status(
     rs: &ReplicaSet,
     filtered_pods: &[Arc<Pod>],
+    terminating_pods: Option<i32>,
     manage_replicas_error: Option<&str>,
     now: Timestamp,
 ) -> ReplicaSetStatus {
@@ -123,6 +126,7 @@ pub fn calculate_status(
     new_status.fully_labeled_replicas = non_zero(fully_labeled);
     new_status.ready_replicas = non_zero(ready);
     new_status.available_replicas = non_zero(available);
+    new_status.terminating_replicas = terminating_pods;
     new_status
 }
 
@@ -184,7 +188,8 @@ pub fn remove_condition(status: &mut ReplicaSetStatus, type_: &str) {
     }
 }
 
-/// Whether writing `new_status` would change nothing: same counts, same conditions, and the
+/// Whether writing `new_status` would change nothing: same counts (`terminatingReplicas` unset
+/// and zero differ, as upstream's `ptr.Equal`), same conditions, and the
 /// current generation already observed — upstream's early return in `updateReplicaSetStatus`.
 pub fn status_unchanged(rs: &ReplicaSet, new_status: &ReplicaSetStatus) -> bool {
     let default = ReplicaSetStatus::default();
@@ -194,6 +199,7 @@ pub fn status_unchanged(rs: &ReplicaSet, new_status: &ReplicaSetStatus) -> bool 
         && n(old.fully_labeled_replicas) == n(new_status.fully_labeled_replicas)
         && n(old.ready_replicas) == n(new_status.ready_replicas)
         && n(old.available_replicas) == n(new_status.available_replicas)
+        && old.terminating_replicas == new_status.terminating_replicas
         && rs.metadata.generation.unwrap_or(0) == old.observed_generation.unwrap_or(0)
         && old.conditions.as_deref().unwrap_or(&[])
             == new_status.conditions.as_deref().unwrap_or(&[])
@@ -367,7 +373,7 @@ mod tests {
         ];
         for case in cases {
             let rs = replica_set(2, case.min_ready);
-            let s = calculate_status(&rs, &case.pods, None, now());
+            let s = calculate_status(&rs, &case.pods, None, None, now());
             let got = (
                 s.replicas,
                 s.fully_labeled_replicas.unwrap_or(0),
@@ -377,6 +383,28 @@ mod tests {
             assert_eq!(got, case.expected, "{}", case.name);
             assert_ne!(s.ready_replicas, Some(0), "{}: zero is omitted", case.name);
         }
+    }
+
+    /// As upstream's `TestCalculateStatus` cases with `DeploymentReplicaSetTerminatingReplicas`.
+    #[test]
+    fn terminating_replicas_are_written_for_kinds_that_count_them_zero_included() {
+        let rs = replica_set(2, 0);
+        let pods = vec![pod(&[("foo", "bar")], None)];
+        for (terminating, want) in [(Some(2), Some(2)), (Some(0), Some(0)), (None, None)] {
+            let s = calculate_status(&rs, &pods, terminating, None, now());
+            assert_eq!(s.terminating_replicas, want, "{terminating:?}");
+        }
+        // Unset and zero differ: the first pass of a ReplicaSet controller writes the zero.
+        let mut synced = rs.clone();
+        synced.status = Some(calculate_status(&rs, &pods, None, None, now()));
+        assert!(status_unchanged(
+            &synced,
+            &calculate_status(&synced, &pods, None, None, now())
+        ));
+        assert!(!status_unchanged(
+            &synced,
+            &calculate_status(&synced, &pods, Some(0), None, now())
+        ));
     }
 
     /// As upstream's `TestCalculateStatusConditions`.
@@ -441,7 +469,7 @@ mod tests {
             let pods: Vec<_> = (0..case.pods)
                 .map(|_| pod(&[("foo", "bar")], None))
                 .collect();
-            let s = calculate_status(&rs, &pods, case.error, now());
+            let s = calculate_status(&rs, &pods, None, case.error, now());
             let got: Vec<(String, String)> = s
                 .conditions
                 .iter()

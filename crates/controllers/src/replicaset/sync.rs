@@ -11,7 +11,8 @@ use kcm_machinery::controller::expectations::pod_keys;
 use kcm_machinery::controller::ref_manager::recheck_owner;
 use kcm_machinery::controller::{
     ApiStatus, PodControllerRefManager, SLOW_START_INITIAL_BATCH_SIZE, filter_active_pods,
-    get_controller_of, get_pods_to_delete, new_controller_ref, pod_key, slow_start_batch,
+    get_controller_of, get_pods_to_delete, is_pod_terminating, new_controller_ref, pod_key,
+    slow_start_batch,
 };
 use kcm_machinery::informer::keys::split_meta_namespace_key;
 use kcm_machinery::labels::Selector;
@@ -67,6 +68,9 @@ impl ReplicaSetController {
         let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
         let all_pods = self.pods_in_namespace(namespace);
         let filtered_pods = filter_active_pods(&all_pods);
+        let terminating = self
+            .status_terminating_replicas
+            .then(|| count_terminating_pods(&rs, &selector, &all_pods));
         let filtered_pods = self.claim_pods(&rs, key, selector, filtered_pods).await?;
 
         let manage_replicas_err = if rs_needs_sync && rs.metadata.deletion_timestamp.is_none() {
@@ -77,7 +81,8 @@ impl ReplicaSetController {
 
         let now = (self.clock)();
         let message = manage_replicas_err.as_ref().map(Error::condition_message);
-        let new_status = calculate_status(&rs, &filtered_pods, message.as_deref(), now);
+        let new_status =
+            calculate_status(&rs, &filtered_pods, terminating, message.as_deref(), now);
         let updated = update_replica_set_status(self.rs_client.as_ref(), &rs, new_status).await?;
         if let Some(updated) = &updated {
             self.record_own_write(key, updated);
@@ -355,6 +360,22 @@ impl ReplicaSetController {
         }
         related
     }
+}
+
+/// How many of `pods` are terminating (being deleted, not yet terminal) with `rs` as their
+/// controller and labels its selector matches, as upstream's `FilterTerminatingPods` then
+/// `FilterClaimedPods`.
+fn count_terminating_pods(rs: &ReplicaSet, selector: &Selector, pods: &[Arc<Pod>]) -> i32 {
+    let n = pods
+        .iter()
+        .filter(|pod| is_pod_terminating(pod))
+        .filter(|pod| {
+            get_controller_of(&pod.metadata)
+                .is_some_and(|r| Some(r.uid.as_str()) == rs.metadata.uid.as_deref())
+        })
+        .filter(|pod| selector.matches_opt(pod.metadata.labels.as_ref()))
+        .count();
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 fn as_i64(n: usize) -> i64 {

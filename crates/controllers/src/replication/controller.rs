@@ -39,6 +39,7 @@ pub fn managed_kind() -> ManagedKind {
         gvk: GroupVersionKind::gvk("", "v1", "ReplicationController"),
         controller_name: CONTROLLER_NAME,
         queue_name: QUEUE_NAME,
+        status_terminating_replicas: false,
     }
 }
 

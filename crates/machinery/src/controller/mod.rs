@@ -49,7 +49,7 @@ pub use pod_index::{
 };
 pub use ranking::{
     ActivePodsWithRanks, filter_active_pods, get_pods_to_delete, is_pod_active, is_pod_available,
-    is_pod_ready,
+    is_pod_ready, is_pod_terminating,
 };
 pub use ref_manager::{ControllerRefManager, PodControllerRefManager};
 pub use slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};

@@ -1,9 +1,10 @@
 //! Pod state and scale-down ranking: which pods are active, ready, available, and which to delete first.
 //!
 //! Mirrors kubernetes `pkg/api/v1/pod` (`IsPodReady`, `IsPodAvailable`), `pkg/controller`
-//! (`IsPodActive`, `FilterActivePods`, `ActivePods`, `ActivePodsWithRanks`) and the ReplicaSet
-//! controller's `getPodsToDelete`, with the `PodDeletionCost` and `LogarithmicScaleDown`
-//! features on (their defaults since 1.22 and 1.31).
+//! (`IsPodActive`, `IsPodTerminating`, `FilterActivePods`, `ActivePods`,
+//! `ActivePodsWithRanks`) and the ReplicaSet controller's `getPodsToDelete`, with the
+//! `PodDeletionCost` and `LogarithmicScaleDown` features on (their defaults since 1.22 and
+//! 1.31).
 //!
 //! The orderings are not total orders (the logarithmic comparison falls back to UIDs only for
 //! times in the same bucket), so sorting uses a merge sort of our own that tolerates any
@@ -67,6 +68,12 @@ fn phase(pod: &Pod) -> &str {
 pub fn is_pod_active(pod: &Pod) -> bool {
     let phase = phase(pod);
     phase != "Succeeded" && phase != "Failed" && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// Whether the pod is being deleted but has not reached a terminal phase, as upstream's
+/// `IsPodTerminating`.
+pub fn is_pod_terminating(pod: &Pod) -> bool {
+    !matches!(phase(pod), "Succeeded" | "Failed") && pod.metadata.deletion_timestamp.is_some()
 }
 
 /// The active pods of `pods`, in order, as upstream's `FilterActivePods`. Shares the `Arc`s.

@@ -1,8 +1,8 @@
 //! A Deployment's status computed from its ReplicaSets, as upstream `calculateStatus`, and
 //! comparing statuses the way they look after a round trip through the API server.
 //!
-//! Every counter of the Go `DeploymentStatus` is `omitempty`: a 0 never reaches the wire and
-//! reads back as `None`. Computed statuses therefore hold `None` for zero counters, and
+//! Every counter of the Go `DeploymentStatus` but `terminatingReplicas` (a pointer) is
+//! `omitempty`: a 0 never reaches the wire and reads back as `None`. Computed statuses therefore hold `None` for zero counters, and
 //! [`deployment_status_equal`] treats `Some(0)` and `None` alike, so a controller comparing the
 //! cached status with a computed one does not write the same status forever.
 
@@ -17,6 +17,7 @@ use super::conditions::{
 use super::counts::{
     get_actual_replica_count_for_replica_sets, get_available_replica_count_for_replica_sets,
     get_ready_replica_count_for_replica_sets, get_replica_count_for_replica_sets,
+    get_terminating_replica_count_for_replica_sets,
 };
 use super::strategy::max_unavailable;
 
@@ -29,8 +30,9 @@ fn nonzero(v: i32) -> Option<i32> {
 /// `all_rss` holds the old and the new ReplicaSets; `new_rs` is the new one (also in
 /// `all_rss`), if it exists. Conditions are copied from the current status and `Available` is
 /// set from the available count (stamped with `now` when it changes). `terminatingReplicas`
-/// is left unset, as upstream with the `DeploymentReplicaSetTerminatingReplicas` feature off
-/// (its default in 1.33).
+/// sums the ReplicaSets' (unset while one the ReplicaSet controller synced does not report
+/// it), as upstream with `DeploymentReplicaSetTerminatingReplicas` on (its default since
+/// v1.35).
 pub fn calculate_status(
     all_rss: &[&ReplicaSet],
     new_rs: Option<&ReplicaSet>,
@@ -55,7 +57,7 @@ pub fn calculate_status(
         conditions: current
             .and_then(|s| s.conditions.clone())
             .filter(|c| !c.is_empty()),
-        terminating_replicas: None,
+        terminating_replicas: get_terminating_replica_count_for_replica_sets(all_rss),
     };
     let condition = if available >= deployment_replicas(d) - max_unavailable(d) {
         new_deployment_condition(
@@ -223,6 +225,35 @@ mod tests {
             assert_ne!(s.updated_replicas, Some(0), "{}", c.name);
             assert_ne!(s.unavailable_replicas, Some(0), "{}", c.name);
         }
+    }
+
+    #[test]
+    fn terminating_replicas_sum_those_of_the_replica_sets() {
+        let d = deployment_with("foo", 3, IntOrString::Int(1), IntOrString::Int(0));
+        let terminating = |mut r: ReplicaSet, n: Option<i32>, observed: i64| {
+            let status = r.status.get_or_insert_with(Default::default);
+            status.terminating_replicas = n;
+            status.observed_generation = Some(observed);
+            r
+        };
+        let old = terminating(with_status(rs("old", 0), 0, 0), Some(2), 1);
+        let new = terminating(with_status(rs("new", 3), 3, 3), Some(0), 1);
+        let s = calculate_status(&[&old, &new], Some(&new), &d, Timestamp::UNIX_EPOCH);
+        assert_eq!(s.terminating_replicas, Some(2));
+
+        // A synced ReplicaSet that does not report it: unknown, not zero.
+        let silent = terminating(with_status(rs("older", 0), 0, 0), None, 1);
+        let s = calculate_status(
+            &[&silent, &old, &new],
+            Some(&new),
+            &d,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(s.terminating_replicas, None);
+        // One the ReplicaSet controller has not synced yet counts as none.
+        let fresh = terminating(rs("fresh", 0), None, 0);
+        let s = calculate_status(&[&fresh, &new], Some(&new), &d, Timestamp::UNIX_EPOCH);
+        assert_eq!(s.terminating_replicas, Some(0));
     }
 
     #[test]
