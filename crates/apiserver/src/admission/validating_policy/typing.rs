@@ -178,7 +178,6 @@ fn arithmetic(op: &str, left: CelType, right: CelType) -> Option<CelType> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::validating_policy::expression::ENV;
 
     #[test]
     fn result_types_of_literals_operators_and_macros() {
@@ -211,7 +210,9 @@ mod tests {
             ),
         ];
         for (source, want) in cases {
-            let program = ENV.compile(source).expect(source);
+            // The standard environment, as the expressions' own (not imported from
+            // `expression`, which imports this module).
+            let program = cel::Env::stdlib().compile(source).expect(source);
             assert_eq!(result_type(program.expression()), *want, "{source}");
         }
     }
