@@ -328,22 +328,12 @@ impl NamespacedResourcesDeleter {
         // credentials of a namespace outlive the workloads that use them.
         let (pods, others): (Vec<_>, Vec<_>) = resources.iter().partition(|r| is_pods(&r.gvr()));
         let mut left = Leftovers::default();
-        for resource in pods {
-            let (deletion, error) = self
-                .delete_all_content_for_resource(resource, &name, deleted_at)
-                .await;
-            left.record(
-                resource.gvr(),
-                deletion,
-                error,
-                &mut conditions,
-                &mut errors,
-            );
-        }
-        if left.totals.remaining_by_resource.keys().any(is_pods) {
-            tracing::debug!(namespace = %name, "namespace controller - pods still remain, delaying deletion of other resources");
-        } else {
-            for resource in others {
+        for (phase, group) in [pods, others].into_iter().enumerate() {
+            if phase > 0 && left.totals.remaining_by_resource.keys().any(is_pods) {
+                tracing::debug!(namespace = %name, "namespace controller - pods still remain, delaying deletion of other resources");
+                break;
+            }
+            for resource in group {
                 let (deletion, error) = self
                     .delete_all_content_for_resource(resource, &name, deleted_at)
                     .await;
