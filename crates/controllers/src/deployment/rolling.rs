@@ -45,13 +45,21 @@ impl DeploymentController {
         }
 
         let active_old = arcs_of(&old_rss, &filter_active_replica_sets(&refs(&old_rss)));
-        if self
+        match self
             .reconcile_old_replica_sets(d, key, rs_list, &all, &active_old, &new_rs)
-            .await?
+            .await
         {
-            return self
-                .sync_current_rollout_status(d, key, rs_list, &new_rs, &old_rss)
-                .await;
+            OldScaled::Yes => {
+                return self
+                    .sync_current_rollout_status(d, key, rs_list, &new_rs, &old_rss)
+                    .await;
+            }
+            OldScaled::Failed(err) => {
+                self.sync_current_rollout_status(d, key, rs_list, &new_rs, &old_rss)
+                    .await?;
+                return Err(err);
+            }
+            OldScaled::No => {}
         }
 
         let complete = deployment_complete(d, &d.status.clone().unwrap_or_default());
@@ -110,9 +118,11 @@ impl DeploymentController {
     /// more than `spec.replicas - maxUnavailable` pods stay available; true if anything was
     /// scaled down, as upstream's `reconcileOldReplicaSets`.
     ///
-    /// As upstream, a failed write here does not fail the sync (it reports "nothing scaled"
-    /// and the status is still written): the conflicting change that caused it brings the
-    /// Deployment back to the queue.
+    /// As upstream, a failed write here does not stop the pass: the status is still written.
+    /// Unlike upstream (which reports "nothing scaled" and forgets the key, so a 500 or 429
+    /// that no later change of the Deployment follows stalls the rollout until the informer's
+    /// resync, 12 to 24 hours later), the error is then returned and the key retried with
+    /// the queue's backoff.
     async fn reconcile_old_replica_sets(
         &self,
         d: &Deployment,
@@ -121,7 +131,7 @@ impl DeploymentController {
         all_rss: &[Arc<ReplicaSet>],
         old_rss: &[Arc<ReplicaSet>],
         new_rs: &Arc<ReplicaSet>,
-    ) -> Result<bool> {
+    ) -> OldScaled {
         let (cleanup, scale_down, cleanup_count, scale_down_count, aborted) = {
             let all = refs(all_rss);
             let old = refs(old_rss);
@@ -141,7 +151,7 @@ impl DeploymentController {
                 .await
             {
                 tracing::info!(deployment = key, %err, "cleaning up unhealthy replicas");
-                return Ok(false);
+                return OldScaled::Failed(err);
             }
         }
         tracing::debug!(
@@ -151,7 +161,7 @@ impl DeploymentController {
         );
         if let Some(err) = aborted {
             tracing::info!(deployment = key, %err, "not scaling down old replica sets");
-            return Ok(false);
+            return OldScaled::No;
         }
         for (rs, replicas) in scale_down {
             let rs = current(rs_list, &rs);
@@ -160,7 +170,7 @@ impl DeploymentController {
                 .await
             {
                 tracing::info!(deployment = key, %err, "scaling down old replica sets");
-                return Ok(false);
+                return OldScaled::Failed(err);
             }
         }
         tracing::debug!(
@@ -168,8 +178,22 @@ impl DeploymentController {
             count = scale_down_count,
             "Scaled down old RSes"
         );
-        Ok(cleanup_count + scale_down_count > 0)
+        if cleanup_count + scale_down_count > 0 {
+            OldScaled::Yes
+        } else {
+            OldScaled::No
+        }
     }
+}
+
+/// What [`DeploymentController::reconcile_old_replica_sets`] did to the old ReplicaSets.
+enum OldScaled {
+    /// At least one was scaled down.
+    Yes,
+    /// Nothing needed (or was allowed) to change.
+    No,
+    /// A scale-down write failed; the pass still writes the status, then retries.
+    Failed(Error),
 }
 
 /// Limits a scale-up of the new ReplicaSet to `next` so that the pods that exist, not only
@@ -203,6 +227,10 @@ fn cap_surge_by_existing_pods(
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::apps::v1::ReplicaSetStatus;
+    use kcm_machinery::controller::api_status;
+
+    use super::super::client::Verb;
+    use super::super::{Error, Operation};
 
     use super::super::test_support::{deployment, fixture, old_rs_for};
     use super::super::util::accessors::{name, rs_available_replicas, rs_replicas};
@@ -210,6 +238,53 @@ mod tests {
         DEPLOYMENT_AVAILABLE, DEPLOYMENT_PROGRESSING, NEW_RS_AVAILABLE_REASON,
         get_deployment_condition, reason,
     };
+
+    #[tokio::test]
+    async fn failed_scale_down_still_writes_the_status_and_is_retried() {
+        // 10 replicas, maxSurge 2, maxUnavailable 1: the first pass creates the new
+        // ReplicaSet at 2 and scales the old one to 9; that update fails with a 500.
+        let f = fixture();
+        let d = deployment("web", 10, 2, 1);
+        let old = old_rs_for(&d, "image:v1", 10, 10, "1", 0);
+        f.add_deployment(&d);
+        f.add_rs(&old);
+        f.client.set_error(
+            Verb::UpdateReplicaSet,
+            Some(api_status::internal_error("etcdserver: request timed out")),
+        );
+
+        let err = f.sync(&d).await.expect_err("the scale-down failed");
+        assert!(
+            matches!(
+                err,
+                Error::Api {
+                    operation: Operation::UpdateReplicaSet,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(f.created().len(), 1, "the new ReplicaSet was created");
+        let stored_old = f
+            .client
+            .replica_set("default", name(&old.metadata))
+            .expect("the old ReplicaSet");
+        assert_eq!(rs_replicas(&stored_old), 10, "no scale went through");
+        // The creation's Progressing condition, then the pass's counts.
+        let status = f.status_updates();
+        assert_eq!(status.len(), 2, "the status is written before the retry");
+        let written = status[1].status.clone().unwrap_or_default();
+        // The new ReplicaSet has no pods yet: the old one's 10 are all there are.
+        assert_eq!(written.replicas, Some(10));
+        assert_eq!(written.observed_generation, d.metadata.generation);
+
+        // The retry, with the server healthy again, finishes the step.
+        f.client.set_error(Verb::UpdateReplicaSet, None);
+        f.settle(false);
+        f.client.clear_actions();
+        f.sync(&d).await.expect("the retry");
+        assert_eq!(f.rs_updates(), vec![(name(&old.metadata).to_owned(), 9)]);
+    }
 
     #[tokio::test]
     async fn first_steps_surge_then_scale_down_within_max_unavailable() {
