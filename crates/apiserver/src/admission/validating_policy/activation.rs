@@ -273,6 +273,7 @@ mod tests {
     fn compile(source: &str, variables: &[&str]) -> Expression {
         let decls = Declarations {
             params: true,
+            namespaces: &[],
             variables: variables.iter().map(|v| (*v).to_owned()).collect(),
             growth: Vec::new(),
         };

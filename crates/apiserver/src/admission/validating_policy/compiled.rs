@@ -75,6 +75,7 @@ impl Policy {
         });
         let mut decls = Declarations {
             params: param_kind.is_some(),
+            namespaces: &[],
             variables: Vec::new(),
             growth: Vec::new(),
         };

@@ -35,6 +35,9 @@ const TYPE_NAMES: &[&str] = &[
 pub struct Declarations {
     /// Whether `params` is declared.
     pub params: bool,
+    /// The namespaces of functions the environment adds (`jsonpatch` for the mutating
+    /// policies' `jsonpatch.escapeKey`): their names are not variables.
+    pub namespaces: &'static [&'static str],
     /// The variables `variables.<name>` may name.
     pub variables: Vec<String>,
     /// Each variable's concatenations ([`Growth::total`]), index-aligned with `variables`
@@ -43,12 +46,13 @@ pub struct Declarations {
 }
 
 /// A compiled expression.
-#[derive(Debug)]
 pub struct Expression {
     /// The expression as written.
     pub source: String,
     /// The parsed program.
     program: Program,
+    /// The environment it runs in: [`ENV`], or one that adds types and functions.
+    env: Arc<Env>,
     /// The variables it names (indexes into the policy's variables), for the cost of
     /// evaluating them on first use.
     pub variables: Vec<usize>,
@@ -75,12 +79,31 @@ pub enum EvalError {
     OutOfBudget,
 }
 
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expression")
+            .field("source", &self.source)
+            .field("variables", &self.variables)
+            .field("growth", &self.growth)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Expression {
     /// Compiles `source`: a parse error, or a reference to something not declared, is a
     /// compile error (upstream's type checker reports `undeclared reference`).
     pub fn compile(source: &str, decls: &Declarations) -> Result<Expression, String> {
+        Self::compile_in(source, decls, &ENV)
+    }
+
+    /// [`Self::compile`] for `env`, which the expression then runs in.
+    pub fn compile_in(
+        source: &str,
+        decls: &Declarations,
+        env: &Arc<Env>,
+    ) -> Result<Expression, String> {
         // The parser is third-party code fed user input: a panic is a compile error.
-        let program = match catch_unwind(|| ENV.compile(source)) {
+        let program = match catch_unwind(AssertUnwindSafe(|| env.compile(source))) {
             Ok(Ok(program)) => program,
             Ok(Err(e)) => return Err(e.to_string().trim().to_owned()),
             Err(_) => return Err("the expression could not be parsed".to_owned()),
@@ -102,9 +125,15 @@ impl Expression {
         Ok(Expression {
             source: source.to_owned(),
             program,
+            env: Arc::clone(env),
             variables,
             growth,
         })
+    }
+
+    /// The parsed expression.
+    pub fn ast(&self) -> &IdedExpr {
+        self.program.expression()
     }
 
     /// The estimated cost of this expression alone over inputs of `sizes`.
@@ -128,7 +157,7 @@ impl Expression {
             return Err(failed(cost::PER_CALL_EXCEEDED.to_owned()));
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let mut context = Context::with_env(Arc::clone(&ENV));
+            let mut context = Context::with_env(Arc::clone(&self.env));
             context.set_variable_resolver(resolver);
             self.program.execute(&context)
         }));
@@ -214,7 +243,8 @@ impl Check<'_> {
             || name.starts_with('@')
             || TYPE_NAMES.contains(&name)
             || matches!(name, "object" | "oldObject" | "request" | "namespaceObject")
-            || (name == "params" && self.decls.params);
+            || (name == "params" && self.decls.params)
+            || self.decls.namespaces.contains(&name);
         if declared {
             return Ok(());
         }
@@ -234,6 +264,7 @@ mod tests {
     fn decls(params: bool, variables: &[&str]) -> Declarations {
         Declarations {
             params,
+            namespaces: &[],
             variables: variables.iter().map(|v| (*v).to_owned()).collect(),
             growth: Vec::new(),
         }
