@@ -1303,11 +1303,13 @@ async fn priority_runtime_classes_and_controller_revisions() {
 /// Every verb a stored resource serves, as `kubectl api-resources -o wide` prints them.
 const ALL_VERBS: &str = "create,delete,deletecollection,get,list,patch,update,watch";
 
-/// `kubectl api-resources -o wide` against a v1.33 kube-apiserver, row by row (NAME,
-/// SHORTNAMES, APIVERSION, NAMESPACED, KIND, VERBS, CATEGORIES; empty cells left out).
-/// Rows marked `17a` are served by the other half of issue 17 and appear once both
-/// branches are merged. `customresourcedefinitions` came with issue 18 (custom resources).
-const API_RESOURCES_V1_33: &[&str] = &[
+/// `kubectl api-resources -o wide` against a v1.36 kube-apiserver with its default API
+/// resources (the stable group versions of `DefaultAPIResourceConfigSource`; no beta or
+/// alpha version is served by default), row by row (NAME, SHORTNAMES, APIVERSION,
+/// NAMESPACED, KIND, VERBS, CATEGORIES; empty cells left out), plus metrics.k8s.io, which
+/// kcm serves itself where a cluster runs metrics-server. Rows marked `17a`, `18` or
+/// `v1.36` say which issue (or version) brought them.
+const API_RESOURCES_V1_36: &[&str] = &[
     "bindings v1 true Binding create",                        // 17a
     "componentstatuses cs v1 false ComponentStatus get,list", // 17a
     "configmaps cm v1 true ConfigMap ALL",
@@ -1325,8 +1327,8 @@ const API_RESOURCES_V1_33: &[&str] = &[
     "secrets v1 true Secret ALL",
     "serviceaccounts sa v1 true ServiceAccount ALL",
     "services svc v1 true Service ALL all",
-    "mutatingadmissionpolicies admissionregistration.k8s.io/v1 false MutatingAdmissionPolicy ALL api-extensions",
-    "mutatingadmissionpolicybindings admissionregistration.k8s.io/v1 false MutatingAdmissionPolicyBinding ALL api-extensions",
+    "mutatingadmissionpolicies admissionregistration.k8s.io/v1 false MutatingAdmissionPolicy ALL api-extensions", // v1.36
+    "mutatingadmissionpolicybindings admissionregistration.k8s.io/v1 false MutatingAdmissionPolicyBinding ALL api-extensions", // v1.36
     "mutatingwebhookconfigurations admissionregistration.k8s.io/v1 false MutatingWebhookConfiguration ALL api-extensions",
     "validatingadmissionpolicies admissionregistration.k8s.io/v1 false ValidatingAdmissionPolicy ALL api-extensions",
     "validatingadmissionpolicybindings admissionregistration.k8s.io/v1 false ValidatingAdmissionPolicyBinding ALL api-extensions",
@@ -1366,16 +1368,21 @@ const API_RESOURCES_V1_33: &[&str] = &[
     "clusterroles rbac.authorization.k8s.io/v1 false ClusterRole ALL",
     "rolebindings rbac.authorization.k8s.io/v1 true RoleBinding ALL",
     "roles rbac.authorization.k8s.io/v1 true Role ALL",
+    "deviceclasses resource.k8s.io/v1 false DeviceClass ALL", // v1.34
+    "resourceclaims resource.k8s.io/v1 true ResourceClaim ALL", // v1.34
+    "resourceclaimtemplates resource.k8s.io/v1 true ResourceClaimTemplate ALL", // v1.34
+    "resourceslices resource.k8s.io/v1 false ResourceSlice ALL", // v1.34
     "priorityclasses pc scheduling.k8s.io/v1 false PriorityClass ALL", // 17a
     "csidrivers storage.k8s.io/v1 false CSIDriver ALL",
     "csinodes storage.k8s.io/v1 false CSINode ALL",
     "csistoragecapacities storage.k8s.io/v1 true CSIStorageCapacity ALL",
     "storageclasses sc storage.k8s.io/v1 false StorageClass ALL",
     "volumeattachments storage.k8s.io/v1 false VolumeAttachment ALL",
+    "volumeattributesclasses vac storage.k8s.io/v1 false VolumeAttributesClass ALL", // v1.34
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn api_resources_wide_lists_what_v1_33_serves() {
+async fn api_resources_wide_lists_what_v1_36_serves() {
     if !kubectl_installed() {
         return;
     }
@@ -1400,7 +1407,7 @@ async fn api_resources_wide_lists_what_v1_33_serves() {
             .skip(1)
             .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
             .collect();
-        let want: Vec<String> = API_RESOURCES_V1_33
+        let want: Vec<String> = API_RESOURCES_V1_36
             .iter()
             .map(|row| row.replace(" ALL", &format!(" {ALL_VERBS}")))
             .collect();

@@ -67,9 +67,10 @@ impl Chain {
     }
 
     /// The mutating phase: each mutating plugin handling the operation, in order; the first
-    /// refusal ends the request. When a webhook changed the object, every mutating plugin
-    /// runs once more (upstream's `reinvoker`: in-tree plugins are idempotent, and webhooks
-    /// are only called again under `reinvocationPolicy: IfNeeded`).
+    /// refusal ends the request. When a webhook or a mutating policy changed the object,
+    /// every mutating plugin runs once more (upstream's `reinvoker`: in-tree plugins are
+    /// idempotent, and webhooks and policies are only applied again under
+    /// `reinvocationPolicy: IfNeeded`).
     pub async fn admit(&self, source: &dyn ObjectSource, a: &mut Attributes<'_>) -> Result<()> {
         self.admit_round(source, a).await?;
         if a.reinvocation.should_reinvoke() && !a.reinvocation.is_reinvoke() {

@@ -7,7 +7,8 @@
 //! default-on set, and [`chain`] builds the configured chain from
 //! `--enable-admission-plugins` / `--disable-admission-plugins`. One file per plugin below;
 //! [`webhook`] holds the two webhook plugins; [`match_conditions`] the CEL conditions they
-//! (and ValidatingAdmissionPolicy, [`validating_policy`]) share.
+//! share; [`validating_policy`] and [`mutating_policy`] the two admission policy plugins (the
+//! mutating one runs on the validating one's matching, params and CEL runtime).
 
 pub mod attributes;
 pub mod chain;
@@ -16,6 +17,7 @@ pub mod default_toleration_seconds;
 pub mod interfaces;
 pub mod limit_ranger;
 pub mod match_conditions;
+pub mod mutating_policy;
 pub mod namespace_lifecycle;
 pub mod plugins;
 pub mod pod_security;

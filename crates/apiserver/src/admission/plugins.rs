@@ -58,6 +58,8 @@ pub const STORAGE_OBJECT_IN_USE_PROTECTION: &str = "StorageObjectInUseProtection
 pub const RUNTIME_CLASS: &str = "RuntimeClass";
 /// `ValidatingAdmissionPolicy`.
 pub const VALIDATING_ADMISSION_POLICY: &str = crate::admission::validating_policy::NAME;
+/// `MutatingAdmissionPolicy`.
+pub const MUTATING_ADMISSION_POLICY: &str = crate::admission::mutating_policy::NAME;
 /// `MutatingAdmissionWebhook`.
 pub const MUTATING_ADMISSION_WEBHOOK: &str = "MutatingAdmissionWebhook";
 /// `ValidatingAdmissionWebhook`.
@@ -102,7 +104,7 @@ pub const ALL_ORDERED_PLUGINS: &[&str] = &[
     "DefaultIngressClass",
     "DenyServiceExternalIPs",
     "PodTopologyLabels",
-    "MutatingAdmissionPolicy",
+    MUTATING_ADMISSION_POLICY,
     MUTATING_ADMISSION_WEBHOOK,
     VALIDATING_ADMISSION_POLICY,
     VALIDATING_ADMISSION_WEBHOOK,
@@ -132,7 +134,7 @@ pub const DEFAULT_ON_PLUGINS: &[&str] = &[
     "DefaultIngressClass",
     POD_SECURITY,
     "PodTopologyLabels",
-    "MutatingAdmissionPolicy",
+    MUTATING_ADMISSION_POLICY,
     VALIDATING_ADMISSION_POLICY,
 ];
 
@@ -162,6 +164,7 @@ pub fn build(name: &str) -> Option<Arc<dyn Plugin>> {
         VALIDATING_ADMISSION_POLICY => {
             Arc::new(validating_policy::ValidatingAdmissionPolicy::default())
         }
+        MUTATING_ADMISSION_POLICY => Arc::new(mutating_policy::MutatingAdmissionPolicy::default()),
         MUTATING_ADMISSION_WEBHOOK => Arc::new(webhook::MutatingWebhook::default()),
         VALIDATING_ADMISSION_WEBHOOK => Arc::new(webhook::ValidatingWebhook::default()),
         _ => return None,
@@ -313,6 +316,7 @@ mod tests {
                 DEFAULT_TOLERATION_SECONDS,
                 DEFAULT_STORAGE_CLASS,
                 RUNTIME_CLASS,
+                MUTATING_ADMISSION_POLICY,
                 MUTATING_ADMISSION_WEBHOOK,
                 VALIDATING_ADMISSION_POLICY,
                 VALIDATING_ADMISSION_WEBHOOK,

@@ -1,4 +1,4 @@
-//! Reinvocation of the mutating phase (upstream's `admission.ReinvocationContext` and the mutating webhooks' `webhookReinvokeContext`): when a webhook changed the object, the mutating plugins run once more, and with them the `reinvocationPolicy: IfNeeded` webhooks called before the change.
+//! Reinvocation of the mutating phase (upstream's `admission.ReinvocationContext`, with the mutating webhooks' `webhookReinvokeContext` and the mutating policies' `policyReinvokeContext`): when a webhook or a policy changed the object, the mutating plugins run once more, and with them the `reinvocationPolicy: IfNeeded` webhooks and policies invoked before the change.
 
 use std::collections::BTreeSet;
 
@@ -9,14 +9,23 @@ use serde_json::Value;
 pub struct Reinvocation {
     /// Whether the mutating phase is running its second (last) round.
     is_reinvoke: bool,
-    /// Whether a second round is needed (a webhook changed the object).
+    /// Whether a second round is needed (a webhook or a policy changed the object).
     should_reinvoke: bool,
-    /// The object as the mutating webhooks left it last (a change since means in-tree plugins
-    /// of the second round changed it, and the `IfNeeded` webhooks must see it again).
-    last_webhook_output: Option<Value>,
-    /// `IfNeeded` webhooks called so far whose view of the object is not outdated yet.
+    /// The mutating webhooks' invocations (keyed by webhook uid).
+    pub webhooks: Invocations,
+    /// The mutating admission policies' invocations (keyed by policy, binding and param).
+    pub policies: Invocations,
+}
+
+/// One plugin's reinvocation bookkeeping: which of its `IfNeeded` hooks run again.
+#[derive(Debug, Default)]
+pub struct Invocations {
+    /// The object as the plugin left it last (a change since means other plugins changed
+    /// it after, and the `IfNeeded` hooks must see it again).
+    last_output: Option<Value>,
+    /// `IfNeeded` hooks invoked so far whose view of the object is not outdated yet.
     previously_invoked: BTreeSet<String>,
-    /// Webhooks to call in the second round.
+    /// Hooks to invoke in the second round.
     reinvoke: BTreeSet<String>,
 }
 
@@ -40,29 +49,31 @@ impl Reinvocation {
     pub fn set_is_reinvoke(&mut self) {
         self.is_reinvoke = true;
     }
+}
 
-    /// Whether the webhook with `uid` is called in the second round.
-    pub fn should_reinvoke_webhook(&self, uid: &str) -> bool {
-        self.reinvoke.contains(uid)
+impl Invocations {
+    /// Whether the hook `key` is invoked in the second round.
+    pub fn should_reinvoke(&self, key: &str) -> bool {
+        self.reinvoke.contains(key)
     }
 
-    /// Whether `object` differs from what the webhooks left last.
-    pub fn output_changed_since_last_webhook(&self, object: Option<&Value>) -> bool {
-        self.last_webhook_output.as_ref() != object
+    /// Whether `object` differs from what the plugin left last.
+    pub fn output_changed_since_last(&self, object: Option<&Value>) -> bool {
+        self.last_output.as_ref() != object
     }
 
-    /// Records what the webhooks left.
-    pub fn set_last_webhook_output(&mut self, object: Option<&Value>) {
-        self.last_webhook_output = object.cloned();
+    /// Records what the plugin left.
+    pub fn set_last_output(&mut self, object: Option<&Value>) {
+        self.last_output = object.cloned();
     }
 
-    /// Records an `IfNeeded` webhook as called.
-    pub fn add_reinvocable_webhook(&mut self, uid: &str) {
-        self.previously_invoked.insert(uid.to_owned());
+    /// Records an `IfNeeded` hook as invoked.
+    pub fn add_reinvocable(&mut self, key: &str) {
+        self.previously_invoked.insert(key.to_owned());
     }
 
-    /// The object changed after the `IfNeeded` webhooks called so far saw it: they are
-    /// called again in the second round.
+    /// The object changed after the `IfNeeded` hooks invoked so far saw it: they are
+    /// invoked again in the second round.
     pub fn require_reinvoking_previously_invoked(&mut self) {
         let invoked = std::mem::take(&mut self.previously_invoked);
         self.reinvoke.extend(invoked);
@@ -76,21 +87,25 @@ mod tests {
     use super::*;
 
     /// As upstream's `TestFullReinvocation`/`TestPartialReinvocation` bookkeeping: only
-    /// `IfNeeded` webhooks invoked before a change are reinvoked.
+    /// `IfNeeded` hooks invoked before a change are reinvoked.
     #[test]
-    fn only_webhooks_called_before_a_change_are_reinvoked() {
+    fn only_hooks_invoked_before_a_change_are_reinvoked() {
         let mut r = Reinvocation::default();
-        r.add_reinvocable_webhook("a");
-        r.require_reinvoking_previously_invoked();
-        r.add_reinvocable_webhook("b");
+        r.webhooks.add_reinvocable("a");
+        r.webhooks.require_reinvoking_previously_invoked();
+        r.webhooks.add_reinvocable("b");
         r.set_should_reinvoke();
         assert!(r.should_reinvoke());
-        assert!(r.should_reinvoke_webhook("a"));
-        assert!(!r.should_reinvoke_webhook("b"));
+        assert!(r.webhooks.should_reinvoke("a"));
+        assert!(!r.webhooks.should_reinvoke("b"));
+        assert!(
+            !r.policies.should_reinvoke("a"),
+            "each plugin keeps its own"
+        );
 
         let obj = json!({"a": 1});
-        r.set_last_webhook_output(Some(&obj));
-        assert!(!r.output_changed_since_last_webhook(Some(&obj)));
-        assert!(r.output_changed_since_last_webhook(Some(&json!({"a": 2}))));
+        r.webhooks.set_last_output(Some(&obj));
+        assert!(!r.webhooks.output_changed_since_last(Some(&obj)));
+        assert!(r.webhooks.output_changed_since_last(Some(&json!({"a": 2}))));
     }
 }

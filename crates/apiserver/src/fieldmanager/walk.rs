@@ -328,6 +328,45 @@ pub fn merge(live: &Value, config: &Value, ty: &'static TypeDef) -> Value {
     }
 }
 
+/// The paths of `config` that [`merge`] replaces whole rather than merging into (atomic
+/// lists, replaced maps), as structured-merge-diff prints them (`.spec.args`, `[0]`): what
+/// a mutating policy's apply configuration may not set (upstream's `findAtomics`), since
+/// it would drop the fields it does not repeat.
+pub fn atomic_paths(config: &Value, ty: &'static TypeDef) -> Vec<String> {
+    let mut out = Vec::new();
+    atomics_in(config, ty, &mut String::new(), &mut out);
+    out
+}
+
+fn atomics_in(config: &Value, ty: &'static TypeDef, path: &mut String, out: &mut Vec<String>) {
+    let Value::Object(fields) = config else {
+        return;
+    };
+    for (k, v) in fields {
+        let meta = ty.field(k);
+        let len = path.len();
+        path.push('.');
+        path.push_str(k);
+        match v {
+            Value::Object(_) if meta.strategy == Strategy::Replace => out.push(path.clone()),
+            Value::Object(_) => atomics_in(v, meta.ty, path, out),
+            Value::Array(items) => {
+                if list_key(&meta).is_none() && !is_set(&meta) {
+                    out.push(path.clone());
+                }
+                for (i, item) in items.iter().enumerate() {
+                    let item_len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    atomics_in(item, meta.ty, path, out);
+                    path.truncate(item_len);
+                }
+            }
+            _ => {}
+        }
+        path.truncate(len);
+    }
+}
+
 fn merge_field(live: &Value, config: &Value, meta: FieldMeta) -> Value {
     match (live, config) {
         (Value::Object(_), Value::Object(_)) if meta.strategy != Strategy::Replace => {
@@ -383,6 +422,17 @@ mod tests {
                     "spec": {"containers": [{"name": "nginx", "image": "nginx:1", "args": ["x", "y"]}]}}},
             "status": {"replicas": 2},
         })
+    }
+
+    #[test]
+    fn atomic_paths_are_the_lists_merge_replaces() {
+        let config = json!({"metadata": {"finalizers": ["x"], "labels": {"a": "b"}},
+            "spec": {"replicas": 3, "template": {"spec": {"containers": [
+                {"name": "c", "args": ["a"], "ports": [{"containerPort": 80}]}]}}}});
+        assert_eq!(
+            atomic_paths(&config, deployment_root()),
+            [".spec.template.spec.containers[0].args"]
+        );
     }
 
     #[test]

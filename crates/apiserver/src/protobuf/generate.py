@@ -102,6 +102,12 @@ ROOTS = [
      "api.admissionregistration.v1beta1.MutatingAdmissionPolicy"),
     ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding",
      "api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding"),
+    # The kinds v1.36 serves by default beyond those (resource.k8s.io since v1.34).
+    ("storage.k8s.io/v1", "VolumeAttributesClass", "api.storage.v1.VolumeAttributesClass"),
+    ("resource.k8s.io/v1", "DeviceClass", "api.resource.v1.DeviceClass"),
+    ("resource.k8s.io/v1", "ResourceClaim", "api.resource.v1.ResourceClaim"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate", "api.resource.v1.ResourceClaimTemplate"),
+    ("resource.k8s.io/v1", "ResourceSlice", "api.resource.v1.ResourceSlice"),
     ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", "api.flowcontrol.v1.FlowSchema"),
     ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration",
      "api.flowcontrol.v1.PriorityLevelConfiguration"),
@@ -283,6 +289,9 @@ POINTERS = {
     "api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec": ["failurePolicy"],
     "api.admissionregistration.v1beta1.MatchResources": ["matchPolicy"],
     "api.admissionregistration.v1beta1.ParamRef": ["parameterNotFoundAction"],
+    "api.resource.v1.ResourceSliceSpec": ["nodeName", "allNodes", "perDeviceNodeSelection"],
+    "api.resource.v1.ExactDeviceRequest": ["adminAccess"],
+    "api.resource.v1.DeviceSubRequest": [],
     "api.flowcontrol.v1.LimitedPriorityLevelConfiguration": [
         "nominalConcurrencyShares", "lendablePercent", "borrowingLimitPercent"],
     "api.flowcontrol.v1.ExemptPriorityLevelConfiguration": [
@@ -315,6 +324,9 @@ INLINE = {
     ("api.admissionregistration.v1.NamedRuleWithOperations", "rule_with_operations"),
     ("api.admissionregistration.v1beta1.NamedRuleWithOperations", "rule_with_operations"),
     ("api.core.v1.PersistentVolumeSpec", "persistent_volume_source"),
+    ("api.resource.v1.DeviceClassConfiguration", "device_configuration"),
+    ("api.resource.v1.DeviceClaimConfiguration", "device_configuration"),
+    ("api.resource.v1.DeviceAllocationConfiguration", "device_configuration"),
 }
 
 # Messages that exist only inlined: their JSON names are those of the embedding type.
@@ -326,6 +338,7 @@ EMBEDDED_IN = {
     "IngressRuleValue": "IngressRule",
     "Rule": "RuleWithOperations",
     "PersistentVolumeSource": "PersistentVolumeSpec",
+    "DeviceConfiguration": "DeviceClassConfiguration",
 }
 
 

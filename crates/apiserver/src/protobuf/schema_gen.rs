@@ -4,27 +4,27 @@
 use super::schema::{Field, Kind, Message, Wrapper};
 
 #[rustfmt::skip]
-pub(super) static MESSAGES: [Message; 473] = [
+pub(super) static MESSAGES: [Message; 513] = [
     Message {
         name: "k8s.io.api.core.v1.Pod",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(68), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(69), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(73), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(74), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.Namespace",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(70), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(71), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(76), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.ConfigMap",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "data", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
             Field { tag: 3, json: "binaryData", kind: Kind::Map(&Kind::Bytes), repeated: false, keep_zero: false },
             Field { tag: 4, json: "immutable", kind: Kind::Bool, repeated: false, keep_zero: true },
@@ -33,7 +33,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.Secret",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "data", kind: Kind::Map(&Kind::Bytes), repeated: false, keep_zero: false },
             Field { tag: 3, json: "type", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "stringData", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
@@ -43,51 +43,51 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.Service",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(72), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(73), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(77), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(78), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.ServiceAccount",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "secrets", kind: Kind::Message(74), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "imagePullSecrets", kind: Kind::Message(75), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "secrets", kind: Kind::Message(79), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "imagePullSecrets", kind: Kind::Message(80), repeated: true, keep_zero: false },
             Field { tag: 4, json: "automountServiceAccountToken", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.Endpoints",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "subsets", kind: Kind::Message(76), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "subsets", kind: Kind::Message(81), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.Node",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(77), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(78), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(82), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(83), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.Event",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "involvedObject", kind: Kind::Message(74), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "involvedObject", kind: Kind::Message(79), repeated: false, keep_zero: false },
             Field { tag: 3, json: "reason", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "message", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 5, json: "source", kind: Kind::Message(79), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "source", kind: Kind::Message(84), repeated: false, keep_zero: false },
             Field { tag: 6, json: "firstTimestamp", kind: Kind::Time, repeated: false, keep_zero: false },
             Field { tag: 7, json: "lastTimestamp", kind: Kind::Time, repeated: false, keep_zero: false },
             Field { tag: 8, json: "count", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 9, json: "type", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 10, json: "eventTime", kind: Kind::MicroTime, repeated: false, keep_zero: false },
-            Field { tag: 11, json: "series", kind: Kind::Message(80), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "series", kind: Kind::Message(85), repeated: false, keep_zero: false },
             Field { tag: 12, json: "action", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 13, json: "related", kind: Kind::Message(74), repeated: false, keep_zero: false },
+            Field { tag: 13, json: "related", kind: Kind::Message(79), repeated: false, keep_zero: false },
             Field { tag: 14, json: "reportingComponent", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 15, json: "reportingInstance", kind: Kind::String, repeated: false, keep_zero: false },
         ],
@@ -95,69 +95,69 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ReplicationController",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(81), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(82), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.core.v1.PodTemplate",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "template", kind: Kind::Message(83), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.core.v1.Binding",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "target", kind: Kind::Message(74), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.core.v1.PersistentVolumeClaim",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(84), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(85), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.apps.v1.Deployment",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "spec", kind: Kind::Message(86), repeated: false, keep_zero: false },
             Field { tag: 3, json: "status", kind: Kind::Message(87), repeated: false, keep_zero: false },
         ],
     },
     Message {
+        name: "k8s.io.api.core.v1.PodTemplate",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "template", kind: Kind::Message(88), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.core.v1.Binding",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "target", kind: Kind::Message(79), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.core.v1.PersistentVolumeClaim",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(89), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(90), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.apps.v1.Deployment",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(91), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(92), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
         name: "k8s.io.api.apps.v1.ReplicaSet",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(88), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(89), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(93), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(94), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.apps.v1.DaemonSet",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(90), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(91), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(95), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(96), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.apps.v1.StatefulSet",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(92), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(93), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(97), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(98), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.apps.v1.ControllerRevision",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "data", kind: Kind::RawJson, repeated: false, keep_zero: false },
             Field { tag: 3, json: "revision", kind: Kind::Int64, repeated: false, keep_zero: true },
         ],
@@ -165,64 +165,64 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.batch.v1.Job",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(94), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(95), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(99), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(100), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.batch.v1.CronJob",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(96), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(97), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(101), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(102), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.policy.v1.Eviction",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "deleteOptions", kind: Kind::Message(34), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.policy.v1.PodDisruptionBudget",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(98), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(99), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(103), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(104), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.coordination.v1.Lease",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(100), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(105), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v1.Scale",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(101), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(102), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(106), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(107), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.events.v1.Event",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "eventTime", kind: Kind::MicroTime, repeated: false, keep_zero: false },
-            Field { tag: 3, json: "series", kind: Kind::Message(103), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "series", kind: Kind::Message(108), repeated: false, keep_zero: false },
             Field { tag: 4, json: "reportingController", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 5, json: "reportingInstance", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "action", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 7, json: "reason", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 8, json: "regarding", kind: Kind::Message(74), repeated: false, keep_zero: false },
-            Field { tag: 9, json: "related", kind: Kind::Message(74), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "regarding", kind: Kind::Message(79), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "related", kind: Kind::Message(79), repeated: false, keep_zero: false },
             Field { tag: 10, json: "note", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 11, json: "type", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 12, json: "deprecatedSource", kind: Kind::Message(79), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "deprecatedSource", kind: Kind::Message(84), repeated: false, keep_zero: false },
             Field { tag: 13, json: "deprecatedFirstTimestamp", kind: Kind::Time, repeated: false, keep_zero: false },
             Field { tag: 14, json: "deprecatedLastTimestamp", kind: Kind::Time, repeated: false, keep_zero: false },
             Field { tag: 15, json: "deprecatedCount", kind: Kind::Int32, repeated: false, keep_zero: false },
@@ -231,62 +231,62 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.discovery.v1.EndpointSlice",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "endpoints", kind: Kind::Message(104), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "ports", kind: Kind::Message(105), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "endpoints", kind: Kind::Message(109), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "ports", kind: Kind::Message(110), repeated: true, keep_zero: false },
             Field { tag: 4, json: "addressType", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PersistentVolume",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(106), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(107), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(111), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(112), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.ResourceQuota",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(108), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(109), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(113), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(114), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.LimitRange",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(110), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(115), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.ComponentStatus",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "conditions", kind: Kind::Message(111), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "conditions", kind: Kind::Message(116), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(112), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(113), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(117), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(118), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v1.HorizontalPodAutoscaler",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(114), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(115), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(119), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(120), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.scheduling.v1.PriorityClass",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "value", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 3, json: "globalDefault", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 4, json: "description", kind: Kind::String, repeated: false, keep_zero: false },
@@ -296,17 +296,17 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.node.v1.RuntimeClass",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "handler", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 3, json: "overhead", kind: Kind::Message(116), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "scheduling", kind: Kind::Message(117), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "overhead", kind: Kind::Message(121), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "scheduling", kind: Kind::Message(122), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
         fields: &[
             Field { tag: 1, json: "gracePeriodSeconds", kind: Kind::Int64, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "preconditions", kind: Kind::Message(118), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "preconditions", kind: Kind::Message(123), repeated: false, keep_zero: false },
             Field { tag: 3, json: "orphanDependents", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 4, json: "propagationPolicy", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 5, json: "dryRun", kind: Kind::String, repeated: true, keep_zero: false },
@@ -316,103 +316,103 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.rbac.v1.Role",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "rules", kind: Kind::Message(119), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "rules", kind: Kind::Message(124), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.rbac.v1.RoleBinding",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "subjects", kind: Kind::Message(120), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "roleRef", kind: Kind::Message(121), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "subjects", kind: Kind::Message(125), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "roleRef", kind: Kind::Message(126), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.rbac.v1.ClusterRole",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "rules", kind: Kind::Message(119), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "aggregationRule", kind: Kind::Message(122), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "rules", kind: Kind::Message(124), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "aggregationRule", kind: Kind::Message(127), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.rbac.v1.ClusterRoleBinding",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "subjects", kind: Kind::Message(120), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "roleRef", kind: Kind::Message(121), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "subjects", kind: Kind::Message(125), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "roleRef", kind: Kind::Message(126), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.Ingress",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(123), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(124), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.networking.v1.IngressClass",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(125), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.networking.v1.NetworkPolicy",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(126), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.networking.v1.IPAddress",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(127), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.networking.v1.ServiceCIDR",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "spec", kind: Kind::Message(128), repeated: false, keep_zero: false },
             Field { tag: 3, json: "status", kind: Kind::Message(129), repeated: false, keep_zero: false },
         ],
     },
     Message {
+        name: "k8s.io.api.networking.v1.IngressClass",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(130), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.networking.v1.NetworkPolicy",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(131), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.networking.v1.IPAddress",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(132), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.networking.v1.ServiceCIDR",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(134), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
         name: "k8s.io.api.storage.v1.StorageClass",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "provisioner", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 3, json: "parameters", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
             Field { tag: 4, json: "reclaimPolicy", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 5, json: "mountOptions", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 6, json: "allowVolumeExpansion", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 7, json: "volumeBindingMode", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 8, json: "allowedTopologies", kind: Kind::Message(130), repeated: true, keep_zero: false },
+            Field { tag: 8, json: "allowedTopologies", kind: Kind::Message(135), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.storage.v1.CSIDriver",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(131), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(136), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.storage.v1.CSINode",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(132), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(137), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.storage.v1.CSIStorageCapacity",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "nodeTopology", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "nodeTopology", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 3, json: "storageClassName", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 4, json: "capacity", kind: Kind::Quantity, repeated: false, keep_zero: false },
             Field { tag: 5, json: "maximumVolumeSize", kind: Kind::Quantity, repeated: false, keep_zero: false },
@@ -421,147 +421,184 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.storage.v1.VolumeAttachment",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(134), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(135), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(139), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(140), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.certificates.v1.CertificateSigningRequest",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(136), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(137), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(141), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(142), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.admissionregistration.v1.ValidatingWebhookConfiguration",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "webhooks", kind: Kind::Message(138), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "webhooks", kind: Kind::Message(143), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.admissionregistration.v1.MutatingWebhookConfiguration",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "webhooks", kind: Kind::Message(139), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "webhooks", kind: Kind::Message(144), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicy",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(140), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(141), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(142), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicy",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(143), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(144), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.flowcontrol.v1.FlowSchema",
-        fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "spec", kind: Kind::Message(145), repeated: false, keep_zero: false },
             Field { tag: 3, json: "status", kind: Kind::Message(146), repeated: false, keep_zero: false },
         ],
     },
     Message {
-        name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfiguration",
+        name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "spec", kind: Kind::Message(147), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(148), repeated: false, keep_zero: false },
         ],
     },
     Message {
-        name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIService",
+        name: "k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicy",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(148), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "spec", kind: Kind::Message(149), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(150), repeated: false, keep_zero: false },
         ],
     },
     Message {
-        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+        name: "k8s.io.api.storage.v1.VolumeAttributesClass",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "driverName", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 3, json: "parameters", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClass",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(150), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaim",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
             Field { tag: 2, json: "spec", kind: Kind::Message(151), repeated: false, keep_zero: false },
             Field { tag: 3, json: "status", kind: Kind::Message(152), repeated: false, keep_zero: false },
         ],
     },
     Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimTemplate",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(153), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceSlice",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(154), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.FlowSchema",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(155), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(156), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfiguration",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(157), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(158), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIService",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(159), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(160), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(161), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(162), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
         name: "k8s.io.api.authentication.v1.SelfSubjectReview",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "status", kind: Kind::Message(153), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "status", kind: Kind::Message(163), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.authentication.v1.TokenReview",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(154), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(155), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(164), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(165), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.authentication.v1.TokenRequest",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(156), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(157), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(166), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(167), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.authorization.v1.SelfSubjectAccessReview",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(158), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(159), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(168), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(169), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.authorization.v1.SelfSubjectRulesReview",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(160), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(161), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(170), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(171), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.authorization.v1.SubjectAccessReview",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(162), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(159), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(172), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(169), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.authorization.v1.LocalSubjectAccessReview",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(162), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "status", kind: Kind::Message(159), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(172), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "status", kind: Kind::Message(169), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -579,16 +616,16 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 10, json: "deletionGracePeriodSeconds", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 11, json: "labels", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
             Field { tag: 12, json: "annotations", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
-            Field { tag: 13, json: "ownerReferences", kind: Kind::Message(163), repeated: true, keep_zero: false },
+            Field { tag: 13, json: "ownerReferences", kind: Kind::Message(173), repeated: true, keep_zero: false },
             Field { tag: 14, json: "finalizers", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 17, json: "managedFields", kind: Kind::Message(164), repeated: true, keep_zero: false },
+            Field { tag: 17, json: "managedFields", kind: Kind::Message(174), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PodSpec",
         fields: &[
-            Field { tag: 1, json: "volumes", kind: Kind::Message(165), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "containers", kind: Kind::Message(166), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "volumes", kind: Kind::Message(175), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "containers", kind: Kind::Message(176), repeated: true, keep_zero: false },
             Field { tag: 3, json: "restartPolicy", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "terminationGracePeriodSeconds", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 5, json: "activeDeadlineSeconds", kind: Kind::Int64, repeated: false, keep_zero: true },
@@ -600,60 +637,60 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 11, json: "hostNetwork", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 12, json: "hostPID", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 13, json: "hostIPC", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 14, json: "securityContext", kind: Kind::Message(168), repeated: false, keep_zero: false },
-            Field { tag: 15, json: "imagePullSecrets", kind: Kind::Message(75), repeated: true, keep_zero: false },
+            Field { tag: 14, json: "securityContext", kind: Kind::Message(178), repeated: false, keep_zero: false },
+            Field { tag: 15, json: "imagePullSecrets", kind: Kind::Message(80), repeated: true, keep_zero: false },
             Field { tag: 16, json: "hostname", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 17, json: "subdomain", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 18, json: "affinity", kind: Kind::Message(169), repeated: false, keep_zero: false },
+            Field { tag: 18, json: "affinity", kind: Kind::Message(179), repeated: false, keep_zero: false },
             Field { tag: 19, json: "schedulerName", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 20, json: "initContainers", kind: Kind::Message(166), repeated: true, keep_zero: false },
+            Field { tag: 20, json: "initContainers", kind: Kind::Message(176), repeated: true, keep_zero: false },
             Field { tag: 21, json: "automountServiceAccountToken", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 22, json: "tolerations", kind: Kind::Message(170), repeated: true, keep_zero: false },
-            Field { tag: 23, json: "hostAliases", kind: Kind::Message(171), repeated: true, keep_zero: false },
+            Field { tag: 22, json: "tolerations", kind: Kind::Message(180), repeated: true, keep_zero: false },
+            Field { tag: 23, json: "hostAliases", kind: Kind::Message(181), repeated: true, keep_zero: false },
             Field { tag: 24, json: "priorityClassName", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 25, json: "priority", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 26, json: "dnsConfig", kind: Kind::Message(172), repeated: false, keep_zero: false },
+            Field { tag: 26, json: "dnsConfig", kind: Kind::Message(182), repeated: false, keep_zero: false },
             Field { tag: 27, json: "shareProcessNamespace", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 28, json: "readinessGates", kind: Kind::Message(173), repeated: true, keep_zero: false },
+            Field { tag: 28, json: "readinessGates", kind: Kind::Message(183), repeated: true, keep_zero: false },
             Field { tag: 29, json: "runtimeClassName", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 30, json: "enableServiceLinks", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 31, json: "preemptionPolicy", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 32, json: "overhead", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
-            Field { tag: 33, json: "topologySpreadConstraints", kind: Kind::Message(174), repeated: true, keep_zero: false },
-            Field { tag: 34, json: "ephemeralContainers", kind: Kind::Message(167), repeated: true, keep_zero: false },
+            Field { tag: 33, json: "topologySpreadConstraints", kind: Kind::Message(184), repeated: true, keep_zero: false },
+            Field { tag: 34, json: "ephemeralContainers", kind: Kind::Message(177), repeated: true, keep_zero: false },
             Field { tag: 35, json: "setHostnameAsFQDN", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 36, json: "os", kind: Kind::Message(175), repeated: false, keep_zero: false },
+            Field { tag: 36, json: "os", kind: Kind::Message(185), repeated: false, keep_zero: false },
             Field { tag: 37, json: "hostUsers", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 38, json: "schedulingGates", kind: Kind::Message(176), repeated: true, keep_zero: false },
-            Field { tag: 39, json: "resourceClaims", kind: Kind::Message(177), repeated: true, keep_zero: false },
-            Field { tag: 40, json: "resources", kind: Kind::Message(178), repeated: false, keep_zero: false },
+            Field { tag: 38, json: "schedulingGates", kind: Kind::Message(186), repeated: true, keep_zero: false },
+            Field { tag: 39, json: "resourceClaims", kind: Kind::Message(187), repeated: true, keep_zero: false },
+            Field { tag: 40, json: "resources", kind: Kind::Message(188), repeated: false, keep_zero: false },
             Field { tag: 41, json: "hostnameOverride", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 42, json: "workloadRef", kind: Kind::Message(179), repeated: false, keep_zero: false },
+            Field { tag: 42, json: "workloadRef", kind: Kind::Message(189), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PodStatus",
         fields: &[
             Field { tag: 1, json: "phase", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "conditions", kind: Kind::Message(180), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "conditions", kind: Kind::Message(190), repeated: true, keep_zero: false },
             Field { tag: 3, json: "message", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "reason", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 5, json: "hostIP", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "podIP", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 7, json: "startTime", kind: Kind::Time, repeated: false, keep_zero: false },
-            Field { tag: 8, json: "containerStatuses", kind: Kind::Message(183), repeated: true, keep_zero: false },
+            Field { tag: 8, json: "containerStatuses", kind: Kind::Message(193), repeated: true, keep_zero: false },
             Field { tag: 9, json: "qosClass", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 10, json: "initContainerStatuses", kind: Kind::Message(183), repeated: true, keep_zero: false },
+            Field { tag: 10, json: "initContainerStatuses", kind: Kind::Message(193), repeated: true, keep_zero: false },
             Field { tag: 11, json: "nominatedNodeName", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 12, json: "podIPs", kind: Kind::Message(182), repeated: true, keep_zero: false },
-            Field { tag: 13, json: "ephemeralContainerStatuses", kind: Kind::Message(183), repeated: true, keep_zero: false },
+            Field { tag: 12, json: "podIPs", kind: Kind::Message(192), repeated: true, keep_zero: false },
+            Field { tag: 13, json: "ephemeralContainerStatuses", kind: Kind::Message(193), repeated: true, keep_zero: false },
             Field { tag: 14, json: "resize", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 15, json: "resourceClaimStatuses", kind: Kind::Message(184), repeated: true, keep_zero: false },
-            Field { tag: 16, json: "hostIPs", kind: Kind::Message(181), repeated: true, keep_zero: false },
+            Field { tag: 15, json: "resourceClaimStatuses", kind: Kind::Message(194), repeated: true, keep_zero: false },
+            Field { tag: 16, json: "hostIPs", kind: Kind::Message(191), repeated: true, keep_zero: false },
             Field { tag: 17, json: "observedGeneration", kind: Kind::Int64, repeated: false, keep_zero: false },
-            Field { tag: 18, json: "extendedResourceClaimStatus", kind: Kind::Message(185), repeated: false, keep_zero: false },
+            Field { tag: 18, json: "extendedResourceClaimStatus", kind: Kind::Message(195), repeated: false, keep_zero: false },
             Field { tag: 19, json: "allocatedResources", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
-            Field { tag: 20, json: "resources", kind: Kind::Message(178), repeated: false, keep_zero: false },
+            Field { tag: 20, json: "resources", kind: Kind::Message(188), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -666,13 +703,13 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.NamespaceStatus",
         fields: &[
             Field { tag: 1, json: "phase", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "conditions", kind: Kind::Message(186), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "conditions", kind: Kind::Message(196), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.ServiceSpec",
         fields: &[
-            Field { tag: 1, json: "ports", kind: Kind::Message(187), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "ports", kind: Kind::Message(197), repeated: true, keep_zero: false },
             Field { tag: 2, json: "selector", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
             Field { tag: 3, json: "clusterIP", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "type", kind: Kind::String, repeated: false, keep_zero: false },
@@ -684,7 +721,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 11, json: "externalTrafficPolicy", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 12, json: "healthCheckNodePort", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 13, json: "publishNotReadyAddresses", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 14, json: "sessionAffinityConfig", kind: Kind::Message(188), repeated: false, keep_zero: false },
+            Field { tag: 14, json: "sessionAffinityConfig", kind: Kind::Message(198), repeated: false, keep_zero: false },
             Field { tag: 17, json: "ipFamilyPolicy", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 18, json: "clusterIPs", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 19, json: "ipFamilies", kind: Kind::String, repeated: true, keep_zero: false },
@@ -697,8 +734,8 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ServiceStatus",
         fields: &[
-            Field { tag: 1, json: "loadBalancer", kind: Kind::Message(189), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "conditions", kind: Kind::Message(190), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "loadBalancer", kind: Kind::Message(199), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "conditions", kind: Kind::Message(200), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -722,9 +759,9 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.EndpointSubset",
         fields: &[
-            Field { tag: 1, json: "addresses", kind: Kind::Message(191), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "notReadyAddresses", kind: Kind::Message(191), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "ports", kind: Kind::Message(192), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "addresses", kind: Kind::Message(201), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "notReadyAddresses", kind: Kind::Message(201), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "ports", kind: Kind::Message(202), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -734,8 +771,8 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "externalID", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "providerID", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "unschedulable", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 5, json: "taints", kind: Kind::Message(193), repeated: true, keep_zero: false },
-            Field { tag: 6, json: "configSource", kind: Kind::Message(194), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "taints", kind: Kind::Message(203), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "configSource", kind: Kind::Message(204), repeated: false, keep_zero: false },
             Field { tag: 7, json: "podCIDRs", kind: Kind::String, repeated: true, keep_zero: false },
         ],
     },
@@ -745,16 +782,16 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "capacity", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
             Field { tag: 2, json: "allocatable", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
             Field { tag: 3, json: "phase", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 4, json: "conditions", kind: Kind::Message(195), repeated: true, keep_zero: false },
-            Field { tag: 5, json: "addresses", kind: Kind::Message(196), repeated: true, keep_zero: false },
-            Field { tag: 6, json: "daemonEndpoints", kind: Kind::Message(197), repeated: false, keep_zero: false },
-            Field { tag: 7, json: "nodeInfo", kind: Kind::Message(198), repeated: false, keep_zero: false },
-            Field { tag: 8, json: "images", kind: Kind::Message(199), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "conditions", kind: Kind::Message(205), repeated: true, keep_zero: false },
+            Field { tag: 5, json: "addresses", kind: Kind::Message(206), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "daemonEndpoints", kind: Kind::Message(207), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "nodeInfo", kind: Kind::Message(208), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "images", kind: Kind::Message(209), repeated: true, keep_zero: false },
             Field { tag: 9, json: "volumesInUse", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 10, json: "volumesAttached", kind: Kind::Message(200), repeated: true, keep_zero: false },
-            Field { tag: 11, json: "config", kind: Kind::Message(201), repeated: false, keep_zero: false },
-            Field { tag: 12, json: "runtimeHandlers", kind: Kind::Message(202), repeated: true, keep_zero: false },
-            Field { tag: 13, json: "features", kind: Kind::Message(203), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "volumesAttached", kind: Kind::Message(210), repeated: true, keep_zero: false },
+            Field { tag: 11, json: "config", kind: Kind::Message(211), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "runtimeHandlers", kind: Kind::Message(212), repeated: true, keep_zero: false },
+            Field { tag: 13, json: "features", kind: Kind::Message(213), repeated: false, keep_zero: false },
             Field { tag: 14, json: "declaredFeatures", kind: Kind::String, repeated: true, keep_zero: false },
         ],
     },
@@ -777,7 +814,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "replicas", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 2, json: "selector", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "template", kind: Kind::Message(83), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "template", kind: Kind::Message(88), repeated: false, keep_zero: false },
             Field { tag: 4, json: "minReadySeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
         ],
     },
@@ -789,27 +826,27 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 3, json: "observedGeneration", kind: Kind::Int64, repeated: false, keep_zero: false },
             Field { tag: 4, json: "readyReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 5, json: "availableReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
-            Field { tag: 6, json: "conditions", kind: Kind::Message(204), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "conditions", kind: Kind::Message(214), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PodTemplateSpec",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(68), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(73), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PersistentVolumeClaimSpec",
         fields: &[
             Field { tag: 1, json: "accessModes", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 2, json: "resources", kind: Kind::Message(205), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "resources", kind: Kind::Message(215), repeated: false, keep_zero: false },
             Field { tag: 3, json: "volumeName", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 4, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 5, json: "storageClassName", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 6, json: "volumeMode", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 7, json: "dataSource", kind: Kind::Message(206), repeated: false, keep_zero: false },
-            Field { tag: 8, json: "dataSourceRef", kind: Kind::Message(207), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "dataSource", kind: Kind::Message(216), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "dataSourceRef", kind: Kind::Message(217), repeated: false, keep_zero: false },
             Field { tag: 9, json: "volumeAttributesClassName", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
@@ -819,20 +856,20 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "phase", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 2, json: "accessModes", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 3, json: "capacity", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "conditions", kind: Kind::Message(208), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "conditions", kind: Kind::Message(218), repeated: true, keep_zero: false },
             Field { tag: 5, json: "allocatedResources", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
             Field { tag: 7, json: "allocatedResourceStatuses", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
             Field { tag: 8, json: "currentVolumeAttributesClassName", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 9, json: "modifyVolumeStatus", kind: Kind::Message(209), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "modifyVolumeStatus", kind: Kind::Message(219), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.apps.v1.DeploymentSpec",
         fields: &[
             Field { tag: 1, json: "replicas", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "template", kind: Kind::Message(83), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "strategy", kind: Kind::Message(210), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "template", kind: Kind::Message(88), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "strategy", kind: Kind::Message(220), repeated: false, keep_zero: false },
             Field { tag: 5, json: "minReadySeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 6, json: "revisionHistoryLimit", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 7, json: "paused", kind: Kind::Bool, repeated: false, keep_zero: false },
@@ -847,7 +884,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 3, json: "updatedReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 4, json: "availableReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 5, json: "unavailableReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
-            Field { tag: 6, json: "conditions", kind: Kind::Message(211), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "conditions", kind: Kind::Message(221), repeated: true, keep_zero: false },
             Field { tag: 7, json: "readyReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 8, json: "collisionCount", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 9, json: "terminatingReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
@@ -857,8 +894,8 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.apps.v1.ReplicaSetSpec",
         fields: &[
             Field { tag: 1, json: "replicas", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "template", kind: Kind::Message(83), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "template", kind: Kind::Message(88), repeated: false, keep_zero: false },
             Field { tag: 4, json: "minReadySeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
         ],
     },
@@ -870,16 +907,16 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 3, json: "observedGeneration", kind: Kind::Int64, repeated: false, keep_zero: false },
             Field { tag: 4, json: "readyReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 5, json: "availableReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
-            Field { tag: 6, json: "conditions", kind: Kind::Message(212), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "conditions", kind: Kind::Message(222), repeated: true, keep_zero: false },
             Field { tag: 7, json: "terminatingReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.apps.v1.DaemonSetSpec",
         fields: &[
-            Field { tag: 1, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "template", kind: Kind::Message(83), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "updateStrategy", kind: Kind::Message(213), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "template", kind: Kind::Message(88), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "updateStrategy", kind: Kind::Message(223), repeated: false, keep_zero: false },
             Field { tag: 4, json: "minReadySeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 6, json: "revisionHistoryLimit", kind: Kind::Int32, repeated: false, keep_zero: true },
         ],
@@ -896,23 +933,23 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 7, json: "numberAvailable", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 8, json: "numberUnavailable", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 9, json: "collisionCount", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 10, json: "conditions", kind: Kind::Message(214), repeated: true, keep_zero: false },
+            Field { tag: 10, json: "conditions", kind: Kind::Message(224), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.apps.v1.StatefulSetSpec",
         fields: &[
             Field { tag: 1, json: "replicas", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "template", kind: Kind::Message(83), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "template", kind: Kind::Message(88), repeated: false, keep_zero: false },
             Field { tag: 4, json: "volumeClaimTemplates", kind: Kind::Message(12), repeated: true, keep_zero: false },
             Field { tag: 5, json: "serviceName", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "podManagementPolicy", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 7, json: "updateStrategy", kind: Kind::Message(215), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "updateStrategy", kind: Kind::Message(225), repeated: false, keep_zero: false },
             Field { tag: 8, json: "revisionHistoryLimit", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 9, json: "minReadySeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
-            Field { tag: 10, json: "persistentVolumeClaimRetentionPolicy", kind: Kind::Message(216), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "ordinals", kind: Kind::Message(217), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "persistentVolumeClaimRetentionPolicy", kind: Kind::Message(226), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "ordinals", kind: Kind::Message(227), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -926,7 +963,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 6, json: "currentRevision", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 7, json: "updateRevision", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 9, json: "collisionCount", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 10, json: "conditions", kind: Kind::Message(218), repeated: true, keep_zero: false },
+            Field { tag: 10, json: "conditions", kind: Kind::Message(228), repeated: true, keep_zero: false },
             Field { tag: 11, json: "availableReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
         ],
     },
@@ -936,32 +973,32 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "parallelism", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 2, json: "completions", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 3, json: "activeDeadlineSeconds", kind: Kind::Int64, repeated: false, keep_zero: true },
-            Field { tag: 4, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 5, json: "manualSelector", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 6, json: "template", kind: Kind::Message(83), repeated: false, keep_zero: false },
+            Field { tag: 6, json: "template", kind: Kind::Message(88), repeated: false, keep_zero: false },
             Field { tag: 7, json: "backoffLimit", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 8, json: "ttlSecondsAfterFinished", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 9, json: "completionMode", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 10, json: "suspend", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 11, json: "podFailurePolicy", kind: Kind::Message(219), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "podFailurePolicy", kind: Kind::Message(229), repeated: false, keep_zero: false },
             Field { tag: 12, json: "backoffLimitPerIndex", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 13, json: "maxFailedIndexes", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 14, json: "podReplacementPolicy", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 15, json: "managedBy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 16, json: "successPolicy", kind: Kind::Message(220), repeated: false, keep_zero: false },
+            Field { tag: 16, json: "successPolicy", kind: Kind::Message(230), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.batch.v1.JobStatus",
         fields: &[
-            Field { tag: 1, json: "conditions", kind: Kind::Message(221), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "conditions", kind: Kind::Message(231), repeated: true, keep_zero: false },
             Field { tag: 2, json: "startTime", kind: Kind::Time, repeated: false, keep_zero: false },
             Field { tag: 3, json: "completionTime", kind: Kind::Time, repeated: false, keep_zero: false },
             Field { tag: 4, json: "active", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 5, json: "succeeded", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 6, json: "failed", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 7, json: "completedIndexes", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 8, json: "uncountedTerminatedPods", kind: Kind::Message(222), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "uncountedTerminatedPods", kind: Kind::Message(232), repeated: false, keep_zero: false },
             Field { tag: 9, json: "ready", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 10, json: "failedIndexes", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 11, json: "terminating", kind: Kind::Int32, repeated: false, keep_zero: true },
@@ -974,7 +1011,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "startingDeadlineSeconds", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 3, json: "concurrencyPolicy", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "suspend", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 5, json: "jobTemplate", kind: Kind::Message(223), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "jobTemplate", kind: Kind::Message(233), repeated: false, keep_zero: false },
             Field { tag: 6, json: "successfulJobsHistoryLimit", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 7, json: "failedJobsHistoryLimit", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 8, json: "timeZone", kind: Kind::String, repeated: false, keep_zero: true },
@@ -983,7 +1020,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.batch.v1.CronJobStatus",
         fields: &[
-            Field { tag: 1, json: "active", kind: Kind::Message(74), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "active", kind: Kind::Message(79), repeated: true, keep_zero: false },
             Field { tag: 4, json: "lastScheduleTime", kind: Kind::Time, repeated: false, keep_zero: false },
             Field { tag: 5, json: "lastSuccessfulTime", kind: Kind::Time, repeated: false, keep_zero: false },
         ],
@@ -992,7 +1029,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.policy.v1.PodDisruptionBudgetSpec",
         fields: &[
             Field { tag: 1, json: "minAvailable", kind: Kind::IntOrString, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 3, json: "maxUnavailable", kind: Kind::IntOrString, repeated: false, keep_zero: false },
             Field { tag: 4, json: "unhealthyPodEvictionPolicy", kind: Kind::String, repeated: false, keep_zero: true },
         ],
@@ -1006,7 +1043,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 4, json: "currentHealthy", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 5, json: "desiredHealthy", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 6, json: "expectedPods", kind: Kind::Int32, repeated: false, keep_zero: false },
-            Field { tag: 7, json: "conditions", kind: Kind::Message(190), repeated: true, keep_zero: false },
+            Field { tag: 7, json: "conditions", kind: Kind::Message(200), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -1045,13 +1082,13 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.discovery.v1.Endpoint",
         fields: &[
             Field { tag: 1, json: "addresses", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 2, json: "conditions", kind: Kind::Message(224), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "conditions", kind: Kind::Message(234), repeated: false, keep_zero: false },
             Field { tag: 3, json: "hostname", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 4, json: "targetRef", kind: Kind::Message(74), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "targetRef", kind: Kind::Message(79), repeated: false, keep_zero: false },
             Field { tag: 5, json: "deprecatedTopology", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
             Field { tag: 6, json: "nodeName", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 7, json: "zone", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 8, json: "hints", kind: Kind::Message(225), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "hints", kind: Kind::Message(235), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1067,14 +1104,14 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.PersistentVolumeSpec",
         fields: &[
             Field { tag: 1, json: "capacity", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "", kind: Kind::Message(226), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "", kind: Kind::Message(236), repeated: false, keep_zero: false },
             Field { tag: 3, json: "accessModes", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 4, json: "claimRef", kind: Kind::Message(74), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "claimRef", kind: Kind::Message(79), repeated: false, keep_zero: false },
             Field { tag: 5, json: "persistentVolumeReclaimPolicy", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "storageClassName", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 7, json: "mountOptions", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 8, json: "volumeMode", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 9, json: "nodeAffinity", kind: Kind::Message(227), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "nodeAffinity", kind: Kind::Message(237), repeated: false, keep_zero: false },
             Field { tag: 10, json: "volumeAttributesClassName", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
@@ -1092,7 +1129,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "hard", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
             Field { tag: 2, json: "scopes", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 3, json: "scopeSelector", kind: Kind::Message(228), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "scopeSelector", kind: Kind::Message(238), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1105,7 +1142,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.LimitRangeSpec",
         fields: &[
-            Field { tag: 1, json: "limits", kind: Kind::Message(229), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "limits", kind: Kind::Message(239), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -1120,11 +1157,11 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerSpec",
         fields: &[
-            Field { tag: 1, json: "scaleTargetRef", kind: Kind::Message(230), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "scaleTargetRef", kind: Kind::Message(240), repeated: false, keep_zero: false },
             Field { tag: 2, json: "minReplicas", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 3, json: "maxReplicas", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 4, json: "metrics", kind: Kind::Message(231), repeated: true, keep_zero: false },
-            Field { tag: 5, json: "behavior", kind: Kind::Message(232), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "metrics", kind: Kind::Message(241), repeated: true, keep_zero: false },
+            Field { tag: 5, json: "behavior", kind: Kind::Message(242), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1134,14 +1171,14 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "lastScaleTime", kind: Kind::Time, repeated: false, keep_zero: false },
             Field { tag: 3, json: "currentReplicas", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 4, json: "desiredReplicas", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 5, json: "currentMetrics", kind: Kind::Message(233), repeated: true, keep_zero: false },
-            Field { tag: 6, json: "conditions", kind: Kind::Message(234), repeated: true, keep_zero: false },
+            Field { tag: 5, json: "currentMetrics", kind: Kind::Message(243), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "conditions", kind: Kind::Message(244), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v1.HorizontalPodAutoscalerSpec",
         fields: &[
-            Field { tag: 1, json: "scaleTargetRef", kind: Kind::Message(235), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "scaleTargetRef", kind: Kind::Message(245), repeated: false, keep_zero: false },
             Field { tag: 2, json: "minReplicas", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 3, json: "maxReplicas", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 4, json: "targetCPUUtilizationPercentage", kind: Kind::Int32, repeated: false, keep_zero: true },
@@ -1167,7 +1204,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.node.v1.Scheduling",
         fields: &[
             Field { tag: 1, json: "nodeSelector", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "tolerations", kind: Kind::Message(170), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "tolerations", kind: Kind::Message(180), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -1207,44 +1244,44 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.rbac.v1.AggregationRule",
         fields: &[
-            Field { tag: 1, json: "clusterRoleSelectors", kind: Kind::Message(133), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "clusterRoleSelectors", kind: Kind::Message(138), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.IngressSpec",
         fields: &[
-            Field { tag: 1, json: "defaultBackend", kind: Kind::Message(236), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "tls", kind: Kind::Message(237), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "rules", kind: Kind::Message(238), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "defaultBackend", kind: Kind::Message(246), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "tls", kind: Kind::Message(247), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "rules", kind: Kind::Message(248), repeated: true, keep_zero: false },
             Field { tag: 4, json: "ingressClassName", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.IngressStatus",
         fields: &[
-            Field { tag: 1, json: "loadBalancer", kind: Kind::Message(239), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "loadBalancer", kind: Kind::Message(249), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.IngressClassSpec",
         fields: &[
             Field { tag: 1, json: "controller", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "parameters", kind: Kind::Message(240), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "parameters", kind: Kind::Message(250), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.NetworkPolicySpec",
         fields: &[
-            Field { tag: 1, json: "podSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "ingress", kind: Kind::Message(241), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "egress", kind: Kind::Message(242), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "podSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "ingress", kind: Kind::Message(251), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "egress", kind: Kind::Message(252), repeated: true, keep_zero: false },
             Field { tag: 4, json: "policyTypes", kind: Kind::String, repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.IPAddressSpec",
         fields: &[
-            Field { tag: 1, json: "parentRef", kind: Kind::Message(243), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "parentRef", kind: Kind::Message(253), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1256,13 +1293,13 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.networking.v1.ServiceCIDRStatus",
         fields: &[
-            Field { tag: 1, json: "conditions", kind: Kind::Message(190), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "conditions", kind: Kind::Message(200), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.TopologySelectorTerm",
         fields: &[
-            Field { tag: 1, json: "matchLabelExpressions", kind: Kind::Message(244), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "matchLabelExpressions", kind: Kind::Message(254), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -1273,7 +1310,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 3, json: "volumeLifecycleModes", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 4, json: "storageCapacity", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 5, json: "fsGroupPolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 6, json: "tokenRequests", kind: Kind::Message(245), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "tokenRequests", kind: Kind::Message(255), repeated: true, keep_zero: false },
             Field { tag: 7, json: "requiresRepublish", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 8, json: "seLinuxMount", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 9, json: "nodeAllocatableUpdatePeriodSeconds", kind: Kind::Int64, repeated: false, keep_zero: true },
@@ -1283,21 +1320,21 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.storage.v1.CSINodeSpec",
         fields: &[
-            Field { tag: 1, json: "drivers", kind: Kind::Message(246), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "drivers", kind: Kind::Message(256), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector",
         fields: &[
             Field { tag: 1, json: "matchLabels", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "matchExpressions", kind: Kind::Message(247), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "matchExpressions", kind: Kind::Message(257), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.storage.v1.VolumeAttachmentSpec",
         fields: &[
             Field { tag: 1, json: "attacher", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "source", kind: Kind::Message(248), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "source", kind: Kind::Message(258), repeated: false, keep_zero: false },
             Field { tag: 3, json: "nodeName", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
@@ -1306,8 +1343,8 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "attached", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 2, json: "attachmentMetadata", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "attachError", kind: Kind::Message(249), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "detachError", kind: Kind::Message(249), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "attachError", kind: Kind::Message(259), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "detachError", kind: Kind::Message(259), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1318,7 +1355,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 3, json: "uid", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "groups", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 5, json: "usages", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 6, json: "extra", kind: Kind::Map(&Kind::Wrapped(250, Wrapper::List)), repeated: false, keep_zero: false },
+            Field { tag: 6, json: "extra", kind: Kind::Map(&Kind::Wrapped(260, Wrapper::List)), repeated: false, keep_zero: false },
             Field { tag: 7, json: "signerName", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 8, json: "expirationSeconds", kind: Kind::Int32, repeated: false, keep_zero: true },
         ],
@@ -1326,7 +1363,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.certificates.v1.CertificateSigningRequestStatus",
         fields: &[
-            Field { tag: 1, json: "conditions", kind: Kind::Message(251), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "conditions", kind: Kind::Message(261), repeated: true, keep_zero: false },
             Field { tag: 2, json: "certificate", kind: Kind::Bytes, repeated: false, keep_zero: false },
         ],
     },
@@ -1334,73 +1371,73 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.admissionregistration.v1.ValidatingWebhook",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "clientConfig", kind: Kind::Message(252), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "rules", kind: Kind::Message(253), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "clientConfig", kind: Kind::Message(262), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "rules", kind: Kind::Message(263), repeated: true, keep_zero: false },
             Field { tag: 4, json: "failurePolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 5, json: "namespaceSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "namespaceSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 6, json: "sideEffects", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 7, json: "timeoutSeconds", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 8, json: "admissionReviewVersions", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 9, json: "matchPolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 10, json: "objectSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "matchConditions", kind: Kind::Message(254), repeated: true, keep_zero: false },
+            Field { tag: 10, json: "objectSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "matchConditions", kind: Kind::Message(264), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.admissionregistration.v1.MutatingWebhook",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "clientConfig", kind: Kind::Message(252), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "rules", kind: Kind::Message(253), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "clientConfig", kind: Kind::Message(262), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "rules", kind: Kind::Message(263), repeated: true, keep_zero: false },
             Field { tag: 4, json: "failurePolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 5, json: "namespaceSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "namespaceSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 6, json: "sideEffects", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 7, json: "timeoutSeconds", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 8, json: "admissionReviewVersions", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 9, json: "matchPolicy", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 10, json: "reinvocationPolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 11, json: "objectSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 12, json: "matchConditions", kind: Kind::Message(254), repeated: true, keep_zero: false },
+            Field { tag: 11, json: "objectSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "matchConditions", kind: Kind::Message(264), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
         fields: &[
-            Field { tag: 1, json: "paramKind", kind: Kind::Message(255), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "matchConstraints", kind: Kind::Message(256), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "validations", kind: Kind::Message(257), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "paramKind", kind: Kind::Message(265), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "matchConstraints", kind: Kind::Message(266), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "validations", kind: Kind::Message(267), repeated: true, keep_zero: false },
             Field { tag: 4, json: "failurePolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 5, json: "auditAnnotations", kind: Kind::Message(258), repeated: true, keep_zero: false },
-            Field { tag: 6, json: "matchConditions", kind: Kind::Message(254), repeated: true, keep_zero: false },
-            Field { tag: 7, json: "variables", kind: Kind::Message(259), repeated: true, keep_zero: false },
+            Field { tag: 5, json: "auditAnnotations", kind: Kind::Message(268), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "matchConditions", kind: Kind::Message(264), repeated: true, keep_zero: false },
+            Field { tag: 7, json: "variables", kind: Kind::Message(269), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus",
         fields: &[
             Field { tag: 1, json: "observedGeneration", kind: Kind::Int64, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "typeChecking", kind: Kind::Message(260), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "conditions", kind: Kind::Message(190), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "typeChecking", kind: Kind::Message(270), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "conditions", kind: Kind::Message(200), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec",
         fields: &[
             Field { tag: 1, json: "policyName", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "paramRef", kind: Kind::Message(261), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "matchResources", kind: Kind::Message(256), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "paramRef", kind: Kind::Message(271), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "matchResources", kind: Kind::Message(266), repeated: false, keep_zero: false },
             Field { tag: 4, json: "validationActions", kind: Kind::String, repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec",
         fields: &[
-            Field { tag: 1, json: "paramKind", kind: Kind::Message(262), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "matchConstraints", kind: Kind::Message(263), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "variables", kind: Kind::Message(264), repeated: true, keep_zero: false },
-            Field { tag: 4, json: "mutations", kind: Kind::Message(265), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "paramKind", kind: Kind::Message(272), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "matchConstraints", kind: Kind::Message(273), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "variables", kind: Kind::Message(274), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "mutations", kind: Kind::Message(275), repeated: true, keep_zero: false },
             Field { tag: 5, json: "failurePolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 6, json: "matchConditions", kind: Kind::Message(266), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "matchConditions", kind: Kind::Message(276), repeated: true, keep_zero: false },
             Field { tag: 7, json: "reinvocationPolicy", kind: Kind::String, repeated: false, keep_zero: false },
         ],
     },
@@ -1408,43 +1445,85 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBindingSpec",
         fields: &[
             Field { tag: 1, json: "policyName", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "paramRef", kind: Kind::Message(267), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "matchResources", kind: Kind::Message(263), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "paramRef", kind: Kind::Message(277), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "matchResources", kind: Kind::Message(273), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClassSpec",
+        fields: &[
+            Field { tag: 1, json: "selectors", kind: Kind::Message(278), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "config", kind: Kind::Message(279), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "extendedResourceName", kind: Kind::String, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimSpec",
+        fields: &[
+            Field { tag: 1, json: "devices", kind: Kind::Message(280), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimStatus",
+        fields: &[
+            Field { tag: 1, json: "allocation", kind: Kind::Message(281), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "reservedFor", kind: Kind::Message(282), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "devices", kind: Kind::Message(283), repeated: true, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimTemplateSpec",
+        fields: &[
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(151), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceSliceSpec",
+        fields: &[
+            Field { tag: 1, json: "driver", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "pool", kind: Kind::Message(284), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "nodeName", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 4, json: "nodeSelector", kind: Kind::Message(285), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "allNodes", kind: Kind::Bool, repeated: false, keep_zero: true },
+            Field { tag: 6, json: "devices", kind: Kind::Message(286), repeated: true, keep_zero: false },
+            Field { tag: 7, json: "perDeviceNodeSelection", kind: Kind::Bool, repeated: false, keep_zero: true },
+            Field { tag: 8, json: "sharedCounters", kind: Kind::Message(287), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.flowcontrol.v1.FlowSchemaSpec",
         fields: &[
-            Field { tag: 1, json: "priorityLevelConfiguration", kind: Kind::Message(268), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "priorityLevelConfiguration", kind: Kind::Message(288), repeated: false, keep_zero: false },
             Field { tag: 2, json: "matchingPrecedence", kind: Kind::Int32, repeated: false, keep_zero: false },
-            Field { tag: 3, json: "distinguisherMethod", kind: Kind::Message(269), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "rules", kind: Kind::Message(270), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "distinguisherMethod", kind: Kind::Message(289), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "rules", kind: Kind::Message(290), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.flowcontrol.v1.FlowSchemaStatus",
         fields: &[
-            Field { tag: 1, json: "conditions", kind: Kind::Message(271), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "conditions", kind: Kind::Message(291), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationSpec",
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "limited", kind: Kind::Message(272), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "exempt", kind: Kind::Message(273), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "limited", kind: Kind::Message(292), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "exempt", kind: Kind::Message(293), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.flowcontrol.v1.PriorityLevelConfigurationStatus",
         fields: &[
-            Field { tag: 1, json: "conditions", kind: Kind::Message(274), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "conditions", kind: Kind::Message(294), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceSpec",
         fields: &[
-            Field { tag: 1, json: "service", kind: Kind::Message(275), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "service", kind: Kind::Message(295), repeated: false, keep_zero: false },
             Field { tag: 2, json: "group", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "version", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "insecureSkipTLSVerify", kind: Kind::Bool, repeated: false, keep_zero: false },
@@ -1456,25 +1535,25 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIServiceStatus",
         fields: &[
-            Field { tag: 1, json: "conditions", kind: Kind::Message(276), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "conditions", kind: Kind::Message(296), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec",
         fields: &[
             Field { tag: 1, json: "group", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 3, json: "names", kind: Kind::Message(277), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "names", kind: Kind::Message(297), repeated: false, keep_zero: false },
             Field { tag: 4, json: "scope", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 7, json: "versions", kind: Kind::Message(278), repeated: true, keep_zero: false },
-            Field { tag: 9, json: "conversion", kind: Kind::Message(279), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "versions", kind: Kind::Message(298), repeated: true, keep_zero: false },
+            Field { tag: 9, json: "conversion", kind: Kind::Message(299), repeated: false, keep_zero: false },
             Field { tag: 10, json: "preserveUnknownFields", kind: Kind::Bool, repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus",
         fields: &[
-            Field { tag: 1, json: "conditions", kind: Kind::Message(280), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "acceptedNames", kind: Kind::Message(277), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "conditions", kind: Kind::Message(300), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "acceptedNames", kind: Kind::Message(297), repeated: false, keep_zero: false },
             Field { tag: 3, json: "storedVersions", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 4, json: "observedGeneration", kind: Kind::Int64, repeated: false, keep_zero: false },
         ],
@@ -1482,7 +1561,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.authentication.v1.SelfSubjectReviewStatus",
         fields: &[
-            Field { tag: 1, json: "userInfo", kind: Kind::Message(281), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "userInfo", kind: Kind::Message(301), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1496,7 +1575,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.authentication.v1.TokenReviewStatus",
         fields: &[
             Field { tag: 1, json: "authenticated", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "user", kind: Kind::Message(281), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "user", kind: Kind::Message(301), repeated: false, keep_zero: false },
             Field { tag: 3, json: "error", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "audiences", kind: Kind::String, repeated: true, keep_zero: false },
         ],
@@ -1505,7 +1584,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.authentication.v1.TokenRequestSpec",
         fields: &[
             Field { tag: 1, json: "audiences", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 3, json: "boundObjectRef", kind: Kind::Message(282), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "boundObjectRef", kind: Kind::Message(302), repeated: false, keep_zero: false },
             Field { tag: 4, json: "expirationSeconds", kind: Kind::Int64, repeated: false, keep_zero: false },
         ],
     },
@@ -1519,8 +1598,8 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.authorization.v1.SelfSubjectAccessReviewSpec",
         fields: &[
-            Field { tag: 1, json: "resourceAttributes", kind: Kind::Message(283), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "nonResourceAttributes", kind: Kind::Message(284), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "resourceAttributes", kind: Kind::Message(303), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "nonResourceAttributes", kind: Kind::Message(304), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1541,8 +1620,8 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.authorization.v1.SubjectRulesReviewStatus",
         fields: &[
-            Field { tag: 1, json: "resourceRules", kind: Kind::Message(285), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "nonResourceRules", kind: Kind::Message(286), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "resourceRules", kind: Kind::Message(305), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "nonResourceRules", kind: Kind::Message(306), repeated: true, keep_zero: false },
             Field { tag: 3, json: "incomplete", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 4, json: "evaluationError", kind: Kind::String, repeated: false, keep_zero: false },
         ],
@@ -1550,11 +1629,11 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.authorization.v1.SubjectAccessReviewSpec",
         fields: &[
-            Field { tag: 1, json: "resourceAttributes", kind: Kind::Message(283), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "nonResourceAttributes", kind: Kind::Message(284), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "resourceAttributes", kind: Kind::Message(303), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "nonResourceAttributes", kind: Kind::Message(304), repeated: false, keep_zero: false },
             Field { tag: 3, json: "user", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "groups", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 5, json: "extra", kind: Kind::Map(&Kind::Wrapped(287, Wrapper::List)), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "extra", kind: Kind::Map(&Kind::Wrapped(307, Wrapper::List)), repeated: false, keep_zero: false },
             Field { tag: 6, json: "uid", kind: Kind::String, repeated: false, keep_zero: false },
         ],
     },
@@ -1585,7 +1664,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.Volume",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "", kind: Kind::Message(288), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "", kind: Kind::Message(308), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1596,49 +1675,49 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 3, json: "command", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 4, json: "args", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 5, json: "workingDir", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 6, json: "ports", kind: Kind::Message(289), repeated: true, keep_zero: false },
-            Field { tag: 7, json: "env", kind: Kind::Message(291), repeated: true, keep_zero: false },
-            Field { tag: 8, json: "resources", kind: Kind::Message(178), repeated: false, keep_zero: false },
-            Field { tag: 9, json: "volumeMounts", kind: Kind::Message(294), repeated: true, keep_zero: false },
-            Field { tag: 10, json: "livenessProbe", kind: Kind::Message(296), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "readinessProbe", kind: Kind::Message(296), repeated: false, keep_zero: false },
-            Field { tag: 12, json: "lifecycle", kind: Kind::Message(297), repeated: false, keep_zero: false },
+            Field { tag: 6, json: "ports", kind: Kind::Message(309), repeated: true, keep_zero: false },
+            Field { tag: 7, json: "env", kind: Kind::Message(311), repeated: true, keep_zero: false },
+            Field { tag: 8, json: "resources", kind: Kind::Message(188), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "volumeMounts", kind: Kind::Message(314), repeated: true, keep_zero: false },
+            Field { tag: 10, json: "livenessProbe", kind: Kind::Message(316), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "readinessProbe", kind: Kind::Message(316), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "lifecycle", kind: Kind::Message(317), repeated: false, keep_zero: false },
             Field { tag: 13, json: "terminationMessagePath", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 14, json: "imagePullPolicy", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 15, json: "securityContext", kind: Kind::Message(298), repeated: false, keep_zero: false },
+            Field { tag: 15, json: "securityContext", kind: Kind::Message(318), repeated: false, keep_zero: false },
             Field { tag: 16, json: "stdin", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 17, json: "stdinOnce", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 18, json: "tty", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 19, json: "envFrom", kind: Kind::Message(290), repeated: true, keep_zero: false },
+            Field { tag: 19, json: "envFrom", kind: Kind::Message(310), repeated: true, keep_zero: false },
             Field { tag: 20, json: "terminationMessagePolicy", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 21, json: "volumeDevices", kind: Kind::Message(295), repeated: true, keep_zero: false },
-            Field { tag: 22, json: "startupProbe", kind: Kind::Message(296), repeated: false, keep_zero: false },
-            Field { tag: 23, json: "resizePolicy", kind: Kind::Message(292), repeated: true, keep_zero: false },
+            Field { tag: 21, json: "volumeDevices", kind: Kind::Message(315), repeated: true, keep_zero: false },
+            Field { tag: 22, json: "startupProbe", kind: Kind::Message(316), repeated: false, keep_zero: false },
+            Field { tag: 23, json: "resizePolicy", kind: Kind::Message(312), repeated: true, keep_zero: false },
             Field { tag: 24, json: "restartPolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 25, json: "restartPolicyRules", kind: Kind::Message(293), repeated: true, keep_zero: false },
+            Field { tag: 25, json: "restartPolicyRules", kind: Kind::Message(313), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.EphemeralContainer",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(299), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(319), repeated: false, keep_zero: false },
             Field { tag: 2, json: "targetContainerName", kind: Kind::String, repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PodSecurityContext",
         fields: &[
-            Field { tag: 1, json: "seLinuxOptions", kind: Kind::Message(300), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "seLinuxOptions", kind: Kind::Message(320), repeated: false, keep_zero: false },
             Field { tag: 2, json: "runAsUser", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 3, json: "runAsNonRoot", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 4, json: "supplementalGroups", kind: Kind::Int64, repeated: true, keep_zero: false },
             Field { tag: 5, json: "fsGroup", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 6, json: "runAsGroup", kind: Kind::Int64, repeated: false, keep_zero: true },
-            Field { tag: 7, json: "sysctls", kind: Kind::Message(302), repeated: true, keep_zero: false },
-            Field { tag: 8, json: "windowsOptions", kind: Kind::Message(301), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "sysctls", kind: Kind::Message(322), repeated: true, keep_zero: false },
+            Field { tag: 8, json: "windowsOptions", kind: Kind::Message(321), repeated: false, keep_zero: false },
             Field { tag: 9, json: "fsGroupChangePolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 10, json: "seccompProfile", kind: Kind::Message(303), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "appArmorProfile", kind: Kind::Message(304), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "seccompProfile", kind: Kind::Message(323), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "appArmorProfile", kind: Kind::Message(324), repeated: false, keep_zero: false },
             Field { tag: 12, json: "supplementalGroupsPolicy", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 13, json: "seLinuxChangePolicy", kind: Kind::String, repeated: false, keep_zero: true },
         ],
@@ -1646,9 +1725,9 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.Affinity",
         fields: &[
-            Field { tag: 1, json: "nodeAffinity", kind: Kind::Message(305), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "podAffinity", kind: Kind::Message(306), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "podAntiAffinity", kind: Kind::Message(307), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "nodeAffinity", kind: Kind::Message(325), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "podAffinity", kind: Kind::Message(326), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "podAntiAffinity", kind: Kind::Message(327), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1673,7 +1752,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "nameservers", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 2, json: "searches", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 3, json: "options", kind: Kind::Message(308), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "options", kind: Kind::Message(328), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -1688,7 +1767,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "maxSkew", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 2, json: "topologyKey", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 3, json: "whenUnsatisfiable", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 4, json: "labelSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "labelSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 5, json: "minDomains", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 6, json: "nodeAffinityPolicy", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 7, json: "nodeTaintsPolicy", kind: Kind::String, repeated: false, keep_zero: true },
@@ -1720,7 +1799,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "limits", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
             Field { tag: 2, json: "requests", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "claims", kind: Kind::Message(309), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "claims", kind: Kind::Message(329), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -1759,8 +1838,8 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.ContainerStatus",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "state", kind: Kind::Message(310), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "lastState", kind: Kind::Message(310), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "state", kind: Kind::Message(330), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "lastState", kind: Kind::Message(330), repeated: false, keep_zero: false },
             Field { tag: 4, json: "ready", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 5, json: "restartCount", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 6, json: "image", kind: Kind::String, repeated: false, keep_zero: true },
@@ -1768,10 +1847,10 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 8, json: "containerID", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 9, json: "started", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 10, json: "allocatedResources", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "resources", kind: Kind::Message(178), repeated: false, keep_zero: false },
-            Field { tag: 12, json: "volumeMounts", kind: Kind::Message(311), repeated: true, keep_zero: false },
-            Field { tag: 13, json: "user", kind: Kind::Message(312), repeated: false, keep_zero: false },
-            Field { tag: 14, json: "allocatedResourcesStatus", kind: Kind::Message(313), repeated: true, keep_zero: false },
+            Field { tag: 11, json: "resources", kind: Kind::Message(188), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "volumeMounts", kind: Kind::Message(331), repeated: true, keep_zero: false },
+            Field { tag: 13, json: "user", kind: Kind::Message(332), repeated: false, keep_zero: false },
+            Field { tag: 14, json: "allocatedResourcesStatus", kind: Kind::Message(333), repeated: true, keep_zero: false },
             Field { tag: 15, json: "stopSignal", kind: Kind::String, repeated: false, keep_zero: false },
         ],
     },
@@ -1785,7 +1864,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.PodExtendedResourceClaimStatus",
         fields: &[
-            Field { tag: 1, json: "requestMappings", kind: Kind::Message(314), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "requestMappings", kind: Kind::Message(334), repeated: true, keep_zero: false },
             Field { tag: 2, json: "resourceClaimName", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
@@ -1813,13 +1892,13 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.SessionAffinityConfig",
         fields: &[
-            Field { tag: 1, json: "clientIP", kind: Kind::Message(315), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "clientIP", kind: Kind::Message(335), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.LoadBalancerStatus",
         fields: &[
-            Field { tag: 1, json: "ingress", kind: Kind::Message(316), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "ingress", kind: Kind::Message(336), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -1837,7 +1916,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.EndpointAddress",
         fields: &[
             Field { tag: 1, json: "ip", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "targetRef", kind: Kind::Message(74), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "targetRef", kind: Kind::Message(79), repeated: false, keep_zero: false },
             Field { tag: 3, json: "hostname", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "nodeName", kind: Kind::String, repeated: false, keep_zero: true },
         ],
@@ -1863,7 +1942,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.NodeConfigSource",
         fields: &[
-            Field { tag: 2, json: "configMap", kind: Kind::Message(317), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "configMap", kind: Kind::Message(337), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1887,7 +1966,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.NodeDaemonEndpoints",
         fields: &[
-            Field { tag: 1, json: "kubeletEndpoint", kind: Kind::Message(318), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "kubeletEndpoint", kind: Kind::Message(338), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1903,7 +1982,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 8, json: "kubeProxyVersion", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 9, json: "operatingSystem", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 10, json: "architecture", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 11, json: "swap", kind: Kind::Message(319), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "swap", kind: Kind::Message(339), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1923,9 +2002,9 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.NodeConfigStatus",
         fields: &[
-            Field { tag: 1, json: "assigned", kind: Kind::Message(194), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "active", kind: Kind::Message(194), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "lastKnownGood", kind: Kind::Message(194), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "assigned", kind: Kind::Message(204), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "active", kind: Kind::Message(204), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "lastKnownGood", kind: Kind::Message(204), repeated: false, keep_zero: false },
             Field { tag: 4, json: "error", kind: Kind::String, repeated: false, keep_zero: false },
         ],
     },
@@ -1933,7 +2012,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.NodeRuntimeHandler",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "features", kind: Kind::Message(320), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "features", kind: Kind::Message(340), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -1998,7 +2077,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.apps.v1.DeploymentStrategy",
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "rollingUpdate", kind: Kind::Message(321), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "rollingUpdate", kind: Kind::Message(341), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2026,7 +2105,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.apps.v1.DaemonSetUpdateStrategy",
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "rollingUpdate", kind: Kind::Message(322), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "rollingUpdate", kind: Kind::Message(342), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2043,7 +2122,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.apps.v1.StatefulSetUpdateStrategy",
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "rollingUpdate", kind: Kind::Message(323), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "rollingUpdate", kind: Kind::Message(343), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2072,13 +2151,13 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.batch.v1.PodFailurePolicy",
         fields: &[
-            Field { tag: 1, json: "rules", kind: Kind::Message(324), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "rules", kind: Kind::Message(344), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.batch.v1.SuccessPolicy",
         fields: &[
-            Field { tag: 1, json: "rules", kind: Kind::Message(325), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "rules", kind: Kind::Message(345), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2102,8 +2181,8 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.batch.v1.JobTemplateSpec",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(94), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(99), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2117,47 +2196,47 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.discovery.v1.EndpointHints",
         fields: &[
-            Field { tag: 1, json: "forZones", kind: Kind::Message(326), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "forNodes", kind: Kind::Message(327), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "forZones", kind: Kind::Message(346), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "forNodes", kind: Kind::Message(347), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PersistentVolumeSource",
         fields: &[
-            Field { tag: 1, json: "gcePersistentDisk", kind: Kind::Message(328), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "awsElasticBlockStore", kind: Kind::Message(329), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "hostPath", kind: Kind::Message(330), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "glusterfs", kind: Kind::Message(331), repeated: false, keep_zero: false },
-            Field { tag: 5, json: "nfs", kind: Kind::Message(332), repeated: false, keep_zero: false },
-            Field { tag: 6, json: "rbd", kind: Kind::Message(333), repeated: false, keep_zero: false },
-            Field { tag: 7, json: "iscsi", kind: Kind::Message(334), repeated: false, keep_zero: false },
-            Field { tag: 8, json: "cinder", kind: Kind::Message(335), repeated: false, keep_zero: false },
-            Field { tag: 9, json: "cephfs", kind: Kind::Message(336), repeated: false, keep_zero: false },
-            Field { tag: 10, json: "fc", kind: Kind::Message(337), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "flocker", kind: Kind::Message(338), repeated: false, keep_zero: false },
-            Field { tag: 12, json: "flexVolume", kind: Kind::Message(339), repeated: false, keep_zero: false },
-            Field { tag: 13, json: "azureFile", kind: Kind::Message(340), repeated: false, keep_zero: false },
-            Field { tag: 14, json: "vsphereVolume", kind: Kind::Message(341), repeated: false, keep_zero: false },
-            Field { tag: 15, json: "quobyte", kind: Kind::Message(342), repeated: false, keep_zero: false },
-            Field { tag: 16, json: "azureDisk", kind: Kind::Message(343), repeated: false, keep_zero: false },
-            Field { tag: 17, json: "photonPersistentDisk", kind: Kind::Message(344), repeated: false, keep_zero: false },
-            Field { tag: 18, json: "portworxVolume", kind: Kind::Message(345), repeated: false, keep_zero: false },
-            Field { tag: 19, json: "scaleIO", kind: Kind::Message(346), repeated: false, keep_zero: false },
-            Field { tag: 20, json: "local", kind: Kind::Message(347), repeated: false, keep_zero: false },
-            Field { tag: 21, json: "storageos", kind: Kind::Message(348), repeated: false, keep_zero: false },
-            Field { tag: 22, json: "csi", kind: Kind::Message(349), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "gcePersistentDisk", kind: Kind::Message(348), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "awsElasticBlockStore", kind: Kind::Message(349), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "hostPath", kind: Kind::Message(350), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "glusterfs", kind: Kind::Message(351), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "nfs", kind: Kind::Message(352), repeated: false, keep_zero: false },
+            Field { tag: 6, json: "rbd", kind: Kind::Message(353), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "iscsi", kind: Kind::Message(354), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "cinder", kind: Kind::Message(355), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "cephfs", kind: Kind::Message(356), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "fc", kind: Kind::Message(357), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "flocker", kind: Kind::Message(358), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "flexVolume", kind: Kind::Message(359), repeated: false, keep_zero: false },
+            Field { tag: 13, json: "azureFile", kind: Kind::Message(360), repeated: false, keep_zero: false },
+            Field { tag: 14, json: "vsphereVolume", kind: Kind::Message(361), repeated: false, keep_zero: false },
+            Field { tag: 15, json: "quobyte", kind: Kind::Message(362), repeated: false, keep_zero: false },
+            Field { tag: 16, json: "azureDisk", kind: Kind::Message(363), repeated: false, keep_zero: false },
+            Field { tag: 17, json: "photonPersistentDisk", kind: Kind::Message(364), repeated: false, keep_zero: false },
+            Field { tag: 18, json: "portworxVolume", kind: Kind::Message(365), repeated: false, keep_zero: false },
+            Field { tag: 19, json: "scaleIO", kind: Kind::Message(366), repeated: false, keep_zero: false },
+            Field { tag: 20, json: "local", kind: Kind::Message(367), repeated: false, keep_zero: false },
+            Field { tag: 21, json: "storageos", kind: Kind::Message(368), repeated: false, keep_zero: false },
+            Field { tag: 22, json: "csi", kind: Kind::Message(369), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.VolumeNodeAffinity",
         fields: &[
-            Field { tag: 1, json: "required", kind: Kind::Message(350), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "required", kind: Kind::Message(285), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.ScopeSelector",
         fields: &[
-            Field { tag: 1, json: "matchExpressions", kind: Kind::Message(351), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "matchExpressions", kind: Kind::Message(370), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2183,29 +2262,29 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.autoscaling.v2.MetricSpec",
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "object", kind: Kind::Message(352), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "pods", kind: Kind::Message(353), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "resource", kind: Kind::Message(354), repeated: false, keep_zero: false },
-            Field { tag: 5, json: "external", kind: Kind::Message(356), repeated: false, keep_zero: false },
-            Field { tag: 7, json: "containerResource", kind: Kind::Message(355), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "object", kind: Kind::Message(371), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "pods", kind: Kind::Message(372), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "resource", kind: Kind::Message(373), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "external", kind: Kind::Message(375), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "containerResource", kind: Kind::Message(374), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.HorizontalPodAutoscalerBehavior",
         fields: &[
-            Field { tag: 1, json: "scaleUp", kind: Kind::Message(357), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "scaleDown", kind: Kind::Message(357), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "scaleUp", kind: Kind::Message(376), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "scaleDown", kind: Kind::Message(376), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.MetricStatus",
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "object", kind: Kind::Message(358), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "pods", kind: Kind::Message(359), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "resource", kind: Kind::Message(360), repeated: false, keep_zero: false },
-            Field { tag: 5, json: "external", kind: Kind::Message(362), repeated: false, keep_zero: false },
-            Field { tag: 7, json: "containerResource", kind: Kind::Message(361), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "object", kind: Kind::Message(377), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "pods", kind: Kind::Message(378), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "resource", kind: Kind::Message(379), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "external", kind: Kind::Message(381), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "containerResource", kind: Kind::Message(380), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2229,8 +2308,8 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.networking.v1.IngressBackend",
         fields: &[
-            Field { tag: 3, json: "resource", kind: Kind::Message(206), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "service", kind: Kind::Message(363), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "resource", kind: Kind::Message(216), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "service", kind: Kind::Message(382), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2244,13 +2323,13 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.networking.v1.IngressRule",
         fields: &[
             Field { tag: 1, json: "host", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "", kind: Kind::Message(364), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "", kind: Kind::Message(383), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.IngressLoadBalancerStatus",
         fields: &[
-            Field { tag: 1, json: "ingress", kind: Kind::Message(365), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "ingress", kind: Kind::Message(384), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2266,15 +2345,15 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.networking.v1.NetworkPolicyIngressRule",
         fields: &[
-            Field { tag: 1, json: "ports", kind: Kind::Message(366), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "from", kind: Kind::Message(367), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "ports", kind: Kind::Message(385), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "from", kind: Kind::Message(386), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.NetworkPolicyEgressRule",
         fields: &[
-            Field { tag: 1, json: "ports", kind: Kind::Message(366), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "to", kind: Kind::Message(367), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "ports", kind: Kind::Message(385), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "to", kind: Kind::Message(386), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2306,7 +2385,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "nodeID", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 3, json: "topologyKeys", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 4, json: "allocatable", kind: Kind::Message(368), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "allocatable", kind: Kind::Message(387), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2321,7 +2400,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.storage.v1.VolumeAttachmentSource",
         fields: &[
             Field { tag: 1, json: "persistentVolumeName", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "inlineVolumeSpec", kind: Kind::Message(106), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "inlineVolumeSpec", kind: Kind::Message(111), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2352,7 +2431,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.admissionregistration.v1.WebhookClientConfig",
         fields: &[
-            Field { tag: 1, json: "service", kind: Kind::Message(369), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "service", kind: Kind::Message(388), repeated: false, keep_zero: false },
             Field { tag: 2, json: "caBundle", kind: Kind::Bytes, repeated: false, keep_zero: false },
             Field { tag: 3, json: "url", kind: Kind::String, repeated: false, keep_zero: true },
         ],
@@ -2361,7 +2440,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.admissionregistration.v1.RuleWithOperations",
         fields: &[
             Field { tag: 1, json: "operations", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 2, json: "", kind: Kind::Message(370), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "", kind: Kind::Message(389), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2381,10 +2460,10 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.admissionregistration.v1.MatchResources",
         fields: &[
-            Field { tag: 1, json: "namespaceSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "objectSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "resourceRules", kind: Kind::Message(371), repeated: true, keep_zero: false },
-            Field { tag: 4, json: "excludeResourceRules", kind: Kind::Message(371), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "namespaceSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "objectSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "resourceRules", kind: Kind::Message(390), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "excludeResourceRules", kind: Kind::Message(390), repeated: true, keep_zero: false },
             Field { tag: 7, json: "matchPolicy", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
@@ -2414,7 +2493,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.admissionregistration.v1.TypeChecking",
         fields: &[
-            Field { tag: 1, json: "expressionWarnings", kind: Kind::Message(372), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "expressionWarnings", kind: Kind::Message(391), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2422,7 +2501,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 2, json: "namespace", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 3, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 4, json: "parameterNotFoundAction", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
@@ -2436,10 +2515,10 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.admissionregistration.v1beta1.MatchResources",
         fields: &[
-            Field { tag: 1, json: "namespaceSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "objectSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "resourceRules", kind: Kind::Message(373), repeated: true, keep_zero: false },
-            Field { tag: 4, json: "excludeResourceRules", kind: Kind::Message(373), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "namespaceSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "objectSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "resourceRules", kind: Kind::Message(392), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "excludeResourceRules", kind: Kind::Message(392), repeated: true, keep_zero: false },
             Field { tag: 7, json: "matchPolicy", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
@@ -2454,8 +2533,8 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.admissionregistration.v1beta1.Mutation",
         fields: &[
             Field { tag: 2, json: "patchType", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 3, json: "applyConfiguration", kind: Kind::Message(374), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "jsonPatch", kind: Kind::Message(375), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "applyConfiguration", kind: Kind::Message(393), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "jsonPatch", kind: Kind::Message(394), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2470,8 +2549,95 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 2, json: "namespace", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 3, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 4, json: "parameterNotFoundAction", kind: Kind::String, repeated: false, keep_zero: true },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceSelector",
+        fields: &[
+            Field { tag: 1, json: "cel", kind: Kind::Message(395), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClassConfiguration",
+        fields: &[
+            Field { tag: 1, json: "", kind: Kind::Message(396), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClaim",
+        fields: &[
+            Field { tag: 1, json: "requests", kind: Kind::Message(397), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "constraints", kind: Kind::Message(398), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "config", kind: Kind::Message(399), repeated: true, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.AllocationResult",
+        fields: &[
+            Field { tag: 1, json: "devices", kind: Kind::Message(400), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "nodeSelector", kind: Kind::Message(285), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "allocationTimestamp", kind: Kind::Time, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ResourceClaimConsumerReference",
+        fields: &[
+            Field { tag: 1, json: "apiGroup", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 3, json: "resource", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 4, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 5, json: "uid", kind: Kind::String, repeated: false, keep_zero: true },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.AllocatedDeviceStatus",
+        fields: &[
+            Field { tag: 1, json: "driver", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "pool", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 3, json: "device", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 4, json: "conditions", kind: Kind::Message(200), repeated: true, keep_zero: false },
+            Field { tag: 5, json: "data", kind: Kind::RawJson, repeated: false, keep_zero: false },
+            Field { tag: 6, json: "networkData", kind: Kind::Message(401), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "shareID", kind: Kind::String, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ResourcePool",
+        fields: &[
+            Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "generation", kind: Kind::Int64, repeated: false, keep_zero: true },
+            Field { tag: 3, json: "resourceSliceCount", kind: Kind::Int64, repeated: false, keep_zero: true },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.core.v1.NodeSelector",
+        fields: &[
+            Field { tag: 1, json: "nodeSelectorTerms", kind: Kind::Message(402), repeated: true, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.Device",
+        fields: &[
+            Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "attributes", kind: Kind::Map(&Kind::Message(403)), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "capacity", kind: Kind::Map(&Kind::Message(404)), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "consumesCounters", kind: Kind::Message(405), repeated: true, keep_zero: false },
+            Field { tag: 5, json: "nodeName", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 6, json: "nodeSelector", kind: Kind::Message(285), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "allNodes", kind: Kind::Bool, repeated: false, keep_zero: false },
+            Field { tag: 8, json: "taints", kind: Kind::Message(406), repeated: true, keep_zero: false },
+            Field { tag: 9, json: "bindsToNode", kind: Kind::Bool, repeated: false, keep_zero: false },
+            Field { tag: 10, json: "bindingConditions", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 11, json: "bindingFailureConditions", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 12, json: "allowMultipleAllocations", kind: Kind::Bool, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.CounterSet",
+        fields: &[
+            Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "counters", kind: Kind::Map(&Kind::Message(407)), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2489,9 +2655,9 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.flowcontrol.v1.PolicyRulesWithSubjects",
         fields: &[
-            Field { tag: 1, json: "subjects", kind: Kind::Message(376), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "resourceRules", kind: Kind::Message(377), repeated: true, keep_zero: false },
-            Field { tag: 3, json: "nonResourceRules", kind: Kind::Message(378), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "subjects", kind: Kind::Message(408), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "resourceRules", kind: Kind::Message(409), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "nonResourceRules", kind: Kind::Message(410), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2508,7 +2674,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.flowcontrol.v1.LimitedPriorityLevelConfiguration",
         fields: &[
             Field { tag: 1, json: "nominalConcurrencyShares", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "limitResponse", kind: Kind::Message(379), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "limitResponse", kind: Kind::Message(411), repeated: false, keep_zero: false },
             Field { tag: 3, json: "lendablePercent", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 4, json: "borrowingLimitPercent", kind: Kind::Int32, repeated: false, keep_zero: true },
         ],
@@ -2565,19 +2731,19 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "served", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 3, json: "storage", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 4, json: "schema", kind: Kind::Message(380), repeated: false, keep_zero: false },
-            Field { tag: 5, json: "subresources", kind: Kind::Message(381), repeated: false, keep_zero: false },
-            Field { tag: 6, json: "additionalPrinterColumns", kind: Kind::Message(382), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "schema", kind: Kind::Message(412), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "subresources", kind: Kind::Message(413), repeated: false, keep_zero: false },
+            Field { tag: 6, json: "additionalPrinterColumns", kind: Kind::Message(414), repeated: true, keep_zero: false },
             Field { tag: 7, json: "deprecated", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 8, json: "deprecationWarning", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 9, json: "selectableFields", kind: Kind::Message(383), repeated: true, keep_zero: false },
+            Field { tag: 9, json: "selectableFields", kind: Kind::Message(415), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion",
         fields: &[
             Field { tag: 1, json: "strategy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "webhook", kind: Kind::Message(384), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "webhook", kind: Kind::Message(416), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2597,7 +2763,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "username", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 2, json: "uid", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "groups", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 4, json: "extra", kind: Kind::Map(&Kind::Wrapped(385, Wrapper::List)), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "extra", kind: Kind::Map(&Kind::Wrapped(417, Wrapper::List)), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2619,8 +2785,8 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 5, json: "resource", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "subresource", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 7, json: "name", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 8, json: "fieldSelector", kind: Kind::Message(386), repeated: false, keep_zero: false },
-            Field { tag: 9, json: "labelSelector", kind: Kind::Message(387), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "fieldSelector", kind: Kind::Message(418), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "labelSelector", kind: Kind::Message(419), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2655,36 +2821,36 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.VolumeSource",
         fields: &[
-            Field { tag: 1, json: "hostPath", kind: Kind::Message(330), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "emptyDir", kind: Kind::Message(388), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "gcePersistentDisk", kind: Kind::Message(328), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "awsElasticBlockStore", kind: Kind::Message(329), repeated: false, keep_zero: false },
-            Field { tag: 5, json: "gitRepo", kind: Kind::Message(389), repeated: false, keep_zero: false },
-            Field { tag: 6, json: "secret", kind: Kind::Message(390), repeated: false, keep_zero: false },
-            Field { tag: 7, json: "nfs", kind: Kind::Message(332), repeated: false, keep_zero: false },
-            Field { tag: 8, json: "iscsi", kind: Kind::Message(391), repeated: false, keep_zero: false },
-            Field { tag: 9, json: "glusterfs", kind: Kind::Message(392), repeated: false, keep_zero: false },
-            Field { tag: 10, json: "persistentVolumeClaim", kind: Kind::Message(393), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "rbd", kind: Kind::Message(394), repeated: false, keep_zero: false },
-            Field { tag: 12, json: "flexVolume", kind: Kind::Message(395), repeated: false, keep_zero: false },
-            Field { tag: 13, json: "cinder", kind: Kind::Message(396), repeated: false, keep_zero: false },
-            Field { tag: 14, json: "cephfs", kind: Kind::Message(397), repeated: false, keep_zero: false },
-            Field { tag: 15, json: "flocker", kind: Kind::Message(338), repeated: false, keep_zero: false },
-            Field { tag: 16, json: "downwardAPI", kind: Kind::Message(398), repeated: false, keep_zero: false },
-            Field { tag: 17, json: "fc", kind: Kind::Message(337), repeated: false, keep_zero: false },
-            Field { tag: 18, json: "azureFile", kind: Kind::Message(399), repeated: false, keep_zero: false },
-            Field { tag: 19, json: "configMap", kind: Kind::Message(400), repeated: false, keep_zero: false },
-            Field { tag: 20, json: "vsphereVolume", kind: Kind::Message(341), repeated: false, keep_zero: false },
-            Field { tag: 21, json: "quobyte", kind: Kind::Message(342), repeated: false, keep_zero: false },
-            Field { tag: 22, json: "azureDisk", kind: Kind::Message(343), repeated: false, keep_zero: false },
-            Field { tag: 23, json: "photonPersistentDisk", kind: Kind::Message(344), repeated: false, keep_zero: false },
-            Field { tag: 24, json: "portworxVolume", kind: Kind::Message(345), repeated: false, keep_zero: false },
-            Field { tag: 25, json: "scaleIO", kind: Kind::Message(402), repeated: false, keep_zero: false },
-            Field { tag: 26, json: "projected", kind: Kind::Message(401), repeated: false, keep_zero: false },
-            Field { tag: 27, json: "storageos", kind: Kind::Message(403), repeated: false, keep_zero: false },
-            Field { tag: 28, json: "csi", kind: Kind::Message(404), repeated: false, keep_zero: false },
-            Field { tag: 29, json: "ephemeral", kind: Kind::Message(405), repeated: false, keep_zero: false },
-            Field { tag: 30, json: "image", kind: Kind::Message(406), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "hostPath", kind: Kind::Message(350), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "emptyDir", kind: Kind::Message(420), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "gcePersistentDisk", kind: Kind::Message(348), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "awsElasticBlockStore", kind: Kind::Message(349), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "gitRepo", kind: Kind::Message(421), repeated: false, keep_zero: false },
+            Field { tag: 6, json: "secret", kind: Kind::Message(422), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "nfs", kind: Kind::Message(352), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "iscsi", kind: Kind::Message(423), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "glusterfs", kind: Kind::Message(424), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "persistentVolumeClaim", kind: Kind::Message(425), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "rbd", kind: Kind::Message(426), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "flexVolume", kind: Kind::Message(427), repeated: false, keep_zero: false },
+            Field { tag: 13, json: "cinder", kind: Kind::Message(428), repeated: false, keep_zero: false },
+            Field { tag: 14, json: "cephfs", kind: Kind::Message(429), repeated: false, keep_zero: false },
+            Field { tag: 15, json: "flocker", kind: Kind::Message(358), repeated: false, keep_zero: false },
+            Field { tag: 16, json: "downwardAPI", kind: Kind::Message(430), repeated: false, keep_zero: false },
+            Field { tag: 17, json: "fc", kind: Kind::Message(357), repeated: false, keep_zero: false },
+            Field { tag: 18, json: "azureFile", kind: Kind::Message(431), repeated: false, keep_zero: false },
+            Field { tag: 19, json: "configMap", kind: Kind::Message(432), repeated: false, keep_zero: false },
+            Field { tag: 20, json: "vsphereVolume", kind: Kind::Message(361), repeated: false, keep_zero: false },
+            Field { tag: 21, json: "quobyte", kind: Kind::Message(362), repeated: false, keep_zero: false },
+            Field { tag: 22, json: "azureDisk", kind: Kind::Message(363), repeated: false, keep_zero: false },
+            Field { tag: 23, json: "photonPersistentDisk", kind: Kind::Message(364), repeated: false, keep_zero: false },
+            Field { tag: 24, json: "portworxVolume", kind: Kind::Message(365), repeated: false, keep_zero: false },
+            Field { tag: 25, json: "scaleIO", kind: Kind::Message(434), repeated: false, keep_zero: false },
+            Field { tag: 26, json: "projected", kind: Kind::Message(433), repeated: false, keep_zero: false },
+            Field { tag: 27, json: "storageos", kind: Kind::Message(435), repeated: false, keep_zero: false },
+            Field { tag: 28, json: "csi", kind: Kind::Message(436), repeated: false, keep_zero: false },
+            Field { tag: 29, json: "ephemeral", kind: Kind::Message(437), repeated: false, keep_zero: false },
+            Field { tag: 30, json: "image", kind: Kind::Message(438), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2701,8 +2867,8 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.EnvFromSource",
         fields: &[
             Field { tag: 1, json: "prefix", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "configMapRef", kind: Kind::Message(407), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "secretRef", kind: Kind::Message(408), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "configMapRef", kind: Kind::Message(439), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "secretRef", kind: Kind::Message(440), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2710,7 +2876,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "value", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 3, json: "valueFrom", kind: Kind::Message(409), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "valueFrom", kind: Kind::Message(441), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2724,7 +2890,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.ContainerRestartRule",
         fields: &[
             Field { tag: 1, json: "action", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "exitCodes", kind: Kind::Message(410), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "exitCodes", kind: Kind::Message(442), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2749,7 +2915,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.Probe",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(411), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(443), repeated: false, keep_zero: false },
             Field { tag: 2, json: "initialDelaySeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 3, json: "timeoutSeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 4, json: "periodSeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
@@ -2761,26 +2927,26 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.Lifecycle",
         fields: &[
-            Field { tag: 1, json: "postStart", kind: Kind::Message(412), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "preStop", kind: Kind::Message(412), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "postStart", kind: Kind::Message(444), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "preStop", kind: Kind::Message(444), repeated: false, keep_zero: false },
             Field { tag: 3, json: "stopSignal", kind: Kind::String, repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.SecurityContext",
         fields: &[
-            Field { tag: 1, json: "capabilities", kind: Kind::Message(413), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "capabilities", kind: Kind::Message(445), repeated: false, keep_zero: false },
             Field { tag: 2, json: "privileged", kind: Kind::Bool, repeated: false, keep_zero: true },
-            Field { tag: 3, json: "seLinuxOptions", kind: Kind::Message(300), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "seLinuxOptions", kind: Kind::Message(320), repeated: false, keep_zero: false },
             Field { tag: 4, json: "runAsUser", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 5, json: "runAsNonRoot", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 6, json: "readOnlyRootFilesystem", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 7, json: "allowPrivilegeEscalation", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 8, json: "runAsGroup", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 9, json: "procMount", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 10, json: "windowsOptions", kind: Kind::Message(301), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "seccompProfile", kind: Kind::Message(303), repeated: false, keep_zero: false },
-            Field { tag: 12, json: "appArmorProfile", kind: Kind::Message(304), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "windowsOptions", kind: Kind::Message(321), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "seccompProfile", kind: Kind::Message(323), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "appArmorProfile", kind: Kind::Message(324), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2791,26 +2957,26 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 3, json: "command", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 4, json: "args", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 5, json: "workingDir", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 6, json: "ports", kind: Kind::Message(289), repeated: true, keep_zero: false },
-            Field { tag: 7, json: "env", kind: Kind::Message(291), repeated: true, keep_zero: false },
-            Field { tag: 8, json: "resources", kind: Kind::Message(178), repeated: false, keep_zero: false },
-            Field { tag: 9, json: "volumeMounts", kind: Kind::Message(294), repeated: true, keep_zero: false },
-            Field { tag: 10, json: "livenessProbe", kind: Kind::Message(296), repeated: false, keep_zero: false },
-            Field { tag: 11, json: "readinessProbe", kind: Kind::Message(296), repeated: false, keep_zero: false },
-            Field { tag: 12, json: "lifecycle", kind: Kind::Message(297), repeated: false, keep_zero: false },
+            Field { tag: 6, json: "ports", kind: Kind::Message(309), repeated: true, keep_zero: false },
+            Field { tag: 7, json: "env", kind: Kind::Message(311), repeated: true, keep_zero: false },
+            Field { tag: 8, json: "resources", kind: Kind::Message(188), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "volumeMounts", kind: Kind::Message(314), repeated: true, keep_zero: false },
+            Field { tag: 10, json: "livenessProbe", kind: Kind::Message(316), repeated: false, keep_zero: false },
+            Field { tag: 11, json: "readinessProbe", kind: Kind::Message(316), repeated: false, keep_zero: false },
+            Field { tag: 12, json: "lifecycle", kind: Kind::Message(317), repeated: false, keep_zero: false },
             Field { tag: 13, json: "terminationMessagePath", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 14, json: "imagePullPolicy", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 15, json: "securityContext", kind: Kind::Message(298), repeated: false, keep_zero: false },
+            Field { tag: 15, json: "securityContext", kind: Kind::Message(318), repeated: false, keep_zero: false },
             Field { tag: 16, json: "stdin", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 17, json: "stdinOnce", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 18, json: "tty", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 19, json: "envFrom", kind: Kind::Message(290), repeated: true, keep_zero: false },
+            Field { tag: 19, json: "envFrom", kind: Kind::Message(310), repeated: true, keep_zero: false },
             Field { tag: 20, json: "terminationMessagePolicy", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 21, json: "volumeDevices", kind: Kind::Message(295), repeated: true, keep_zero: false },
-            Field { tag: 22, json: "startupProbe", kind: Kind::Message(296), repeated: false, keep_zero: false },
-            Field { tag: 23, json: "resizePolicy", kind: Kind::Message(292), repeated: true, keep_zero: false },
+            Field { tag: 21, json: "volumeDevices", kind: Kind::Message(315), repeated: true, keep_zero: false },
+            Field { tag: 22, json: "startupProbe", kind: Kind::Message(316), repeated: false, keep_zero: false },
+            Field { tag: 23, json: "resizePolicy", kind: Kind::Message(312), repeated: true, keep_zero: false },
             Field { tag: 24, json: "restartPolicy", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 25, json: "restartPolicyRules", kind: Kind::Message(293), repeated: true, keep_zero: false },
+            Field { tag: 25, json: "restartPolicyRules", kind: Kind::Message(313), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2855,22 +3021,22 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.NodeAffinity",
         fields: &[
-            Field { tag: 1, json: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(350), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(414), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(285), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(446), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PodAffinity",
         fields: &[
-            Field { tag: 1, json: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(415), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(416), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(447), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(448), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PodAntiAffinity",
         fields: &[
-            Field { tag: 1, json: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(415), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(416), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(447), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(448), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2890,9 +3056,9 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ContainerState",
         fields: &[
-            Field { tag: 1, json: "waiting", kind: Kind::Message(417), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "running", kind: Kind::Message(418), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "terminated", kind: Kind::Message(419), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "waiting", kind: Kind::Message(449), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "running", kind: Kind::Message(450), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "terminated", kind: Kind::Message(451), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -2907,14 +3073,14 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ContainerUser",
         fields: &[
-            Field { tag: 1, json: "linux", kind: Kind::Message(420), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "linux", kind: Kind::Message(452), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.ResourceStatus",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "resources", kind: Kind::Message(421), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "resources", kind: Kind::Message(453), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2937,7 +3103,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "ip", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 2, json: "hostname", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "ipMode", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 4, json: "ports", kind: Kind::Message(422), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "ports", kind: Kind::Message(454), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -2994,8 +3160,8 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.batch.v1.PodFailurePolicyRule",
         fields: &[
             Field { tag: 1, json: "action", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "onExitCodes", kind: Kind::Message(423), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "onPodConditions", kind: Kind::Message(424), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "onExitCodes", kind: Kind::Message(455), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "onPodConditions", kind: Kind::Message(456), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -3068,7 +3234,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 4, json: "pool", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 5, json: "user", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "keyring", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 7, json: "secretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "secretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
             Field { tag: 8, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
         ],
     },
@@ -3083,7 +3249,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 6, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 7, json: "portals", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 8, json: "chapAuthDiscovery", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 10, json: "secretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "secretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
             Field { tag: 11, json: "chapAuthSession", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 12, json: "initiatorName", kind: Kind::String, repeated: false, keep_zero: false },
         ],
@@ -3094,7 +3260,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "volumeID", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "fsType", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 4, json: "secretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "secretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3104,7 +3270,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "path", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "user", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "secretFile", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 5, json: "secretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "secretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
             Field { tag: 6, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
         ],
     },
@@ -3130,7 +3296,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "driver", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "fsType", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 3, json: "secretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "secretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
             Field { tag: 4, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 5, json: "options", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
         ],
@@ -3195,7 +3361,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "gateway", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "system", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 3, json: "secretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "secretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
             Field { tag: 4, json: "sslEnabled", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 5, json: "protectionDomain", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "storagePool", kind: Kind::String, repeated: false, keep_zero: false },
@@ -3219,7 +3385,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "volumeNamespace", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "fsType", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 5, json: "secretRef", kind: Kind::Message(74), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "secretRef", kind: Kind::Message(79), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3230,17 +3396,11 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 3, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 4, json: "fsType", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 5, json: "volumeAttributes", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
-            Field { tag: 6, json: "controllerPublishSecretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
-            Field { tag: 7, json: "nodeStageSecretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
-            Field { tag: 8, json: "nodePublishSecretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
-            Field { tag: 9, json: "controllerExpandSecretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
-            Field { tag: 10, json: "nodeExpandSecretRef", kind: Kind::Message(425), repeated: false, keep_zero: false },
-        ],
-    },
-    Message {
-        name: "k8s.io.api.core.v1.NodeSelector",
-        fields: &[
-            Field { tag: 1, json: "nodeSelectorTerms", kind: Kind::Message(426), repeated: true, keep_zero: false },
+            Field { tag: 6, json: "controllerPublishSecretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "nodeStageSecretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
+            Field { tag: 8, json: "nodePublishSecretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
+            Field { tag: 9, json: "controllerExpandSecretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "nodeExpandSecretRef", kind: Kind::Message(457), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3254,45 +3414,45 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.autoscaling.v2.ObjectMetricSource",
         fields: &[
-            Field { tag: 1, json: "describedObject", kind: Kind::Message(230), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "target", kind: Kind::Message(427), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "metric", kind: Kind::Message(428), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "describedObject", kind: Kind::Message(240), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "target", kind: Kind::Message(458), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "metric", kind: Kind::Message(459), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.PodsMetricSource",
         fields: &[
-            Field { tag: 1, json: "metric", kind: Kind::Message(428), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "target", kind: Kind::Message(427), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metric", kind: Kind::Message(459), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "target", kind: Kind::Message(458), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.ResourceMetricSource",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "target", kind: Kind::Message(427), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "target", kind: Kind::Message(458), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.ContainerResourceMetricSource",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "target", kind: Kind::Message(427), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "target", kind: Kind::Message(458), repeated: false, keep_zero: false },
             Field { tag: 3, json: "container", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.ExternalMetricSource",
         fields: &[
-            Field { tag: 1, json: "metric", kind: Kind::Message(428), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "target", kind: Kind::Message(427), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metric", kind: Kind::Message(459), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "target", kind: Kind::Message(458), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.HpaScalingRules",
         fields: &[
             Field { tag: 1, json: "selectPolicy", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "policies", kind: Kind::Message(429), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "policies", kind: Kind::Message(460), repeated: true, keep_zero: false },
             Field { tag: 3, json: "stabilizationWindowSeconds", kind: Kind::Int32, repeated: false, keep_zero: false },
             Field { tag: 4, json: "tolerance", kind: Kind::Quantity, repeated: false, keep_zero: false },
         ],
@@ -3300,51 +3460,51 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.autoscaling.v2.ObjectMetricStatus",
         fields: &[
-            Field { tag: 1, json: "metric", kind: Kind::Message(428), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "current", kind: Kind::Message(430), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "describedObject", kind: Kind::Message(230), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metric", kind: Kind::Message(459), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "current", kind: Kind::Message(461), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "describedObject", kind: Kind::Message(240), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.PodsMetricStatus",
         fields: &[
-            Field { tag: 1, json: "metric", kind: Kind::Message(428), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "current", kind: Kind::Message(430), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metric", kind: Kind::Message(459), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "current", kind: Kind::Message(461), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.ResourceMetricStatus",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "current", kind: Kind::Message(430), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "current", kind: Kind::Message(461), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.ContainerResourceMetricStatus",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "current", kind: Kind::Message(430), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "current", kind: Kind::Message(461), repeated: false, keep_zero: false },
             Field { tag: 3, json: "container", kind: Kind::String, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.autoscaling.v2.ExternalMetricStatus",
         fields: &[
-            Field { tag: 1, json: "metric", kind: Kind::Message(428), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "current", kind: Kind::Message(430), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metric", kind: Kind::Message(459), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "current", kind: Kind::Message(461), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.IngressServiceBackend",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "port", kind: Kind::Message(431), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "port", kind: Kind::Message(462), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.networking.v1.IngressRuleValue",
         fields: &[
-            Field { tag: 1, json: "http", kind: Kind::Message(432), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "http", kind: Kind::Message(463), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3352,7 +3512,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "ip", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 2, json: "hostname", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 4, json: "ports", kind: Kind::Message(433), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "ports", kind: Kind::Message(464), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -3366,9 +3526,9 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.networking.v1.NetworkPolicyPeer",
         fields: &[
-            Field { tag: 1, json: "podSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "namespaceSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "ipBlock", kind: Kind::Message(434), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "podSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "namespaceSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "ipBlock", kind: Kind::Message(465), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3399,7 +3559,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.admissionregistration.v1.NamedRuleWithOperations",
         fields: &[
             Field { tag: 1, json: "resourceNames", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 2, json: "", kind: Kind::Message(253), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "", kind: Kind::Message(263), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3413,7 +3573,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.admissionregistration.v1beta1.NamedRuleWithOperations",
         fields: &[
             Field { tag: 1, json: "resourceNames", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 2, json: "", kind: Kind::Message(253), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "", kind: Kind::Message(263), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3429,12 +3589,107 @@ pub(super) static MESSAGES: [Message; 473] = [
         ],
     },
     Message {
+        name: "k8s.io.api.resource.v1.CelDeviceSelector",
+        fields: &[
+            Field { tag: 1, json: "expression", kind: Kind::String, repeated: false, keep_zero: true },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceConfiguration",
+        fields: &[
+            Field { tag: 1, json: "opaque", kind: Kind::Message(466), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceRequest",
+        fields: &[
+            Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "exactly", kind: Kind::Message(467), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "firstAvailable", kind: Kind::Message(468), repeated: true, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceConstraint",
+        fields: &[
+            Field { tag: 1, json: "requests", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 2, json: "matchAttribute", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 3, json: "distinctAttribute", kind: Kind::String, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceClaimConfiguration",
+        fields: &[
+            Field { tag: 1, json: "requests", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 2, json: "", kind: Kind::Message(396), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceAllocationResult",
+        fields: &[
+            Field { tag: 1, json: "results", kind: Kind::Message(469), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "config", kind: Kind::Message(470), repeated: true, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.NetworkDeviceData",
+        fields: &[
+            Field { tag: 1, json: "interfaceName", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 2, json: "ips", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 3, json: "hardwareAddress", kind: Kind::String, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.core.v1.NodeSelectorTerm",
+        fields: &[
+            Field { tag: 1, json: "matchExpressions", kind: Kind::Message(471), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "matchFields", kind: Kind::Message(471), repeated: true, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceAttribute",
+        fields: &[
+            Field { tag: 2, json: "int", kind: Kind::Int64, repeated: false, keep_zero: false },
+            Field { tag: 3, json: "bool", kind: Kind::Bool, repeated: false, keep_zero: false },
+            Field { tag: 4, json: "string", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 5, json: "version", kind: Kind::String, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceCapacity",
+        fields: &[
+            Field { tag: 1, json: "value", kind: Kind::Quantity, repeated: false, keep_zero: false },
+            Field { tag: 2, json: "requestPolicy", kind: Kind::Message(472), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceCounterConsumption",
+        fields: &[
+            Field { tag: 1, json: "counterSet", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "counters", kind: Kind::Map(&Kind::Message(407)), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceTaint",
+        fields: &[
+            Field { tag: 1, json: "key", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "value", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 3, json: "effect", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 4, json: "timeAdded", kind: Kind::Time, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.Counter",
+        fields: &[
+            Field { tag: 1, json: "value", kind: Kind::Quantity, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
         name: "k8s.io.api.flowcontrol.v1.Subject",
         fields: &[
             Field { tag: 1, json: "kind", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "user", kind: Kind::Message(435), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "group", kind: Kind::Message(436), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "serviceAccount", kind: Kind::Message(437), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "user", kind: Kind::Message(473), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "group", kind: Kind::Message(474), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "serviceAccount", kind: Kind::Message(475), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3458,20 +3713,20 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.flowcontrol.v1.LimitResponse",
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "queuing", kind: Kind::Message(438), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "queuing", kind: Kind::Message(476), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation",
         fields: &[
-            Field { tag: 1, json: "openAPIV3Schema", kind: Kind::Message(439), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "openAPIV3Schema", kind: Kind::Message(477), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources",
         fields: &[
-            Field { tag: 1, json: "status", kind: Kind::Message(440), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "scale", kind: Kind::Message(441), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "status", kind: Kind::Message(478), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "scale", kind: Kind::Message(479), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3494,7 +3749,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookConversion",
         fields: &[
-            Field { tag: 2, json: "clientConfig", kind: Kind::Message(442), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "clientConfig", kind: Kind::Message(480), repeated: false, keep_zero: false },
             Field { tag: 3, json: "conversionReviewVersions", kind: Kind::String, repeated: true, keep_zero: false },
         ],
     },
@@ -3508,14 +3763,14 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.authorization.v1.FieldSelectorAttributes",
         fields: &[
             Field { tag: 1, json: "rawSelector", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "requirements", kind: Kind::Message(443), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "requirements", kind: Kind::Message(481), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.authorization.v1.LabelSelectorAttributes",
         fields: &[
             Field { tag: 1, json: "rawSelector", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "requirements", kind: Kind::Message(247), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "requirements", kind: Kind::Message(257), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -3537,7 +3792,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.SecretVolumeSource",
         fields: &[
             Field { tag: 1, json: "secretName", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "items", kind: Kind::Message(444), repeated: true, keep_zero: false },
+            Field { tag: 2, json: "items", kind: Kind::Message(482), repeated: true, keep_zero: false },
             Field { tag: 3, json: "defaultMode", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 4, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
@@ -3553,7 +3808,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 6, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 7, json: "portals", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 8, json: "chapAuthDiscovery", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 10, json: "secretRef", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 10, json: "secretRef", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 11, json: "chapAuthSession", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 12, json: "initiatorName", kind: Kind::String, repeated: false, keep_zero: false },
         ],
@@ -3582,7 +3837,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 4, json: "pool", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 5, json: "user", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "keyring", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 7, json: "secretRef", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 7, json: "secretRef", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 8, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
         ],
     },
@@ -3591,7 +3846,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "driver", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "fsType", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 3, json: "secretRef", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "secretRef", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 4, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 5, json: "options", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
         ],
@@ -3602,7 +3857,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 1, json: "volumeID", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "fsType", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 4, json: "secretRef", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "secretRef", kind: Kind::Message(80), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3612,14 +3867,14 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "path", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "user", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "secretFile", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 5, json: "secretRef", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "secretRef", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 6, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.DownwardAPIVolumeSource",
         fields: &[
-            Field { tag: 1, json: "items", kind: Kind::Message(445), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "items", kind: Kind::Message(483), repeated: true, keep_zero: false },
             Field { tag: 2, json: "defaultMode", kind: Kind::Int32, repeated: false, keep_zero: true },
         ],
     },
@@ -3634,8 +3889,8 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ConfigMapVolumeSource",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(75), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "items", kind: Kind::Message(444), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(80), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "items", kind: Kind::Message(482), repeated: true, keep_zero: false },
             Field { tag: 3, json: "defaultMode", kind: Kind::Int32, repeated: false, keep_zero: true },
             Field { tag: 4, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
@@ -3643,7 +3898,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ProjectedVolumeSource",
         fields: &[
-            Field { tag: 1, json: "sources", kind: Kind::Message(446), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "sources", kind: Kind::Message(484), repeated: true, keep_zero: false },
             Field { tag: 2, json: "defaultMode", kind: Kind::Int32, repeated: false, keep_zero: true },
         ],
     },
@@ -3652,7 +3907,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "gateway", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "system", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 3, json: "secretRef", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "secretRef", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 4, json: "sslEnabled", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 5, json: "protectionDomain", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 6, json: "storagePool", kind: Kind::String, repeated: false, keep_zero: false },
@@ -3669,7 +3924,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "volumeNamespace", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 3, json: "fsType", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 5, json: "secretRef", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "secretRef", kind: Kind::Message(80), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3679,13 +3934,13 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "readOnly", kind: Kind::Bool, repeated: false, keep_zero: true },
             Field { tag: 3, json: "fsType", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 4, json: "volumeAttributes", kind: Kind::Map(&Kind::String), repeated: false, keep_zero: false },
-            Field { tag: 5, json: "nodePublishSecretRef", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "nodePublishSecretRef", kind: Kind::Message(80), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.EphemeralVolumeSource",
         fields: &[
-            Field { tag: 1, json: "volumeClaimTemplate", kind: Kind::Message(447), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "volumeClaimTemplate", kind: Kind::Message(485), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3698,25 +3953,25 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ConfigMapEnvSource",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 2, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.SecretEnvSource",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 2, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.EnvVarSource",
         fields: &[
-            Field { tag: 1, json: "fieldRef", kind: Kind::Message(448), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "resourceFieldRef", kind: Kind::Message(449), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "configMapKeyRef", kind: Kind::Message(450), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "secretKeyRef", kind: Kind::Message(451), repeated: false, keep_zero: false },
-            Field { tag: 5, json: "fileKeyRef", kind: Kind::Message(452), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "fieldRef", kind: Kind::Message(486), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "resourceFieldRef", kind: Kind::Message(487), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "configMapKeyRef", kind: Kind::Message(488), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "secretKeyRef", kind: Kind::Message(489), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "fileKeyRef", kind: Kind::Message(490), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3729,19 +3984,19 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ProbeHandler",
         fields: &[
-            Field { tag: 1, json: "exec", kind: Kind::Message(453), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "httpGet", kind: Kind::Message(454), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "tcpSocket", kind: Kind::Message(455), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "grpc", kind: Kind::Message(456), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "exec", kind: Kind::Message(491), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "httpGet", kind: Kind::Message(492), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "tcpSocket", kind: Kind::Message(493), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "grpc", kind: Kind::Message(494), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.LifecycleHandler",
         fields: &[
-            Field { tag: 1, json: "exec", kind: Kind::Message(453), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "httpGet", kind: Kind::Message(454), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "tcpSocket", kind: Kind::Message(455), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "sleep", kind: Kind::Message(457), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "exec", kind: Kind::Message(491), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "httpGet", kind: Kind::Message(492), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "tcpSocket", kind: Kind::Message(493), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "sleep", kind: Kind::Message(495), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3755,16 +4010,16 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.PreferredSchedulingTerm",
         fields: &[
             Field { tag: 1, json: "weight", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "preference", kind: Kind::Message(426), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "preference", kind: Kind::Message(402), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PodAffinityTerm",
         fields: &[
-            Field { tag: 1, json: "labelSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "labelSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 2, json: "namespaces", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 3, json: "topologyKey", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 4, json: "namespaceSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "namespaceSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 5, json: "matchLabelKeys", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 6, json: "mismatchLabelKeys", kind: Kind::String, repeated: true, keep_zero: false },
         ],
@@ -3773,7 +4028,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.WeightedPodAffinityTerm",
         fields: &[
             Field { tag: 1, json: "weight", kind: Kind::Int32, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "podAffinityTerm", kind: Kind::Message(415), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "podAffinityTerm", kind: Kind::Message(447), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3847,13 +4102,6 @@ pub(super) static MESSAGES: [Message; 473] = [
         ],
     },
     Message {
-        name: "k8s.io.api.core.v1.NodeSelectorTerm",
-        fields: &[
-            Field { tag: 1, json: "matchExpressions", kind: Kind::Message(458), repeated: true, keep_zero: false },
-            Field { tag: 2, json: "matchFields", kind: Kind::Message(458), repeated: true, keep_zero: false },
-        ],
-    },
-    Message {
         name: "k8s.io.api.autoscaling.v2.MetricTarget",
         fields: &[
             Field { tag: 1, json: "type", kind: Kind::String, repeated: false, keep_zero: true },
@@ -3866,7 +4114,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.autoscaling.v2.MetricIdentifier",
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "selector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "selector", kind: Kind::Message(138), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3895,7 +4143,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.networking.v1.HttpIngressRuleValue",
         fields: &[
-            Field { tag: 1, json: "paths", kind: Kind::Message(459), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "paths", kind: Kind::Message(496), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -3911,6 +4159,76 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "cidr", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 2, json: "except", kind: Kind::String, repeated: true, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.OpaqueDeviceConfiguration",
+        fields: &[
+            Field { tag: 1, json: "driver", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "parameters", kind: Kind::RawJson, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.ExactDeviceRequest",
+        fields: &[
+            Field { tag: 1, json: "deviceClassName", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "selectors", kind: Kind::Message(278), repeated: true, keep_zero: false },
+            Field { tag: 3, json: "allocationMode", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 4, json: "count", kind: Kind::Int64, repeated: false, keep_zero: false },
+            Field { tag: 5, json: "adminAccess", kind: Kind::Bool, repeated: false, keep_zero: true },
+            Field { tag: 6, json: "tolerations", kind: Kind::Message(497), repeated: true, keep_zero: false },
+            Field { tag: 7, json: "capacity", kind: Kind::Message(498), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceSubRequest",
+        fields: &[
+            Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "deviceClassName", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 3, json: "selectors", kind: Kind::Message(278), repeated: true, keep_zero: false },
+            Field { tag: 4, json: "allocationMode", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 5, json: "count", kind: Kind::Int64, repeated: false, keep_zero: false },
+            Field { tag: 6, json: "tolerations", kind: Kind::Message(497), repeated: true, keep_zero: false },
+            Field { tag: 7, json: "capacity", kind: Kind::Message(498), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceRequestAllocationResult",
+        fields: &[
+            Field { tag: 1, json: "request", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "driver", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 3, json: "pool", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 4, json: "device", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 5, json: "adminAccess", kind: Kind::Bool, repeated: false, keep_zero: false },
+            Field { tag: 6, json: "tolerations", kind: Kind::Message(497), repeated: true, keep_zero: false },
+            Field { tag: 7, json: "bindingConditions", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 8, json: "bindingFailureConditions", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 9, json: "shareID", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 10, json: "consumedCapacity", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceAllocationConfiguration",
+        fields: &[
+            Field { tag: 1, json: "source", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "requests", kind: Kind::String, repeated: true, keep_zero: false },
+            Field { tag: 3, json: "", kind: Kind::Message(396), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.core.v1.NodeSelectorRequirement",
+        fields: &[
+            Field { tag: 1, json: "key", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 2, json: "operator", kind: Kind::String, repeated: false, keep_zero: true },
+            Field { tag: 3, json: "values", kind: Kind::String, repeated: true, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.CapacityRequestPolicy",
+        fields: &[
+            Field { tag: 1, json: "default", kind: Kind::Quantity, repeated: false, keep_zero: false },
+            Field { tag: 3, json: "validValues", kind: Kind::Quantity, repeated: true, keep_zero: false },
+            Field { tag: 4, json: "validRange", kind: Kind::Message(499), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -3966,18 +4284,18 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 21, json: "maxProperties", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 22, json: "minProperties", kind: Kind::Int64, repeated: false, keep_zero: true },
             Field { tag: 23, json: "required", kind: Kind::String, repeated: true, keep_zero: false },
-            Field { tag: 24, json: "items", kind: Kind::Wrapped(460, Wrapper::PropsOrArray), repeated: false, keep_zero: false },
-            Field { tag: 25, json: "allOf", kind: Kind::Message(439), repeated: true, keep_zero: false },
-            Field { tag: 26, json: "oneOf", kind: Kind::Message(439), repeated: true, keep_zero: false },
-            Field { tag: 27, json: "anyOf", kind: Kind::Message(439), repeated: true, keep_zero: false },
-            Field { tag: 28, json: "not", kind: Kind::Message(439), repeated: false, keep_zero: false },
-            Field { tag: 29, json: "properties", kind: Kind::Map(&Kind::Message(439)), repeated: false, keep_zero: false },
-            Field { tag: 30, json: "additionalProperties", kind: Kind::Wrapped(461, Wrapper::PropsOrBool), repeated: false, keep_zero: false },
-            Field { tag: 31, json: "patternProperties", kind: Kind::Map(&Kind::Message(439)), repeated: false, keep_zero: false },
-            Field { tag: 32, json: "dependencies", kind: Kind::Map(&Kind::Wrapped(462, Wrapper::PropsOrStringArray)), repeated: false, keep_zero: false },
-            Field { tag: 33, json: "additionalItems", kind: Kind::Wrapped(461, Wrapper::PropsOrBool), repeated: false, keep_zero: false },
-            Field { tag: 34, json: "definitions", kind: Kind::Map(&Kind::Message(439)), repeated: false, keep_zero: false },
-            Field { tag: 35, json: "externalDocs", kind: Kind::Message(463), repeated: false, keep_zero: false },
+            Field { tag: 24, json: "items", kind: Kind::Wrapped(500, Wrapper::PropsOrArray), repeated: false, keep_zero: false },
+            Field { tag: 25, json: "allOf", kind: Kind::Message(477), repeated: true, keep_zero: false },
+            Field { tag: 26, json: "oneOf", kind: Kind::Message(477), repeated: true, keep_zero: false },
+            Field { tag: 27, json: "anyOf", kind: Kind::Message(477), repeated: true, keep_zero: false },
+            Field { tag: 28, json: "not", kind: Kind::Message(477), repeated: false, keep_zero: false },
+            Field { tag: 29, json: "properties", kind: Kind::Map(&Kind::Message(477)), repeated: false, keep_zero: false },
+            Field { tag: 30, json: "additionalProperties", kind: Kind::Wrapped(501, Wrapper::PropsOrBool), repeated: false, keep_zero: false },
+            Field { tag: 31, json: "patternProperties", kind: Kind::Map(&Kind::Message(477)), repeated: false, keep_zero: false },
+            Field { tag: 32, json: "dependencies", kind: Kind::Map(&Kind::Wrapped(502, Wrapper::PropsOrStringArray)), repeated: false, keep_zero: false },
+            Field { tag: 33, json: "additionalItems", kind: Kind::Wrapped(501, Wrapper::PropsOrBool), repeated: false, keep_zero: false },
+            Field { tag: 34, json: "definitions", kind: Kind::Map(&Kind::Message(477)), repeated: false, keep_zero: false },
+            Field { tag: 35, json: "externalDocs", kind: Kind::Message(503), repeated: false, keep_zero: false },
             Field { tag: 36, json: "example", kind: Kind::Json, repeated: false, keep_zero: false },
             Field { tag: 37, json: "nullable", kind: Kind::Bool, repeated: false, keep_zero: false },
             Field { tag: 38, json: "x-kubernetes-preserve-unknown-fields", kind: Kind::Bool, repeated: false, keep_zero: true },
@@ -3986,7 +4304,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 41, json: "x-kubernetes-list-map-keys", kind: Kind::String, repeated: true, keep_zero: false },
             Field { tag: 42, json: "x-kubernetes-list-type", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 43, json: "x-kubernetes-map-type", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 44, json: "x-kubernetes-validations", kind: Kind::Message(464), repeated: true, keep_zero: false },
+            Field { tag: 44, json: "x-kubernetes-validations", kind: Kind::Message(504), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -4005,7 +4323,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig",
         fields: &[
-            Field { tag: 1, json: "service", kind: Kind::Message(465), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "service", kind: Kind::Message(505), repeated: false, keep_zero: false },
             Field { tag: 2, json: "caBundle", kind: Kind::Bytes, repeated: false, keep_zero: false },
             Field { tag: 3, json: "url", kind: Kind::String, repeated: false, keep_zero: true },
         ],
@@ -4030,27 +4348,27 @@ pub(super) static MESSAGES: [Message; 473] = [
         name: "k8s.io.api.core.v1.DownwardAPIVolumeFile",
         fields: &[
             Field { tag: 1, json: "path", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "fieldRef", kind: Kind::Message(448), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "resourceFieldRef", kind: Kind::Message(449), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "fieldRef", kind: Kind::Message(486), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "resourceFieldRef", kind: Kind::Message(487), repeated: false, keep_zero: false },
             Field { tag: 4, json: "mode", kind: Kind::Int32, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.VolumeProjection",
         fields: &[
-            Field { tag: 1, json: "secret", kind: Kind::Message(466), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "downwardAPI", kind: Kind::Message(467), repeated: false, keep_zero: false },
-            Field { tag: 3, json: "configMap", kind: Kind::Message(468), repeated: false, keep_zero: false },
-            Field { tag: 4, json: "serviceAccountToken", kind: Kind::Message(469), repeated: false, keep_zero: false },
-            Field { tag: 5, json: "clusterTrustBundle", kind: Kind::Message(470), repeated: false, keep_zero: false },
-            Field { tag: 6, json: "podCertificate", kind: Kind::Message(471), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "secret", kind: Kind::Message(506), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "downwardAPI", kind: Kind::Message(507), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "configMap", kind: Kind::Message(508), repeated: false, keep_zero: false },
+            Field { tag: 4, json: "serviceAccountToken", kind: Kind::Message(509), repeated: false, keep_zero: false },
+            Field { tag: 5, json: "clusterTrustBundle", kind: Kind::Message(510), repeated: false, keep_zero: false },
+            Field { tag: 6, json: "podCertificate", kind: Kind::Message(511), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.PersistentVolumeClaimTemplate",
         fields: &[
-            Field { tag: 1, json: "metadata", kind: Kind::Message(67), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "spec", kind: Kind::Message(84), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "metadata", kind: Kind::Message(72), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "spec", kind: Kind::Message(89), repeated: false, keep_zero: false },
         ],
     },
     Message {
@@ -4071,7 +4389,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.ConfigMapKeySelector",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 2, json: "key", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 3, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
@@ -4079,7 +4397,7 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.SecretKeySelector",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(75), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(80), repeated: false, keep_zero: false },
             Field { tag: 2, json: "key", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 3, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
@@ -4106,7 +4424,7 @@ pub(super) static MESSAGES: [Message; 473] = [
             Field { tag: 2, json: "port", kind: Kind::IntOrString, repeated: false, keep_zero: false },
             Field { tag: 3, json: "host", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 4, json: "scheme", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 5, json: "httpHeaders", kind: Kind::Message(472), repeated: true, keep_zero: false },
+            Field { tag: 5, json: "httpHeaders", kind: Kind::Message(512), repeated: true, keep_zero: false },
         ],
     },
     Message {
@@ -4130,39 +4448,55 @@ pub(super) static MESSAGES: [Message; 473] = [
         ],
     },
     Message {
-        name: "k8s.io.api.core.v1.NodeSelectorRequirement",
-        fields: &[
-            Field { tag: 1, json: "key", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 2, json: "operator", kind: Kind::String, repeated: false, keep_zero: true },
-            Field { tag: 3, json: "values", kind: Kind::String, repeated: true, keep_zero: false },
-        ],
-    },
-    Message {
         name: "k8s.io.api.networking.v1.HttpIngressPath",
         fields: &[
             Field { tag: 1, json: "path", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "backend", kind: Kind::Message(236), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "backend", kind: Kind::Message(246), repeated: false, keep_zero: false },
             Field { tag: 3, json: "pathType", kind: Kind::String, repeated: false, keep_zero: true },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.DeviceToleration",
+        fields: &[
+            Field { tag: 1, json: "key", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 2, json: "operator", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 3, json: "value", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 4, json: "effect", kind: Kind::String, repeated: false, keep_zero: false },
+            Field { tag: 5, json: "tolerationSeconds", kind: Kind::Int64, repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.CapacityRequirements",
+        fields: &[
+            Field { tag: 1, json: "requests", kind: Kind::Map(&Kind::Quantity), repeated: false, keep_zero: false },
+        ],
+    },
+    Message {
+        name: "k8s.io.api.resource.v1.CapacityRequestPolicyRange",
+        fields: &[
+            Field { tag: 1, json: "min", kind: Kind::Quantity, repeated: false, keep_zero: false },
+            Field { tag: 2, json: "max", kind: Kind::Quantity, repeated: false, keep_zero: false },
+            Field { tag: 3, json: "step", kind: Kind::Quantity, repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrArray",
         fields: &[
-            Field { tag: 1, json: "schema", kind: Kind::Message(439), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "jSonSchemas", kind: Kind::Message(439), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "schema", kind: Kind::Message(477), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "jSonSchemas", kind: Kind::Message(477), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrBool",
         fields: &[
             Field { tag: 1, json: "allows", kind: Kind::Bool, repeated: false, keep_zero: false },
-            Field { tag: 2, json: "schema", kind: Kind::Message(439), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "schema", kind: Kind::Message(477), repeated: false, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrStringArray",
         fields: &[
-            Field { tag: 1, json: "schema", kind: Kind::Message(439), repeated: false, keep_zero: false },
+            Field { tag: 1, json: "schema", kind: Kind::Message(477), repeated: false, keep_zero: false },
             Field { tag: 2, json: "property", kind: Kind::String, repeated: true, keep_zero: false },
         ],
     },
@@ -4196,22 +4530,22 @@ pub(super) static MESSAGES: [Message; 473] = [
     Message {
         name: "k8s.io.api.core.v1.SecretProjection",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(75), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "items", kind: Kind::Message(444), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(80), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "items", kind: Kind::Message(482), repeated: true, keep_zero: false },
             Field { tag: 4, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.DownwardAPIProjection",
         fields: &[
-            Field { tag: 1, json: "items", kind: Kind::Message(445), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "items", kind: Kind::Message(483), repeated: true, keep_zero: false },
         ],
     },
     Message {
         name: "k8s.io.api.core.v1.ConfigMapProjection",
         fields: &[
-            Field { tag: 1, json: "", kind: Kind::Message(75), repeated: false, keep_zero: false },
-            Field { tag: 2, json: "items", kind: Kind::Message(444), repeated: true, keep_zero: false },
+            Field { tag: 1, json: "", kind: Kind::Message(80), repeated: false, keep_zero: false },
+            Field { tag: 2, json: "items", kind: Kind::Message(482), repeated: true, keep_zero: false },
             Field { tag: 4, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: true },
         ],
     },
@@ -4228,7 +4562,7 @@ pub(super) static MESSAGES: [Message; 473] = [
         fields: &[
             Field { tag: 1, json: "name", kind: Kind::String, repeated: false, keep_zero: false },
             Field { tag: 2, json: "signerName", kind: Kind::String, repeated: false, keep_zero: false },
-            Field { tag: 3, json: "labelSelector", kind: Kind::Message(133), repeated: false, keep_zero: false },
+            Field { tag: 3, json: "labelSelector", kind: Kind::Message(138), repeated: false, keep_zero: false },
             Field { tag: 4, json: "path", kind: Kind::String, repeated: false, keep_zero: true },
             Field { tag: 5, json: "optional", kind: Kind::Bool, repeated: false, keep_zero: false },
         ],
@@ -4313,15 +4647,20 @@ pub(super) static ROOTS: &[(&str, &str, u16)] = &[
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", 53),
     ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy", 54),
     ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding", 55),
-    ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", 56),
-    ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration", 57),
-    ("apiregistration.k8s.io/v1", "APIService", 58),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition", 59),
-    ("authentication.k8s.io/v1", "SelfSubjectReview", 60),
-    ("authentication.k8s.io/v1", "TokenReview", 61),
-    ("authentication.k8s.io/v1", "TokenRequest", 62),
-    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", 63),
-    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", 64),
-    ("authorization.k8s.io/v1", "SubjectAccessReview", 65),
-    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", 66),
+    ("storage.k8s.io/v1", "VolumeAttributesClass", 56),
+    ("resource.k8s.io/v1", "DeviceClass", 57),
+    ("resource.k8s.io/v1", "ResourceClaim", 58),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate", 59),
+    ("resource.k8s.io/v1", "ResourceSlice", 60),
+    ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", 61),
+    ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration", 62),
+    ("apiregistration.k8s.io/v1", "APIService", 63),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition", 64),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", 65),
+    ("authentication.k8s.io/v1", "TokenReview", 66),
+    ("authentication.k8s.io/v1", "TokenRequest", 67),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", 68),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", 69),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", 70),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", 71),
 ];

@@ -59,6 +59,11 @@ const CACHED: &[(&str, &str)] = &[
         "admissionregistration.k8s.io",
         "validatingadmissionpolicybindings",
     ),
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicies"),
+    (
+        "admissionregistration.k8s.io",
+        "mutatingadmissionpolicybindings",
+    ),
 ];
 
 /// Whether reads of `def` may be served by an [`ObjectCache`].

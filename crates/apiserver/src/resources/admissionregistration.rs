@@ -2,8 +2,8 @@
 //!
 //! The objects are defaulted, validated and stored as kube-apiserver stores them; the webhook
 //! configurations are called by the admission chain's webhook plugins
-//! ([`crate::admission::webhook`]), the validating policies by
-//! [`crate::admission::validating_policy`].
+//! ([`crate::admission::webhook`]), the policies by [`crate::admission::validating_policy`]
+//! and [`crate::admission::mutating_policy`].
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, MutatingWebhookConfiguration,

@@ -118,6 +118,8 @@ pub mod policy;
 pub mod priority_class;
 pub mod quantities;
 pub mod replication_controller;
+pub mod resource;
+pub mod resource_claim;
 pub mod resource_quota;
 pub mod scheduling;
 pub mod service;
@@ -154,6 +156,7 @@ pub mod service_cidr;
 pub mod storage;
 pub mod storage_class;
 pub mod volume_attachment;
+pub mod volume_attributes_class;
 pub mod webhook;
 
 use crate::registry::resource::ResourceDef;
@@ -208,6 +211,7 @@ pub static ALL: &[&ResourceDef] = &[
     &storage::CSI_NODES,
     &storage::CSI_STORAGE_CAPACITIES,
     &storage::VOLUME_ATTACHMENTS,
+    &storage::VOLUME_ATTRIBUTES_CLASSES,
     &discovery::ENDPOINT_SLICES,
     &certificates::CERTIFICATE_SIGNING_REQUESTS,
     &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATIONS,
@@ -216,6 +220,11 @@ pub static ALL: &[&ResourceDef] = &[
     &admissionregistration::VALIDATING_ADMISSION_POLICY_BINDINGS,
     &admissionregistration::MUTATING_ADMISSION_POLICIES,
     &admissionregistration::MUTATING_ADMISSION_POLICY_BINDINGS,
+    // resource.k8s.io/v1 (Dynamic Resource Allocation, v1.34).
+    &resource::DEVICE_CLASSES,
+    &resource::RESOURCE_CLAIMS,
+    &resource::RESOURCE_CLAIM_TEMPLATES,
+    &resource::RESOURCE_SLICES,
     &flowcontrol::FLOW_SCHEMAS,
     &flowcontrol::PRIORITY_LEVEL_CONFIGURATIONS,
     &apiregistration::API_SERVICES,

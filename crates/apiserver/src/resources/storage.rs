@@ -1,10 +1,10 @@
-//! storage.k8s.io/v1 storageclasses, csidrivers, csinodes, csistoragecapacities, volumeattachments.
+//! storage.k8s.io/v1 storageclasses, csidrivers, csinodes, csistoragecapacities, volumeattachments, volumeattributesclasses.
 //!
 //! Stored, defaulted and validated as upstream; no provisioner, attacher or CSI driver runs
 //! in kcm, so nothing acts on them beyond the controllers that read them.
 
 use k8s_openapi::api::storage::v1::{
-    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment, VolumeAttributesClass,
 };
 
 use crate::registry::generation::Generation;
@@ -13,6 +13,7 @@ use crate::registry::subresource::Subresource;
 use crate::resources::csi::{self, CsiDriverStrategy, CsiNodeStrategy, CsiStorageCapacityStrategy};
 use crate::resources::storage_class::{self, StorageClassStrategy};
 use crate::resources::volume_attachment::VolumeAttachmentStrategy;
+use crate::resources::volume_attributes_class::VolumeAttributesClassStrategy;
 use crate::strategic_merge::kinds;
 use crate::table::printers;
 
@@ -50,4 +51,11 @@ pub static VOLUME_ATTACHMENTS: ResourceDef = ResourceDef::of::<VolumeAttachment>
     .subresources(&[Subresource::Status])
     .strategy(&VolumeAttachmentStrategy)
     .printer(printers::VOLUME_ATTACHMENT)
+    .merge_schema(&kinds::METADATA_ONLY);
+
+/// storage.k8s.io/v1 volumeattributesclasses.
+pub static VOLUME_ATTRIBUTES_CLASSES: ResourceDef = ResourceDef::of::<VolumeAttributesClass>()
+    .short_names(&["vac"])
+    .strategy(&VolumeAttributesClassStrategy)
+    .printer(printers::VOLUME_ATTRIBUTES_CLASS)
     .merge_schema(&kinds::METADATA_ONLY);

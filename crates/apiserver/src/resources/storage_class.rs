@@ -22,6 +22,50 @@ pub fn decode(obj: Value) -> Result<Value, String> {
     })
 }
 
+/// Upstream's `validateProvisioner`: the field `field` (a StorageClass's `provisioner`, a
+/// VolumeAttributesClass's `driverName`) is required and a qualified name.
+pub(crate) fn validate_provisioner(obj: &Value, field: &str, errs: &mut Vec<FieldError>) {
+    let provisioner = obj.get(field).and_then(Value::as_str).unwrap_or("");
+    if provisioner.is_empty() {
+        errs.push(FieldError::required(field, ""));
+    } else if let Err(e) = validate_label_key(&provisioner.to_lowercase()) {
+        // A provisioner is a qualified name, as a label key (`IsQualifiedName`).
+        errs.push(FieldError::invalid(field, provisioner, e.to_string()));
+    }
+}
+
+/// Upstream's `validateParameters`: at most 512 non-empty keys of at most 256 KiB in all;
+/// at least one unless `allow_empty`.
+pub(crate) fn validate_parameters(obj: &Value, allow_empty: bool, errs: &mut Vec<FieldError>) {
+    let params = obj.get("parameters").and_then(Value::as_object);
+    if let Some(params) = params {
+        if params.len() > MAX_PARAMETERS {
+            errs.push(FieldError::too_long("parameters", MAX_PARAMETERS));
+            return;
+        }
+        let mut size = 0;
+        for (k, v) in params {
+            if k.is_empty() {
+                errs.push(FieldError::invalid(
+                    "parameters",
+                    k.as_str(),
+                    "field can not be empty.",
+                ));
+            }
+            size += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if size > MAX_PARAMETERS_SIZE {
+            errs.push(FieldError::too_long("parameters", MAX_PARAMETERS_SIZE));
+        }
+    }
+    if !allow_empty && params.is_none_or(|p| p.is_empty()) {
+        errs.push(FieldError::required(
+            "parameters",
+            "must contain at least one key/value pair",
+        ));
+    }
+}
+
 /// The StorageClass strategy.
 #[derive(Debug, Default)]
 pub struct StorageClassStrategy;
@@ -29,37 +73,8 @@ pub struct StorageClassStrategy;
 impl Strategy for StorageClassStrategy {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        let provisioner = obj.get("provisioner").and_then(Value::as_str).unwrap_or("");
-        if provisioner.is_empty() {
-            errs.push(FieldError::required("provisioner", ""));
-        } else if let Err(e) = validate_label_key(&provisioner.to_lowercase()) {
-            // A provisioner is a qualified name, as a label key (`IsQualifiedName`).
-            errs.push(FieldError::invalid(
-                "provisioner",
-                provisioner,
-                e.to_string(),
-            ));
-        }
-        if let Some(params) = obj.get("parameters").and_then(Value::as_object) {
-            if params.len() > MAX_PARAMETERS {
-                errs.push(FieldError::too_long("parameters", MAX_PARAMETERS));
-            } else {
-                let mut size = 0;
-                for (k, v) in params {
-                    if k.is_empty() {
-                        errs.push(FieldError::invalid(
-                            "parameters",
-                            k.as_str(),
-                            "field can not be empty.",
-                        ));
-                    }
-                    size += k.len() + v.as_str().map_or(0, str::len);
-                }
-                if size > MAX_PARAMETERS_SIZE {
-                    errs.push(FieldError::too_long("parameters", MAX_PARAMETERS_SIZE));
-                }
-            }
-        }
+        validate_provisioner(obj, "provisioner", &mut errs);
+        validate_parameters(obj, true, &mut errs);
         match obj.get("reclaimPolicy").and_then(Value::as_str) {
             None | Some("Delete" | "Retain") => {}
             Some(other) => errs.push(FieldError::not_supported(

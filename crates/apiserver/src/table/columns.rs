@@ -463,6 +463,37 @@ pub(super) const STORAGE_CLASS: &[Column] = &[
     AGE,
 ];
 
+pub(super) const VOLUME_ATTRIBUTES_CLASS: &[Column] = &[
+    NAME,
+    col(
+        "DriverName",
+        "string",
+        docs::VOLUME_ATTRIBUTES_CLASS_DRIVER_NAME,
+    ),
+    AGE,
+];
+
+/// DeviceClasses and ResourceClaimTemplates (upstream's columns of both).
+pub(super) const NAME_AND_AGE: &[Column] = &[NAME, AGE];
+
+pub(super) const RESOURCE_CLAIM: &[Column] = &[
+    NAME,
+    col(
+        "State",
+        "string",
+        "A summary of the current state (allocated, pending, reserved, etc.).",
+    ),
+    AGE,
+];
+
+pub(super) const RESOURCE_SLICE: &[Column] = &[
+    NAME,
+    col("Node", "string", docs::RESOURCE_SLICE_NODE_NAME),
+    col("Driver", "string", docs::RESOURCE_SLICE_DRIVER),
+    col("Pool", "string", docs::RESOURCE_POOL_NAME),
+    AGE,
+];
+
 pub(super) const CSI_DRIVER: &[Column] = &[
     NAME,
     col(

@@ -307,3 +307,20 @@ pub(super) const PRIORITY_LEVEL_QUEUE_LENGTH_LIMIT: &str = "`queueLengthLimit` i
 /// How upstream describes the CLASS column of Ingress tables.
 pub(super) const INGRESS_CLASS: &str =
     "The name of the IngressClass resource that should be used for additional configuration";
+/// The documentation of `driver_name` (volume_attributes_class).
+pub(super) const VOLUME_ATTRIBUTES_CLASS_DRIVER_NAME: &str =
+    "Name of the CSI driver This field is immutable.";
+/// The documentation of `node_name` (resource_slice_spec).
+pub(super) const RESOURCE_SLICE_NODE_NAME: &str = "NodeName identifies the node which provides the resources in this pool. A field selector can be used to list only ResourceSlice objects belonging to a certain node.
+
+This field can be used to limit access from nodes to ResourceSlices with the same node name. It also indicates to autoscalers that adding new nodes of the same type as some old node might also make new resources available.
+
+Exactly one of NodeName, NodeSelector, AllNodes, and PerDeviceNodeSelection must be set. This field is immutable.";
+/// The documentation of `driver` (resource_slice_spec).
+pub(super) const RESOURCE_SLICE_DRIVER: &str = "Driver identifies the DRA driver providing the capacity information. A field selector can be used to list only ResourceSlice objects with a certain driver name.
+
+Must be a DNS subdomain and should end with a DNS domain owned by the vendor of the driver. It should use only lower case characters. This field is immutable.";
+/// The documentation of `name` (resource_pool).
+pub(super) const RESOURCE_POOL_NAME: &str = "Name is used to identify the pool. For node-local devices, this is often the node name, but this is not required.
+
+It must not be longer than 253 characters and must consist of one or more DNS sub-domains separated by slashes. This field is immutable.";

@@ -23,6 +23,7 @@ mod networking;
 mod pod;
 pub mod printers;
 mod rbac;
+mod resource;
 mod storage;
 mod workloads;
 

@@ -6,7 +6,7 @@
 
 use super::{
     Printer, admission, autoscaling, cluster, columns, control_plane, core, networking, pod, rbac,
-    storage, workloads,
+    resource, storage, workloads,
 };
 
 /// NAME and CREATED AT, for kinds without a printer (upstream's default table convertor:
@@ -113,6 +113,20 @@ pub const CSI_STORAGE_CAPACITY: Printer =
 /// storage.k8s.io/v1 VolumeAttachment.
 pub const VOLUME_ATTACHMENT: Printer =
     Printer::new(columns::VOLUME_ATTACHMENT, storage::volume_attachment);
+/// storage.k8s.io/v1 VolumeAttributesClass.
+pub const VOLUME_ATTRIBUTES_CLASS: Printer = Printer::new(
+    columns::VOLUME_ATTRIBUTES_CLASS,
+    storage::volume_attributes_class,
+);
+/// resource.k8s.io/v1 DeviceClass.
+pub const DEVICE_CLASS: Printer = Printer::new(columns::NAME_AND_AGE, resource::name_and_age);
+/// resource.k8s.io/v1 ResourceClaim.
+pub const RESOURCE_CLAIM: Printer = Printer::new(columns::RESOURCE_CLAIM, resource::resource_claim);
+/// resource.k8s.io/v1 ResourceClaimTemplate.
+pub const RESOURCE_CLAIM_TEMPLATE: Printer =
+    Printer::new(columns::NAME_AND_AGE, resource::name_and_age);
+/// resource.k8s.io/v1 ResourceSlice.
+pub const RESOURCE_SLICE: Printer = Printer::new(columns::RESOURCE_SLICE, resource::resource_slice);
 /// certificates.k8s.io/v1 CertificateSigningRequest.
 pub const CERTIFICATE_SIGNING_REQUEST: Printer = Printer::new(
     columns::CERTIFICATE_SIGNING_REQUEST,
@@ -200,6 +214,11 @@ pub(super) const ALL: &[(&str, Printer)] = &[
     ("csinodes", CSI_NODE),
     ("csistoragecapacities", CSI_STORAGE_CAPACITY),
     ("volumeattachments", VOLUME_ATTACHMENT),
+    ("volumeattributesclasses", VOLUME_ATTRIBUTES_CLASS),
+    ("deviceclasses", DEVICE_CLASS),
+    ("resourceclaims", RESOURCE_CLAIM),
+    ("resourceclaimtemplates", RESOURCE_CLAIM_TEMPLATE),
+    ("resourceslices", RESOURCE_SLICE),
     ("certificatesigningrequests", CERTIFICATE_SIGNING_REQUEST),
     ("webhookconfigurations", WEBHOOK_CONFIGURATION),
     ("validatingadmissionpolicies", VALIDATING_ADMISSION_POLICY),

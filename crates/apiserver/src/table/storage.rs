@@ -1,4 +1,4 @@
-//! Rows of the storage.k8s.io kinds: StorageClass, CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment.
+//! Rows of the storage.k8s.io kinds: StorageClass, CSIDriver, CSINode, CSIStorageCapacity, VolumeAttachment, VolumeAttributesClass.
 
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -45,6 +45,32 @@ pub(super) fn storage_class(obj: &Value, now: Timestamp) -> Row {
         json!(or(str_at(obj, &["reclaimPolicy"]), "Delete")),
         json!(or(str_at(obj, &["volumeBindingMode"]), "Immediate")),
         json!(bool_or(obj, &["allowVolumeExpansion"], false)),
+        age(obj, now),
+    ])
+}
+
+/// The annotation marking the default VolumeAttributesClass (upstream's
+/// `AlphaIsDefaultVolumeAttributesClassAnnotation`).
+const DEFAULT_VOLUME_ATTRIBUTES_CLASS_ANNOTATION: &str =
+    "volumeattributesclass.alpha.kubernetes.io/is-default-class";
+
+/// upstream's `printVolumeAttributesClass`: NAME gains ` (default)` on the default class.
+pub(super) fn volume_attributes_class(obj: &Value, now: Timestamp) -> Row {
+    let mut class_name = name(obj).to_owned();
+    if str_at(
+        obj,
+        &[
+            "metadata",
+            "annotations",
+            DEFAULT_VOLUME_ATTRIBUTES_CLASS_ANNOTATION,
+        ],
+    ) == "true"
+    {
+        class_name.push_str(" (default)");
+    }
+    Row::new(vec![
+        json!(class_name),
+        json!(str_at(obj, &["driverName"])),
         age(obj, now),
     ])
 }

@@ -167,3 +167,41 @@ async fn mutating_admission_policies_and_bindings_are_defaulted_validated_and_st
     })
     .await;
 }
+
+/// The conformance suite's policies over HTTP: a bound MutatingAdmissionPolicy mutates the
+/// Deployments created after it, an unbound one does nothing.
+#[tokio::test]
+async fn mutating_admission_policies_mutate_bound_creates() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let post = |path: String, body: serde_json::Value| {
+            let client = client.clone();
+            async move {
+                raw(&client, "POST", &path, "application/json", serde_json::to_vec(&body).expect("json")).await
+            }
+        };
+        let deployment = |name: &str| json!({"metadata": {"name": name}, "spec": {"replicas": 1,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}});
+        let (code, policy) = post(format!("{ADMISSION}/mutatingadmissionpolicies"), json!({
+            "metadata": {"name": "replicas.policy.example.com"}, "spec": {
+                "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                "reinvocationPolicy": "Never",
+                "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+                    "expression": "Object{spec: Object.spec{replicas: 1337}}"}}]}})).await;
+        assert_eq!(code, 201, "{policy}");
+        let deployments = "/apis/apps/v1/namespaces/default/deployments".to_owned();
+        let (code, unbound) = post(deployments.clone(), deployment("unbound")).await;
+        assert_eq!((code, &unbound["spec"]["replicas"]), (201, &json!(1)), "{unbound}");
+        let (code, binding) = post(format!("{ADMISSION}/mutatingadmissionpolicybindings"), json!({
+            "metadata": {"name": "replicas.binding.example.com"},
+            "spec": {"policyName": "replicas.policy.example.com"}})).await;
+        assert_eq!(code, 201, "{binding}");
+        let (code, marker) = post(deployments, deployment("marker")).await;
+        assert_eq!((code, &marker["spec"]["replicas"]), (201, &json!(1337)), "{marker}");
+    })
+    .await;
+}

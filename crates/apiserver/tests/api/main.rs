@@ -14,6 +14,7 @@ mod crud;
 mod custom_resources;
 mod deletion;
 mod discovery;
+mod dynamic_resources;
 mod endpointslices;
 mod eviction;
 mod flowcontrol;

@@ -110,3 +110,47 @@ async fn csi_objects_and_volume_attachments() {
     })
     .await;
 }
+
+/// VolumeAttributesClasses (GA in v1.34): a driver and parameters, both frozen, and a delete
+/// answered with the object.
+#[tokio::test]
+async fn volume_attributes_classes_freeze_their_driver_and_parameters() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let class = json!({"metadata": {"name": "gold"}, "driverName": "ebs.csi.aws.com",
+            "parameters": {"iops": "3000"}});
+        lifecycle::run(
+            &client,
+            Lifecycle {
+                collection: &format!("{STORAGE}/volumeattributesclasses"),
+                object: class.clone(),
+                patch: json!({"metadata": {"labels": {"tier": "gold"}}}),
+                apply: json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass",
+                    "metadata": {"name": "gold"}, "driverName": "ebs.csi.aws.com",
+                    "parameters": {"iops": "3000"}}),
+            },
+        )
+        .await;
+        let classes = format!("{STORAGE}/volumeattributesclasses");
+        let (code, status) = raw(&client, "POST", &classes, "application/json",
+            body(json!({"metadata": {"name": "empty"}, "driverName": "ebs.csi.aws.com"}))).await;
+        assert_eq!(code, 422, "{status}");
+        assert_eq!(
+            status["message"],
+            "VolumeAttributesClass.storage.k8s.io \"empty\" is invalid: parameters: Required value: must contain at least one key/value pair"
+        );
+        let (code, _) = raw(&client, "POST", &classes, "application/json", body(class)).await;
+        assert_eq!(code, 201);
+        let (code, status) = raw(&client, "PATCH", &format!("{classes}/gold"), "application/merge-patch+json",
+            body(json!({"parameters": {"iops": "6000"}}))).await;
+        assert_eq!(code, 422, "{status}");
+        assert_eq!(
+            status["message"],
+            "VolumeAttributesClass.storage.k8s.io \"gold\" is invalid: parameters: Forbidden: updates to parameters are forbidden."
+        );
+        let (code, deleted) = raw(&client, "DELETE", &format!("{classes}/gold"), "application/json", Vec::new()).await;
+        assert_eq!((code, &deleted["kind"]), (200, &json!("VolumeAttributesClass")), "{deleted}");
+    })
+    .await;
+}

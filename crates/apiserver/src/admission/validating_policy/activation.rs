@@ -274,6 +274,7 @@ mod tests {
         let decls = Declarations {
             params: true,
             authorizer: false,
+            namespaces: &[],
             variables: variables.iter().map(|v| (*v).to_owned()).collect(),
             growth: Vec::new(),
         };

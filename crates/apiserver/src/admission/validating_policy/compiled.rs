@@ -76,6 +76,7 @@ impl Policy {
         let mut decls = Declarations {
             params: param_kind.is_some(),
             authorizer: false,
+            namespaces: &[],
             variables: Vec::new(),
             growth: Vec::new(),
         };

@@ -40,6 +40,9 @@ pub struct Declarations {
     /// expression; kcm's evaluation does not offer it yet, so only a write-time check of an
     /// expression sets this).
     pub authorizer: bool,
+    /// The namespaces of functions the environment adds (`jsonpatch` for the mutating
+    /// policies' `jsonpatch.escapeKey`): their names are not variables.
+    pub namespaces: &'static [&'static str],
     /// The variables `variables.<name>` may name.
     pub variables: Vec<String>,
     /// Each variable's concatenations ([`Growth::total`]), index-aligned with `variables`
@@ -48,12 +51,13 @@ pub struct Declarations {
 }
 
 /// A compiled expression.
-#[derive(Debug)]
 pub struct Expression {
     /// The expression as written.
     pub source: String,
     /// The parsed program.
     program: Program,
+    /// The environment it runs in: [`ENV`], or one that adds types and functions.
+    env: Arc<Env>,
     /// The variables it names (indexes into the policy's variables), for the cost of
     /// evaluating them on first use.
     pub variables: Vec<usize>,
@@ -80,12 +84,31 @@ pub enum EvalError {
     OutOfBudget,
 }
 
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expression")
+            .field("source", &self.source)
+            .field("variables", &self.variables)
+            .field("growth", &self.growth)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Expression {
     /// Compiles `source`: a parse error, or a reference to something not declared, is a
     /// compile error (upstream's type checker reports `undeclared reference`).
     pub fn compile(source: &str, decls: &Declarations) -> Result<Expression, String> {
+        Self::compile_in(source, decls, &ENV)
+    }
+
+    /// [`Self::compile`] for `env`, which the expression then runs in.
+    pub fn compile_in(
+        source: &str,
+        decls: &Declarations,
+        env: &Arc<Env>,
+    ) -> Result<Expression, String> {
         // The parser is third-party code fed user input: a panic is a compile error.
-        let program = match catch_unwind(|| ENV.compile(source)) {
+        let program = match catch_unwind(AssertUnwindSafe(|| env.compile(source))) {
             Ok(Ok(program)) => program,
             Ok(Err(e)) => return Err(e.to_string().trim().to_owned()),
             Err(_) => return Err("the expression could not be parsed".to_owned()),
@@ -107,6 +130,7 @@ impl Expression {
         Ok(Expression {
             source: source.to_owned(),
             program,
+            env: Arc::clone(env),
             variables,
             growth,
         })
@@ -116,6 +140,11 @@ impl Expression {
     /// data (see [`typing`](super::typing)).
     pub fn result_type(&self) -> Option<CelType> {
         typing::result_type(self.program.expression())
+    }
+
+    /// The parsed expression.
+    pub fn ast(&self) -> &IdedExpr {
+        self.program.expression()
     }
 
     /// The estimated cost of this expression alone over inputs of `sizes`.
@@ -139,7 +168,7 @@ impl Expression {
             return Err(failed(cost::PER_CALL_EXCEEDED.to_owned()));
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let mut context = Context::with_env(Arc::clone(&ENV));
+            let mut context = Context::with_env(Arc::clone(&self.env));
             context.set_variable_resolver(resolver);
             self.program.execute(&context)
         }));
@@ -226,7 +255,8 @@ impl Check<'_> {
             || TYPE_NAMES.contains(&name)
             || matches!(name, "object" | "oldObject" | "request" | "namespaceObject")
             || (name == "params" && self.decls.params)
-            || (name == "authorizer" && self.decls.authorizer);
+            || (name == "authorizer" && self.decls.authorizer)
+            || self.decls.namespaces.contains(&name);
         if declared {
             return Ok(());
         }
@@ -247,6 +277,7 @@ mod tests {
         Declarations {
             params,
             authorizer: false,
+            namespaces: &[],
             variables: variables.iter().map(|v| (*v).to_owned()).collect(),
             growth: Vec::new(),
         }

@@ -57,6 +57,12 @@ const EXEMPT: &[&str] = &[
     "mutatingadmissionpolicybindings",
 ];
 
+/// Whether `a` writes an admission policy or binding, which no policy applies to (the
+/// validating and the mutating plugins alike).
+pub fn is_policy_resource(a: &Attributes<'_>) -> bool {
+    a.resource.group == "admissionregistration.k8s.io" && EXEMPT.contains(&&*a.resource.plural)
+}
+
 /// The plugin: the compiled policies and decoded bindings, shared by every request.
 #[derive(Debug, Default)]
 pub struct ValidatingAdmissionPolicy {
@@ -115,10 +121,7 @@ impl Plugin for ValidatingAdmissionPolicy {
     }
 
     async fn validate(&self, source: &dyn ObjectSource, a: &mut Attributes<'_>) -> Result<()> {
-        if !source.serves(&VALIDATING_ADMISSION_POLICY_BINDINGS)
-            || (a.resource.group == "admissionregistration.k8s.io"
-                && EXEMPT.contains(&&*a.resource.plural))
-        {
+        if !source.serves(&VALIDATING_ADMISSION_POLICY_BINDINGS) || is_policy_resource(a) {
             return Ok(());
         }
         // Bindings first: without one, no policy applies and the policies need not be read.
@@ -205,7 +208,14 @@ impl ValidatingAdmissionPolicy {
                         continue;
                     }
                 }
-                let params = match params::collect(source, policy, binding, a.namespace).await {
+                let found = params::collect(
+                    source,
+                    policy.param_kind.as_ref(),
+                    binding.param_ref.as_ref(),
+                    a.namespace,
+                )
+                .await;
+                let params = match found {
                     Ok(params) => params,
                     Err(e) => {
                         decisions.config_error(policy, Some(binding), &e);

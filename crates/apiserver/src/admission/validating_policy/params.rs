@@ -5,22 +5,23 @@ use std::sync::Arc;
 use kcm_machinery::labels::Selector;
 use serde_json::Value;
 
-use super::compiled::{Binding, Policy};
+use k8s_openapi::api::admissionregistration::v1::ParamRef;
+
 use crate::admission::source::ObjectSource;
 use crate::object;
 
-/// The params to evaluate `policy` with for `binding` on a request in `namespace`: one
-/// evaluation per param, or one with null params when the policy has no `paramKind` or the
-/// binding no `paramRef`; empty when none were found and the binding allows that. The error
-/// is upstream's configuration error text.
+/// The params to evaluate a policy of `param_kind` (`(apiVersion, kind)`) with for a binding
+/// of `param_ref` on a request in `namespace`: one evaluation per param, or one with null
+/// params when the policy has no `paramKind` or the binding no `paramRef`; empty when none
+/// were found and the binding allows that. The error is upstream's configuration error text.
+/// The validating and the mutating policies share it.
 pub async fn collect(
     source: &dyn ObjectSource,
-    policy: &Policy,
-    binding: &Binding,
+    param_kind: Option<&(String, String)>,
+    param_ref: Option<&ParamRef>,
     namespace: &str,
 ) -> Result<Vec<Option<Arc<Value>>>, String> {
-    let (Some((api_version, kind)), Some(param_ref)) = (&policy.param_kind, &binding.param_ref)
-    else {
+    let (Some((api_version, kind)), Some(param_ref)) = (param_kind, param_ref) else {
         return Ok(vec![None]);
     };
     let Some(def) = source.resource_for_kind(api_version, kind) else {
@@ -84,6 +85,7 @@ mod tests {
 
     use super::*;
     use crate::admission::testing::Objects;
+    use crate::admission::validating_policy::compiled::{Binding, Policy};
     use crate::resources::core::CONFIGMAPS;
 
     fn policy(kind: Option<(&str, &str)>) -> Policy {
@@ -190,7 +192,15 @@ mod tests {
             ),
         ];
         for (name, policy, param_ref, namespace, want) in cases {
-            let got = names(collect(&source, &policy, &binding(param_ref), namespace).await);
+            let binding = binding(param_ref);
+            let found = collect(
+                &source,
+                policy.param_kind.as_ref(),
+                binding.param_ref.as_ref(),
+                namespace,
+            )
+            .await;
+            let got = names(found);
             let want = want
                 .map(|v| v.into_iter().map(str::to_owned).collect())
                 .map_err(str::to_owned);

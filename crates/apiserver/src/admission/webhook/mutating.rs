@@ -58,15 +58,18 @@ impl Plugin for MutatingWebhook {
         }
         if a.reinvocation.is_reinvoke()
             && a.reinvocation
-                .output_changed_since_last_webhook(a.object.as_ref())
+                .webhooks
+                .output_changed_since_last(a.object.as_ref())
         {
             // In-tree plugins changed the object in the second round: every IfNeeded webhook
             // called so far sees it again.
-            a.reinvocation.require_reinvoking_previously_invoked();
+            a.reinvocation
+                .webhooks
+                .require_reinvoking_previously_invoked();
         }
         let result = dispatch_all(&hooks, source, a).await;
         let output = a.object.take();
-        a.reinvocation.set_last_webhook_output(output.as_ref());
+        a.reinvocation.webhooks.set_last_output(output.as_ref());
         a.object = output;
         result
     }
@@ -85,7 +88,7 @@ async fn dispatch_all(
             continue;
         }
         // A webhook is never called for the first time in the second round.
-        if a.reinvocation.is_reinvoke() && !a.reinvocation.should_reinvoke_webhook(&hook.uid) {
+        if a.reinvocation.is_reinvoke() && !a.reinvocation.webhooks.should_reinvoke(&hook.uid) {
             continue;
         }
         let result = dispatch::call(hook, a, source, request, &uid, true).await;
@@ -102,11 +105,13 @@ async fn dispatch_all(
         };
         if let Ok(true) = outcome {
             // The object changed: the IfNeeded webhooks before this one are now outdated.
-            a.reinvocation.require_reinvoking_previously_invoked();
+            a.reinvocation
+                .webhooks
+                .require_reinvoking_previously_invoked();
             a.reinvocation.set_should_reinvoke();
         }
         if hook.reinvoke_if_needed {
-            a.reinvocation.add_reinvocable_webhook(&hook.uid);
+            a.reinvocation.webhooks.add_reinvocable(&hook.uid);
         }
         outcome?;
     }
