@@ -1,4 +1,4 @@
-//! batch/v1 cronjobs: upstream's defaults (`SetDefaults_CronJob`), schedule and time zone validation, the job template's rules, and the status reset on create.
+//! batch/v1 cronjobs: upstream's defaults (`SetDefaults_CronJob`), schedule and time zone validation, the job template's rules, the status reset on create, and the metadata a status write keeps.
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec};
 use serde_json::Value;
@@ -23,6 +23,24 @@ impl Strategy for CronJobStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         if let Some(map) = obj.as_object_mut() {
             map.remove("status");
+        }
+    }
+
+    /// Upstream's `cronJobStatusStrategy.PrepareForUpdate` resets only the spec (no
+    /// `ResetObjectMetaForStatus`): the labels and annotations of a `/status` write are kept.
+    fn prepare_for_status_update(&self, new: &mut Value, requested_meta: Option<&Value>) {
+        let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        for field in ["labels", "annotations"] {
+            match requested_meta.and_then(|m| m.get(field)) {
+                Some(value) => {
+                    meta.insert(field.to_owned(), value.clone());
+                }
+                None => {
+                    meta.remove(field);
+                }
+            }
         }
     }
 

@@ -153,6 +153,30 @@ async fn cron_jobs_default_and_validate_schedules_and_time_zones() {
         assert_eq!(spec.failed_jobs_history_limit, Some(1));
         assert_eq!(patched.spec.suspend, Some(true));
 
+        // A /status write keeps the metadata it carries, as upstream's status strategy
+        // (only the spec is reset).
+        let status = api
+            .patch_status(
+                "nightly",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"patchedstatus": "true"}},
+                    "spec": {"suspend": false},
+                    "status": {"lastScheduleTime": "2024-05-01T03:00:00Z"}})),
+            )
+            .await
+            .expect("status patch");
+        assert_eq!(
+            status
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("patchedstatus"))
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(status.spec.suspend, Some(true), "the spec is not the status's");
+        assert!(status.status.and_then(|s| s.last_schedule_time).is_some());
+
         for (name, schedule, zone, want) in [
             (
                 "fields",
