@@ -185,6 +185,26 @@ pub struct DefaultStrategy;
 
 impl Strategy for DefaultStrategy {}
 
+/// Writes the request's `fields` of metadata (e.g. `annotations`) over `new`'s, a field the
+/// request leaves out being removed: for the status strategies of resources whose upstream
+/// `PrepareForUpdate` resets only the spec (no `ResetObjectMetaForStatus`), so a `/status`
+/// write keeps the labels or annotations it carries.
+pub fn keep_requested_meta(new: &mut Value, requested_meta: Option<&Value>, fields: &[&str]) {
+    let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in fields {
+        match requested_meta.and_then(|m| m.get(*field)) {
+            Some(value) => {
+                meta.insert((*field).to_owned(), value.clone());
+            }
+            None => {
+                meta.remove(*field);
+            }
+        }
+    }
+}
+
 /// Decodes `obj` as `K`, lets `default` fill in scheme defaults, and encodes it back: the
 /// common body of every resource's decode (see
 /// [`ResourceDef::decode_with`](crate::registry::resource::ResourceDef::decode_with)).

@@ -13,7 +13,7 @@ use crate::object;
 use crate::pointer::At;
 use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
-use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
+use crate::registry::strategy::{Strategy, keep_requested_meta, typed, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
 use crate::resources::pod::validate_pod_spec;
 use crate::resources::pod_defaults::default_template;
@@ -138,17 +138,7 @@ impl Strategy for WorkloadStrategy {
         if self.0 != Workload::Deployment {
             return;
         }
-        let annotations = requested_meta.and_then(|m| m.get("annotations")).cloned();
-        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-            match annotations {
-                Some(a) => {
-                    meta.insert("annotations".to_owned(), a);
-                }
-                None => {
-                    meta.remove("annotations");
-                }
-            }
-        }
+        keep_requested_meta(new, requested_meta, &["annotations"]);
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {

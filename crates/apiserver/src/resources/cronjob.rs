@@ -4,7 +4,7 @@ use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec};
 use serde_json::Value;
 
 use crate::object;
-use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
+use crate::registry::strategy::{Strategy, keep_requested_meta, typed, typed_roundtrip_checked};
 use crate::resources::cron_schedule::parse_standard;
 use crate::resources::job::{nonnegative, validate_job_spec};
 use crate::resources::pod_defaults::default_template;
@@ -29,19 +29,7 @@ impl Strategy for CronJobStrategy {
     /// Upstream's `cronJobStatusStrategy.PrepareForUpdate` resets only the spec (no
     /// `ResetObjectMetaForStatus`): the labels and annotations of a `/status` write are kept.
     fn prepare_for_status_update(&self, new: &mut Value, requested_meta: Option<&Value>) {
-        let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
-            return;
-        };
-        for field in ["labels", "annotations"] {
-            match requested_meta.and_then(|m| m.get(field)) {
-                Some(value) => {
-                    meta.insert(field.to_owned(), value.clone());
-                }
-                None => {
-                    meta.remove(field);
-                }
-            }
-        }
+        keep_requested_meta(new, requested_meta, &["labels", "annotations"]);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

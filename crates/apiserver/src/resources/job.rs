@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::object;
 use crate::pointer::At;
-use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
+use crate::registry::strategy::{Strategy, keep_requested_meta, typed, typed_roundtrip_checked};
 use crate::resources::pod::validate_pod_spec;
 use crate::resources::pod_defaults::default_template;
 use crate::resources::quantities::{self, canonicalize_template};
@@ -55,6 +55,12 @@ impl Strategy for JobStrategy {
             map.remove("status");
         }
         generate_selector(obj);
+    }
+
+    /// Upstream's `jobStatusStrategy.PrepareForUpdate` resets only the spec (no
+    /// `ResetObjectMetaForStatus`): the labels and annotations of a `/status` write are kept.
+    fn prepare_for_status_update(&self, new: &mut Value, requested_meta: Option<&Value>) {
+        keep_requested_meta(new, requested_meta, &["labels", "annotations"]);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

@@ -73,10 +73,22 @@ async fn jobs_get_upstreams_defaults_and_a_generated_selector() {
             .patch_status(
                 "pi",
                 &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"active": 1, "startTime": "2024-05-01T00:00:00Z"}})),
+                &Patch::Merge(json!({"metadata": {"annotations": {"patchedstatus": "true"}},
+                    "status": {"active": 1, "startTime": "2024-05-01T00:00:00Z"}})),
             )
             .await
             .expect("status");
+        // The annotation goes through /status too: upstream's status strategy resets only
+        // the spec.
+        assert_eq!(
+            status
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("patchedstatus"))
+                .map(String::as_str),
+            Some("true")
+        );
         assert_eq!(status.status.and_then(|s| s.active), Some(1));
 
         let (code, _, message) = status_of(
