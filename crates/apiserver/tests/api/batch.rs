@@ -73,10 +73,22 @@ async fn jobs_get_upstreams_defaults_and_a_generated_selector() {
             .patch_status(
                 "pi",
                 &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"active": 1, "startTime": "2024-05-01T00:00:00Z"}})),
+                &Patch::Merge(json!({"metadata": {"annotations": {"patchedstatus": "true"}},
+                    "status": {"active": 1, "startTime": "2024-05-01T00:00:00Z"}})),
             )
             .await
             .expect("status");
+        // The annotation goes through /status too: upstream's status strategy resets only
+        // the spec.
+        assert_eq!(
+            status
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("patchedstatus"))
+                .map(String::as_str),
+            Some("true")
+        );
         assert_eq!(status.status.and_then(|s| s.active), Some(1));
 
         let (code, _, message) = status_of(
@@ -152,6 +164,30 @@ async fn cron_jobs_default_and_validate_schedules_and_time_zones() {
         assert_eq!(spec.successful_jobs_history_limit, Some(3));
         assert_eq!(spec.failed_jobs_history_limit, Some(1));
         assert_eq!(patched.spec.suspend, Some(true));
+
+        // A /status write keeps the metadata it carries, as upstream's status strategy
+        // (only the spec is reset).
+        let status = api
+            .patch_status(
+                "nightly",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"patchedstatus": "true"}},
+                    "spec": {"suspend": false},
+                    "status": {"lastScheduleTime": "2024-05-01T03:00:00Z"}})),
+            )
+            .await
+            .expect("status patch");
+        assert_eq!(
+            status
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("patchedstatus"))
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(status.spec.suspend, Some(true), "the spec is not the status's");
+        assert!(status.status.and_then(|s| s.last_schedule_time).is_some());
 
         for (name, schedule, zone, want) in [
             (
