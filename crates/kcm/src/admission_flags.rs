@@ -9,8 +9,8 @@ use kcm_apiserver::admission::AdmissionConfig;
 pub struct AdmissionFlags {
     /// Admission plugins to enable beyond the default ones (NamespaceLifecycle, LimitRanger,
     /// ServiceAccount, TaintNodesByCondition, PodSecurity, Priority, DefaultTolerationSeconds,
-    /// DefaultStorageClass, RuntimeClass). Order does not matter: plugins always run in
-    /// upstream's order.
+    /// DefaultStorageClass, StorageObjectInUseProtection, RuntimeClass). Order does not matter:
+    /// plugins always run in upstream's order.
     #[arg(long, value_name = "plugins", value_delimiter = ',')]
     pub enable_admission_plugins: Vec<String>,
     /// Admission plugins to disable, default ones included.

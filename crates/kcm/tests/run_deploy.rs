@@ -140,8 +140,8 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
     );
 
     // The controllers' permissions: exactly what the ReplicaSet, ReplicationController,
-    // DaemonSet and StatefulSet controllers, the endpoint controllers, node IPAM and the root
-    // CA publisher call.
+    // DaemonSet and StatefulSet controllers, the storage controllers, the endpoint
+    // controllers, node IPAM and the root CA publisher call.
     let role: ClusterRole = one("clusterrole.yaml");
     let workloads = ["replicasets", "daemonsets", "statefulsets"];
     let sub = |s: &str| workloads.map(|w| format!("{w}/{s}"));
@@ -199,6 +199,20 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &["list", "watch", "create", "update"]
             ),
             rule(&[""], &["events"], &[], &["create", "patch"]),
+            // The storage controllers: protection finalizers and ephemeral claims.
+            rule(
+                &[""],
+                &["persistentvolumes"],
+                &[],
+                &["list", "watch", "update"]
+            ),
+            rule(&[""], &["pods/finalizers"], &[], &["update"]),
+            rule(
+                &["storage.k8s.io"],
+                &["volumeattributesclasses"],
+                &[],
+                &["list", "watch", "update"]
+            ),
             // The endpoint controllers, node IPAM and the root CA publisher.
             rule(
                 &[""],

@@ -2,7 +2,7 @@
 //!
 //! Where to start: `use kcm_testing::prelude::*;`, then one entry function per kind —
 //! [`pod`], [`replica_set`], [`deployment`], [`daemon_set`], [`stateful_set`],
-//! [`replication_controller`], [`pvc`], [`job`], [`cron_job`], [`node`], [`service`],
+//! [`replication_controller`], [`pvc`], [`pv`], [`volume_attributes_class`], [`job`], [`cron_job`], [`node`], [`service`],
 //! [`namespace`] — chained
 //! with setters and finished with `build()` (or `arc()` for the `Arc<T>` caches hand out):
 //!
@@ -52,6 +52,7 @@ mod object_ref;
 mod owner;
 mod pod;
 mod pod_spec;
+mod pv;
 mod pvc;
 mod replica_set;
 mod replication_controller;
@@ -60,6 +61,7 @@ mod service;
 mod stateful_set;
 mod taint;
 mod template;
+mod volume_attributes_class;
 mod workload;
 
 pub use conditions::{
@@ -82,6 +84,7 @@ pub use object_ref::object_ref_of;
 pub use owner::{OwnerRefBuilder, controller_ref_of, owner_ref, owner_ref_of};
 pub use pod::{PodBuilder, pod};
 pub use pod_spec::PodSpecBuilder;
+pub use pv::{PvBuilder, pv};
 pub use pvc::{PvcBuilder, pvc};
 pub use replica_set::{ReplicaSetBuilder, replica_set};
 pub use replication_controller::{ReplicationControllerBuilder, replication_controller};
@@ -90,6 +93,7 @@ pub use service::{ServiceBuilder, service};
 pub use stateful_set::{StatefulSetBuilder, stateful_set};
 pub use taint::{TaintBuilder, TolerationBuilder, taint, toleration};
 pub use template::{PodTemplateBuilder, pod_template};
+pub use volume_attributes_class::{VolumeAttributesClassBuilder, volume_attributes_class};
 pub use workload::WorkloadBuilder;
 
 /// Everything a test needs in one import: the entry functions, the builder traits and the

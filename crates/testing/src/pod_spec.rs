@@ -1,6 +1,9 @@
 //! The [`PodSpecBuilder`] setters shared by pods and pod templates.
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EphemeralVolumeSource, PersistentVolumeClaim,
+    PersistentVolumeClaimTemplate, PersistentVolumeClaimVolumeSource, PodSpec, Toleration, Volume,
+};
 
 use crate::meta::labels;
 
@@ -78,5 +81,54 @@ pub trait PodSpecBuilder: Sized {
     fn priority(mut self, priority: i32) -> Self {
         self.pod_spec_mut().priority = Some(priority);
         self
+    }
+
+    /// Appends a volume.
+    fn volume(mut self, volume: Volume) -> Self {
+        self.pod_spec_mut()
+            .volumes
+            .get_or_insert_default()
+            .push(volume);
+        self
+    }
+
+    /// Appends volume `name` mounting claim `claim`.
+    fn claim_volume(self, name: &str, claim: &str) -> Self {
+        self.volume(Volume {
+            name: name.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.into(),
+                read_only: None,
+            }),
+            ..Volume::default()
+        })
+    }
+
+    /// Appends a generic ephemeral volume `name` whose claim template is `template`'s labels,
+    /// annotations and spec (its name and namespace are ignored, as the API server does).
+    fn ephemeral_volume(self, name: &str, template: impl Into<PersistentVolumeClaim>) -> Self {
+        let claim = template.into();
+        let mut metadata = claim.metadata;
+        metadata.name = None;
+        metadata.namespace = None;
+        self.volume(Volume {
+            name: name.into(),
+            ephemeral: Some(EphemeralVolumeSource {
+                volume_claim_template: Some(PersistentVolumeClaimTemplate {
+                    metadata: Some(metadata),
+                    spec: claim.spec.unwrap_or_default(),
+                }),
+            }),
+            ..Volume::default()
+        })
+    }
+
+    /// Appends an `emptyDir` volume `name`.
+    fn empty_dir_volume(self, name: &str) -> Self {
+        self.volume(Volume {
+            name: name.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        })
     }
 }

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
-    VolumeResourceRequirements,
+    ModifyVolumeStatus, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimStatus, VolumeResourceRequirements,
 };
 
 use crate::meta::{MetaBuilder, quantities};
@@ -23,6 +23,10 @@ pub fn pvc(name: &str) -> PvcBuilder {
 impl PvcBuilder {
     fn spec_mut(&mut self) -> &mut PersistentVolumeClaimSpec {
         self.claim.spec.get_or_insert_default()
+    }
+
+    fn status_mut(&mut self) -> &mut PersistentVolumeClaimStatus {
+        self.claim.status.get_or_insert_default()
     }
 
     /// Requests `size` of storage (`ReadWriteOnce`).
@@ -48,6 +52,33 @@ impl PvcBuilder {
         self.claim.status = Some(PersistentVolumeClaimStatus {
             phase: Some("Bound".into()),
             ..Default::default()
+        });
+        self
+    }
+
+    /// Sets `status.phase`.
+    pub fn phase(mut self, phase: &str) -> Self {
+        self.status_mut().phase = Some(phase.into());
+        self
+    }
+
+    /// Sets `spec.volumeAttributesClassName`.
+    pub fn volume_attributes_class(mut self, class: &str) -> Self {
+        self.spec_mut().volume_attributes_class_name = Some(class.into());
+        self
+    }
+
+    /// Sets `status.currentVolumeAttributesClassName`.
+    pub fn current_volume_attributes_class(mut self, class: &str) -> Self {
+        self.status_mut().current_volume_attributes_class_name = Some(class.into());
+        self
+    }
+
+    /// Sets `status.modifyVolumeStatus` to a modification towards `class` (`InProgress`).
+    pub fn target_volume_attributes_class(mut self, class: &str) -> Self {
+        self.status_mut().modify_volume_status = Some(ModifyVolumeStatus {
+            status: "InProgress".into(),
+            target_volume_attributes_class_name: Some(class.into()),
         });
         self
     }
@@ -89,5 +120,34 @@ mod tests {
         assert_eq!(spec.storage_class_name.as_deref(), Some("standard"));
         assert_eq!(spec.volume_name.as_deref(), Some("pv-1"));
         assert_eq!(c.status.and_then(|s| s.phase).as_deref(), Some("Bound"));
+    }
+
+    #[test]
+    fn volume_attributes_classes_in_spec_and_status() {
+        let c = pvc("data")
+            .volume_attributes_class("gold")
+            .current_volume_attributes_class("silver")
+            .target_volume_attributes_class("gold")
+            .phase("Pending")
+            .build();
+        assert_eq!(
+            c.spec
+                .and_then(|s| s.volume_attributes_class_name)
+                .as_deref(),
+            Some("gold")
+        );
+        let status = c.status.unwrap_or_default();
+        assert_eq!(status.phase.as_deref(), Some("Pending"));
+        assert_eq!(
+            status.current_volume_attributes_class_name.as_deref(),
+            Some("silver")
+        );
+        assert_eq!(
+            status
+                .modify_volume_status
+                .and_then(|m| m.target_volume_attributes_class_name)
+                .as_deref(),
+            Some("gold")
+        );
     }
 }

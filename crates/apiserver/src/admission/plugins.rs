@@ -138,11 +138,6 @@ pub const DEFAULT_ON_PLUGINS: &[&str] = &[
     VALIDATING_ADMISSION_POLICY,
 ];
 
-/// Default-on upstream plugins kcm turns off by default: StorageObjectInUseProtection adds
-/// finalizers only the pvc-protection and pv-protection controllers remove, and kcm runs
-/// neither yet, so a protected claim would never go away.
-pub const KCM_DEFAULT_OFF: &[&str] = &[STORAGE_OBJECT_IN_USE_PROTECTION];
-
 /// The plugin called `name`, or `None` when kcm does not implement it.
 pub fn build(name: &str) -> Option<Arc<dyn Plugin>> {
     use crate::admission::*;
@@ -236,8 +231,7 @@ impl AdmissionConfig {
         Ok(())
     }
 
-    /// The names of the enabled plugins in run order (upstream's `enabledPluginNames`),
-    /// kcm's default-off adjustments applied.
+    /// The names of the enabled plugins in run order (upstream's `enabledPluginNames`).
     pub fn enabled_names(&self) -> Vec<&'static str> {
         ALL_ORDERED_PLUGINS
             .iter()
@@ -245,9 +239,7 @@ impl AdmissionConfig {
             .filter(|name| {
                 let explicit = self.enable.iter().any(|n| n == name);
                 let disabled = self.disable.iter().any(|n| n == name);
-                let default_on =
-                    DEFAULT_ON_PLUGINS.contains(name) && !KCM_DEFAULT_OFF.contains(name);
-                explicit || (default_on && !disabled)
+                explicit || (DEFAULT_ON_PLUGINS.contains(name) && !disabled)
             })
             .collect()
     }
@@ -315,6 +307,7 @@ mod tests {
                 PRIORITY,
                 DEFAULT_TOLERATION_SECONDS,
                 DEFAULT_STORAGE_CLASS,
+                STORAGE_OBJECT_IN_USE_PROTECTION,
                 RUNTIME_CLASS,
                 MUTATING_ADMISSION_POLICY,
                 MUTATING_ADMISSION_WEBHOOK,

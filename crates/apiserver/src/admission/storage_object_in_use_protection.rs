@@ -1,8 +1,9 @@
 //! StorageObjectInUseProtection: new PersistentVolumes and claims carry the `kubernetes.io/pv-protection` / `kubernetes.io/pvc-protection` finalizer, which the protection controllers remove once nothing uses them (upstream's `plugin/pkg/admission/storage/storageobjectinuseprotection`).
 //!
-//! Off by default in kcm (see [`KCM_DEFAULT_OFF`](crate::admission::plugins::KCM_DEFAULT_OFF)):
-//! kcm runs no pvc-protection or pv-protection controller yet, and without one a deleted
-//! claim would wait on its finalizer forever.
+//! On by default, as in kube-apiserver. The finalizers are removed by kcm's
+//! `persistentvolumeclaim-protection-controller` and `persistentvolume-protection-controller`;
+//! an API server whose cluster runs neither keeps deleted claims and volumes `Terminating`, as
+//! kube-apiserver without kube-controller-manager does.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};

@@ -13,6 +13,7 @@ const RBAC: &str = "rbac.authorization.k8s.io";
 const POLICY: &str = "policy";
 const DISCOVERY: &str = "discovery.k8s.io";
 const AUTOSCALING: &str = "autoscaling";
+const STORAGE: &str = "storage.k8s.io";
 
 fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
@@ -134,6 +135,19 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
                 rule(&["update"], &[POLICY], &["poddisruptionbudgets/status"]),
                 rule(&["patch", "update"], &[LEGACY], &["pods/status"]),
                 rule(&["get"], &["*"], &["*/scale"]),
+                events(),
+            ],
+        ),
+        (
+            "ephemeral-volume-controller",
+            vec![
+                rule(&["get", "list", "watch"], &[LEGACY], &["pods"]),
+                rule(&["update"], &[LEGACY], &["pods/finalizers"]),
+                rule(
+                    &["get", "list", "watch", "create"],
+                    &[LEGACY],
+                    &["persistentvolumeclaims"],
+                ),
                 events(),
             ],
         ),
@@ -286,6 +300,29 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "pvc-protection-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[LEGACY],
+                    &["persistentvolumeclaims"],
+                ),
+                rule(&["list", "watch", "get"], &[LEGACY], &["pods"]),
+                events(),
+            ],
+        ),
+        (
+            "pv-protection-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[LEGACY],
+                    &["persistentvolumes"],
+                ),
+                events(),
+            ],
+        ),
+        (
             "replicaset-controller",
             vec![
                 rule(
@@ -386,6 +423,23 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             "root-ca-cert-publisher",
             vec![
                 rule(&["create", "update"], &[LEGACY], &["configmaps"]),
+                events(),
+            ],
+        ),
+        (
+            "volumeattributesclass-protection-controller",
+            vec![
+                rule(
+                    &["list", "watch", "get"],
+                    &[LEGACY],
+                    &["persistentvolumeclaims"],
+                ),
+                rule(&["list", "watch", "get"], &[LEGACY], &["persistentvolumes"]),
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[STORAGE],
+                    &["volumeattributesclasses"],
+                ),
                 events(),
             ],
         ),
@@ -553,6 +607,52 @@ mod tests {
                 "disruption-controller",
                 one("get", "apps", "deployments/scale"),
                 true,
+            ),
+            (
+                "pvc-protection-controller",
+                one("update", "", "persistentvolumeclaims"),
+                true,
+            ),
+            ("pvc-protection-controller", one("list", "", "pods"), true),
+            (
+                "pvc-protection-controller",
+                one("delete", "", "pods"),
+                false,
+            ),
+            (
+                "pv-protection-controller",
+                one("update", "", "persistentvolumes"),
+                true,
+            ),
+            (
+                "pv-protection-controller",
+                one("update", "", "persistentvolumeclaims"),
+                false,
+            ),
+            (
+                "ephemeral-volume-controller",
+                one("create", "", "persistentvolumeclaims"),
+                true,
+            ),
+            (
+                "ephemeral-volume-controller",
+                one("update", "", "pods/finalizers"),
+                true,
+            ),
+            (
+                "ephemeral-volume-controller",
+                one("delete", "", "persistentvolumeclaims"),
+                false,
+            ),
+            (
+                "volumeattributesclass-protection-controller",
+                one("update", STORAGE, "volumeattributesclasses"),
+                true,
+            ),
+            (
+                "volumeattributesclass-protection-controller",
+                one("update", "", "persistentvolumeclaims"),
+                false,
             ),
         ];
         for (sa, wanted, allowed) in cases {

@@ -180,3 +180,38 @@ async fn claims_are_immutable_except_a_bound_claims_growing_request() {
     })
     .await;
 }
+
+/// StorageObjectInUseProtection is on by default, as in kube-apiserver: new claims and volumes
+/// carry their protection finalizer, so a deleted one stays `Terminating` until the protection
+/// controllers (none runs beside a test server) let it go.
+#[tokio::test]
+async fn claims_and_volumes_get_their_protection_finalizers_by_default() {
+    timed(async {
+        let server = TestServer::start().await;
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(server.client(), "default");
+        let volumes: Api<PersistentVolume> = Api::all(server.client());
+        let claim = claims
+            .create(&PostParams::default(), &pvc("data", "1Gi"))
+            .await
+            .expect("create claim");
+        assert_eq!(
+            claim.metadata.finalizers,
+            Some(vec!["kubernetes.io/pvc-protection".to_owned()])
+        );
+        let volume = volumes
+            .create(&PostParams::default(), &pv("pv-data"))
+            .await
+            .expect("create volume");
+        assert_eq!(
+            volume.metadata.finalizers,
+            Some(vec!["kubernetes.io/pv-protection".to_owned()])
+        );
+        claims
+            .delete("data", &Default::default())
+            .await
+            .expect("delete claim");
+        let terminating = claims.get("data").await.expect("still there");
+        assert!(terminating.metadata.deletion_timestamp.is_some());
+    })
+    .await;
+}

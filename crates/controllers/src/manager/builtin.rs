@@ -8,15 +8,17 @@ use super::names::{
     CRONJOB_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER,
     DISRUPTION, DISRUPTION_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
     ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER,
-    GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER, HORIZONTAL_POD_AUTOSCALER,
-    HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER, NAMESPACE, NAMESPACE_CONTROLLER,
-    NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE, NODE_LIFECYCLE_CONTROLLER,
+    EPHEMERAL_VOLUME, EPHEMERAL_VOLUME_CONTROLLER, GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER,
+    HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER,
+    NAMESPACE, NAMESPACE_CONTROLLER, NODE_IPAM, NODE_IPAM_CONTROLLER, NODE_LIFECYCLE,
+    NODE_LIFECYCLE_CONTROLLER, PERSISTENTVOLUME_PROTECTION, PERSISTENTVOLUME_PROTECTION_CONTROLLER,
+    PERSISTENTVOLUMECLAIM_PROTECTION, PERSISTENTVOLUMECLAIM_PROTECTION_CONTROLLER,
     POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER,
     REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, RESOURCE_QUOTA,
     RESOURCE_QUOTA_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
     ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
     STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
-    TTL_AFTER_FINISHED_CONTROLLER,
+    TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::clusterroleaggregation::{
@@ -59,6 +61,12 @@ use crate::tainteviction::TaintEvictionController;
 use crate::ttlafterfinished::{
     TtlAfterFinishedController, TtlAfterFinishedControllerOptions, TtlAfterFinishedMetrics,
 };
+use crate::volume::ephemeral::{
+    EphemeralController, EphemeralControllerOptions, EphemeralVolumeMetrics,
+};
+use crate::volume::pvcprotection::{PvcProtectionController, PvcProtectionControllerOptions};
+use crate::volume::pvprotection::{PvProtectionController, PvProtectionControllerOptions};
+use crate::volume::vacprotection::{VacProtectionController, VacProtectionControllerOptions};
 
 impl ControllerRegistry {
     /// The controllers kcm implements, under the names of [`super::names`]. Adding a
@@ -90,6 +98,10 @@ impl ControllerRegistry {
             clusterrole_aggregation_controller(),
             resource_quota_controller(),
             disruption_controller(),
+            persistentvolumeclaim_protection_controller(),
+            persistentvolume_protection_controller(),
+            volumeattributesclass_protection_controller(),
+            ephemeral_volume_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
                 .iter()
@@ -702,6 +714,104 @@ pub fn pod_garbage_collector_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(POD_GARBAGE_COLLECTOR.aliases)
+}
+
+/// `persistentvolumeclaim-protection-controller` (alias `pvc-protection`): the
+/// PersistentVolumeClaims and Pods informers, one main worker and one namespace worker (upstream's
+/// constant) on queue `pvcprotection`.
+pub fn persistentvolumeclaim_protection_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        PERSISTENTVOLUMECLAIM_PROTECTION_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(PvcProtectionController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                PvcProtectionControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                },
+            ));
+            Ok(Some(StartedController::new(controller.run(
+                crate::volume::pvcprotection::WORKERS,
+                ctx.cancel.clone(),
+            ))))
+        },
+    )
+    .with_aliases(PERSISTENTVOLUMECLAIM_PROTECTION.aliases)
+}
+
+/// `persistentvolume-protection-controller` (alias `pv-protection`): the PersistentVolumes
+/// informer, one worker (upstream's constant) on queue `pvprotection`.
+pub fn persistentvolume_protection_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        PERSISTENTVOLUME_PROTECTION_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(PvProtectionController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                PvProtectionControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                },
+            ));
+            Ok(Some(StartedController::new(controller.run(
+                crate::volume::pvprotection::WORKERS,
+                ctx.cancel.clone(),
+            ))))
+        },
+    )
+    .with_aliases(PERSISTENTVOLUME_PROTECTION.aliases)
+}
+
+/// `volumeattributesclass-protection-controller`: the PersistentVolumeClaims, PersistentVolumes
+/// and VolumeAttributesClasses informers, one worker (upstream's constant) on queue
+/// `vacprotection`.
+pub fn volumeattributesclass_protection_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(VacProtectionController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                VacProtectionControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                },
+            ));
+            Ok(Some(StartedController::new(controller.run(
+                crate::volume::vacprotection::WORKERS,
+                ctx.cancel.clone(),
+            ))))
+        },
+    )
+}
+
+/// `ephemeral-volume-controller` (alias `ephemeral-volume`): the Pods and PersistentVolumeClaims
+/// informers, `--concurrent-ephemeralvolume-syncs` workers on queue `ephemeral_volume`; events
+/// from `ephemeral_volume`.
+pub fn ephemeral_volume_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        EPHEMERAL_VOLUME_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller_metrics = Arc::new(EphemeralVolumeMetrics::new());
+            ctx.metrics
+                .with_registry(|registry| controller_metrics.register(registry));
+            let controller = Arc::new(EphemeralController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(crate::volume::ephemeral::EVENT_COMPONENT),
+                EphemeralControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                    controller_metrics: Some(controller_metrics),
+                },
+            ));
+            let workers = ctx
+                .options
+                .ephemeral_volume
+                .concurrent_ephemeral_volume_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(EPHEMERAL_VOLUME.aliases)
 }
 
 #[cfg(test)]

@@ -64,6 +64,17 @@ pub const ENDPOINTSLICE_CONTROLLER: &str = crate::endpointslice::CONTROLLER_NAME
 pub const ENDPOINTSLICE_MIRRORING_CONTROLLER: &str = crate::endpointslicemirroring::CONTROLLER_NAME;
 /// kube-controller-manager's name of the node IPAM controller.
 pub const NODE_IPAM_CONTROLLER: &str = crate::nodeipam::CONTROLLER_NAME;
+/// kube-controller-manager's name of the PersistentVolumeClaim protection controller.
+pub const PERSISTENTVOLUMECLAIM_PROTECTION_CONTROLLER: &str =
+    crate::volume::pvcprotection::CONTROLLER_NAME;
+/// kube-controller-manager's name of the PersistentVolume protection controller.
+pub const PERSISTENTVOLUME_PROTECTION_CONTROLLER: &str =
+    crate::volume::pvprotection::CONTROLLER_NAME;
+/// kube-controller-manager's name of the VolumeAttributesClass protection controller.
+pub const VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER: &str =
+    crate::volume::vacprotection::CONTROLLER_NAME;
+/// kube-controller-manager's name of the ephemeral volume controller.
+pub const EPHEMERAL_VOLUME_CONTROLLER: &str = crate::volume::ephemeral::CONTROLLER_NAME;
 /// kube-controller-manager's name of the root CA certificate publisher.
 pub const ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER: &str =
     crate::rootcacertpublisher::CONTROLLER_NAME;
@@ -234,9 +245,42 @@ pub const CLUSTERROLE_AGGREGATION: ControllerNames = ControllerNames {
     service_account: "clusterrole-aggregation-controller",
 };
 
+/// `persistentvolumeclaim-protection-controller`, alias `pvc-protection`.
+pub const PERSISTENTVOLUMECLAIM_PROTECTION: ControllerNames = ControllerNames {
+    name: PERSISTENTVOLUMECLAIM_PROTECTION_CONTROLLER,
+    aliases: &[crate::volume::pvcprotection::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "pvc-protection-controller",
+};
+
+/// `persistentvolume-protection-controller`, alias `pv-protection`.
+pub const PERSISTENTVOLUME_PROTECTION: ControllerNames = ControllerNames {
+    name: PERSISTENTVOLUME_PROTECTION_CONTROLLER,
+    aliases: &[crate::volume::pvprotection::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "pv-protection-controller",
+};
+
+/// `volumeattributesclass-protection-controller` (no alias: it is newer than the aliases). On
+/// by default: its feature gate, `VolumeAttributesClass`, is GA since v1.34.
+pub const VOLUMEATTRIBUTESCLASS_PROTECTION: ControllerNames = ControllerNames {
+    name: VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
+    aliases: &[],
+    disabled_by_default: false,
+    service_account: "volumeattributesclass-protection-controller",
+};
+
+/// `ephemeral-volume-controller`, alias `ephemeral-volume`.
+pub const EPHEMERAL_VOLUME: ControllerNames = ControllerNames {
+    name: EPHEMERAL_VOLUME_CONTROLLER,
+    aliases: &[crate::volume::ephemeral::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "ephemeral-volume-controller",
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 23] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 27] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -260,6 +304,10 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 23] = [
     CLUSTERROLE_AGGREGATION,
     RESOURCE_QUOTA,
     DISRUPTION,
+    PERSISTENTVOLUMECLAIM_PROTECTION,
+    PERSISTENTVOLUME_PROTECTION,
+    VOLUMEATTRIBUTESCLASS_PROTECTION,
+    EPHEMERAL_VOLUME,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -294,12 +342,15 @@ mod tests {
                 "endpoints-controller",
                 "endpointslice-controller",
                 "endpointslice-mirroring-controller",
+                "ephemeral-volume-controller",
                 "garbage-collector-controller",
                 "horizontal-pod-autoscaler-controller",
                 "job-controller",
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
+                "persistentvolume-protection-controller",
+                "persistentvolumeclaim-protection-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
@@ -309,6 +360,7 @@ mod tests {
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
+                "volumeattributesclass-protection-controller",
             ]
         );
         assert!(off.is_empty());

@@ -51,6 +51,9 @@ pub struct ManagerOptions {
     /// The EndpointSlice mirroring controller.
     #[command(flatten)]
     pub endpointslice_mirroring: EndpointSliceMirroringControllerFlags,
+    /// The ephemeral volume controller.
+    #[command(flatten)]
+    pub ephemeral_volume: EphemeralVolumeControllerFlags,
     /// The garbage collector.
     #[command(flatten)]
     pub garbage_collector: GarbageCollectorControllerFlags,
@@ -808,6 +811,22 @@ pub struct CronJobControllerFlags {
     pub concurrent_cron_job_syncs: u32,
 }
 
+/// The ephemeral volume controller's flags (upstream's `EphemeralVolumeControllerOptions`).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Ephemeralvolume controller flags")]
+pub struct EphemeralVolumeControllerFlags {
+    /// Ephemeral volume workers.
+    #[arg(
+        long = "concurrent-ephemeralvolume-syncs",
+        value_name = "int32",
+        default_value_t = crate::volume::ephemeral::DEFAULT_CONCURRENT_EPHEMERAL_VOLUME_SYNCS,
+        help = "The number of ephemeral volume syncing operations that will be done \
+                concurrently. Larger number = faster ephemeral volume updating, but more CPU \
+                (and network) load"
+    )]
+    pub concurrent_ephemeral_volume_syncs: u32,
+}
+
 /// The TTL-after-finished controller's flags.
 #[derive(Args, Clone, Debug, PartialEq)]
 #[command(next_help_heading = "Ttl-after-finished controller flags")]
@@ -1123,6 +1142,7 @@ mod tests {
         assert_eq!(o.job.concurrent_job_syncs, 5);
         assert_eq!(o.cronjob.concurrent_cron_job_syncs, 5);
         assert_eq!(o.ttl_after_finished.concurrent_ttl_after_finished_syncs, 5);
+        assert_eq!(o.ephemeral_volume.concurrent_ephemeral_volume_syncs, 5);
         assert_eq!(o.podgc.terminated_pod_gc_threshold, 12500);
         assert_eq!(o.resource_quota.concurrent_resource_quota_syncs, 5);
         assert_eq!(
@@ -1258,6 +1278,11 @@ mod tests {
                         && o.deployment.concurrent_deployment_syncs == 3
                         && o.garbage_collector.concurrent_gc_syncs == 4
                 },
+            },
+            Case {
+                name: "ephemeral volume controller",
+                args: &["--concurrent-ephemeralvolume-syncs=7"],
+                check: |o| o.ephemeral_volume.concurrent_ephemeral_volume_syncs == 7,
             },
             Case {
                 name: "namespace controller",
@@ -1443,10 +1468,11 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller",
+            "All controllers: clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, volumeattributesclass-protection-controller",
             "--concurrent-job-syncs <int32>",
             "--concurrent-cron-job-syncs <int32>",
             "--concurrent-ttl-after-finished-syncs <int32>",
+            "--concurrent-ephemeralvolume-syncs <int32>",
             "--concurrent-resource-quota-syncs <int32>",
             "--resource-quota-sync-period <duration>",
             "--terminated-pod-gc-threshold <int32>",

@@ -324,12 +324,15 @@ mod tests {
                 "endpoints-controller",
                 "endpointslice-controller",
                 "endpointslice-mirroring-controller",
+                "ephemeral-volume-controller",
                 "garbage-collector-controller",
                 "horizontal-pod-autoscaler-controller",
                 "job-controller",
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
+                "persistentvolume-protection-controller",
+                "persistentvolumeclaim-protection-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
@@ -339,6 +342,7 @@ mod tests {
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
+                "volumeattributesclass-protection-controller",
             ]
         );
         for (alias, name) in [
@@ -352,6 +356,12 @@ mod tests {
                 "endpointslice-mirroring-controller",
             ),
             ("nodeipam", "node-ipam-controller"),
+            (
+                "pvc-protection",
+                "persistentvolumeclaim-protection-controller",
+            ),
+            ("pv-protection", "persistentvolume-protection-controller"),
+            ("ephemeral-volume", "ephemeral-volume-controller"),
             (
                 "root-ca-cert-publisher",
                 "root-ca-certificate-publisher-controller",

@@ -6,10 +6,10 @@
 //! create PV `pvc-<claim uid>` (the claim's request as capacity, its access modes, a
 //! `claimRef` to it, the class's reclaim policy, a hostPath), mark the PV `Bound`, set the
 //! claim's `volumeName` (and its class, when it named none) and binding annotations, and mark
-//! the claim `Bound`. A deleted claim's
-//! volume is deleted when its reclaim policy is `Delete`. Nothing here blocks pods: the
-//! simulated kubelet runs pods whether their claims are bound or not, and the StatefulSet
-//! controller does not wait for binding either.
+//! the claim `Bound`. A deleted claim's volume is marked `Released`, and deleted when its
+//! reclaim policy is `Delete`. Nothing here blocks pods: the simulated kubelet runs pods
+//! whether their claims are bound or not, and the StatefulSet controller does not wait for
+//! binding either.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -135,13 +135,58 @@ impl ProvisionerHandlers {
             return;
         }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-            if let Some(claim) = &volume.persistent_volume_claim {
-                self.queue
-                    .add(Item::Claim(format!("{namespace}/{}", claim.claim_name)));
-            }
+        for claim in claim_names(pod) {
+            self.queue.add(Item::Claim(format!("{namespace}/{claim}")));
         }
     }
+}
+
+/// The claims `pod` mounts: those its `persistentVolumeClaim` volumes name, and
+/// `<pod>-<volume>` for each generic ephemeral volume (the claim the ephemeral volume
+/// controller makes for it).
+fn claim_names(pod: &Pod) -> Vec<String> {
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|volume| {
+            if let Some(claim) = &volume.persistent_volume_claim {
+                Some(claim.claim_name.clone())
+            } else if volume.ephemeral.is_some() {
+                Some(format!("{pod_name}-{}", volume.name))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Whether `pod` mounts `claim`: a `persistentVolumeClaim` volume names it, or it is the claim
+/// of one of the pod's generic ephemeral volumes and the pod controls it (as kube-scheduler
+/// checks with `ephemeral.VolumeIsForPod`).
+fn pod_mounts(pod: &Pod, claim: &PersistentVolumeClaim) -> bool {
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    let controlled_by_pod = || {
+        claim
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref())
+    };
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .any(|volume| {
+            volume
+                .persistent_volume_claim
+                .as_ref()
+                .is_some_and(|c| c.claim_name == name)
+                || (volume.ephemeral.is_some()
+                    && format!("{pod_name}-{}", volume.name) == name
+                    && controlled_by_pod())
+        })
 }
 
 impl ResourceEventHandler<PersistentVolumeClaim> for ProvisionerHandlers {
@@ -383,7 +428,7 @@ impl Provisioner {
     }
 
     /// The node a `WaitForFirstConsumer` claim goes to: its selected-node annotation, or the
-    /// node of a scheduled pod that uses it.
+    /// node of a scheduled pod that uses it (directly or as a generic ephemeral volume).
     fn consumer_node(&self, claim: &PersistentVolumeClaim) -> Option<String> {
         if let Some(node) = claim
             .metadata
@@ -394,22 +439,12 @@ impl Provisioner {
             return Some(node.clone());
         }
         let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
         self.caches
             .pods
             .list()
             .into_iter()
             .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-            .filter(|p| {
-                p.spec
-                    .iter()
-                    .flat_map(|s| s.volumes.iter().flatten())
-                    .any(|v| {
-                        v.persistent_volume_claim
-                            .as_ref()
-                            .is_some_and(|c| c.claim_name == name)
-                    })
-            })
+            .filter(|p| pod_mounts(p, claim))
             .find_map(|p| {
                 p.spec
                     .as_ref()
@@ -527,8 +562,10 @@ impl Provisioner {
         Ok(())
     }
 
-    /// Deletes a volume this provisioner made whose claim is gone, when its reclaim policy
-    /// is `Delete` (the PV controller's reclaim, simulated).
+    /// Releases a volume this provisioner made whose claim is gone, and deletes it when its
+    /// reclaim policy is `Delete` (the PV controller's reclaim, simulated). The volume is
+    /// marked `Released` first, as the PV controller does: the PV protection controller lets a
+    /// deleted volume go only once it is no longer `Bound`.
     async fn sync_volume(&self, name: &str) -> Result<(), Error> {
         let Some(volume) = self.caches.volumes.get_by_key(name) else {
             return Ok(());
@@ -540,7 +577,7 @@ impl Provisioner {
             .and_then(|a| a.get(PROVISIONED_BY_ANNOTATION))
             .is_some_and(|p| p == PROVISIONER);
         let spec = volume.spec.clone().unwrap_or_default();
-        if !ours || spec.persistent_volume_reclaim_policy.as_deref() != Some("Delete") {
+        if !ours {
             return Ok(());
         }
         let claim_ref = spec.claim_ref.unwrap_or_default();
@@ -555,6 +592,21 @@ impl Provisioner {
             .get_by_key(&claim_key)
             .is_some_and(|c| c.metadata.uid == claim_ref.uid);
         if claim_alive {
+            return Ok(());
+        }
+        if volume.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Released") {
+            let mut released = (*volume).clone();
+            released.status.get_or_insert_default().phase = Some("Released".to_owned());
+            self.client
+                .update_volume_status(&released)
+                .await
+                .map_err(|source| Error::Api {
+                    step: "releasing volume",
+                    object: name.to_owned(),
+                    source,
+                })?;
+        }
+        if spec.persistent_volume_reclaim_policy.as_deref() != Some("Delete") {
             return Ok(());
         }
         self.client

@@ -142,6 +142,50 @@ async fn wait_for_first_consumer_waits_for_a_scheduled_pod() {
     );
 }
 
+/// The claim the ephemeral volume controller makes for a pod's generic ephemeral volume waits
+/// for that pod, as a `persistentVolumeClaim` volume's claim does; a claim of that name the pod
+/// does not control is not the pod's.
+#[tokio::test]
+async fn ephemeral_claims_wait_for_their_scheduled_pod() {
+    let (p, client, caches) = fixture(WAIT_FOR_FIRST_CONSUMER);
+    let owner = pod("web")
+        .namespace("default")
+        .uid("pod-uid")
+        .ephemeral_volume("scratch", pvc("").storage("1Gi"))
+        .node("kcm-node-2")
+        .build();
+    let _ = caches.pods.add(Arc::new(owner.clone()));
+    let foreign = pvc("web-scratch")
+        .namespace("default")
+        .uid("claim-uid")
+        .storage("1Gi")
+        .build();
+    let _ = caches.claims.add(Arc::new(foreign));
+    p.sync(&Item::Claim("default/web-scratch".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(client.actions().is_empty(), "not the pod's claim");
+    let owned = pvc("web-scratch")
+        .namespace("default")
+        .uid("claim-uid")
+        .storage("1Gi")
+        .owner(kcm_testing::controller_ref_of(&owner))
+        .build();
+    let _ = caches.claims.update(Arc::new(owned));
+    p.sync(&Item::Claim("default/web-scratch".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bound = client.claim("default/web-scratch").unwrap_or_default();
+    assert_eq!(
+        bound
+            .metadata
+            .annotations
+            .and_then(|a| a.get(SELECTED_NODE_ANNOTATION).cloned())
+            .as_deref(),
+        Some("kcm-node-2")
+    );
+}
+
 #[tokio::test]
 async fn other_classes_and_bound_claims_are_left_alone() {
     let (p, client, caches) = fixture(IMMEDIATE);
@@ -177,5 +221,33 @@ async fn volumes_of_deleted_claims_are_deleted() {
     p.sync(&Item::Volume("pvc-claim-uid".into()))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(client.actions(), ["delete-volume pvc-claim-uid"]);
+    assert_eq!(
+        client.actions(),
+        [
+            "update-volume-status pvc-claim-uid",
+            "delete-volume pvc-claim-uid"
+        ],
+        "released first, so the PV protection controller lets it go"
+    );
+}
+
+/// A `Retain` volume whose claim is gone is `Released`, not deleted, as the PV controller
+/// leaves it.
+#[tokio::test]
+async fn retained_volumes_of_deleted_claims_are_released() {
+    let (p, client, caches) = fixture(IMMEDIATE);
+    let mut class = default_storage_class();
+    class.reclaim_policy = Some("Retain".to_owned());
+    let volume = new_volume(&claim(), &class, None, "pvc-claim-uid");
+    let _ = caches.volumes.add(Arc::new(volume));
+    p.sync(&Item::Volume("pvc-claim-uid".into()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(client.actions(), ["update-volume-status pvc-claim-uid"]);
+    let released = client
+        .volumes()
+        .pop()
+        .and_then(|v| v.status)
+        .and_then(|s| s.phase);
+    assert_eq!(released.as_deref(), Some("Released"));
 }
