@@ -115,6 +115,9 @@ async fn dispatch(State(state): State<Arc<AppState>>, mut req: Request) -> Respo
             req.headers(),
             req.uri().query(),
         ),
+        Route::OpenApiV2 => {
+            openapi::serve_v2(&state.registry.openapi(), req.method(), req.headers())
+        }
         other => discovery_route(&state, other, req.method(), req.headers()),
     };
     response.unwrap_or_else(IntoResponse::into_response)
@@ -171,7 +174,11 @@ fn discovery_route(
             discovery::resources(&state.registry, &group, &version)
                 .ok_or_else(ApiError::path_not_found)?
         }
-        Route::Resource(_) | Route::OpenApiV3Index | Route::OpenApiV3(_) | Route::Unknown => {
+        Route::Resource(_)
+        | Route::OpenApiV3Index
+        | Route::OpenApiV3(_)
+        | Route::OpenApiV2
+        | Route::Unknown => {
             return Err(ApiError::path_not_found());
         }
     };

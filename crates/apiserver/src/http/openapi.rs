@@ -1,4 +1,4 @@
-//! Serving `/openapi/v3` and its per-group-version documents, with upstream's caching headers (ETag, immutable hashed URLs, redirect on a stale hash).
+//! Serving `/openapi/v3` and its per-group-version documents, with upstream's caching headers (ETag, immutable hashed URLs, redirect on a stale hash), and `/openapi/v2` with its ETag.
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -12,6 +12,22 @@ use crate::error::{ApiError, Result};
 use crate::http::query::Query;
 use crate::openapi::OpenApi;
 
+/// Answers `GET /openapi/v2`: JSON only (upstream also serves protobuf, which clients ask
+/// for with `application/com.github.proto-openapi.spec.v2@v1.0+protobuf`; they get 406),
+/// with an ETag that changes with the document, so pollers can ask `If-None-Match`.
+pub fn serve_v2(openapi: &OpenApi, method: &Method, headers: &HeaderMap) -> Result<Response> {
+    only_get(method)?;
+    check_accept(headers)?;
+    let document = openapi.v2();
+    let etag = format!("\"{}\"", document.hash);
+    Ok(answer(
+        document.body.clone(),
+        &etag,
+        "no-cache, private",
+        headers,
+    ))
+}
+
 /// Answers `GET /openapi/v3` (`doc` is `None`) or `GET /openapi/v3/{doc}`.
 pub fn serve(
     openapi: &OpenApi,
@@ -20,15 +36,7 @@ pub fn serve(
     headers: &HeaderMap,
     raw_query: Option<&str>,
 ) -> Result<Response> {
-    if method != Method::GET && method != Method::HEAD {
-        return Err(ApiError {
-            code: 405,
-            reason: "MethodNotAllowed",
-            message: "the server does not allow this method on the requested resource".to_owned(),
-            details: None,
-            continue_token: None,
-        });
-    }
+    only_get(method)?;
     check_accept(headers)?;
     let Some(path) = doc else {
         let etag = format!("\"{}\"", crate::openapi::content_hash(openapi.index()));
@@ -61,6 +69,20 @@ pub fn serve(
     Ok(answer(document.body.clone(), &etag, cache_control, headers))
 }
 
+/// OpenAPI documents are read, never written.
+fn only_get(method: &Method) -> Result<()> {
+    if method != Method::GET && method != Method::HEAD {
+        return Err(ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: "the server does not allow this method on the requested resource".to_owned(),
+            details: None,
+            continue_token: None,
+        });
+    }
+    Ok(())
+}
+
 /// The documents are JSON only; an `Accept` that rules JSON out (kubectl's protobuf-only
 /// requests) gets 406 so the client falls back.
 fn check_accept(headers: &HeaderMap) -> Result<()> {
@@ -79,7 +101,7 @@ fn check_accept(headers: &HeaderMap) -> Result<()> {
         Ok(())
     } else {
         Err(ApiError::not_acceptable(format!(
-            "only application/json is served for OpenAPI v3 documents (asked for {accept:?})"
+            "only application/json is served for OpenAPI documents (asked for {accept:?})"
         )))
     }
 }

@@ -26,6 +26,8 @@ pub enum Route {
     OpenApiV3Index,
     /// `/openapi/v3/{path}`: one group-version's document, e.g. `apis/apps/v1`.
     OpenApiV3(String),
+    /// `/openapi/v2`: the Swagger 2.0 document of every served kind.
+    OpenApiV2,
     /// A resource request.
     Resource(ResourceRequest),
     /// Anything else (404).
@@ -65,6 +67,7 @@ pub fn parse(path: &str) -> Route {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["version"] => Route::Version,
         ["metrics"] => Route::Metrics,
+        ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiV3Index,
         ["openapi", "v3", rest @ ..] => Route::OpenApiV3(rest.join("/")),
         ["api"] => Route::CoreVersions,
@@ -253,7 +256,12 @@ mod tests {
                 "/openapi/v3/apis/apps/v1",
                 Route::OpenApiV3("apis/apps/v1".to_owned()),
             ),
-            ("openapi v2", "/openapi/v2", Route::Unknown),
+            ("openapi v2", "/openapi/v2", Route::OpenApiV2),
+            (
+                "openapi v2 has no documents",
+                "/openapi/v2/apis",
+                Route::Unknown,
+            ),
         ];
         for (name, path, want) in cases {
             assert_eq!(parse(path), want, "case {name}");

@@ -1,4 +1,4 @@
-//! OpenAPI v3: the `/openapi/v3` index and one document per served group-version, generated from the k8s-openapi types; strict field validation against the same schemas.
+//! OpenAPI: the `/openapi/v3` index and one document per served group-version, generated from the k8s-openapi types, the `/openapi/v2` document derived from them; strict field validation against the same schemas.
 //!
 //! kubectl needs these documents for `apply`/`create`/`replace` with the default
 //! `--validate=strict` (it looks for the `fieldValidation` parameter of the kind's `patch`
@@ -11,8 +11,10 @@ pub mod field_validation;
 pub mod patch_extensions;
 pub mod paths;
 pub mod schemas;
+pub mod v2;
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -44,17 +46,25 @@ pub struct OpenApi {
     /// Every component schema of every built-in document, by name (equal names are equal
     /// schemas); custom resources validate fields against their own structural schema.
     components: Arc<Map<String, Value>>,
+    /// The component names of custom resources' kinds (not their lists), which v2
+    /// publishes filtered.
+    custom_kinds: BTreeSet<String>,
+    /// The `/openapi/v2` document, derived from `documents` on first use.
+    v2: OnceLock<Document>,
 }
 
 impl OpenApi {
     /// Builds the documents of `resources`.
     pub fn build(resources: &[&ResourceDef]) -> Self {
         let mut components = Map::new();
-        let documents = documents_of(resources, Some(&mut components));
+        let mut custom_kinds = BTreeSet::new();
+        let documents = documents_of(resources, Some(&mut components), &mut custom_kinds);
         Self {
             index: index_of(&documents),
             documents,
             components: Arc::new(components),
+            custom_kinds,
+            v2: OnceLock::new(),
         }
     }
 
@@ -63,7 +73,8 @@ impl OpenApi {
     /// controller never lets happen).
     pub fn with_custom(&self, custom: &[Arc<ResourceDef>]) -> Self {
         let defs: Vec<&ResourceDef> = custom.iter().map(|d| d.as_ref()).collect();
-        let added = documents_of(&defs, None);
+        let mut custom_kinds = self.custom_kinds.clone();
+        let added = documents_of(&defs, None, &mut custom_kinds);
         let mut documents: Vec<Document> = self
             .documents
             .iter()
@@ -75,6 +86,8 @@ impl OpenApi {
             index: index_of(&documents),
             documents,
             components: Arc::clone(&self.components),
+            custom_kinds,
+            v2: OnceLock::new(),
         }
     }
 
@@ -91,6 +104,26 @@ impl OpenApi {
     /// Every document, in index order.
     pub fn documents(&self) -> &[Document] {
         &self.documents
+    }
+
+    /// The `/openapi/v2` document of everything the v3 documents describe (path `v2`),
+    /// built on first use: few clients read it, and a server's set of custom resources
+    /// changes more often than anyone asks.
+    pub fn v2(&self) -> &Document {
+        self.v2.get_or_init(|| {
+            let parsed: Vec<Value> = self
+                .documents
+                .iter()
+                .filter_map(|d| serde_json::from_slice(&d.body).ok())
+                .collect();
+            let doc = v2::document(&parsed, &self.custom_kinds);
+            let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+            Document {
+                path: "v2".to_owned(),
+                hash: content_hash(&body),
+                body,
+            }
+        })
     }
 
     /// Every component schema, by name.
@@ -115,10 +148,11 @@ impl OpenApi {
 
 /// The documents of every group version of `resources`, the core group first (as upstream's
 /// index lists `api/v1` before `apis/...`); every schema also goes into `components` when
-/// given.
+/// given, and the component names of custom kinds into `custom_kinds`.
 fn documents_of(
     resources: &[&ResourceDef],
     mut components: Option<&mut Map<String, Value>>,
+    custom_kinds: &mut BTreeSet<String>,
 ) -> Vec<Document> {
     let mut group_versions: Vec<(&str, &str)> = Vec::new();
     for def in resources {
@@ -135,7 +169,7 @@ fn documents_of(
         } else {
             format!("apis/{group}/{version}")
         };
-        let doc = group_version_document(resources, group, version);
+        let doc = group_version_document(resources, group, version, custom_kinds);
         if let Some(all) = components.as_deref_mut()
             && let Some(Value::Object(schemas)) = doc.at("/components/schemas")
         {
@@ -163,7 +197,12 @@ fn index_of(documents: &[Document]) -> Bytes {
 }
 
 /// The document of one group-version: every resource's paths and the schemas they reach.
-fn group_version_document(resources: &[&ResourceDef], group: &str, version: &str) -> Value {
+fn group_version_document(
+    resources: &[&ResourceDef],
+    group: &str,
+    version: &str,
+    custom_kinds: &mut BTreeSet<String>,
+) -> Value {
     let mut components = Components::new();
     let common = components.add_common();
     let mut paths = Map::new();
@@ -176,7 +215,14 @@ fn group_version_document(resources: &[&ResourceDef], group: &str, version: &str
         let (kind_name, list_name) = match (&def.openapi, &def.custom) {
             (Some(typed), _) => (components.add_kind(typed), components.add_list(typed)),
             (None, Some(custom)) => {
-                components.add_custom(&def.group, &def.version, &def.kind, custom.openapi_schema())
+                let names = components.add_custom(
+                    &def.group,
+                    &def.version,
+                    &def.kind,
+                    custom.openapi_schema(),
+                );
+                custom_kinds.insert(names.0.clone());
+                names
             }
             (None, None) => continue,
         };
@@ -292,6 +338,27 @@ mod tests {
                 assert!(schemas.contains_key(name), "{}: dangling {r}", doc.path);
             }
         }
+    }
+
+    #[test]
+    fn the_v2_document_defines_what_it_refers_to_and_every_path() {
+        let api = OpenApi::build(crate::resources::ALL);
+        let doc: Value = serde_json::from_slice(&api.v2().body).expect("json");
+        let definitions = doc["definitions"].as_object().expect("definitions");
+        let mut refs = Vec::new();
+        collect_refs(&doc, &mut refs);
+        for r in refs {
+            let name = r.strip_prefix("#/definitions/").expect("definition ref");
+            assert!(definitions.contains_key(name), "dangling {r}");
+        }
+        let paths = doc["paths"].as_object().expect("paths");
+        for v3 in api.documents() {
+            let v3: Value = serde_json::from_slice(&v3.body).expect("json");
+            for path in v3["paths"].as_object().expect("paths").keys() {
+                assert!(paths.contains_key(path), "{path} missing from v2");
+            }
+        }
+        assert!(std::ptr::eq(api.v2(), api.v2()), "built once");
     }
 
     fn collect_refs(v: &Value, out: &mut Vec<String>) {

@@ -574,3 +574,181 @@ async fn custom_resources_report_duplicates_then_unknown_metadata_at_the_root_an
     })
     .await;
 }
+
+/// client-go with the protobuf content type (upstream's e2e clients,
+/// kube-controller-manager) sends CRDs as protobuf: the body is created as the JSON of the
+/// same CRD, `served: false` and the schema's unions included.
+#[tokio::test]
+async fn a_crd_sent_as_protobuf_is_created_as_its_json() {
+    use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    use prost::Message;
+
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let s = |v: &str| Some(v.to_owned());
+        let props = |ty: &str| ext::JsonSchemaProps {
+            r#type: s(ty),
+            ..Default::default()
+        };
+        let mut spec = props("object");
+        spec.properties = [(
+            "replicas".to_owned(),
+            ext::JsonSchemaProps {
+                maximum: Some(10.0),
+                ..props("integer")
+            },
+        )]
+        .into();
+        let mut labels = props("object");
+        labels.additional_properties = Some(Box::new(ext::JsonSchemaPropsOrBool {
+            allows: Some(true),
+            schema: Some(Box::new(props("string"))),
+        }));
+        let mut root = props("object");
+        root.properties = [("spec".to_owned(), spec), ("labels".to_owned(), labels)].into();
+        let version =
+            |name: &str, served: bool, storage: bool| ext::CustomResourceDefinitionVersion {
+                name: s(name),
+                served: Some(served),
+                storage: Some(storage),
+                schema: Some(ext::CustomResourceValidation {
+                    open_apiv3_schema: Some(root.clone()),
+                }),
+                ..Default::default()
+            };
+        let crd = ext::CustomResourceDefinition {
+            metadata: Some(ObjectMeta {
+                name: s("bars.proto.example.com"),
+                ..Default::default()
+            }),
+            spec: Some(ext::CustomResourceDefinitionSpec {
+                group: s("proto.example.com"),
+                names: Some(ext::CustomResourceDefinitionNames {
+                    plural: s("bars"),
+                    kind: s("Bar"),
+                    ..Default::default()
+                }),
+                scope: s("Namespaced"),
+                versions: vec![version("v1", true, true), version("v2", false, false)],
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let envelope = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: s("apiextensions.k8s.io/v1"),
+                kind: s("CustomResourceDefinition"),
+            }),
+            raw: Some(crd.encode_to_vec()),
+            ..Default::default()
+        };
+        let mut body = b"k8s\0".to_vec();
+        body.extend(envelope.encode_to_vec());
+        let (code, created, _) = crate::common::send(
+            &client,
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            Some("application/vnd.kubernetes.protobuf"),
+            body,
+        )
+        .await;
+        assert_eq!(code, 201, "{created}");
+        let versions = &created["spec"]["versions"];
+        assert_eq!(versions[1]["served"], false);
+        assert_eq!(
+            versions[0]["schema"]["openAPIV3Schema"]["properties"],
+            json!({
+                "spec": {"type": "object",
+                         "properties": {"replicas": {"type": "integer", "maximum": 10.0}}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            })
+        );
+    })
+    .await;
+}
+
+/// The `/openapi/v2` document once `done` holds of it, polled (bounded) as clients do: the
+/// CRD controller publishes asynchronously.
+async fn wait_for_v2(client: &Client, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..300 {
+        let (code, doc) = raw(client, "GET", "/openapi/v2", "application/json", "").await;
+        assert_eq!(code, 200);
+        if done(&doc) {
+            return doc;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("/openapi/v2 never got there");
+}
+
+/// Upstream's e2e (`CustomResourcePublishOpenAPI`) waits for a CRD's versions in
+/// `/openapi/v2`, with the CRD's schema plus type meta, and for a version to go when it is
+/// no longer served.
+#[tokio::test]
+async fn the_v2_definitions_follow_the_crds_served_versions() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let mut crd = foo_crd();
+        let mut v2 = crd.spec.versions[0].clone();
+        v2.name = "v1beta2".to_owned();
+        v2.storage = false;
+        crd.spec.versions.push(v2);
+        establish(&client, &crd).await;
+        let v1 = "io.k8s.samplecontroller.v1alpha1.Foo";
+        let beta = "io.k8s.samplecontroller.v1beta2.Foo";
+        let doc = wait_for_v2(&client, |doc| {
+            doc["definitions"].get(v1).is_some() && doc["definitions"].get(beta).is_some()
+        })
+        .await;
+        let mut published = doc["definitions"][v1].clone();
+        let props = published["properties"].as_object_mut().expect("properties");
+        assert_eq!(
+            props.remove("metadata").expect("metadata")["$ref"],
+            "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        );
+        assert!(props.remove("apiVersion").is_some() && props.remove("kind").is_some());
+        let gvk = published
+            .as_object_mut()
+            .expect("schema")
+            .remove("x-kubernetes-group-version-kind")
+            .expect("gvk");
+        assert_eq!(gvk[0]["version"], "v1alpha1");
+        // The CRD's schema, its default pruned as upstream prunes defaults from v2.
+        let mut want = serde_json::to_value(
+            crd.spec.versions[0]
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .expect("schema"),
+        )
+        .expect("json");
+        want["properties"]["spec"]["properties"]["replicas"]
+            .as_object_mut()
+            .expect("replicas")
+            .remove("default");
+        assert_eq!(published, want);
+        assert!(
+            doc["paths"]
+                .get("/apis/samplecontroller.k8s.io/v1beta2/namespaces/{namespace}/foos/{name}")
+                .is_some()
+        );
+
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let mut stored = crds.get("foos.samplecontroller.k8s.io").await.expect("get");
+        stored.spec.versions[1].served = false;
+        crds.replace(
+            "foos.samplecontroller.k8s.io",
+            &PostParams::default(),
+            &stored,
+        )
+        .await
+        .expect("stop serving v1beta2");
+        let doc = wait_for_v2(&client, |doc| doc["definitions"].get(beta).is_none()).await;
+        assert!(doc["definitions"].get(v1).is_some(), "v1alpha1 stays");
+    })
+    .await;
+}

@@ -1,4 +1,4 @@
-//! OpenAPI v3 documents over HTTP, and `fieldValidation` (Strict, Warn, Ignore) on create, update and patch.
+//! OpenAPI v3 documents and the v2 document over HTTP, and `fieldValidation` (Strict, Warn, Ignore) on create, update and patch.
 
 use kcm_apiserver::testing::TestServer;
 use serde_json::{Value, json};
@@ -50,8 +50,61 @@ async fn index_points_at_group_version_documents_kubectl_can_use() {
                 ["x-kubernetes-group-version-kind"]
                 .is_array()
         );
-        let (code, _, _) = send(&client, "GET", "/openapi/v2", "", Vec::new()).await;
-        assert_eq!(code, 404);
+    })
+    .await;
+}
+
+/// `/openapi/v2` is one Swagger 2.0 document: every kind's definition, references into
+/// `definitions`, an ETag pollers may send back; protobuf-only clients are told 406.
+#[tokio::test]
+async fn the_v2_document_defines_every_kind_with_an_etag() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let (code, _, doc) = send(&client, "GET", "/openapi/v2", "", Vec::new()).await;
+        assert_eq!(code, 200);
+        assert_eq!(doc["swagger"], "2.0");
+        let deployment = &doc["definitions"]["io.k8s.api.apps.v1.Deployment"];
+        assert_eq!(
+            deployment["properties"]["spec"]["$ref"],
+            "#/definitions/io.k8s.api.apps.v1.DeploymentSpec"
+        );
+        let create = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"]["post"];
+        assert!(
+            create["parameters"]
+                .as_array()
+                .expect("parameters")
+                .iter()
+                .any(|p| p["in"] == "body"
+                    && p["schema"]["$ref"] == "#/definitions/io.k8s.api.apps.v1.Deployment")
+        );
+        let refs = doc.to_string();
+        assert!(
+            !refs.contains("#/components/schemas/"),
+            "v3 references left"
+        );
+
+        let request = http::Request::get("/openapi/v2")
+            .body(kube::client::Body::from(Vec::new()))
+            .expect("request");
+        let response = client.send(request).await.expect("v2");
+        let etag = response.headers()["etag"].clone();
+        let request = http::Request::get("/openapi/v2")
+            .header("if-none-match", etag)
+            .body(kube::client::Body::from(Vec::new()))
+            .expect("request");
+        let response = client.send(request).await.expect("v2");
+        assert_eq!(response.status(), 304);
+
+        let request = http::Request::get("/openapi/v2")
+            .header(
+                "accept",
+                "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+            )
+            .body(kube::client::Body::from(Vec::new()))
+            .expect("request");
+        let response = client.send(request).await.expect("v2");
+        assert_eq!(response.status(), 406);
     })
     .await;
 }
