@@ -397,21 +397,27 @@ fn is_qualified_name_part(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// A lowercase RFC 1123 subdomain: dot-separated labels of `[a-z0-9-]`, each starting and
-/// ending alphanumeric, at most 253 characters in all.
+/// A lowercase RFC 1123 subdomain: dot-separated parts of `[a-z0-9-]`, each starting and
+/// ending alphanumeric, at most 253 characters in all. As upstream's `IsDNS1123Subdomain`
+/// (one regular expression and the total length), a part is not limited to a label's 63
+/// characters: `projected-configmap-test-volume-<uuid>` (68) is a valid object name.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_part)
 }
 
 /// A lowercase RFC 1123 label: `[a-z0-9-]`, starting and ending alphanumeric, at most 63
 /// characters.
 pub fn is_dns1123_label(s: &str) -> bool {
+    s.len() <= 63 && is_dns1123_part(s)
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` of any length.
+fn is_dns1123_part(s: &str) -> bool {
     let bytes = s.as_bytes();
     let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
         return false;
     };
-    s.len() <= 63
-        && (first.is_ascii_lowercase() || first.is_ascii_digit())
+    (first.is_ascii_lowercase() || first.is_ascii_digit())
         && (last.is_ascii_lowercase() || last.is_ascii_digit())
         && bytes
             .iter()
@@ -649,6 +655,41 @@ impl<'a> Parser<'a> {
 mod tests {
     use super::*;
     use kcm_testing::{label_selector, labels, selector};
+
+    /// Upstream's `TestIsDNS1123Subdomain` cases, and the e2e suite's long generated names.
+    #[test]
+    fn subdomains_are_one_expression_and_253_characters_not_63_per_part() {
+        let long_part = "projected-configmap-test-volume-afb608ff-3e96-4753-ad42-5b3a69b242c5";
+        for good in [
+            "a",
+            "ab",
+            "a-b",
+            "0",
+            "1.a",
+            "a.b.c.d.e",
+            "11.22.33.44.55",
+            long_part,
+            &format!("{long_part}.example.com"),
+            &"a".repeat(253),
+        ] {
+            assert!(is_dns1123_subdomain(good), "{good}");
+        }
+        for bad in [
+            "",
+            "A",
+            "a..b",
+            "-a",
+            "a-",
+            "a.-b",
+            "a_b",
+            "a.",
+            &"a".repeat(254),
+        ] {
+            assert!(!is_dns1123_subdomain(bad), "{bad}");
+        }
+        assert!(!is_dns1123_label(long_part), "a label keeps its 63");
+        assert!(is_dns1123_label(&"a".repeat(63)));
+    }
 
     /// Found by the property tests: `a in ()` (how a requirement on the empty value prints)
     /// did not parse back.

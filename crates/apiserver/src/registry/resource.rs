@@ -190,6 +190,9 @@ pub struct SelectableField {
     pub pointer: &'static str,
     /// The value when the field is absent (`""`, or `"false"` for booleans).
     pub default: &'static str,
+    /// Where to read instead when the field is absent or empty (`""`: nowhere); a core/v1
+    /// Event's `source` falls back to its `reportingController`, as upstream's field set.
+    pub fallback: &'static str,
 }
 
 impl SelectableField {
@@ -199,6 +202,21 @@ impl SelectableField {
             name,
             pointer,
             default: "",
+            fallback: "",
+        }
+    }
+
+    /// A string field read from `fallback` when it is absent or empty.
+    pub const fn string_or(
+        name: &'static str,
+        pointer: &'static str,
+        fallback: &'static str,
+    ) -> Self {
+        Self {
+            name,
+            pointer,
+            default: "",
+            fallback,
         }
     }
 
@@ -208,12 +226,21 @@ impl SelectableField {
             name,
             pointer,
             default: "false",
+            fallback: "",
         }
     }
 
     /// The field's value in `obj`, rendered as upstream's field sets do.
     pub fn value(&self, obj: &Value) -> String {
-        match obj.at(self.pointer) {
+        let primary = obj.at(self.pointer);
+        let unset = matches!(primary, None | Some(Value::Null))
+            || primary.and_then(Value::as_str) == Some("");
+        let found = if unset && !self.fallback.is_empty() {
+            obj.at(self.fallback)
+        } else {
+            primary
+        };
+        match found {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Bool(b)) => b.to_string(),
             Some(Value::Number(n)) => n.to_string(),

@@ -19,6 +19,7 @@ pub static JOBS: ResourceDef = ResourceDef::of::<Job>()
         name: "status.successful",
         pointer: "/status/succeeded",
         default: "0",
+        fallback: "",
     }])
     .decode_with(decode_job)
     .strategy(&JobStrategy)

@@ -23,7 +23,8 @@ const EVENT_FIELDS: &[SelectableField] = &[
     SelectableField::string("involvedObject.fieldPath", "/involvedObject/fieldPath"),
     SelectableField::string("reason", "/reason"),
     SelectableField::string("reportingComponent", "/reportingComponent"),
-    SelectableField::string("source", "/source/component"),
+    // Upstream's `ToSelectableFields`: `source.component`, else `reportingController`.
+    SelectableField::string_or("source", "/source/component", "/reportingComponent"),
     SelectableField::string("type", "/type"),
 ];
 
@@ -109,5 +110,26 @@ mod tests {
             "core/v1 is the stored form"
         );
         assert_eq!(CORE_EVENTS.storage_root(), EVENTS_V1.storage_root());
+    }
+
+    #[test]
+    fn the_source_field_falls_back_to_the_reporting_controller() {
+        let source = CORE_EVENTS.field("source").expect("source is selectable");
+        let event = |v: serde_json::Value| source.value(&v);
+        assert_eq!(
+            event(json!({"source": {"component": "kubelet"}, "reportingComponent": "x"})),
+            "kubelet"
+        );
+        // An events.k8s.io/v1 writer sets only reportingController (the e2e Events test's
+        // `source=` list finds its event so).
+        assert_eq!(
+            event(json!({"source": {}, "reportingComponent": "test-controller"})),
+            "test-controller"
+        );
+        assert_eq!(
+            event(json!({"source": {"component": ""}, "reportingComponent": "c"})),
+            "c"
+        );
+        assert_eq!(event(json!({})), "");
     }
 }

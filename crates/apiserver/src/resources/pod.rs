@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{ContainerPort, Pod, PodSpec, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{ContainerPort, Pod, PodSpec, Sysctl, Volume, VolumeMount};
 use serde_json::{Value, json};
 
 use crate::pointer::At;
@@ -265,6 +265,13 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Vec<FieldError>)
             "must be greater than or equal to 0",
         ));
     }
+    if let Some(sc) = &spec.security_context {
+        validate_sysctls(
+            sc.sysctls.as_deref().unwrap_or(&[]),
+            &format!("{path}.securityContext.sysctls"),
+            errs,
+        );
+    }
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
         let tpath = format!("{path}.tolerations[{i}]");
         let op = t.operator.as_deref().unwrap_or("Equal");
@@ -290,6 +297,49 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Vec<FieldError>)
             ));
         }
     }
+}
+
+/// The longest sysctl name (upstream's `SysctlMaxLength`).
+const SYSCTL_MAX_LENGTH: usize = 253;
+
+/// Upstream's `validateSysctls`: each name required, a sysctl name (`IsValidSysctlName`:
+/// segments of `[a-z0-9]([-_a-z0-9]*[a-z0-9])?` joined by `.` or `/`, at most 253
+/// characters), and unique.
+fn validate_sysctls(sysctls: &[Sysctl], path: &str, errs: &mut Vec<FieldError>) {
+    let mut names = BTreeSet::new();
+    for (i, s) in sysctls.iter().enumerate() {
+        let npath = format!("{path}[{i}].name");
+        if s.name.is_empty() {
+            errs.push(FieldError::required(npath, ""));
+        } else if !is_valid_sysctl_name(&s.name) {
+            errs.push(FieldError::invalid(
+                npath,
+                s.name.as_str(),
+                format!(
+                    "must have at most {SYSCTL_MAX_LENGTH} characters and match regex ([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
+                ),
+            ));
+        } else if names.contains(s.name.as_str()) {
+            errs.push(FieldError::duplicate(npath, s.name.as_str()));
+        }
+        names.insert(s.name.as_str());
+    }
+}
+
+fn is_valid_sysctl_name(name: &str) -> bool {
+    let segment = |seg: &str| {
+        let b = seg.as_bytes();
+        let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        match (b.first(), b.last()) {
+            (Some(first), Some(last)) => {
+                alnum(first)
+                    && alnum(last)
+                    && b.iter().all(|c| alnum(c) || matches!(c, b'-' | b'_'))
+            }
+            _ => false,
+        }
+    };
+    name.len() <= SYSCTL_MAX_LENGTH && name.split(['.', '/']).all(segment)
 }
 
 /// The protocols a container port may use (upstream's `supportedPortProtocols`).
@@ -460,6 +510,37 @@ mod tests {
         let mut errs = Vec::new();
         validate_pod_spec(&spec, "spec", &mut errs);
         errs.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn sysctl_names_are_validated_as_upstream() {
+        // The e2e "should reject invalid sysctls" pod: only the two malformed names fail.
+        let errs = spec_errors(json!({
+            "containers": [{"name": "c", "image": "i"}],
+            "securityContext": {"sysctls": [
+                {"name": "foo-", "value": "bar"},
+                {"name": "kernel.shmmax", "value": "100000000"},
+                {"name": "safe-and-unsafe", "value": "100000000"},
+                {"name": "bar..", "value": "42"},
+                {"name": "net/ipv4/ip_forward", "value": "1"},
+                {"name": "kernel.shmmax", "value": "1"},
+                {"name": "", "value": "1"},
+            ]},
+        }));
+        let regex = r"([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?";
+        assert_eq!(
+            errs,
+            vec![
+                format!(
+                    "spec.securityContext.sysctls[0].name: Invalid value: \"foo-\": must have at most 253 characters and match regex {regex}"
+                ),
+                format!(
+                    "spec.securityContext.sysctls[3].name: Invalid value: \"bar..\": must have at most 253 characters and match regex {regex}"
+                ),
+                "spec.securityContext.sysctls[5].name: Duplicate value: \"kernel.shmmax\"".to_owned(),
+                "spec.securityContext.sysctls[6].name: Required value".to_owned(),
+            ]
+        );
     }
 
     #[test]
