@@ -537,7 +537,8 @@ mod tests {
                 format!(
                     "spec.securityContext.sysctls[3].name: Invalid value: \"bar..\": must have at most 253 characters and match regex {regex}"
                 ),
-                "spec.securityContext.sysctls[5].name: Duplicate value: \"kernel.shmmax\"".to_owned(),
+                "spec.securityContext.sysctls[5].name: Duplicate value: \"kernel.shmmax\""
+                    .to_owned(),
                 "spec.securityContext.sysctls[6].name: Required value".to_owned(),
             ]
         );

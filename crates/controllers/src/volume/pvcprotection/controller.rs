@@ -16,8 +16,8 @@ use kcm_machinery::workqueue::{
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::LivePodList;
 use super::batches::ClaimBatches;
-use super::sync::LivePodList;
 use crate::volume::client::{ApiStorageClient, StorageClient};
 use crate::volume::common::{
     add_pod_pvc_indexer, is_pod_terminated, is_scheduled, pod_volumes, volume_claim_name,
