@@ -15,8 +15,9 @@ use super::options::ManagerOptions;
 /// clone; every controller of one leadership term gets a clone of the same context.
 #[derive(Clone)]
 pub struct ControllerContext {
-    /// The API client: every request goes through the `--kube-api-qps`/`--kube-api-burst`
-    /// limiter shared by the whole process and is counted in `rest_client_*` metrics.
+    /// The controller's API client: its requests go through a `--kube-api-qps`/
+    /// `--kube-api-burst` bucket of its own (as upstream's per-controller clientsets) and are
+    /// counted in `rest_client_*` metrics.
     pub client: kube::Client,
     /// The manager's one informer factory. Init functions request their informers from it;
     /// the manager starts it once every controller is built and waits for its caches before

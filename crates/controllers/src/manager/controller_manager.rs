@@ -18,7 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::client_builder::{ControllerClients, ServiceAccountClients};
+use super::client_builder::{ClientFactory, ControllerClients, ServiceAccountClients};
 use super::client_config::load_client_config;
 use super::context::ControllerContext;
 use super::delegated_auth::{DelegatedAuth, DelegationConfig, KubeReviewer, Reviewer};
@@ -257,8 +257,8 @@ impl ControllerManager {
             .as_ref()
             .filter(|certs| !certs.is_empty())
             .map(|certs| Arc::new(crate::rootcacertpublisher::ca::der_to_pem(certs)));
-        // One limiter for the whole process: the controllers' own clients (with
-        // `--use-service-account-credentials`) draw from the same bucket.
+        // The manager's client (informers, events, leader election's reads): one bucket; each
+        // controller's client gets its own (`ControllerClients`), as upstream.
         let limiter = kcm_machinery::client::rate_limit_layer(
             options.generic.kube_api_qps,
             options.generic.kube_api_burst,
@@ -284,7 +284,6 @@ impl ControllerManager {
         let shared = Arc::new(Shared {
             client: client.clone(),
             client_config: config,
-            limiter,
             client_ca,
             options: Arc::clone(&options),
             registry: self.registry,
@@ -517,8 +516,6 @@ struct Shared {
     client: kube::Client,
     /// What `client` was built from: the server and CA for the controllers' own clients.
     client_config: kube::Config,
-    /// The process-wide QPS/burst limiter.
-    limiter: kcm_machinery::client::RateLimitLayer,
     /// The client configuration's CA (PEM), for [`ControllerContext::client_ca`].
     client_ca: Option<Arc<Vec<u8>>>,
     options: Arc<ManagerOptions>,
@@ -673,16 +670,20 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
         cancel: token.clone(),
     };
 
+    let factory_of_clients = ClientFactory::new(
+        shared.client_config.clone(),
+        options.generic.kube_api_qps,
+        options.generic.kube_api_burst,
+        shared.metrics.client(),
+    );
     let clients = if options.kube_cloud_shared.use_service_account_credentials {
         ControllerClients::ServiceAccounts(Arc::new(ServiceAccountClients::new(
             shared.client.clone(),
-            shared.client_config.clone(),
-            shared.limiter.clone(),
-            shared.metrics.client(),
+            factory_of_clients,
             token.clone(),
         )))
     } else {
-        ControllerClients::Root(shared.client.clone())
+        ControllerClients::Root(Arc::new(factory_of_clients))
     };
 
     let mut started: Vec<(String, StartedController)> = Vec::new();
