@@ -109,17 +109,15 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
     let cancel = CancellationToken::new();
     let mut tasks = Vec::new();
-    let broadcaster = if args.scheduler {
-        let broadcaster = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
+    // One broadcaster for the scheduler's events and the simulated kubelets'.
+    let broadcaster = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
+    if args.scheduler {
         let recorder = broadcaster.recorder(kcm_sim::scheduler::DEFAULT_SCHEDULER_NAME, None);
         let scheduler =
             Scheduler::new(client.clone(), &factory, recorder).context("starting the scheduler")?;
         let cancel = cancel.clone();
         tasks.push(tokio::spawn(async move { scheduler.run(cancel).await }));
-        Some(broadcaster)
-    } else {
-        None
-    };
+    }
     if args.provisioner {
         let provisioner = Arc::new(Provisioner::new(
             &factory,
@@ -130,7 +128,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
             provisioner.run(Some(default_storage_class()), cancel).await
         }));
     }
-    let simulator = Simulator::new(client, &factory, args.simulator_config())
+    let simulator = Simulator::new(client, &factory, &broadcaster, args.simulator_config())
         .context("starting the simulator")?;
     tasks.push(tokio::spawn({
         let cancel = cancel.clone();
@@ -157,9 +155,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
         }
     }
     factory.shutdown().await;
-    if let Some(broadcaster) = broadcaster {
-        broadcaster.shutdown().await;
-    }
+    broadcaster.shutdown().await;
     Ok(())
 }
 

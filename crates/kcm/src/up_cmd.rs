@@ -274,8 +274,8 @@ impl SimulatedNodes {
             factory,
             Arc::new(KubeVolumeClient::new(client.clone())),
         ));
-        let simulator =
-            Simulator::new(client, factory, config).context("starting the simulated nodes")?;
+        let simulator = Simulator::new(client, factory, &events, config)
+            .context("starting the simulated nodes")?;
         let scheduler_running = Arc::new(AtomicBool::new(true));
         let tasks = vec![
             tokio::spawn({

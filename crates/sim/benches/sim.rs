@@ -92,6 +92,7 @@ async fn whole_cluster(nodes: usize, pods: usize) {
         Arc::new(fake.clone()),
         pod_informer.clone(),
         node_informer.clone(),
+        &|_| Arc::new(FakeRecorder::new()),
         SimulatorConfig {
             nodes,
             pod_ready_delay: Duration::ZERO,

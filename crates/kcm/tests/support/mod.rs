@@ -63,8 +63,12 @@ pub fn start_simulator(
     cancel: &CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
-    let simulator = Simulator::new(client, &factory, config).expect("simulator");
+    let broadcaster = EventBroadcaster::new(Arc::new(KubeEventSink::new(client.clone())));
+    let simulator = Simulator::new(client, &factory, &broadcaster, config).expect("simulator");
     factory.start(cancel);
     let cancel = cancel.clone();
-    tokio::spawn(async move { simulator.run(cancel).await })
+    tokio::spawn(async move {
+        simulator.run(cancel).await;
+        broadcaster.shutdown().await;
+    })
 }

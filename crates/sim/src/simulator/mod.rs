@@ -38,7 +38,7 @@ use kube::Client;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use kcm_machinery::events::{SystemClock, WallClock};
+use kcm_machinery::events::{EventBroadcaster, EventRecorder, SystemClock, WallClock};
 use kcm_machinery::informer::{
     DeletedObject, Lister, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
     meta_namespace_key, shared_informer, wait_for_cache_sync,
@@ -61,6 +61,8 @@ pub const DEFAULT_LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(10);
 /// (`nodeStatusReportFrequency`) once Leases carry the heartbeat; a minute keeps
 /// `lastHeartbeatTime` in `kubectl describe node` recent at little cost.
 pub const DEFAULT_NODE_STATUS_UPDATE_PERIOD: Duration = Duration::from_secs(60);
+/// The `source.component` of the simulated kubelets' events, as the kubelet's.
+pub const KUBELET_COMPONENT: &str = "kubelet";
 /// How long a bound pod stays `Pending` before it runs, by default.
 pub const DEFAULT_POD_READY_DELAY: Duration = Duration::from_secs(1);
 /// How many registrations are in flight at once.
@@ -204,6 +206,9 @@ struct Shared {
     /// The simulated nodes by name. The map never changes after construction; each slot
     /// has its own lock, never held across an `.await`.
     slots: HashMap<String, Mutex<NodeSlot>>,
+    /// Each simulated node's kubelet event recorder (`source.component` `kubelet`,
+    /// `source.host` the node), by node name; fixed after construction.
+    recorders: HashMap<String, Arc<dyn EventRecorder>>,
     /// Pods to drive, keyed `namespace/name`.
     pod_queue: RateLimitingQueue<String>,
     /// Nodes to register or heartbeat, keyed by name.
@@ -368,33 +373,45 @@ impl std::fmt::Debug for Simulator {
 
 impl Simulator {
     /// A simulator over `client`, sharing `factory`'s pod and node informers (start the
-    /// factory after this, as with any controller). Must be called inside a Tokio runtime.
+    /// factory after this, as with any controller), recording each node's kubelet events
+    /// through `events`. Must be called inside a Tokio runtime.
     pub fn new(
         client: Client,
         factory: &SharedInformerFactory,
+        events: &EventBroadcaster,
         config: SimulatorConfig,
     ) -> Result<Self> {
         Self::with_client(
             Arc::new(KubeClusterClient::new(client)),
             factory.pods(),
             factory.nodes(),
+            &|node| events.recorder(KUBELET_COMPONENT, Some(node)),
             config,
             Arc::new(SystemClock),
         )
     }
 
     /// A simulator with every dependency given: the API seam, the pod and node informers
-    /// (started by the caller), the configuration and the wall clock timestamps are read
-    /// from. Must be called inside a Tokio runtime.
+    /// (started by the caller), the event recorder of each node (by name), the configuration
+    /// and the wall clock timestamps are read from. Must be called inside a Tokio runtime.
     pub fn with_client(
         client: Arc<dyn ClusterClient>,
         pods: SharedIndexInformer<Pod>,
         nodes: SharedIndexInformer<Node>,
+        recorders: &dyn Fn(&str) -> Arc<dyn EventRecorder>,
         config: SimulatorConfig,
         clock: Arc<dyn WallClock>,
     ) -> Result<Self> {
+        let recorders = (0..config.nodes)
+            .map(|index| {
+                let name = config.template.node_name(index);
+                let recorder = recorders(&name);
+                (name, recorder)
+            })
+            .collect();
         let slots = (0..config.nodes)
             .map(|index| {
+                let name = config.template.node_name(index);
                 let slot = NodeSlot {
                     index,
                     ipam: config
@@ -406,7 +423,7 @@ impl Simulator {
                     last_renew: None,
                     last_status: None,
                 };
-                (config.template.node_name(index), Mutex::new(slot))
+                (name, Mutex::new(slot))
             })
             .collect();
         // Kubelet-like retries: 200 ms doubling to 7 s (the lease controller's backoff).
@@ -422,6 +439,7 @@ impl Simulator {
             config,
             clock,
             slots,
+            recorders,
             pod_queue: RateLimitingQueue::new(pod_limiter),
             node_queue: RateLimitingQueue::new(node_limiter),
             first_seen: Mutex::new(HashMap::new()),

@@ -9,8 +9,9 @@ use kcm_machinery::controller::api_status::ApiStatus;
 use kcm_machinery::informer::split_meta_namespace_key;
 
 use super::{Error, Result, Simulator, lock};
-use crate::kubelet::{Context, Decision, decide};
+use crate::kubelet::{ContainerEvent, Context, Decision, container_events, decide, killing_events};
 use crate::node::heartbeat_stopped;
+use crate::scheduler::service::pod_reference;
 
 /// When the pod was bound: its `PodScheduled=True` transition, as the API server records it
 /// on binding.
@@ -34,6 +35,18 @@ fn is_finished(pod: &Pod) -> bool {
 }
 
 impl Simulator {
+    /// Records `events` about `pod` with its node's recorder.
+    fn record(&self, node: &str, pod: &Pod, events: Vec<ContainerEvent>) {
+        let Some(recorder) = self.shared.recorders.get(node) else {
+            return;
+        };
+        for event in events {
+            let mut regarding = pod_reference(pod);
+            regarding.field_path = Some(event.field_path);
+            recorder.event(&regarding, event.type_, event.reason, event.message);
+        }
+    }
+
     /// Serves the pod queue until it shuts down.
     pub(super) async fn pod_worker(&self) {
         let queue = &self.shared.pod_queue;
@@ -129,7 +142,11 @@ impl Simulator {
                 let mut update = (*pod).clone();
                 update.status = Some(*status);
                 match self.client.update_pod_status(&update).await {
-                    Ok(_) => {}
+                    Ok(_) => {
+                        let old = pod.status.clone().unwrap_or_default();
+                        let new = update.status.clone().unwrap_or_default();
+                        self.record(node_name, &pod, container_events(&pod, &old, &new));
+                    }
                     Err(err) if err.is_not_found() => {
                         shared.release(node_name, &uid);
                         return Ok(None);
@@ -149,6 +166,9 @@ impl Simulator {
             Decision::Finalize { final_status } => {
                 let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
+                if let Some(current) = pod.status.as_ref() {
+                    self.record(node_name, &pod, killing_events(current));
+                }
                 if let Some(status) = final_status {
                     let mut update = (*pod).clone();
                     update.status = Some(*status);

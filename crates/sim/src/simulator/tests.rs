@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodStatus};
+use kcm_machinery::events::{EventType, FakeRecorder};
 use kcm_testing::{MetaBuilder, PodSpecBuilder, container};
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +17,8 @@ use crate::node::{ANNOTATION_HEARTBEAT, NODE_LEASE_NAMESPACE, NodeTemplate, buil
 
 struct Harness {
     fake: FakeCluster,
+    /// Every node's kubelet events.
+    recorder: FakeRecorder,
     cancel: CancellationToken,
 }
 
@@ -40,10 +43,12 @@ impl Harness {
         let cancel = CancellationToken::new();
         let pods = fake.pod_informer();
         let nodes = fake.node_informer();
+        let recorder = FakeRecorder::new();
         let sim = Simulator::with_client(
             Arc::new(fake.clone()),
             pods.clone(),
             nodes.clone(),
+            &|_| Arc::new(recorder.clone()),
             config,
             fake.clock(),
         )
@@ -54,7 +59,11 @@ impl Harness {
             let cancel = cancel.clone();
             async move { sim.run(cancel).await }
         });
-        let h = Self { fake, cancel };
+        let h = Self {
+            fake,
+            recorder,
+            cancel,
+        };
         eventually("leases", || {
             h.fake.lease(NODE_LEASE_NAMESPACE, "kcm-node-0").is_some()
         })
@@ -317,6 +326,39 @@ async fn bound_pod_runs_after_the_ready_delay_with_an_ip_from_the_node_cidr() {
     assert_eq!(
         h.count(|a| matches!(a, Action::UpdatePodStatus { .. })),
         updates
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_started_container_gets_the_kubelets_events_and_a_deleted_one_killing() {
+    let h = Harness::start(FakeCluster::new(), config(1)).await;
+    h.run_pod(pod("web", &[]), "kcm-node-0").await;
+    eventually("started", || {
+        h.recorder.reasons() == ["Pulled", "Created", "Started"]
+    })
+    .await;
+    let events = h.recorder.events();
+    let started = &events[2];
+    assert_eq!(started.type_, EventType::Normal);
+    assert_eq!(started.message, "Container started");
+    assert_eq!(started.regarding.kind.as_deref(), Some("Pod"));
+    assert_eq!(started.regarding.name.as_deref(), Some("web"));
+    assert_eq!(
+        started.regarding.field_path.as_deref(),
+        Some("spec.containers{app}")
+    );
+    assert!(h.fake.delete_pod_gracefully("default", "web", Some(30)));
+    eventually("killed", || {
+        h.recorder.reasons().last().map(String::as_str) == Some("Killing")
+    })
+    .await;
+    assert_eq!(
+        h.recorder
+            .events()
+            .last()
+            .map(|e| e.message.clone())
+            .as_deref(),
+        Some("Stopping container app")
     );
 }
 
