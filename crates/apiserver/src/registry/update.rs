@@ -247,9 +247,9 @@ impl Registry {
             let tracked = !matches!(source, Source::Apply(..));
             let new =
                 self.prepare_update(def, namespace, name, new, &current, target, opts, tracked)?;
-            // Both admission phases after the strategy's validation: none of the in-tree
-            // plugins mutates an update, so the order upstream uses (mutating admission
-            // before `BeforeUpdate`) gives the same result.
+            // Upstream's order: mutating admission (DefaultTolerationSeconds puts back the
+            // tolerations an update dropped; webhooks and policies may patch), then the
+            // strategy's validation of what admission made, then validating admission.
             let server = UserInfo::apiserver();
             let user = opts.user.as_deref().unwrap_or(&server);
             let mut attrs =
@@ -258,12 +258,8 @@ impl Registry {
                     .with_old_object(Some(&current))
                     .with_dry_run(dry_run);
             self.admission_admit(&mut attrs).await?;
-            if attrs.patched() {
-                // A mutating webhook changed the update: validated again, as upstream
-                // validates after the mutating phase.
-                let patched = take_admitted(&mut attrs)?;
-                attrs.object = Some(revalidate_update(def, name, patched, &current, target)?);
-            }
+            let admitted = take_admitted(&mut attrs)?;
+            attrs.object = Some(validate_update(def, name, admitted, &current, target)?);
             self.admission_validate(&mut attrs).await?;
             warnings.extend(attrs.take_warnings());
             let mut new = take_admitted(&mut attrs)?;
@@ -368,8 +364,9 @@ impl Registry {
     }
 
     /// Builds the object to store from the client's `new` and the stored `old`
-    /// (`rest.BeforeUpdate` plus the strategy's `PrepareForUpdate` and validation); with
-    /// `tracked`, the write is recorded in `managedFields` as an `Update`.
+    /// (`rest.BeforeUpdate` plus the strategy's `PrepareForUpdate`); with `tracked`, the
+    /// write is recorded in `managedFields` as an `Update`. Validation follows the mutating
+    /// admission phase ([`validate_update`]).
     #[allow(clippy::too_many_arguments)]
     fn prepare_update(
         &self,
@@ -459,20 +456,9 @@ impl Registry {
             };
             managed::record_update(old, &mut new, schema.root(), scope(def, target), writer);
         }
-        let mut errs = validate_object_meta(&new, def.namespaced, def.strategy.name_rule());
-        errs.extend(validate_object_meta_update(&new, old));
-        match target {
-            Target::Main => {
-                if def.generation.bumps(&new, old) {
-                    object::set_meta(&mut new, "generation", object::generation(old) + 1);
-                }
-                def.strategy.prepare_for_update(&mut new, old);
-                errs.extend(def.strategy.validate_update(&new, old));
-            }
-            Target::Status => errs.extend(def.strategy.validate_status_update(&new, old)),
-            Target::Approval => errs.extend(def.strategy.validate_approval_update(&new, old)),
+        if target == Target::Main {
+            def.strategy.prepare_for_update(&mut new, old);
         }
-        def.check(name, errs)?;
         Ok(new)
     }
 
@@ -520,7 +506,9 @@ impl Registry {
 
 /// The update `new` of `old` validated again after a mutating webhook patched it (its
 /// generation follows a spec the patch changed).
-fn revalidate_update(
+/// The strategy's validation of an update (`rest.BeforeUpdate`'s `ValidateUpdate`), with the
+/// generation bumped when the change calls for it.
+fn validate_update(
     def: &ResourceDef,
     name: &str,
     mut new: Value,

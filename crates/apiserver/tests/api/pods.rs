@@ -193,3 +193,67 @@ async fn scheduled_pod_is_deleted_gracefully_then_with_grace_zero() {
     })
     .await;
 }
+
+/// Mutating admission runs before an update's validation, as upstream: an update that
+/// replaces the tolerations (the e2e Pod Generation test's) gets the default ones back from
+/// DefaultTolerationSeconds, so it only adds one and is allowed; the generation bumps.
+#[tokio::test]
+async fn an_update_replacing_tolerations_keeps_the_defaults_and_bumps_the_generation() {
+    timed(async {
+        let server = TestServer::start().await;
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        let created = pods
+            .create(&PostParams::default(), &pod("tolerant", &[]))
+            .await
+            .expect("create");
+        assert_eq!(created.metadata.generation, Some(1));
+        let mut changed = created.clone();
+        let spec = changed.spec.as_mut().expect("spec");
+        spec.tolerations = Some(vec![k8s_openapi::api::core::v1::Toleration {
+            key: Some("foo".to_owned()),
+            operator: Some("Equal".to_owned()),
+            value: Some("bar".to_owned()),
+            effect: Some("NoSchedule".to_owned()),
+            ..Default::default()
+        }]);
+        let updated = pods
+            .replace("tolerant", &PostParams::default(), &changed)
+            .await
+            .expect("adding a toleration is allowed");
+        let keys: Vec<String> = updated
+            .spec
+            .clone()
+            .and_then(|s| s.tolerations)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|t| t.key)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "foo",
+                "node.kubernetes.io/not-ready",
+                "node.kubernetes.io/unreachable"
+            ]
+        );
+        assert_eq!(updated.metadata.generation, Some(2));
+
+        // Dropping a toleration the admission does not restore is still refused.
+        let mut dropped = updated.clone();
+        let Some(spec) = dropped.spec.as_mut() else {
+            panic!("spec");
+        };
+        spec.tolerations = Some(Vec::new());
+        let err = pods
+            .replace("tolerant", &PostParams::default(), &dropped)
+            .await
+            .expect_err("the foo toleration cannot go");
+        let (code, _, message) = status_of(err);
+        assert_eq!(code, 422, "{message}");
+        assert!(
+            message.contains("only additions to existing tolerations"),
+            "{message}"
+        );
+    })
+    .await;
+}
