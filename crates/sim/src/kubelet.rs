@@ -743,8 +743,21 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
     let all_apps_done = app_plans
         .iter()
         .all(|p| matches!(p.state, State::Terminated(_)));
+    // The kubelet's active deadline (`activeDeadlineHandler`): counted from the pod's
+    // start; once it has passed, the pod fails and what runs is killed.
+    let deadline = spec
+        .active_deadline_seconds
+        .filter(|s| *s >= 0)
+        .map(|s| later(started, Duration::from_secs(s.unsigned_abs())));
+    let deadline_exceeded = forced.is_none() && deadline.is_some_and(|d| d <= now);
+    if !deadline_exceeded {
+        wake(deadline);
+    }
+    let killed = forced.is_some() || deadline_exceeded;
     let finished = if let Some(phase) = forced {
         Some(phase)
+    } else if deadline_exceeded {
+        Some("Failed")
     } else if init_failed && policy == "Never" {
         Some("Failed")
     } else if run_to_completion && at.is_some() && all_apps_done {
@@ -760,11 +773,13 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
         // code; sidecars are stopped once the app containers are done.
         let code = if phase == "Succeeded" {
             0
+        } else if deadline_exceeded {
+            KILLED_EXIT_CODE
         } else {
             exit_code.filter(|c| *c != 0).unwrap_or(1)
         };
         for plan in &mut app_plans {
-            if forced.is_some() && !matches!(plan.state, State::Terminated(_)) {
+            if killed && !matches!(plan.state, State::Terminated(_)) {
                 let from = match plan.state {
                     State::Running { started } => started,
                     _ => now,
@@ -781,7 +796,7 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
                 plan.state = State::Terminated(Exited {
                     started,
                     finished: now,
-                    exit_code: if forced.is_some() { code } else { 0 },
+                    exit_code: if killed { code } else { 0 },
                 });
             }
         }
@@ -879,6 +894,16 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
                 .unwrap_or_else(|| qos_class(pod).into()),
         ),
         observed_generation: pod.metadata.generation,
+        reason: if deadline_exceeded {
+            Some("DeadlineExceeded".into())
+        } else {
+            current.reason.clone()
+        },
+        message: if deadline_exceeded {
+            Some("Pod was active on the node longer than the specified deadline".into())
+        } else {
+            current.message.clone()
+        },
         ..current.clone()
     };
     let recheck = finished
@@ -1112,6 +1137,45 @@ mod tests {
         );
         // Posting again changes nothing: no status churn.
         assert_eq!(decide(&p, &cx(150)), Decision::Wait(None));
+    }
+
+    #[test]
+    fn an_active_deadline_fails_the_pod_and_kills_its_containers() {
+        let mut p = pod(&[], None);
+        let d = decide(&p, &cx(102));
+        apply(&mut p, d);
+        assert_eq!(decide(&p, &cx(150)), Decision::Wait(None));
+        // An update sets a deadline of 60 s from the start (102): a recheck when it passes.
+        if let Some(spec) = p.spec.as_mut() {
+            spec.active_deadline_seconds = Some(60);
+        }
+        assert_eq!(
+            decide(&p, &cx(150)),
+            Decision::Wait(Some(Duration::from_secs(12)))
+        );
+        let d = decide(&p, &cx(162));
+        apply(&mut p, d);
+        let status = p.status.clone().expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("Pod was active on the node longer than the specified deadline")
+        );
+        let terminated = status
+            .container_statuses
+            .iter()
+            .flatten()
+            .map(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .map(|t| t.exit_code)
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(terminated, vec![Some(KILLED_EXIT_CODE)]);
+        assert_eq!(condition_status(&p, "Ready").as_deref(), Some("False"));
+        assert_eq!(decide(&p, &cx(170)), Decision::Wait(None), "terminal");
     }
 
     #[test]
