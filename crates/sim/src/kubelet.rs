@@ -37,10 +37,12 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+mod admission;
 mod command;
 mod events;
 mod expansion;
 
+pub use admission::{NODE_PORTS, host_port_conflict, rejected_status, wants_host_ports};
 pub use command::{Run, container_run, probe_succeeds};
 pub use events::{ContainerEvent, container_events, killing_events};
 pub use expansion::{expand, subpath_error};

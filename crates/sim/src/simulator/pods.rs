@@ -9,7 +9,10 @@ use kcm_machinery::controller::api_status::ApiStatus;
 use kcm_machinery::informer::split_meta_namespace_key;
 
 use super::{Error, Result, Simulator, lock};
-use crate::kubelet::{ContainerEvent, Context, Decision, container_events, decide, killing_events};
+use crate::kubelet::{
+    ContainerEvent, Context, Decision, NODE_PORTS, container_events, decide, host_port_conflict,
+    killing_events, rejected_status, wants_host_ports,
+};
 use crate::node::heartbeat_stopped;
 use crate::scheduler::service::pod_reference;
 
@@ -42,9 +45,30 @@ impl Simulator {
         };
         for event in events {
             let mut regarding = pod_reference(pod);
-            regarding.field_path = Some(event.field_path);
+            regarding.field_path = Some(event.field_path).filter(|p| !p.is_empty());
             recorder.event(&regarding, event.type_, event.reason, event.message);
         }
+    }
+
+    /// Whether the kubelet's admission refuses `pod`, not yet started on `node`: a host port
+    /// it asks for is held by a pod the node already runs (started, not finished).
+    fn rejects(&self, pod: &Pod, node: &str, uid: &str) -> bool {
+        let started = pod.status.as_ref().is_some_and(|s| s.start_time.is_some());
+        if started || pod.metadata.deletion_timestamp.is_some() || !wants_host_ports(pod) {
+            return false;
+        }
+        let everything = kcm_machinery::labels::Selector::everything();
+        let others = self.shared.pods.list_all(&everything);
+        let admitted = others.iter().map(AsRef::as_ref).filter(|other: &&Pod| {
+            other.metadata.uid.as_deref() != Some(uid)
+                && other.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                && other
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.start_time.is_some())
+                && !is_finished(other)
+        });
+        host_port_conflict(pod, admitted)
     }
 
     /// Serves the pod queue until it shuts down.
@@ -95,6 +119,31 @@ impl Simulator {
         }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         if is_finished(&pod) && pod.metadata.deletion_timestamp.is_none() {
+            shared.release(node_name, &uid);
+            return Ok(None);
+        }
+        if self.rejects(&pod, node_name, &uid) {
+            let (status, message) = rejected_status(&pod);
+            let mut update = (*pod).clone();
+            update.status = Some(status);
+            match self.client.update_pod_status(&update).await {
+                Ok(_) => {
+                    let event = ContainerEvent {
+                        field_path: String::new(),
+                        type_: kcm_machinery::events::EventType::Warning,
+                        reason: NODE_PORTS,
+                        message,
+                    };
+                    self.record(node_name, &pod, vec![event]);
+                }
+                Err(err) if err.is_not_found() => {}
+                Err(source) => {
+                    return Err(Error::PodStatus {
+                        pod: key.to_owned(),
+                        source,
+                    });
+                }
+            }
             shared.release(node_name, &uid);
             return Ok(None);
         }

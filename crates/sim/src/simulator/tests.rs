@@ -557,3 +557,56 @@ async fn pods_on_other_nodes_are_not_touched() {
     );
     assert_eq!(h.count(|a| matches!(a, Action::UpdatePodStatus { .. })), 0);
 }
+
+fn with_host_port(mut p: Pod, port: i32) -> Pod {
+    if let Some(spec) = p.spec.as_mut() {
+        for c in &mut spec.containers {
+            c.ports = Some(vec![k8s_openapi::api::core::v1::ContainerPort {
+                container_port: 80,
+                host_port: Some(port),
+                ..Default::default()
+            }]);
+        }
+    }
+    p
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_whose_host_port_the_node_already_gives_out_is_rejected() {
+    let h = Harness::start(FakeCluster::new(), config(2)).await;
+    h.run_pod(with_host_port(pod("holder", &[]), 21017), "kcm-node-0")
+        .await;
+    eventually("the holder running", || {
+        h.pod("holder").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    h.run_pod(with_host_port(pod("second", &[]), 21017), "kcm-node-0")
+        .await;
+    h.run_pod(with_host_port(pod("elsewhere", &[]), 21017), "kcm-node-1")
+        .await;
+    eventually("the second pod rejected", || {
+        h.pod("second").and_then(|p| phase(&p)).as_deref() == Some("Failed")
+    })
+    .await;
+    let status = h.pod("second").and_then(|p| p.status).expect("status");
+    assert_eq!(status.reason.as_deref(), Some("NodePorts"));
+    assert!(status.start_time.is_none(), "never started");
+    let rejection = h
+        .recorder
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "NodePorts")
+        .expect("a NodePorts event");
+    assert_eq!(rejection.type_, EventType::Warning);
+    assert_eq!(rejection.regarding.name.as_deref(), Some("second"));
+    assert_eq!(rejection.regarding.field_path, None);
+    eventually("the pod on the other node running", || {
+        h.pod("elsewhere").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    assert_eq!(
+        h.pod("holder").and_then(|p| phase(&p)).as_deref(),
+        Some("Running"),
+        "the holder keeps its port"
+    );
+}
