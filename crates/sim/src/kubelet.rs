@@ -758,9 +758,7 @@ pub fn decide(pod: &Pod, cx: &Context) -> Decision {
     let killed = forced.is_some() || deadline_exceeded;
     let finished = if let Some(phase) = forced {
         Some(phase)
-    } else if deadline_exceeded {
-        Some("Failed")
-    } else if init_failed && policy == "Never" {
+    } else if deadline_exceeded || (init_failed && policy == "Never") {
         Some("Failed")
     } else if run_to_completion && at.is_some() && all_apps_done {
         let failed = app_plans
