@@ -13,6 +13,7 @@
 #      CONFORMANCE  the conformance folder (default ../shared/conformance)
 #      OUT      report directory (default conformance-report-<store>)
 #      PROCS    parallel ginkgo processes (default 4)
+#      TARGETS  the list of tests to run when no FOCUS is given (default the targets.txt there)
 # Run from the repository root. It starts kcm up on 127.0.0.1 with a temporary data dir,
 # waits for its nodes to be Ready, runs the tests, prints the summary and stops the cluster.
 # A full target run takes 20-40 minutes on a 2-core machine.
@@ -76,7 +77,7 @@ echo "kcm ($STORE) at $(kubectl config view -o jsonpath='{.clusters[0].cluster.s
 
 rc=0
 if [ -z "$FOCUS" ] && [ -z "$SKIP" ]; then
-  TARGETS="$CONFORMANCE/targets.txt" "$CONFORMANCE/run.sh" "$KUBECONFIG" || rc=$?
+  TARGETS="${TARGETS:-$CONFORMANCE/targets.txt}" "$CONFORMANCE/run.sh" "$KUBECONFIG" || rc=$?
 else
   "$CONFORMANCE/run.sh" "$KUBECONFIG" "$FOCUS" "${SKIP:-\[Serial\]|\[Disruptive\]}" || rc=$?
 fi

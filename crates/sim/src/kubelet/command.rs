@@ -80,8 +80,17 @@ fn argv_run(argv: &[String]) -> Option<Run> {
 
 /// The run of a shell script: the sum of its `sleep`s (or forever, for `tail -f`, `sleep
 /// infinity` or a `while true` loop) up to its first `exit N`; exit code 1 when its last
-/// command is `false`. A script with none of these runs the default time.
+/// command is `false`. A script with none of these, or with a conditional (`if`, `case`,
+/// `test`), runs the default time.
 fn script_run(script: &str) -> Run {
+    // What a conditional does depends on state the simulator does not have (a file, a
+    // variable): such a script is an unknown command.
+    let conditional = script
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .any(|w| matches!(w, "if" | "elif" | "else" | "case" | "test" | "[" | "[["));
+    if conditional {
+        return Run::DEFAULT;
+    }
     let mut total = Duration::ZERO;
     let mut known = false;
     let mut exit_code = 0;
@@ -194,6 +203,14 @@ mod tests {
         // Nothing the model reads: the default run.
         assert_eq!(run(&["sh", "-c", "cat /etc/hosts"]), Run::DEFAULT);
         assert_eq!(run(&["/agnhost", "serve-hostname"]), Run::DEFAULT);
+        // A branch taken on a file the container would see: unknown, not `exit 0` at once
+        // (the e2e Job disruption test's pods sleep on their first run).
+        let script = "\n\t\t\tif [[ -r /data/foo-$JOB_COMPLETION_INDEX ]]\n\t\t\tthen\n\t\t\t\texit 0\n\t\t\telse\n\t\t\t\ttouch /data/foo-$JOB_COMPLETION_INDEX\n\t\t\t\tsleep 1000000\n\t\t\tfi\n\t\t";
+        assert_eq!(run(&["/bin/sh", "-c", script]), Run::DEFAULT);
+        assert_eq!(
+            run(&["sh", "-c", "[ -f /tmp/x ] && exit 1; sleep 3"]),
+            Run::DEFAULT
+        );
     }
 
     #[test]
