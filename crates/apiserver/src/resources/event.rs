@@ -9,7 +9,7 @@ use crate::resources::simple::CreateOnUpdate;
 use crate::strategic_merge::kinds;
 use crate::table::printers;
 
-/// Field selectors of events (upstream's `event.ToSelectableFields`), on the stored core form.
+/// Field selectors of core/v1 events (upstream's `event.ToSelectableFields`).
 const EVENT_FIELDS: &[SelectableField] = &[
     SelectableField::string("involvedObject.kind", "/involvedObject/kind"),
     SelectableField::string("involvedObject.namespace", "/involvedObject/namespace"),
@@ -28,6 +28,22 @@ const EVENT_FIELDS: &[SelectableField] = &[
     SelectableField::string("type", "/type"),
 ];
 
+/// Field selectors of events.k8s.io/v1 events (upstream's
+/// `AddFieldLabelConversionsForEvent`): that version's names, read from an object in that
+/// version (what a list or watch matches).
+const EVENTS_V1_FIELDS: &[SelectableField] = &[
+    SelectableField::string("regarding.kind", "/regarding/kind"),
+    SelectableField::string("regarding.namespace", "/regarding/namespace"),
+    SelectableField::string("regarding.name", "/regarding/name"),
+    SelectableField::string("regarding.uid", "/regarding/uid"),
+    SelectableField::string("regarding.apiVersion", "/regarding/apiVersion"),
+    SelectableField::string("regarding.resourceVersion", "/regarding/resourceVersion"),
+    SelectableField::string("regarding.fieldPath", "/regarding/fieldPath"),
+    SelectableField::string("reason", "/reason"),
+    SelectableField::string("reportingController", "/reportingController"),
+    SelectableField::string("type", "/type"),
+];
+
 /// core/v1 events: the stored form.
 pub static CORE_EVENTS: ResourceDef = ResourceDef::of::<CoreEvent>()
     .short_names(&["ev"])
@@ -39,7 +55,7 @@ pub static CORE_EVENTS: ResourceDef = ResourceDef::of::<CoreEvent>()
 /// events.k8s.io/v1 events, stored as core/v1 events.
 pub static EVENTS_V1: ResourceDef = ResourceDef::of::<EventsEvent>()
     .short_names(&["ev"])
-    .fields(EVENT_FIELDS)
+    .fields(EVENTS_V1_FIELDS)
     .strategy(&CreateOnUpdate)
     .stored_as("core", "events", TO_CORE)
     .printer(printers::EVENT)
@@ -131,5 +147,23 @@ mod tests {
             "c"
         );
         assert_eq!(event(json!({})), "");
+    }
+
+    #[test]
+    fn events_v1_selects_by_its_own_field_names() {
+        let stored = EVENTS_V1.from_storage(json!({"involvedObject": {"name": "p", "kind": "Pod"},
+            "reportingComponent": "test-controller", "type": "Normal", "reason": "Tested"}));
+        for (field, want) in [
+            ("reportingController", "test-controller"),
+            ("regarding.name", "p"),
+            ("regarding.kind", "Pod"),
+            ("type", "Normal"),
+            ("reason", "Tested"),
+        ] {
+            let f = EVENTS_V1.field(field).expect(field);
+            assert_eq!(f.value(&stored), want, "{field}");
+        }
+        assert!(EVENTS_V1.field("involvedObject.name").is_none());
+        assert!(CORE_EVENTS.field("reportingController").is_none());
     }
 }
