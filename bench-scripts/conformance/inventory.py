@@ -123,9 +123,9 @@ def main(argv):
         per_sig[sig][status] += 1
         if status == "failed":
             cat, note = reason(name)
-            if name in targets:
-                cat = "target"
             per_reason[cat] += 1
+            if name in targets:
+                note = f"(a target) {note}"
             failing[sig].append((name, msg, loc, cat, note))
         elif status == "not run":
             not_run.append(name)
