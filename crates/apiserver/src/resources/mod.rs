@@ -158,6 +158,7 @@ pub mod storage_class;
 pub mod volume_attachment;
 pub mod volume_attributes_class;
 pub mod webhook;
+pub mod zero_times;
 
 use crate::registry::resource::ResourceDef;
 

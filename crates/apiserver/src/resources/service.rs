@@ -28,8 +28,16 @@ pub static SERVICES: ResourceDef = ResourceDef::of::<Service>()
 pub struct ServiceStrategy;
 
 /// Decodes a Service with upstream's defaults (type, session affinity, traffic policies,
-/// port protocol and target port).
-pub fn decode(obj: Value) -> Result<Value, String> {
+/// port protocol and target port); a status condition with no `lastTransitionTime` (Go's zero
+/// time, which the e2e status lifecycle test sends) is kept, as `null`.
+pub fn decode(mut obj: Value) -> Result<Value, String> {
+    let held = super::zero_times::hold(&mut obj, "/status/conditions");
+    let mut decoded = decode_typed(obj)?;
+    super::zero_times::release(&mut decoded, "/status/conditions", &held);
+    Ok(decoded)
+}
+
+fn decode_typed(obj: Value) -> Result<Value, String> {
     typed_roundtrip::<Service>(obj, |svc| {
         let Some(spec) = svc.spec.as_mut() else {
             return;
