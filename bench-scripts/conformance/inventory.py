@@ -43,7 +43,9 @@ def first_failure(text):
     if msg.startswith("[PANICKED]"):
         panic = next((l.strip() for l in lines if "runtime error" in l), "")
         msg = f"{msg}: {panic}" if panic else msg
-    elif re.search(r"(Expected|Got:|Timed out after [\d.]+s\.|Failed after [\d.]+s\.)$", msg):
+    elif msg.strip() == "[FAILED]" or re.search(
+        r"(Expected|Got:|Timed out after [\d.]+s\.|Failed after [\d.]+s\.)$", msg
+    ):
         extra = []
         for l in lines[idx + 1 :]:
             if l.startswith("In ["):
