@@ -11,7 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use serde_json::Value;
 
 use super::environment;
-use crate::admission::validating_policy::compiled::{Compiled, FailurePolicy};
+use crate::admission::validating_policy::compiled::{Compiled, FailurePolicy, compile_variables};
 use crate::admission::validating_policy::expression::{Declarations, Expression};
 use crate::admission::validating_policy::matching::Matcher;
 use crate::object;
@@ -98,23 +98,7 @@ impl Policy {
             variables: Vec::new(),
             growth: Vec::new(),
         };
-        let mut variables = Vec::new();
-        let mut config_error = None;
-        for (i, v) in variables_in.into_iter().enumerate() {
-            match compile_in(&v.expression, &decls) {
-                Ok(e) => {
-                    decls.growth.push(e.growth.total);
-                    variables.push((v.name.clone(), e));
-                }
-                Err(e) => {
-                    decls.growth.push(0);
-                    config_error.get_or_insert(format!(
-                        "spec.variables[{i}].expression: compilation failed: {e}"
-                    ));
-                }
-            }
-            decls.variables.push(v.name);
-        }
+        let (variables, config_error) = compile_variables(variables_in, &mut decls, compile_in);
         let match_conditions = conditions_in
             .into_iter()
             .map(|c| {

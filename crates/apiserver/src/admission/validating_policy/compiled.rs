@@ -1,7 +1,7 @@
 //! A ValidatingAdmissionPolicy and a binding as the plugin uses them: decoded, selectors parsed and every expression compiled, once per resourceVersion.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    ParamRef, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ParamRef, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, Variable,
 };
 use serde_json::Value;
 
@@ -80,23 +80,11 @@ impl Policy {
             variables: Vec::new(),
             growth: Vec::new(),
         };
-        let mut variables = Vec::new();
-        let mut config_error = None;
-        for (i, v) in spec.variables.unwrap_or_default().into_iter().enumerate() {
-            match Expression::compile(&v.expression, &decls) {
-                Ok(e) => {
-                    decls.growth.push(e.growth.total);
-                    variables.push((v.name.clone(), e));
-                }
-                Err(e) => {
-                    decls.growth.push(0);
-                    config_error.get_or_insert(format!(
-                        "spec.variables[{i}].expression: compilation failed: {e}"
-                    ));
-                }
-            }
-            decls.variables.push(v.name);
-        }
+        let (variables, config_error) = compile_variables(
+            spec.variables.unwrap_or_default(),
+            &mut decls,
+            Expression::compile,
+        );
         let compile = |source: &str| Expression::compile(source, &decls);
         let match_conditions = spec
             .match_conditions
@@ -141,6 +129,34 @@ impl Policy {
             config_error,
         })
     }
+}
+
+/// Compiles a policy's `spec.variables` in order, each able to use the ones before it (they
+/// join `decls`, with their size growth); the compiled ones, and the first compile error as
+/// the policy's configuration error. Shared by the validating and mutating policies.
+pub fn compile_variables(
+    variables: Vec<Variable>,
+    decls: &mut Declarations,
+    compile: impl Fn(&str, &Declarations) -> Result<Expression, String>,
+) -> (Vec<(String, Expression)>, Option<String>) {
+    let mut compiled = Vec::new();
+    let mut config_error = None;
+    for (i, v) in variables.into_iter().enumerate() {
+        match compile(&v.expression, decls) {
+            Ok(e) => {
+                decls.growth.push(e.growth.total);
+                compiled.push((v.name.clone(), e));
+            }
+            Err(e) => {
+                decls.growth.push(0);
+                config_error.get_or_insert(format!(
+                    "spec.variables[{i}].expression: compilation failed: {e}"
+                ));
+            }
+        }
+        decls.variables.push(v.name);
+    }
+    (compiled, config_error)
 }
 
 /// `validationActions`.
