@@ -8,6 +8,7 @@
 //! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
 //! functions beside the controllers.
 
+pub mod cloud;
 pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemon;
@@ -30,6 +31,7 @@ pub mod replication;
 pub mod resourcequota;
 pub mod rootcacertpublisher;
 pub mod serviceaccount;
+pub mod servicelb;
 pub mod statefulset;
 pub mod tainteviction;
 pub mod ttlafterfinished;

@@ -13,6 +13,7 @@ use kcm_apiserver::registry::components::ComponentHealth;
 use kcm_apiserver::{RunningServer, Server, ServerConfig, StorageBackend};
 
 use crate::admission_flags::AdmissionFlags;
+use kcm_controllers::cloud::simulated::{IpPool, SimulatedCloud, SimulatedProvider};
 use kcm_controllers::manager::{
     ControllerManager, ControllerRegistry, ManagerOptions, RunningManager, install_signal_handler,
 };
@@ -83,6 +84,19 @@ pub struct UpArgs {
     /// Burst of the embedded controllers' client (kube-controller-manager's flag).
     #[arg(long, default_value_t = UP_KUBE_API_BURST)]
     pub kube_api_burst: u32,
+    /// The addresses the simulated cloud gives `LoadBalancer` Services (an IPv4 CIDR; the
+    /// default is TEST-NET-1, RFC 5737, which routes nowhere).
+    #[arg(
+        long,
+        value_name = "cidr",
+        default_value = kcm_controllers::cloud::simulated::DEFAULT_POOL,
+        value_parser = parse_pool
+    )]
+    pub load_balancer_ip_pool: IpPool,
+}
+
+fn parse_pool(s: &str) -> Result<IpPool, String> {
+    IpPool::parse(s).map_err(|err| err.to_string())
 }
 
 /// `kcm up`'s `--kube-api-qps`: kube-controller-manager's 20 throttles a cluster whose API
@@ -417,7 +431,10 @@ impl EmbeddedCluster {
         let manager =
             ControllerManager::new(manager_options(Some(args))?, ControllerRegistry::builtin())
                 .context("configuring the controller manager")?
-                .with_kube_config(server.kube_config());
+                .with_kube_config(server.kube_config())
+                .with_cloud(Arc::new(SimulatedProvider(SimulatedCloud::new(
+                    args.load_balancer_ip_pool,
+                ))));
         tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
         let manager = manager
             .start(cancel.child_token())

@@ -597,3 +597,129 @@ fn daemon_sets_stateful_sets_and_replication_controllers(backend: &Backend) {
         "exit status after SIGTERM: {status}"
     );
 }
+
+kcm_up::on_each_backend!(
+    load_balancer_services_get_addresses_from_the_simulated_cloud:
+        up_gives_load_balancer_services_an_external_ip_sqlite,
+        up_gives_load_balancer_services_an_external_ip_etcd
+);
+
+/// The service-lb controller with `kcm up`'s simulated cloud, driven by `kubectl` as a user
+/// would: `kubectl expose --type=LoadBalancer` shows an EXTERNAL-IP from the pool, a full pool
+/// leaves the next Service pending with `SyncLoadBalancerFailed` until an address is freed
+/// (by a deletion or a type change), and a Service with a `loadBalancerClass` is left alone.
+fn load_balancer_services_get_addresses_from_the_simulated_cloud(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two addresses: 192.0.2.1 and 192.0.2.2.
+    let up = Up::start(
+        backend,
+        &dir.path().join("data"),
+        &["--load-balancer-ip-pool", "192.0.2.0/30"],
+        "info",
+    );
+    up.wait_nodes_ready();
+    let ingress = |svc: &str| up.jsonpath(&["svc", svc], "{.status.loadBalancer.ingress[*].ip}");
+    let wait_ingress = |svc: &str, want: &str| {
+        up.wait_for(&format!("{svc} at {want:?}"), || {
+            (ingress(svc) == want).then_some(())
+        })
+    };
+
+    up.kubectl_ok(&["create", "deployment", "web", "--image=nginx"]);
+    up.kubectl_ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "--type=LoadBalancer",
+        "--port=80",
+    ]);
+    wait_ingress("web", "192.0.2.1");
+    let table = up.kubectl_ok(&["get", "svc", "web"]);
+    assert!(table.contains("EXTERNAL-IP"), "{table}");
+    assert!(table.contains("192.0.2.1"), "{table}");
+    assert_eq!(
+        up.jsonpath(&["svc", "web"], "{.metadata.finalizers}"),
+        r#"["service.kubernetes.io/load-balancer-cleanup"]"#
+    );
+    let reasons = |svc: &str| {
+        up.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.kind=Service,involvedObject.name={svc}"),
+            "-o",
+            "jsonpath={range .items[*]}{.reason}{\" \"}{.source.component}{\"\\n\"}{end}",
+        ])
+    };
+    let events = reasons("web");
+    for want in [
+        "EnsuringLoadBalancer service-controller",
+        "EnsuredLoadBalancer service-controller",
+    ] {
+        assert!(events.contains(want), "{want} missing from\n{events}");
+    }
+
+    up.kubectl_ok(&["create", "service", "loadbalancer", "second", "--tcp=80"]);
+    wait_ingress("second", "192.0.2.2");
+    // The pool is full: the third waits, and says why.
+    up.kubectl_ok(&["create", "service", "loadbalancer", "third", "--tcp=80"]);
+    up.wait_for("SyncLoadBalancerFailed on third", || {
+        reasons("third")
+            .contains("SyncLoadBalancerFailed")
+            .then_some(())
+    });
+    let message = up.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=third,reason=SyncLoadBalancerFailed",
+        "-o",
+        "jsonpath={.items[0].message}",
+    ]);
+    assert_eq!(
+        message,
+        "Error syncing load balancer: failed to ensure load balancer: no free address in the \
+         load balancer pool 192.0.2.0/30"
+    );
+    assert_eq!(ingress("third"), "");
+
+    // Another implementation's Service is not touched.
+    let classed = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"classed"},
+        "spec":{"type":"LoadBalancer","loadBalancerClass":"example.com/lb",
+        "ports":[{"port":80}]}}"#;
+    let manifest = dir.path().join("classed.json");
+    std::fs::write(&manifest, classed).expect("manifest");
+    up.kubectl_ok(&["apply", "-f", &manifest.to_string_lossy()]);
+
+    // Deleting web frees its address for third (retried with backoff).
+    up.kubectl_ok(&["delete", "svc", "web", "--wait=true"]);
+    wait_ingress("third", "192.0.2.1");
+    // A type change releases second's address and its finalizer.
+    up.kubectl_ok(&[
+        "patch",
+        "svc",
+        "second",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"type":"ClusterIP"}}"#,
+    ]);
+    up.wait_for("second released", || {
+        (ingress("second").is_empty()
+            && up
+                .jsonpath(&["svc", "second"], "{.metadata.finalizers}")
+                .is_empty())
+        .then_some(())
+    });
+    let events = reasons("second");
+    for want in [
+        "Type service-controller",
+        "DeletedLoadBalancer service-controller",
+    ] {
+        assert!(events.contains(want), "{want} missing from\n{events}");
+    }
+    assert_eq!(ingress("classed"), "");
+    assert_eq!(
+        up.jsonpath(&["svc", "classed"], "{.metadata.finalizers}"),
+        ""
+    );
+}

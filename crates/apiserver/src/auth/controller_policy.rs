@@ -380,6 +380,15 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             vec![rule(&["create"], &[LEGACY], &["serviceaccounts"]), events()],
         ),
         (
+            "service-controller",
+            vec![
+                rule(&["get", "list", "watch"], &[LEGACY], &["services"]),
+                rule(&["patch", "update"], &[LEGACY], &["services/status"]),
+                rule(&["list", "watch"], &[LEGACY], &["nodes"]),
+                events(),
+            ],
+        ),
+        (
             "statefulset-controller",
             vec![
                 rule(&["list", "watch"], &[LEGACY], &["pods"]),
@@ -508,6 +517,12 @@ mod tests {
     #[test]
     fn controller_roles_grant_what_each_controller_calls() {
         let cases = [
+            (
+                "service-controller",
+                one("patch", "", "services/status"),
+                true,
+            ),
+            ("service-controller", one("update", "", "services"), false),
             ("replicaset-controller", one("create", "", "pods"), true),
             (
                 "replicaset-controller",

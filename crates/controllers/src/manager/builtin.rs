@@ -16,9 +16,9 @@ use super::names::{
     POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER,
     REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, RESOURCE_QUOTA,
     RESOURCE_QUOTA_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
-    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
-    STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
-    TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
+    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICE_LB, SERVICE_LB_CONTROLLER, SERVICEACCOUNT,
+    SERVICEACCOUNT_CONTROLLER, STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER,
+    TTL_AFTER_FINISHED, TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::clusterroleaggregation::{
@@ -56,6 +56,7 @@ use crate::rootcacertpublisher::{
 use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
+use crate::servicelb::{ServiceLbController, ServiceLbControllerOptions};
 use crate::statefulset::{StatefulSetController, StatefulSetControllerOptions};
 use crate::tainteviction::TaintEvictionController;
 use crate::ttlafterfinished::{
@@ -102,6 +103,7 @@ impl ControllerRegistry {
             persistentvolume_protection_controller(),
             volumeattributesclass_protection_controller(),
             ephemeral_volume_controller(),
+            service_lb_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
                 .iter()
@@ -812,6 +814,40 @@ pub fn ephemeral_volume_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(EPHEMERAL_VOLUME.aliases)
+}
+
+/// `service-lb-controller` (alias `service`): the Services and Nodes informers,
+/// `--concurrent-service-syncs` workers on queue `service`, events from `service-controller`.
+/// Skipped without a cloud or when the cloud has no load balancers, as upstream.
+pub fn service_lb_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(SERVICE_LB_CONTROLLER, |ctx: ControllerContext| async move {
+        let Some(cloud) = ctx.cloud.clone() else {
+            tracing::info!("no cloud provider: services of type LoadBalancer get no load balancer");
+            return Ok(None);
+        };
+        let Some(balancer) = cloud.load_balancer() else {
+            tracing::error!(
+                provider = cloud.provider_name(),
+                "Failed to start service controller: the cloud provider does not support external load balancers"
+            );
+            return Ok(None);
+        };
+        let controller = Arc::new(ServiceLbController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            balancer,
+            ctx.recorder(crate::servicelb::EVENT_COMPONENT),
+            ServiceLbControllerOptions {
+                cluster_name: ctx.options.kube_cloud_shared.cluster_name.clone(),
+                metrics: Some(ctx.workqueue_metrics()),
+            },
+        ));
+        let workers = ctx.options.service.concurrent_service_syncs.max(1) as usize;
+        Ok(Some(StartedController::new(
+            controller.run(workers, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(SERVICE_LB.aliases)
 }
 
 #[cfg(test)]

@@ -33,6 +33,9 @@ pub struct ControllerContext {
     /// (PEM), if it names one: what the root CA publisher publishes without `--root-ca-file`
     /// (upstream's `ClientBuilder.ConfigOrDie(...).CAData`).
     pub client_ca: Option<Arc<Vec<u8>>>,
+    /// The cloud provider (upstream's `ControllerContext.Cloud`); `None` without one, and then
+    /// the cloud controllers are skipped.
+    pub cloud: Option<Arc<dyn crate::cloud::CloudProvider>>,
     /// Cancelled when controllers must stop: shutdown, or the end of leadership. Run futures
     /// return once their workers have finished the items they hold.
     pub cancel: CancellationToken,

@@ -31,6 +31,7 @@ use super::registry::{ControllerRegistry, StartedController};
 use super::selection::ControllerSelection;
 use super::server::{self, HttpsServer};
 use super::tls::{ServingCert, self_signed_hosts};
+use crate::cloud::CloudProvider;
 
 /// How long stopping controllers may take before the manager abandons them: workers finish
 /// the item they hold, which is one sync, a handful of API calls.
@@ -128,6 +129,8 @@ pub struct ControllerManager {
     wall_clock: Option<Arc<dyn WallClock>>,
     /// Where events go; `None`: a broadcaster writing Events to the API server.
     events: Option<Arc<dyn EventPipeline>>,
+    /// The cloud of the cloud controllers; `None` skips them.
+    cloud: Option<Arc<dyn CloudProvider>>,
     /// `/metrics`.
     metrics: ManagerMetrics,
     /// `/healthz`, `/livez`, `/readyz`.
@@ -159,6 +162,7 @@ impl ControllerManager {
             identity: None,
             wall_clock: None,
             events: None,
+            cloud: None,
             metrics: ManagerMetrics::new(),
             health: HealthEndpoints::new(),
         })
@@ -205,6 +209,13 @@ impl ControllerManager {
     /// (e.g. [`LoggingEvents`](super::LoggingEvents)).
     pub fn with_events(mut self, events: Arc<dyn EventPipeline>) -> Self {
         self.events = Some(events);
+        self
+    }
+
+    /// Runs the cloud controllers (`service-lb-controller`) against `cloud`. Without one they
+    /// are skipped, as kube-controller-manager's with no `--cloud-provider`.
+    pub fn with_cloud(mut self, cloud: Arc<dyn CloudProvider>) -> Self {
+        self.cloud = Some(cloud);
         self
     }
 
@@ -285,6 +296,7 @@ impl ControllerManager {
             client: client.clone(),
             client_config: config,
             client_ca,
+            cloud: self.cloud,
             options: Arc::clone(&options),
             registry: self.registry,
             selection: self.selection,
@@ -518,6 +530,8 @@ struct Shared {
     client_config: kube::Config,
     /// The client configuration's CA (PEM), for [`ControllerContext::client_ca`].
     client_ca: Option<Arc<Vec<u8>>>,
+    /// For [`ControllerContext::cloud`].
+    cloud: Option<Arc<dyn CloudProvider>>,
     options: Arc<ManagerOptions>,
     registry: Arc<ControllerRegistry>,
     selection: ControllerSelection,
@@ -667,6 +681,7 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
         metrics: shared.metrics.clone(),
         options: Arc::clone(options),
         client_ca: shared.client_ca.clone(),
+        cloud: shared.cloud.clone(),
         cancel: token.clone(),
     };
 

@@ -278,9 +278,21 @@ pub const EPHEMERAL_VOLUME: ControllerNames = ControllerNames {
     service_account: "ephemeral-volume-controller",
 };
 
+/// kube-controller-manager's name of the service-lb controller.
+pub const SERVICE_LB_CONTROLLER: &str = crate::servicelb::CONTROLLER_NAME;
+
+/// `service-lb-controller`, alias `service`: a cloud controller, on by default and skipped
+/// without a cloud, as upstream's (`isCloudProviderController`).
+pub const SERVICE_LB: ControllerNames = ControllerNames {
+    name: SERVICE_LB_CONTROLLER,
+    aliases: &[crate::servicelb::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "service-controller",
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 27] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 28] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -308,6 +320,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 27] = [
     PERSISTENTVOLUME_PROTECTION,
     VOLUMEATTRIBUTESCLASS_PROTECTION,
     EPHEMERAL_VOLUME,
+    SERVICE_LB,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -356,6 +369,7 @@ mod tests {
                 "replicationcontroller-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
+                "service-lb-controller",
                 "serviceaccount-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",

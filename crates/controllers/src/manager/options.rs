@@ -66,6 +66,9 @@ pub struct ManagerOptions {
     /// The ReplicationController controller.
     #[command(flatten)]
     pub replicationcontroller: ReplicationControllerFlags,
+    /// The service-lb controller.
+    #[command(flatten)]
+    pub service: ServiceControllerFlags,
     /// The StatefulSet controller.
     #[command(flatten)]
     pub statefulset: StatefulSetControllerFlags,
@@ -422,6 +425,40 @@ pub struct KubeCloudSharedFlags {
         help = "If true, use individual service account credentials for each controller."
     )]
     pub use_service_account_credentials: bool,
+
+    /// The cloud provider. kube-controller-manager v1.36 has no in-tree one: empty or
+    /// `external` both mean none here, and the cloud controllers are skipped.
+    #[arg(
+        long,
+        value_name = "string",
+        default_value = "",
+        help = "The provider for cloud services. Empty string for no provider."
+    )]
+    pub cloud_provider: String,
+
+    /// The cluster's name, passed to the cloud (load balancer names).
+    #[arg(
+        long,
+        value_name = "string",
+        default_value = "kubernetes",
+        help = "The instance prefix for the cluster."
+    )]
+    pub cluster_name: String,
+}
+
+/// The service-lb controller's flags (upstream's `ServiceControllerOptions`).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Service controller flags")]
+pub struct ServiceControllerFlags {
+    /// Service workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 1,
+        help = "The number of services that are allowed to sync concurrently. Larger number = \
+                more responsive service management, but more CPU (and network) load"
+    )]
+    pub concurrent_service_syncs: u32,
 }
 
 /// The endpoints controller's flags.
@@ -1143,6 +1180,9 @@ mod tests {
         assert_eq!(o.cronjob.concurrent_cron_job_syncs, 5);
         assert_eq!(o.ttl_after_finished.concurrent_ttl_after_finished_syncs, 5);
         assert_eq!(o.ephemeral_volume.concurrent_ephemeral_volume_syncs, 5);
+        assert_eq!(o.service.concurrent_service_syncs, 1);
+        assert_eq!(o.kube_cloud_shared.cloud_provider, "");
+        assert_eq!(o.kube_cloud_shared.cluster_name, "kubernetes");
         assert_eq!(o.podgc.terminated_pod_gc_threshold, 12500);
         assert_eq!(o.resource_quota.concurrent_resource_quota_syncs, 5);
         assert_eq!(
@@ -1448,6 +1488,7 @@ mod tests {
             "Namespace controller flags:",
             "ReplicaSet controller flags:",
             "ReplicationController flags:",
+            "Service controller flags:",
             "StatefulSet controller flags:",
             "Misc flags:",
         ];
@@ -1468,7 +1509,10 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, volumeattributesclass-protection-controller",
+            "All controllers: clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, volumeattributesclass-protection-controller",
+            "--concurrent-service-syncs <int32>",
+            "--cloud-provider <string>",
+            "--cluster-name <string>",
             "--concurrent-job-syncs <int32>",
             "--concurrent-cron-job-syncs <int32>",
             "--concurrent-ttl-after-finished-syncs <int32>",
