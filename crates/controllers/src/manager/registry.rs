@@ -338,6 +338,7 @@ mod tests {
                 "replicationcontroller-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
+                "service-lb-controller",
                 "serviceaccount-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",
@@ -362,6 +363,7 @@ mod tests {
             ),
             ("pv-protection", "persistentvolume-protection-controller"),
             ("ephemeral-volume", "ephemeral-volume-controller"),
+            ("service", "service-lb-controller"),
             (
                 "root-ca-cert-publisher",
                 "root-ca-certificate-publisher-controller",
