@@ -178,6 +178,7 @@ impl Registry {
                     object::set_resource_version(&mut obj, rev);
                     if let Some(txn) = service_txn.take() {
                         txn.commit(self).await;
+                        self.sync_service_ip_addresses(None, Some(&obj)).await;
                     }
                     return Ok((obj, warnings));
                 }

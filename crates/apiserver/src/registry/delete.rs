@@ -213,6 +213,7 @@ impl Registry {
                 Ok(_) => {
                     if std::ptr::eq(def, &crate::resources::service::SERVICES) {
                         self.release_service_allocations(&last).await;
+                        self.sync_service_ip_addresses(Some(&last), None).await;
                     }
                     return Ok(DeleteOutcome::Deleted(last));
                 }

@@ -41,6 +41,7 @@ pub mod scale;
 pub mod served;
 pub mod service_alloc;
 pub mod service_ip;
+pub mod service_ipaddress;
 pub mod strategy;
 pub mod subresource;
 pub mod token_request;

@@ -427,8 +427,11 @@ impl Registry {
     /// Loads and repairs the allocators now (the server does it before serving, as
     /// kube-apiserver runs its repair controllers before allocating).
     pub async fn repair_service_allocations(&self) -> Result<()> {
-        let mut guard = self.service_ips.lock().await;
-        self.repair_allocators_locked(&mut guard).await
+        {
+            let mut guard = self.service_ips.lock().await;
+            self.repair_allocators_locked(&mut guard).await?;
+        }
+        self.repair_service_ip_addresses().await
     }
 
     /// Rebuilds the bitmaps from the stored Services, as upstream's IP and node port repair

@@ -287,6 +287,11 @@ impl Registry {
             } else {
                 None
             };
+            let is_service = std::ptr::eq(def, &crate::resources::service::SERVICES);
+            // The Service's last finalizer goes (also through `/status`: the service-lb
+            // controller removes its finalizer there): its final removal.
+            let removed = is_service && !dry_run && should_delete_during_update(&new, &current);
+            let previous = is_service.then(|| current.clone());
             match self
                 .commit_update(def, name, new, current, &kv, dry_run)
                 .await
@@ -295,7 +300,18 @@ impl Registry {
                     match service_txn {
                         Some(txn) if dry_run => txn.abort(self).await,
                         Some(txn) => txn.commit(self).await,
+                        // A final removal through `/status` gives back what the Service held,
+                        // as the main resource's does.
+                        None if removed => {
+                            if let Some(previous) = &previous {
+                                self.release_service_allocations(previous).await;
+                            }
+                        }
                         None => {}
+                    }
+                    if let Some(previous) = previous.as_ref().filter(|_| !dry_run) {
+                        let now = (!removed).then_some(&object);
+                        self.sync_service_ip_addresses(Some(previous), now).await;
                     }
                     return Ok(WriteOutcome {
                         object,

@@ -106,3 +106,154 @@ async fn network_policies_classes_cidrs_and_addresses() {
     })
     .await;
 }
+
+/// Each Service cluster IP has an IPAddress naming the Service, as kube-apiserver v1.36's
+/// allocator keeps them: made on create, gone with the Service (also when its last finalizer
+/// goes through `/status`, which also gives the IP back), and put back by the repair loop.
+#[tokio::test]
+async fn service_cluster_ips_have_ip_addresses() {
+    timed(async {
+        let server = TestServer::start().await;
+        let client = server.client();
+        let registry = server.server().registry();
+        let services = "/api/v1/namespaces/default/services";
+        let addresses = format!("{NET}/ipaddresses");
+        let (code, svc) = raw(
+            &client,
+            "POST",
+            services,
+            JSON,
+            body(json!({"metadata": {"name": "web"},
+            "spec": {"ports": [{"port": 80}]}})),
+        )
+        .await;
+        assert_eq!(code, 201, "{svc}");
+        let ip = svc["spec"]["clusterIP"]
+            .as_str()
+            .expect("cluster IP")
+            .to_owned();
+        let (code, obj) = raw(
+            &client,
+            "GET",
+            &format!("{addresses}/{ip}"),
+            JSON,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 200, "{obj}");
+        assert_eq!(
+            obj["spec"]["parentRef"],
+            json!({"group": "", "resource": "services", "namespace": "default", "name": "web"})
+        );
+        assert_eq!(
+            obj["metadata"]["labels"]["ipaddress.kubernetes.io/managed-by"],
+            "ipallocator.k8s.io"
+        );
+        assert_eq!(
+            obj["metadata"]["labels"]["ipaddress.kubernetes.io/ip-family"],
+            "IPv4"
+        );
+        // The default/kubernetes Service's address is there too.
+        let (code, _) = raw(
+            &client,
+            "GET",
+            &format!("{addresses}/10.96.0.1"),
+            JSON,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 200);
+
+        // Deleted by hand: the repair loop puts it back.
+        let (code, _) = raw(
+            &client,
+            "DELETE",
+            &format!("{addresses}/{ip}"),
+            JSON,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 200);
+        registry.repair_service_allocations().await.expect("repair");
+        let (code, _) = raw(
+            &client,
+            "GET",
+            &format!("{addresses}/{ip}"),
+            JSON,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 200, "repaired");
+
+        // A Service held by a finalizer, released through /status (as the service-lb
+        // controller does): its IP and its IPAddress go with it.
+        let (code, held) = raw(
+            &client,
+            "POST",
+            services,
+            JSON,
+            body(json!({"metadata": {"name": "lb",
+            "finalizers": ["service.kubernetes.io/load-balancer-cleanup"]},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}})),
+        )
+        .await;
+        assert_eq!(code, 201, "{held}");
+        let held_ip = held["spec"]["clusterIP"].as_str().expect("ip").to_owned();
+        let (ips_before, ports_before) = registry.service_allocations_used().await.expect("used");
+        let (code, _) = raw(
+            &client,
+            "DELETE",
+            &format!("{services}/lb"),
+            JSON,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 200);
+        let (code, out) = raw(
+            &client,
+            "PATCH",
+            &format!("{services}/lb/status"),
+            "application/merge-patch+json",
+            body(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+        assert_eq!(code, 200, "{out}");
+        let (code, _) = raw(&client, "GET", &format!("{services}/lb"), JSON, Vec::new()).await;
+        assert_eq!(code, 404, "removed with its last finalizer");
+        let (ips_after, ports_after) = registry.service_allocations_used().await.expect("used");
+        assert_eq!(
+            (ips_after, ports_after),
+            (ips_before - 1, ports_before - 1),
+            "IP and node port given back"
+        );
+        let (code, _) = raw(
+            &client,
+            "GET",
+            &format!("{addresses}/{held_ip}"),
+            JSON,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 404);
+
+        let (code, _) = raw(
+            &client,
+            "DELETE",
+            &format!("{services}/web"),
+            JSON,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 200);
+        let (code, _) = raw(
+            &client,
+            "GET",
+            &format!("{addresses}/{ip}"),
+            JSON,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(code, 404, "gone with its Service");
+    })
+    .await;
+}
