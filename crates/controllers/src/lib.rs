@@ -31,6 +31,7 @@ pub mod replication;
 pub mod resourcequota;
 pub mod rootcacertpublisher;
 pub mod serviceaccount;
+pub mod servicecidrs;
 pub mod servicelb;
 pub mod statefulset;
 pub mod tainteviction;

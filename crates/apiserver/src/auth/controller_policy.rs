@@ -14,6 +14,7 @@ const POLICY: &str = "policy";
 const DISCOVERY: &str = "discovery.k8s.io";
 const AUTOSCALING: &str = "autoscaling";
 const STORAGE: &str = "storage.k8s.io";
+const NETWORKING: &str = "networking.k8s.io";
 
 fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
@@ -378,6 +379,28 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
         (
             "service-account-controller",
             vec![rule(&["create"], &[LEGACY], &["serviceaccounts"]), events()],
+        ),
+        (
+            "service-cidrs-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "patch", "update"],
+                    &[NETWORKING],
+                    &["servicecidrs"],
+                ),
+                rule(
+                    &["patch", "update"],
+                    &[NETWORKING],
+                    &["servicecidrs/finalizers"],
+                ),
+                rule(
+                    &["patch", "update"],
+                    &[NETWORKING],
+                    &["servicecidrs/status"],
+                ),
+                rule(&["get", "list", "watch"], &[NETWORKING], &["ipaddresses"]),
+                events(),
+            ],
         ),
         (
             "service-controller",

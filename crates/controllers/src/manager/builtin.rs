@@ -16,9 +16,10 @@ use super::names::{
     POD_GARBAGE_COLLECTOR, POD_GARBAGE_COLLECTOR_CONTROLLER, REPLICASET, REPLICASET_CONTROLLER,
     REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, RESOURCE_QUOTA,
     RESOURCE_QUOTA_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
-    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICE_LB, SERVICE_LB_CONTROLLER, SERVICEACCOUNT,
-    SERVICEACCOUNT_CONTROLLER, STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER,
-    TTL_AFTER_FINISHED, TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
+    ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICE_CIDR_CONTROLLER, SERVICE_LB,
+    SERVICE_LB_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER, STATEFULSET,
+    STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
+    TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::clusterroleaggregation::{
@@ -56,6 +57,7 @@ use crate::rootcacertpublisher::{
 use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
+use crate::servicecidrs::{ServiceCidrController, ServiceCidrControllerOptions};
 use crate::servicelb::{ServiceLbController, ServiceLbControllerOptions};
 use crate::statefulset::{StatefulSetController, StatefulSetControllerOptions};
 use crate::tainteviction::TaintEvictionController;
@@ -104,6 +106,7 @@ impl ControllerRegistry {
             volumeattributesclass_protection_controller(),
             ephemeral_volume_controller(),
             service_lb_controller(),
+            service_cidr_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
                 .iter()
@@ -848,6 +851,27 @@ pub fn service_lb_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(SERVICE_LB.aliases)
+}
+
+/// `service-cidr-controller`: the ServiceCIDRs and IPAddresses informers, 5 workers
+/// (upstream's constant) on queue `ipaddresses`, events from `service-cidr-controller`.
+pub fn service_cidr_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        SERVICE_CIDR_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(ServiceCidrController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(SERVICE_CIDR_CONTROLLER),
+                ServiceCidrControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                },
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(crate::servicecidrs::WORKERS, ctx.cancel.clone()),
+            )))
+        },
+    )
 }
 
 #[cfg(test)]

@@ -290,9 +290,21 @@ pub const SERVICE_LB: ControllerNames = ControllerNames {
     service_account: "service-controller",
 };
 
+/// kube-controller-manager's name of the ServiceCIDR controller.
+pub const SERVICE_CIDR_CONTROLLER: &str = crate::servicecidrs::CONTROLLER_NAME;
+
+/// `service-cidr-controller` (no alias: newer than the aliases), on by default since its gate,
+/// `MultiCIDRServiceAllocator`, went GA.
+pub const SERVICE_CIDR: ControllerNames = ControllerNames {
+    name: SERVICE_CIDR_CONTROLLER,
+    aliases: &[],
+    disabled_by_default: false,
+    service_account: "service-cidrs-controller",
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 28] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 29] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -321,6 +333,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 28] = [
     VOLUMEATTRIBUTESCLASS_PROTECTION,
     EPHEMERAL_VOLUME,
     SERVICE_LB,
+    SERVICE_CIDR,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -369,6 +382,7 @@ mod tests {
                 "replicationcontroller-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
+                "service-cidr-controller",
                 "service-lb-controller",
                 "serviceaccount-controller",
                 "statefulset-controller",

@@ -338,6 +338,7 @@ mod tests {
                 "replicationcontroller-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
+                "service-cidr-controller",
                 "service-lb-controller",
                 "serviceaccount-controller",
                 "statefulset-controller",
