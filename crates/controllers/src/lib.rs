@@ -9,6 +9,7 @@
 //! functions beside the controllers.
 
 pub mod cloud;
+pub mod cloudnodelifecycle;
 pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemon;

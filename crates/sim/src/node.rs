@@ -299,13 +299,21 @@ pub fn renewed_lease(lease: &Lease, node: &Node, now: jiff::Timestamp) -> Lease 
     lease
 }
 
-/// Whether the node's heartbeat is stopped by its annotation.
+/// The annotation that says what became of the node's machine in the simulated cloud:
+/// `deleted` or `shutdown`. Either silences the kubelet as [`ANNOTATION_HEARTBEAT`] does; the
+/// cloud node lifecycle controller then deletes (`deleted`) or taints (`shutdown`) the Node.
+pub const ANNOTATION_INSTANCE: &str = "sim.kcm.io/instance";
+
+/// Whether the node's heartbeat is stopped by its annotation, or its machine is deleted or
+/// shut down.
 pub fn heartbeat_stopped(node: &Node) -> bool {
-    node.metadata
-        .annotations
-        .as_ref()
+    let annotations = node.metadata.annotations.as_ref();
+    annotations
         .and_then(|a| a.get(ANNOTATION_HEARTBEAT))
         .is_some_and(|v| v == "stopped")
+        || annotations
+            .and_then(|a| a.get(ANNOTATION_INSTANCE))
+            .is_some_and(|v| v == "deleted" || v == "shutdown")
 }
 
 #[cfg(test)]

@@ -62,6 +62,16 @@ pub trait LoadBalancer: Send + Sync {
     ) -> Result<(), CloudError>;
 }
 
+/// A cloud's machines, as the Nodes they back (upstream's `cloudprovider.InstancesV2`).
+#[async_trait]
+pub trait Instances: Send + Sync {
+    /// Whether the machine behind `node` still exists.
+    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError>;
+
+    /// Whether the machine behind `node` is shut down.
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError>;
+}
+
 /// A cloud provider (upstream's `cloudprovider.Interface`, the parts kcm's controllers use).
 pub trait CloudProvider: Send + Sync {
     /// The provider's name, as `--cloud-provider` would give it.
@@ -69,6 +79,11 @@ pub trait CloudProvider: Send + Sync {
 
     /// Its load balancers, if it has them.
     fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>>;
+
+    /// Its machines, if it reports them.
+    fn instances(&self) -> Option<Arc<dyn Instances>> {
+        None
+    }
 }
 
 impl std::fmt::Debug for dyn CloudProvider {

@@ -1,5 +1,8 @@
 //! The cloud `kcm up` simulates: every `LoadBalancer` Service gets one address from a pool, as MetalLB or k3s's servicelb give one on a laptop cluster.
 //!
+//! Its machines are the simulated nodes: the annotation [`INSTANCE_ANNOTATION`] on a Node says
+//! `deleted` (the machine is gone) or `shutdown`; the simulated kubelet goes silent for both.
+//!
 //! Where to start: [`SimulatedCloud::new`]. The pool is an IPv4 CIDR (`kcm up
 //! --load-balancer-ip-pool`, default [`DEFAULT_POOL`], TEST-NET-1 of RFC 5737: addresses that
 //! route nowhere, so nothing real is shadowed). A Service asking for `spec.loadBalancerIP` gets
@@ -13,10 +16,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
-use super::{CloudError, CloudProvider, LoadBalancer};
+use super::{CloudError, CloudProvider, Instances, LoadBalancer};
 
 /// The provider's name.
 pub const PROVIDER_NAME: &str = "kcm-simulated";
+
+/// The Node annotation that says what became of its machine: `deleted` or `shutdown`.
+pub const INSTANCE_ANNOTATION: &str = "sim.kcm.io/instance";
 
 /// The pool when none is given: TEST-NET-1 (RFC 5737).
 pub const DEFAULT_POOL: &str = "192.0.2.0/24";
@@ -337,6 +343,29 @@ impl CloudProvider for SimulatedProvider {
 
     fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
         Some(Arc::clone(&self.0) as Arc<dyn LoadBalancer>)
+    }
+
+    fn instances(&self) -> Option<Arc<dyn Instances>> {
+        Some(Arc::clone(&self.0) as Arc<dyn Instances>)
+    }
+}
+
+fn instance_state(node: &Node) -> Option<&str> {
+    node.metadata
+        .annotations
+        .as_ref()?
+        .get(INSTANCE_ANNOTATION)
+        .map(String::as_str)
+}
+
+#[async_trait]
+impl Instances for SimulatedCloud {
+    async fn instance_exists(&self, node: &Node) -> Result<bool, CloudError> {
+        Ok(instance_state(node) != Some("deleted"))
+    }
+
+    async fn instance_shutdown(&self, node: &Node) -> Result<bool, CloudError> {
+        Ok(instance_state(node) == Some("shutdown"))
     }
 }
 

@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::names::{
-    BUILTIN_CONTROLLERS, CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB,
-    CRONJOB_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER,
-    DISRUPTION, DISRUPTION_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
+    BUILTIN_CONTROLLERS, CLOUD_NODE_LIFECYCLE, CLOUD_NODE_LIFECYCLE_CONTROLLER,
+    CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB, CRONJOB_CONTROLLER,
+    DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER, DISRUPTION,
+    DISRUPTION_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
     ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER,
     EPHEMERAL_VOLUME, EPHEMERAL_VOLUME_CONTROLLER, GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER,
     HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER,
@@ -22,6 +23,7 @@ use super::names::{
     TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
+use crate::cloudnodelifecycle::CloudNodeLifecycleController;
 use crate::clusterroleaggregation::{
     ClusterRoleAggregationController, WORKERS as AGGREGATION_WORKERS,
 };
@@ -107,6 +109,7 @@ impl ControllerRegistry {
             ephemeral_volume_controller(),
             service_lb_controller(),
             service_cidr_controller(),
+            cloud_node_lifecycle_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
                 .iter()
@@ -872,6 +875,38 @@ pub fn service_cidr_controller() -> ControllerDescriptor {
             )))
         },
     )
+}
+
+/// `cloud-node-lifecycle-controller` (alias `cloud-node-lifecycle`): the Nodes informer, a
+/// pass every `--node-monitor-period`. Skipped without a cloud, or when the cloud reports no
+/// machines, as upstream.
+pub fn cloud_node_lifecycle_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        CLOUD_NODE_LIFECYCLE_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let Some(cloud) = ctx.cloud.clone() else {
+                return Ok(None);
+            };
+            let Some(instances) = cloud.instances() else {
+                tracing::error!(
+                    provider = cloud.provider_name(),
+                    "failed to start cloud node lifecycle controller: cloud provider does not support instances"
+                );
+                return Ok(None);
+            };
+            let controller = Arc::new(CloudNodeLifecycleController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                instances,
+                ctx.recorder(crate::cloudnodelifecycle::EVENT_COMPONENT),
+                ctx.options.node_lifecycle.node_monitor_period.0,
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(CLOUD_NODE_LIFECYCLE.aliases)
 }
 
 #[cfg(test)]

@@ -302,9 +302,21 @@ pub const SERVICE_CIDR: ControllerNames = ControllerNames {
     service_account: "service-cidrs-controller",
 };
 
+/// kube-controller-manager's name of the cloud node lifecycle controller.
+pub const CLOUD_NODE_LIFECYCLE_CONTROLLER: &str = crate::cloudnodelifecycle::CONTROLLER_NAME;
+
+/// `cloud-node-lifecycle-controller`, alias `cloud-node-lifecycle`: a cloud controller (skipped
+/// without a cloud), acting with the node controller's role, as upstream.
+pub const CLOUD_NODE_LIFECYCLE: ControllerNames = ControllerNames {
+    name: CLOUD_NODE_LIFECYCLE_CONTROLLER,
+    aliases: &[crate::cloudnodelifecycle::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "node-controller",
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 29] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 30] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -334,6 +346,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 29] = [
     EPHEMERAL_VOLUME,
     SERVICE_LB,
     SERVICE_CIDR,
+    CLOUD_NODE_LIFECYCLE,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -360,6 +373,7 @@ mod tests {
         assert_eq!(
             all,
             [
+                "cloud-node-lifecycle-controller",
                 "clusterrole-aggregation-controller",
                 "cronjob-controller",
                 "daemonset-controller",

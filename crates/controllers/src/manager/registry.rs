@@ -316,6 +316,7 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "cloud-node-lifecycle-controller",
                 "clusterrole-aggregation-controller",
                 "cronjob-controller",
                 "daemonset-controller",
@@ -365,6 +366,7 @@ mod tests {
             ("pv-protection", "persistentvolume-protection-controller"),
             ("ephemeral-volume", "ephemeral-volume-controller"),
             ("service", "service-lb-controller"),
+            ("cloud-node-lifecycle", "cloud-node-lifecycle-controller"),
             (
                 "root-ca-cert-publisher",
                 "root-ca-certificate-publisher-controller",
