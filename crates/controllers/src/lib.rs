@@ -4,7 +4,7 @@
 //! registry, leader election, health and metrics. Each controller lives in its own module
 //! ([`replicaset`], [`replication`], [`deployment`], [`daemon`], [`statefulset`],
 //! [`garbagecollector`], [`namespace`], [`nodelifecycle`], [`serviceaccount`],
-//! [`tainteviction`], [`job`], [`cronjob`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`disruption`], the storage controllers under [`volume`]) with `new(...)`
+//! [`tainteviction`], [`job`], [`cronjob`], [`ttl`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`disruption`], the storage controllers under [`volume`]) with `new(...)`
 //! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
 //! functions beside the controllers.
 
@@ -32,5 +32,6 @@ pub mod rootcacertpublisher;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod tainteviction;
+pub mod ttl;
 pub mod ttlafterfinished;
 pub mod volume;

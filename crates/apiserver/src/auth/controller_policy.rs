@@ -413,6 +413,13 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "ttl-controller",
+            vec![
+                rule(&["update", "patch", "list", "watch"], &[LEGACY], &["nodes"]),
+                events(),
+            ],
+        ),
+        (
             "ttl-after-finished-controller",
             vec![
                 rule(&["get", "list", "watch", "delete"], &[BATCH], &["jobs"]),
@@ -508,6 +515,8 @@ mod tests {
     #[test]
     fn controller_roles_grant_what_each_controller_calls() {
         let cases = [
+            ("ttl-controller", one("patch", "", "nodes"), true),
+            ("ttl-controller", one("delete", "", "nodes"), false),
             ("replicaset-controller", one("create", "", "pods"), true),
             (
                 "replicaset-controller",

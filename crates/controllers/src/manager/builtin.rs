@@ -17,8 +17,8 @@ use super::names::{
     REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, RESOURCE_QUOTA,
     RESOURCE_QUOTA_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
     ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER,
-    STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
-    TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
+    STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL, TTL_AFTER_FINISHED,
+    TTL_AFTER_FINISHED_CONTROLLER, TTL_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::clusterroleaggregation::{
@@ -58,6 +58,7 @@ use crate::serviceaccount::{
 };
 use crate::statefulset::{StatefulSetController, StatefulSetControllerOptions};
 use crate::tainteviction::TaintEvictionController;
+use crate::ttl::{TtlController, TtlControllerOptions, WORKERS as TTL_WORKERS};
 use crate::ttlafterfinished::{
     TtlAfterFinishedController, TtlAfterFinishedControllerOptions, TtlAfterFinishedMetrics,
 };
@@ -92,6 +93,7 @@ impl ControllerRegistry {
             taint_eviction_controller(),
             job_controller(),
             cronjob_controller(),
+            ttl_controller(),
             ttl_after_finished_controller(),
             pod_garbage_collector_controller(),
             horizontal_pod_autoscaler_controller(),
@@ -556,6 +558,24 @@ pub fn cronjob_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(CRONJOB.aliases)
+}
+
+/// `ttl-controller` (alias `ttl`): the Nodes informer, 5 workers (upstream's constant) on
+/// queue `ttlcontroller`; keeps `node.alpha.kubernetes.io/ttl` on every Node.
+pub fn ttl_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(TTL_CONTROLLER, |ctx: ControllerContext| async move {
+        let controller = Arc::new(TtlController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            TtlControllerOptions {
+                metrics: Some(ctx.workqueue_metrics()),
+            },
+        ));
+        Ok(Some(StartedController::new(
+            controller.run(TTL_WORKERS, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(TTL.aliases)
 }
 
 /// `ttl-after-finished-controller` (alias `ttl-after-finished`): the Jobs informer,

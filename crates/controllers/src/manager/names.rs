@@ -45,6 +45,8 @@ pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
 pub const CRONJOB_CONTROLLER: &str = crate::cronjob::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ClusterRole aggregation controller.
 pub const CLUSTERROLE_AGGREGATION_CONTROLLER: &str = crate::clusterroleaggregation::CONTROLLER_NAME;
+/// kube-controller-manager's name of the TTL controller.
+pub const TTL_CONTROLLER: &str = crate::ttl::CONTROLLER_NAME;
 /// kube-controller-manager's name of the TTL-after-finished controller.
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
 /// kube-controller-manager's name of the HorizontalPodAutoscaler controller.
@@ -164,6 +166,13 @@ pub const CRONJOB: ControllerNames = ControllerNames {
     disabled_by_default: false,
     service_account: "cronjob-controller",
 };
+/// `ttl-controller`, alias `ttl`.
+pub const TTL: ControllerNames = ControllerNames {
+    name: TTL_CONTROLLER,
+    aliases: &[crate::ttl::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "ttl-controller",
+};
 /// `ttl-after-finished-controller`, alias `ttl-after-finished`.
 pub const TTL_AFTER_FINISHED: ControllerNames = ControllerNames {
     name: TTL_AFTER_FINISHED_CONTROLLER,
@@ -280,7 +289,7 @@ pub const EPHEMERAL_VOLUME: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 27] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 28] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -298,6 +307,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 27] = [
     TAINT_EVICTION,
     JOB,
     CRONJOB,
+    TTL,
     TTL_AFTER_FINISHED,
     POD_GARBAGE_COLLECTOR,
     HORIZONTAL_POD_AUTOSCALER,
@@ -360,6 +370,7 @@ mod tests {
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
+                "ttl-controller",
                 "volumeattributesclass-protection-controller",
             ]
         );

@@ -342,6 +342,7 @@ mod tests {
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
+                "ttl-controller",
                 "volumeattributesclass-protection-controller",
             ]
         );
