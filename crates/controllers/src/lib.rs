@@ -8,6 +8,7 @@
 //! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
 //! functions beside the controllers.
 
+pub mod certificates;
 pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemon;

@@ -143,8 +143,13 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 /// (nothing probes it; `kcm run` serves one), pod CIDRs allocated from [`CLUSTER_CIDR`], and
 /// each controller running as its own service account with its `system:controller:*` role
 /// (`--use-service-account-credentials`, as kubeadm runs kube-controller-manager); the HPA
-/// and client-limit flags `kcm up` takes are passed on.
-fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
+/// and client-limit flags `kcm up` takes are passed on, and the cluster CA's files, when
+/// given, as `--cluster-signing-{cert,key}-file` (as kubeadm does), so that approved CSRs
+/// are issued certificates the API server accepts.
+fn manager_options(
+    args: Option<&UpArgs>,
+    signing_files: Option<(&Path, &Path)>,
+) -> anyhow::Result<ManagerOptions> {
     #[derive(Parser)]
     struct Flags {
         #[command(flatten)]
@@ -175,6 +180,10 @@ fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
             "--horizontal-pod-autoscaler-cpu-initialization-period={}",
             args.horizontal_pod_autoscaler_cpu_initialization_period
         ));
+    }
+    if let Some((cert, key)) = signing_files {
+        argv.push(format!("--cluster-signing-cert-file={}", cert.display()));
+        argv.push(format!("--cluster-signing-key-file={}", key.display()));
     }
     let flags = Flags::try_parse_from(argv).context("the controller manager's options")?;
     Ok(flags.options)
@@ -414,10 +423,12 @@ impl EmbeddedCluster {
         node_client: kube::Client,
         cancel: &CancellationToken,
     ) -> anyhow::Result<Self> {
-        let manager =
-            ControllerManager::new(manager_options(Some(args))?, ControllerRegistry::builtin())
-                .context("configuring the controller manager")?
-                .with_kube_config(server.kube_config());
+        let manager = ControllerManager::new(
+            manager_options(Some(args), server.cluster_signing_files())?,
+            ControllerRegistry::builtin(),
+        )
+        .context("configuring the controller manager")?
+        .with_kube_config(server.kube_config());
         tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
         let manager = manager
             .start(cancel.child_token())
@@ -562,7 +573,7 @@ mod tests {
 
     #[test]
     fn manager_runs_every_controller_without_election_or_endpoint() {
-        let options = manager_options(None).expect("options");
+        let options = manager_options(None, None).expect("options");
         assert!(!options.leader_election.leader_elect);
         assert_eq!(options.secure_serving.secure_port, 0);
         assert_eq!(options.generic.controllers, ["*"]);
@@ -591,6 +602,23 @@ mod tests {
     }
 
     #[test]
+    fn the_cluster_ca_becomes_the_csr_signing_ca() {
+        let options = manager_options(
+            None,
+            Some((Path::new("/d/pki/ca.crt"), Path::new("/d/pki/ca.key"))),
+        )
+        .expect("options");
+        assert_eq!(
+            options.csr_signing.cluster_signing_cert_file.as_deref(),
+            Some(Path::new("/d/pki/ca.crt"))
+        );
+        assert_eq!(
+            options.csr_signing.cluster_signing_key_file.as_deref(),
+            Some(Path::new("/d/pki/ca.key"))
+        );
+    }
+
+    #[test]
     fn client_limits_reach_the_controller_manager() {
         for (name, argv, qps, burst) in [
             (
@@ -613,7 +641,7 @@ mod tests {
             ),
         ] {
             let cli = Cli::try_parse_from(argv).expect(name);
-            let options = manager_options(Some(&cli.args)).expect(name);
+            let options = manager_options(Some(&cli.args), None).expect(name);
             assert_eq!(options.generic.kube_api_qps, qps, "{name}");
             assert_eq!(options.generic.kube_api_burst, burst, "{name}");
         }

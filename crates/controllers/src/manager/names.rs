@@ -45,6 +45,12 @@ pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
 pub const CRONJOB_CONTROLLER: &str = crate::cronjob::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ClusterRole aggregation controller.
 pub const CLUSTERROLE_AGGREGATION_CONTROLLER: &str = crate::clusterroleaggregation::CONTROLLER_NAME;
+/// kube-controller-manager's name of the CSR signing controller.
+pub const CSR_SIGNING_CONTROLLER: &str = crate::certificates::signer::CONTROLLER_NAME;
+/// kube-controller-manager's name of the CSR approving controller.
+pub const CSR_APPROVING_CONTROLLER: &str = crate::certificates::approver::CONTROLLER_NAME;
+/// kube-controller-manager's name of the CSR cleaner.
+pub const CSR_CLEANER_CONTROLLER: &str = crate::certificates::cleaner::CONTROLLER_NAME;
 /// kube-controller-manager's name of the TTL controller.
 pub const TTL_CONTROLLER: &str = crate::ttl::CONTROLLER_NAME;
 /// kube-controller-manager's name of the TTL-after-finished controller.
@@ -165,6 +171,28 @@ pub const CRONJOB: ControllerNames = ControllerNames {
     aliases: &["cronjob"],
     disabled_by_default: false,
     service_account: "cronjob-controller",
+};
+/// `certificatesigningrequest-signing-controller`, alias `csrsigning` (it starts only when
+/// signing files are given).
+pub const CSR_SIGNING: ControllerNames = ControllerNames {
+    name: CSR_SIGNING_CONTROLLER,
+    aliases: &[crate::certificates::signer::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "certificate-controller",
+};
+/// `certificatesigningrequest-approving-controller`, alias `csrapproving`.
+pub const CSR_APPROVING: ControllerNames = ControllerNames {
+    name: CSR_APPROVING_CONTROLLER,
+    aliases: &[crate::certificates::approver::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "certificate-controller",
+};
+/// `certificatesigningrequest-cleaner-controller`, alias `csrcleaner`.
+pub const CSR_CLEANER: ControllerNames = ControllerNames {
+    name: CSR_CLEANER_CONTROLLER,
+    aliases: &[crate::certificates::cleaner::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "certificate-controller",
 };
 /// `ttl-controller`, alias `ttl`.
 pub const TTL: ControllerNames = ControllerNames {
@@ -289,7 +317,7 @@ pub const EPHEMERAL_VOLUME: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 28] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 31] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -303,6 +331,9 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 28] = [
     NODE_IPAM,
     NODE_LIFECYCLE,
     ROOT_CA_CERTIFICATE_PUBLISHER,
+    CSR_SIGNING,
+    CSR_APPROVING,
+    CSR_CLEANER,
     SERVICEACCOUNT,
     TAINT_EVICTION,
     JOB,
@@ -344,6 +375,9 @@ mod tests {
         assert_eq!(
             all,
             [
+                "certificatesigningrequest-approving-controller",
+                "certificatesigningrequest-cleaner-controller",
+                "certificatesigningrequest-signing-controller",
                 "clusterrole-aggregation-controller",
                 "cronjob-controller",
                 "daemonset-controller",

@@ -316,6 +316,9 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "certificatesigningrequest-approving-controller",
+                "certificatesigningrequest-cleaner-controller",
+                "certificatesigningrequest-signing-controller",
                 "clusterrole-aggregation-controller",
                 "cronjob-controller",
                 "daemonset-controller",
