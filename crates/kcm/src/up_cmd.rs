@@ -794,6 +794,116 @@ mod tests {
         );
     }
 
+    /// `kcm up` signs with its cluster CA: an approved `kubernetes.io/kube-apiserver-client`
+    /// CSR is issued a certificate that authenticates to the API server as its subject.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_approved_client_csr_gets_a_certificate_the_api_server_accepts() {
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+        use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+        use kube::Api;
+        use kube::api::PostParams;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.storage = StorageBackend::Memory;
+        let server = Server::start(config).await.expect("API server");
+        let client = server.client().expect("client");
+        let cli = Cli::try_parse_from(["kcm", "--nodes", "0"]).expect("flags");
+        let cancel = CancellationToken::new();
+        let cluster = EmbeddedCluster::start(&server, &cli.args, client.clone(), &cancel)
+            .await
+            .expect("cluster");
+
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "alice");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "devs");
+        let request = params
+            .serialize_request(&key)
+            .expect("csr")
+            .pem()
+            .expect("pem");
+        let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
+        let mut csr: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "alice"},
+            "spec": {
+                "signerName": "kubernetes.io/kube-apiserver-client",
+                "usages": ["client auth"],
+            }
+        }))
+        .expect("csr");
+        csr.spec.request = ByteString(request.into_bytes());
+        let mut csr = csrs
+            .create(&PostParams::default(), &csr)
+            .await
+            .expect("create");
+        csr.status.get_or_insert_default().conditions = Some(vec![
+            serde_json::from_value(serde_json::json!({
+                "type": "Approved", "status": "True", "reason": "Test", "message": "approved"
+            }))
+            .expect("condition"),
+        ]);
+        csrs.replace_subresource("approval", "alice", &PostParams::default(), &csr)
+            .await
+            .expect("approve");
+        let issued = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let certificate = csrs
+                    .get("alice")
+                    .await
+                    .ok()
+                    .and_then(|c| c.status?.certificate);
+                if let Some(certificate) = certificate {
+                    return certificate;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let whoami = match &issued {
+            Ok(certificate) => {
+                let mut as_alice = server.kube_config();
+                as_alice.auth_info = serde_json::from_value(serde_json::json!({
+                    "client-certificate-data": base64_pem(&certificate.0),
+                    "client-key-data": base64_pem(key.serialize_pem().as_bytes()),
+                }))
+                .expect("auth info");
+                let alice = kube::Client::try_from(as_alice).expect("client");
+                let reviews: Api<SelfSubjectReview> = Api::all(alice);
+                let review: SelfSubjectReview =
+                    serde_json::from_value(serde_json::json!({})).expect("review");
+                Some(reviews.create(&PostParams::default(), &review).await)
+            }
+            Err(_) => None,
+        };
+        cluster.stop(&cancel).await.expect("stop");
+        server.shutdown().await;
+        issued.expect("the CSR is issued a certificate");
+        let user = whoami
+            .expect("reviewed")
+            .expect("the certificate authenticates")
+            .status
+            .and_then(|s| s.user_info)
+            .expect("user info");
+        assert_eq!(user.username.as_deref(), Some("alice"));
+        assert!(
+            user.groups.iter().flatten().any(|g| g == "devs"),
+            "{:?}",
+            user.groups
+        );
+    }
+
+    fn base64_pem(pem: &[u8]) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(pem)
+    }
+
     #[test]
     fn a_second_lock_on_the_data_dir_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use kcm_machinery::controller::{ErrorPolicy, Retry, process_next_work_item, run_controller};
+use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
@@ -24,10 +24,10 @@ use super::{Error, Result};
 /// upstream's).
 pub const QUEUE_NAME: &str = "certificate";
 
-/// How the workers treat a failed handling: requeue rate-limited, forever; an ignorable error
-/// is expected to clear up and is logged quietly (upstream's `processNextWorkItem`).
-const ERROR_POLICY: ErrorPolicy<String, Error> =
-    ErrorPolicy::new("Sync failed").with_classifier(|_, _| Retry::RateLimited);
+/// How the workers treat a failed handling: requeue rate-limited, forever (upstream's
+/// `processNextWorkItem`). Upstream logs an ignorable error only at V(4); here the shared
+/// worker logs every requeue alike, and [`CertificateController::sync`] adds a debug line.
+const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("Sync failed");
 
 /// What one certificate controller does with a CSR that has no certificate yet.
 #[async_trait]
