@@ -145,7 +145,7 @@ impl CertificateAuthority {
             .map_err(|err| format!("no CA certificate PEM block: {err}"))?;
         let (_, cert) = x509_parser::parse_x509_certificate(&block.contents)
             .map_err(|err| format!("parsing the CA certificate: {err}"))?;
-        let key = KeyPair::from_pem(key_pem).map_err(|err| format!("parsing the CA key: {err}"))?;
+        let key = load_key(key_pem)?;
         if cert.public_key().subject_public_key.data.as_ref() != key.public_key_raw() {
             return Err("tls: private key does not match public key".to_owned());
         }
@@ -268,6 +268,83 @@ impl CertificateAuthority {
         );
         Ok(pem_encode("CERTIFICATE", &cert))
     }
+}
+
+/// The CA's private key from the first key block of `pem`: PKCS#8 (`PRIVATE KEY`), PKCS#1
+/// (`RSA PRIVATE KEY`, as kubeadm writes its CA key) or SEC1 (`EC PRIVATE KEY`, possibly after
+/// an `EC PARAMETERS` block, as openssl writes it) — the forms Go's `tls.X509KeyPair` takes.
+/// The key library reads only PKCS#8, so the other two are wrapped in it first.
+fn load_key(pem: &str) -> Result<KeyPair, String> {
+    let bad = |why: &dyn std::fmt::Display| format!("parsing the CA key: {why}");
+    for block in x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()) {
+        let block = block.map_err(|err| bad(&err))?;
+        let pkcs8 = match block.label.as_str() {
+            "PRIVATE KEY" => block.contents,
+            "RSA PRIVATE KEY" => pkcs8_wrap(RSA_ALGORITHM, &block.contents),
+            "EC PRIVATE KEY" => {
+                let curve =
+                    sec1_curve(&block.contents).ok_or_else(|| bad(&"no curve in EC key"))?;
+                let mut algorithm = der(0x06, EC_PUBLIC_KEY_OID);
+                algorithm.extend(der(0x06, &curve));
+                pkcs8_wrap(&der(0x30, &algorithm), &block.contents)
+            }
+            _ => continue,
+        };
+        return KeyPair::from_pem(&pem_encode("PRIVATE KEY", &pkcs8)).map_err(|err| bad(&err));
+    }
+    Err(bad(&"no private key PEM block"))
+}
+
+/// `rsaEncryption` with its NULL parameters (AlgorithmIdentifier DER).
+const RSA_ALGORITHM: &[u8] = &[
+    0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00,
+];
+/// `id-ecPublicKey` (OID content).
+const EC_PUBLIC_KEY_OID: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+
+/// A PKCS#8 PrivateKeyInfo (version 0) of `key` under `algorithm`.
+fn pkcs8_wrap(algorithm: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut info = der(0x02, &[0]);
+    info.extend(algorithm);
+    info.extend(der(0x04, key));
+    der(0x30, &info)
+}
+
+/// The named curve (OID content) of a SEC1 ECPrivateKey: its `[0] parameters`.
+fn sec1_curve(key: &[u8]) -> Option<Vec<u8>> {
+    let (tag, body, _) = read_tlv(key)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let mut rest = body;
+    while !rest.is_empty() {
+        let (tag, content, next) = read_tlv(rest)?;
+        if tag == 0xa0 {
+            let (oid_tag, oid, _) = read_tlv(content)?;
+            return (oid_tag == 0x06).then(|| oid.to_vec());
+        }
+        rest = next;
+    }
+    None
+}
+
+/// One DER TLV off the front of `input`: tag, content, what follows.
+fn read_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+        (len, &rest[n..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
 /// The KeyUsage bits and the sorted extended key usage OIDs of `usages`, as upstream's

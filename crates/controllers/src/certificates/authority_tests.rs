@@ -189,3 +189,40 @@ fn key_usage_bits_are_trimmed_as_go_writes_them() {
     assert_eq!(key_usage_bits(1 << 8), [0x03, 0x03, 0x07, 0x00, 0x80]);
     assert_eq!(der(0x04, &[0; 200])[..3], [0x04, 0x81, 200]);
 }
+
+/// A CA certificate for `key` (any of the PEM forms [`load_key`] reads).
+fn ca_for(key: &str) -> String {
+    let key = load_key(key).expect("key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kubernetes");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2030, 1, 1);
+    params.self_signed(&key).expect("ca").pem()
+}
+
+/// kubeadm's CA key is PKCS#1 RSA; openssl's EC keys are SEC1 after an EC PARAMETERS block.
+#[test]
+fn pkcs1_rsa_and_sec1_ec_ca_keys_sign_too() {
+    for (name, key) in [
+        ("pkcs1 rsa", include_str!("testdata/rsa-pkcs1.key")),
+        ("sec1 ec", include_str!("testdata/ec-sec1.key")),
+    ] {
+        let ca_pem = ca_for(key);
+        let authority = CertificateAuthority::from_pem(&ca_pem, key).expect(name);
+        let pem = authority
+            .sign(&alice_request(), &client_usages(), POLICY, now())
+            .expect(name);
+        let (_, block) = parse_x509_pem(pem.as_bytes()).expect("pem");
+        let (_, cert) = parse_x509_certificate(&block.contents).expect("der");
+        let (_, ca_block) = parse_x509_pem(ca_pem.as_bytes()).expect("pem");
+        let (_, ca_cert) = parse_x509_certificate(&ca_block.contents).expect("der");
+        cert.verify_signature(Some(ca_cert.public_key()))
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+    }
+    let err = CertificateAuthority::from_pem(&ca_for(include_str!("testdata/ec-sec1.key")), "junk")
+        .expect_err("no key");
+    assert!(err.contains("no private key PEM block"), "{err}");
+}
