@@ -4,8 +4,6 @@
 //! subject must be the request's exactly — rcgen keeps one value per attribute type, which
 //! would drop all but one of several `O` groups.
 
-use std::path::Path;
-
 use jiff::{SignedDuration, Timestamp};
 use rcgen::{KeyPair, SigningKey};
 use x509_parser::extensions::ParsedExtension;
@@ -129,15 +127,6 @@ const EXT_KEY_USAGES: [(&[&str], &[u8]); 12] = [
 ];
 
 impl CertificateAuthority {
-    /// Reads the PEM CA certificate at `cert_file` and its PKCS#8 PEM key at `key_file`.
-    pub fn from_files(cert_file: &Path, key_file: &Path) -> Result<Self, String> {
-        let read = |path: &Path| {
-            std::fs::read_to_string(path)
-                .map_err(|err| format!("error reading {}: {err}", path.display()))
-        };
-        Self::from_pem(&read(cert_file)?, &read(key_file)?)
-    }
-
     /// The CA of PEM certificate `cert_pem` and PKCS#8 PEM key `key_pem`; the key must be
     /// the certificate's.
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, String> {

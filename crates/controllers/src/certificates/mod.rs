@@ -9,7 +9,7 @@
 //! - [`signer`]: `certificatesigningrequest-signing-controller` (`csrsigning`), upstream
 //!   `signer/signer.go`: one controller per `kubernetes.io/*` signer issuing approved CSRs.
 //! - [`authority`]: the CA the signers sign with, and the certificate it issues (upstream
-//!   `authority/`).
+//!   `authority/`); [`ca_provider`] reloads it when its files change.
 //! - [`cleaner`]: `certificatesigningrequest-cleaner-controller` (`csrcleaner`), upstream
 //!   `cleaner/cleaner.go`: deletes old CSRs every hour.
 //! - [`request`]: the PKCS#10 request, the conditions, the kubelet request shapes.
@@ -17,6 +17,7 @@
 
 pub mod approver;
 pub mod authority;
+pub mod ca_provider;
 pub mod cleaner;
 pub mod client;
 mod controller;

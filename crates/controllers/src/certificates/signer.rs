@@ -11,7 +11,8 @@ use k8s_openapi::api::certificates::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::authority::{CertificateAuthority, SigningPolicy};
+use super::authority::SigningPolicy;
+use super::ca_provider::CaProvider;
 use super::client::CsrClient;
 use super::request::{
     CertificateRequest, KUBE_APISERVER_CLIENT_KUBELET_SIGNER, KUBE_APISERVER_CLIENT_SIGNER,
@@ -56,8 +57,8 @@ pub const SIGNERS: [(&str, &str); 4] = [
 pub struct Signer {
     /// The signer name it issues for.
     signer_name: &'static str,
-    /// The CA it signs with.
-    ca: Arc<CertificateAuthority>,
+    /// The CA it signs with, reloaded when its files change.
+    ca: Arc<CaProvider>,
     /// The status writes. Test seam: [`super::FakeCsrClient`].
     client: Arc<dyn CsrClient>,
     /// The longest certificate it issues (`--cluster-signing-duration`).
@@ -79,7 +80,7 @@ impl Signer {
     /// most `cert_ttl` long.
     pub fn new(
         signer_name: &'static str,
-        ca: Arc<CertificateAuthority>,
+        ca: Arc<CaProvider>,
         client: Arc<dyn CsrClient>,
         cert_ttl: Duration,
     ) -> Self {
@@ -205,6 +206,7 @@ impl CsrHandler for Signer {
         let usages = csr.spec.usages.clone().unwrap_or_default();
         let certificate = self
             .ca
+            .current()
             .sign(&req, &usages, policy, now)
             .map_err(Error::Sign)?;
         csr.status.get_or_insert_default().certificate = Some(ByteString(certificate.into_bytes()));

@@ -10,7 +10,7 @@ fn now() -> Timestamp {
     "2024-05-01T12:00:00Z".parse().expect("timestamp")
 }
 
-fn authority() -> Arc<CertificateAuthority> {
+fn authority() -> Arc<CaProvider> {
     let key = KeyPair::generate().expect("key");
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
     params
@@ -20,7 +20,12 @@ fn authority() -> Arc<CertificateAuthority> {
     params.not_before = rcgen::date_time_ymd(2020, 1, 1);
     params.not_after = rcgen::date_time_ymd(2030, 1, 1);
     let cert = params.self_signed(&key).expect("ca");
-    Arc::new(CertificateAuthority::from_pem(&cert.pem(), &key.serialize_pem()).expect("ca"))
+    let ca = crate::certificates::authority::CertificateAuthority::from_pem(
+        &cert.pem(),
+        &key.serialize_pem(),
+    )
+    .expect("ca");
+    Arc::new(CaProvider::fixed(ca))
 }
 
 fn signer(name: &'static str, client: Arc<FakeCsrClient>) -> Signer {

@@ -24,7 +24,7 @@ use super::names::{
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::certificates::approver::{INSTANCE_NAME as APPROVER_INSTANCE, SarApprover};
-use crate::certificates::authority::CertificateAuthority;
+use crate::certificates::ca_provider::CaProvider;
 use crate::certificates::cleaner::CsrCleaner;
 use crate::certificates::signer::{SIGNERS, Signer};
 use crate::certificates::{ApiCsrClient, CertificateController};
@@ -432,11 +432,11 @@ pub fn certificatesigningrequest_signing_controller() -> ControllerDescriptor {
                     );
                     continue;
                 }
-                let ca = CertificateAuthority::from_files(
-                    &cert.unwrap_or_default(),
-                    &key.unwrap_or_default(),
-                )
-                .map_err(|err| format!("failed to start {signer} certificate controller: {err}"))?;
+                let ca =
+                    CaProvider::from_files(&cert.unwrap_or_default(), &key.unwrap_or_default())
+                        .map_err(|err| {
+                            format!("failed to start {signer} certificate controller: {err}")
+                        })?;
                 let handler = Arc::new(Signer::new(signer, Arc::new(ca), client.clone(), ttl));
                 let controller = Arc::new(CertificateController::new(
                     instance,
