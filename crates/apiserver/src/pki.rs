@@ -71,8 +71,11 @@ pub const CA_COMMON_NAME: &str = "kcm-ca";
 /// The CA key file in the PKI directory.
 pub const CA_KEY_FILE: &str = "ca.key";
 
-const CA_CERT: &str = "ca.crt";
-const CA_KEY: &str = "ca.key";
+/// The CA certificate file in the PKI directory.
+pub const CA_CERT_FILE: &str = "ca.crt";
+
+const CA_CERT: &str = CA_CERT_FILE;
+const CA_KEY: &str = CA_KEY_FILE;
 const SERVING_CERT: &str = "apiserver.crt";
 const SERVING_KEY: &str = "apiserver.key";
 

@@ -412,10 +412,15 @@ impl Server {
             }
         })?;
         tracing::info!(%url, kubeconfig = %kubeconfig_path.display(), "kcm apiserver serving");
+        let signing_files = config.tls.then(|| {
+            let dir = data_dir.join("pki");
+            (dir.join(pki::CA_CERT_FILE), dir.join(pki::CA_KEY_FILE))
+        });
         Ok(RunningServer {
             addr: client_addr,
             url,
             kubeconfig_path,
+            signing_files,
             token,
             ca_pem,
             storage,
@@ -486,6 +491,8 @@ pub struct RunningServer {
     addr: SocketAddr,
     url: String,
     kubeconfig_path: PathBuf,
+    /// The cluster CA's certificate and key files, with TLS.
+    signing_files: Option<(PathBuf, PathBuf)>,
     token: String,
     ca_pem: Option<String>,
     storage: Arc<dyn Storage>,
@@ -517,6 +524,15 @@ impl RunningServer {
     /// `DATA_DIR/kubeconfig`.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig_path
+    }
+
+    /// The cluster CA's certificate and key files (`DATA_DIR/pki/ca.{crt,key}`), whose
+    /// certificates the server accepts as client certificates; `None` without TLS. The CSR
+    /// signing controller signs with them (`--cluster-signing-{cert,key}-file`).
+    pub fn cluster_signing_files(&self) -> Option<(&Path, &Path)> {
+        self.signing_files
+            .as_ref()
+            .map(|(cert, key)| (cert.as_path(), key.as_path()))
     }
 
     /// The admin bearer token.

@@ -4,10 +4,11 @@
 //! registry, leader election, health and metrics. Each controller lives in its own module
 //! ([`replicaset`], [`replication`], [`deployment`], [`daemon`], [`statefulset`],
 //! [`garbagecollector`], [`namespace`], [`nodelifecycle`], [`serviceaccount`],
-//! [`tainteviction`], [`job`], [`cronjob`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`disruption`], the storage controllers under [`volume`]) with `new(...)`
+//! [`tainteviction`], [`job`], [`cronjob`], [`ttl`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`disruption`], the storage controllers under [`volume`]) with `new(...)`
 //! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
 //! functions beside the controllers.
 
+pub mod certificates;
 pub mod cloud;
 pub mod cloudnodelifecycle;
 pub mod clusterroleaggregation;
@@ -36,5 +37,6 @@ pub mod servicecidrs;
 pub mod servicelb;
 pub mod statefulset;
 pub mod tainteviction;
+pub mod ttl;
 pub mod ttlafterfinished;
 pub mod volume;

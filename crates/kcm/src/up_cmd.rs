@@ -157,8 +157,13 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 /// (nothing probes it; `kcm run` serves one), pod CIDRs allocated from [`CLUSTER_CIDR`], and
 /// each controller running as its own service account with its `system:controller:*` role
 /// (`--use-service-account-credentials`, as kubeadm runs kube-controller-manager); the HPA
-/// and client-limit flags `kcm up` takes are passed on.
-fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
+/// and client-limit flags `kcm up` takes are passed on, and the cluster CA's files, when
+/// given, as `--cluster-signing-{cert,key}-file` (as kubeadm does), so that approved CSRs
+/// are issued certificates the API server accepts.
+fn manager_options(
+    args: Option<&UpArgs>,
+    signing_files: Option<(&Path, &Path)>,
+) -> anyhow::Result<ManagerOptions> {
     #[derive(Parser)]
     struct Flags {
         #[command(flatten)]
@@ -189,6 +194,10 @@ fn manager_options(args: Option<&UpArgs>) -> anyhow::Result<ManagerOptions> {
             "--horizontal-pod-autoscaler-cpu-initialization-period={}",
             args.horizontal_pod_autoscaler_cpu_initialization_period
         ));
+    }
+    if let Some((cert, key)) = signing_files {
+        argv.push(format!("--cluster-signing-cert-file={}", cert.display()));
+        argv.push(format!("--cluster-signing-key-file={}", key.display()));
     }
     let flags = Flags::try_parse_from(argv).context("the controller manager's options")?;
     Ok(flags.options)
@@ -428,13 +437,15 @@ impl EmbeddedCluster {
         node_client: kube::Client,
         cancel: &CancellationToken,
     ) -> anyhow::Result<Self> {
-        let manager =
-            ControllerManager::new(manager_options(Some(args))?, ControllerRegistry::builtin())
-                .context("configuring the controller manager")?
-                .with_kube_config(server.kube_config())
-                .with_cloud(Arc::new(SimulatedProvider(SimulatedCloud::new(
-                    args.load_balancer_ip_pool,
-                ))));
+        let manager = ControllerManager::new(
+            manager_options(Some(args), server.cluster_signing_files())?,
+            ControllerRegistry::builtin(),
+        )
+        .context("configuring the controller manager")?
+        .with_kube_config(server.kube_config())
+        .with_cloud(Arc::new(SimulatedProvider(SimulatedCloud::new(
+            args.load_balancer_ip_pool,
+        ))));
         tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
         let manager = manager
             .start(cancel.child_token())
@@ -579,7 +590,7 @@ mod tests {
 
     #[test]
     fn manager_runs_every_controller_without_election_or_endpoint() {
-        let options = manager_options(None).expect("options");
+        let options = manager_options(None, None).expect("options");
         assert!(!options.leader_election.leader_elect);
         assert_eq!(options.secure_serving.secure_port, 0);
         assert_eq!(options.generic.controllers, ["*"]);
@@ -608,6 +619,23 @@ mod tests {
     }
 
     #[test]
+    fn the_cluster_ca_becomes_the_csr_signing_ca() {
+        let options = manager_options(
+            None,
+            Some((Path::new("/d/pki/ca.crt"), Path::new("/d/pki/ca.key"))),
+        )
+        .expect("options");
+        assert_eq!(
+            options.csr_signing.cluster_signing_cert_file.as_deref(),
+            Some(Path::new("/d/pki/ca.crt"))
+        );
+        assert_eq!(
+            options.csr_signing.cluster_signing_key_file.as_deref(),
+            Some(Path::new("/d/pki/ca.key"))
+        );
+    }
+
+    #[test]
     fn client_limits_reach_the_controller_manager() {
         for (name, argv, qps, burst) in [
             (
@@ -630,7 +658,7 @@ mod tests {
             ),
         ] {
             let cli = Cli::try_parse_from(argv).expect(name);
-            let options = manager_options(Some(&cli.args)).expect(name);
+            let options = manager_options(Some(&cli.args), None).expect(name);
             assert_eq!(options.generic.kube_api_qps, qps, "{name}");
             assert_eq!(options.generic.kube_api_burst, burst, "{name}");
         }
@@ -781,6 +809,116 @@ mod tests {
             watches, 1.0,
             "one pod watch serves the controllers, the scheduler and the nodes"
         );
+    }
+
+    /// `kcm up` signs with its cluster CA: an approved `kubernetes.io/kube-apiserver-client`
+    /// CSR is issued a certificate that authenticates to the API server as its subject.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_approved_client_csr_gets_a_certificate_the_api_server_accepts() {
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+        use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+        use kube::Api;
+        use kube::api::PostParams;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.storage = StorageBackend::Memory;
+        let server = Server::start(config).await.expect("API server");
+        let client = server.client().expect("client");
+        let cli = Cli::try_parse_from(["kcm", "--nodes", "0"]).expect("flags");
+        let cancel = CancellationToken::new();
+        let cluster = EmbeddedCluster::start(&server, &cli.args, client.clone(), &cancel)
+            .await
+            .expect("cluster");
+
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "alice");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "devs");
+        let request = params
+            .serialize_request(&key)
+            .expect("csr")
+            .pem()
+            .expect("pem");
+        let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
+        let mut csr: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "alice"},
+            "spec": {
+                "signerName": "kubernetes.io/kube-apiserver-client",
+                "usages": ["client auth"],
+            }
+        }))
+        .expect("csr");
+        csr.spec.request = ByteString(request.into_bytes());
+        let mut csr = csrs
+            .create(&PostParams::default(), &csr)
+            .await
+            .expect("create");
+        csr.status.get_or_insert_default().conditions = Some(vec![
+            serde_json::from_value(serde_json::json!({
+                "type": "Approved", "status": "True", "reason": "Test", "message": "approved"
+            }))
+            .expect("condition"),
+        ]);
+        csrs.replace_subresource("approval", "alice", &PostParams::default(), &csr)
+            .await
+            .expect("approve");
+        let issued = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let certificate = csrs
+                    .get("alice")
+                    .await
+                    .ok()
+                    .and_then(|c| c.status?.certificate);
+                if let Some(certificate) = certificate {
+                    return certificate;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let whoami = match &issued {
+            Ok(certificate) => {
+                let mut as_alice = server.kube_config();
+                as_alice.auth_info = serde_json::from_value(serde_json::json!({
+                    "client-certificate-data": base64_pem(&certificate.0),
+                    "client-key-data": base64_pem(key.serialize_pem().as_bytes()),
+                }))
+                .expect("auth info");
+                let alice = kube::Client::try_from(as_alice).expect("client");
+                let reviews: Api<SelfSubjectReview> = Api::all(alice);
+                let review: SelfSubjectReview =
+                    serde_json::from_value(serde_json::json!({})).expect("review");
+                Some(reviews.create(&PostParams::default(), &review).await)
+            }
+            Err(_) => None,
+        };
+        cluster.stop(&cancel).await.expect("stop");
+        server.shutdown().await;
+        issued.expect("the CSR is issued a certificate");
+        let user = whoami
+            .expect("reviewed")
+            .expect("the certificate authenticates")
+            .status
+            .and_then(|s| s.user_info)
+            .expect("user info");
+        assert_eq!(user.username.as_deref(), Some("alice"));
+        assert!(
+            user.groups.iter().flatten().any(|g| g == "devs"),
+            "{:?}",
+            user.groups
+        );
+    }
+
+    fn base64_pem(pem: &[u8]) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(pem)
     }
 
     #[test]

@@ -141,7 +141,7 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
 
     // The controllers' permissions: exactly what the ReplicaSet, ReplicationController,
     // DaemonSet and StatefulSet controllers, the storage controllers, the endpoint
-    // controllers, node IPAM and the root CA publisher call.
+    // controllers, node IPAM, the root CA publisher and the CSR controllers call.
     let role: ClusterRole = one("clusterrole.yaml");
     let workloads = ["replicasets", "daemonsets", "statefulsets"];
     let sub = |s: &str| workloads.map(|w| format!("{w}/{s}"));
@@ -236,6 +236,39 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
             ),
             rule(&[""], &["nodes"], &[], &["patch"]),
             rule(&[""], &["configmaps"], &[], &["create", "update"]),
+            // The CSR approver, signers and cleaner.
+            rule(
+                &["certificates.k8s.io"],
+                &["certificatesigningrequests"],
+                &[],
+                &["list", "watch", "delete"]
+            ),
+            rule(
+                &["certificates.k8s.io"],
+                &[
+                    "certificatesigningrequests/status",
+                    "certificatesigningrequests/approval"
+                ],
+                &[],
+                &["update"]
+            ),
+            rule(
+                &["certificates.k8s.io"],
+                &["signers"],
+                &["kubernetes.io/kube-apiserver-client-kubelet"],
+                &["approve"]
+            ),
+            rule(
+                &["certificates.k8s.io"],
+                &["signers"],
+                &[
+                    "kubernetes.io/legacy-unknown",
+                    "kubernetes.io/kube-apiserver-client",
+                    "kubernetes.io/kube-apiserver-client-kubelet",
+                    "kubernetes.io/kubelet-serving"
+                ],
+                &["sign"]
+            ),
             // The endpoint's delegated authentication and authorization.
             rule(
                 &["authentication.k8s.io"],

@@ -128,8 +128,8 @@ pub fn build_node(index: usize, template: &NodeTemplate, now: jiff::Timestamp) -
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let annotations = [
+        // node.alpha.kubernetes.io/ttl is the TTL controller's, not the kubelet's.
         (ANNOTATION_SIMULATED.to_string(), "true".to_string()),
-        ("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string()),
     ]
     .into_iter()
     .collect();

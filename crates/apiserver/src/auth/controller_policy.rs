@@ -15,9 +15,16 @@ const DISCOVERY: &str = "discovery.k8s.io";
 const AUTOSCALING: &str = "autoscaling";
 const STORAGE: &str = "storage.k8s.io";
 const NETWORKING: &str = "networking.k8s.io";
+const CERTIFICATES: &str = "certificates.k8s.io";
+const AUTHORIZATION: &str = "authorization.k8s.io";
 
 fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
+}
+
+/// A rule limited to the objects named `names` (upstream's `.Names(...)`).
+fn named_rule(verbs: &[&str], groups: &[&str], resources: &[&str], names: &[&str]) -> Value {
+    json!({"verbs": verbs, "apiGroups": groups, "resources": resources, "resourceNames": names})
 }
 
 /// Upstream's `eventsRule`: events in the core and `events.k8s.io` groups.
@@ -445,6 +452,50 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "ttl-controller",
+            vec![
+                rule(&["update", "patch", "list", "watch"], &[LEGACY], &["nodes"]),
+                events(),
+            ],
+        ),
+        (
+            "certificate-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "delete"],
+                    &[CERTIFICATES],
+                    &["certificatesigningrequests"],
+                ),
+                rule(
+                    &["update"],
+                    &[CERTIFICATES],
+                    &[
+                        "certificatesigningrequests/status",
+                        "certificatesigningrequests/approval",
+                    ],
+                ),
+                named_rule(
+                    &["approve"],
+                    &[CERTIFICATES],
+                    &["signers"],
+                    &["kubernetes.io/kube-apiserver-client-kubelet"],
+                ),
+                named_rule(
+                    &["sign"],
+                    &[CERTIFICATES],
+                    &["signers"],
+                    &[
+                        "kubernetes.io/legacy-unknown",
+                        "kubernetes.io/kube-apiserver-client",
+                        "kubernetes.io/kube-apiserver-client-kubelet",
+                        "kubernetes.io/kubelet-serving",
+                    ],
+                ),
+                rule(&["create"], &[AUTHORIZATION], &["subjectaccessreviews"]),
+                events(),
+            ],
+        ),
+        (
             "ttl-after-finished-controller",
             vec![
                 rule(&["get", "list", "watch", "delete"], &[BATCH], &["jobs"]),
@@ -546,6 +597,31 @@ mod tests {
                 true,
             ),
             ("service-controller", one("update", "", "services"), false),
+            (
+                "certificate-controller",
+                one(
+                    "update",
+                    "certificates.k8s.io",
+                    "certificatesigningrequests/approval",
+                ),
+                true,
+            ),
+            (
+                "certificate-controller",
+                one("create", "authorization.k8s.io", "subjectaccessreviews"),
+                true,
+            ),
+            (
+                "certificate-controller",
+                one(
+                    "create",
+                    "certificates.k8s.io",
+                    "certificatesigningrequests",
+                ),
+                false,
+            ),
+            ("ttl-controller", one("patch", "", "nodes"), true),
+            ("ttl-controller", one("delete", "", "nodes"), false),
             ("replicaset-controller", one("create", "", "pods"), true),
             (
                 "replicaset-controller",

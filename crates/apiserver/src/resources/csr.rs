@@ -1,6 +1,7 @@
 //! certificates.k8s.io/v1 certificatesigningrequests: the requestor recorded on create, the main/`status`/`approval` split of upstream's three strategies, request and condition validation (upstream's `csrStrategy`, `csrStatusStrategy`, `csrApprovalStrategy`, `ValidateCertificateSigningRequest*`).
 //!
-//! No signer runs in kcm: an approved request stays `Approved` until something writes
+//! The server signs nothing itself: an approved request stays `Approved` until a signer
+//! (kcm's `certificatesigningrequest-signing-controller`, or any other) writes
 //! `status.certificate` through `/status`.
 
 use std::collections::HashSet;

@@ -6,8 +6,9 @@ use super::context::ControllerContext;
 use super::names::{
     BUILTIN_CONTROLLERS, CLOUD_NODE_LIFECYCLE, CLOUD_NODE_LIFECYCLE_CONTROLLER,
     CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB, CRONJOB_CONTROLLER,
-    DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER, DISRUPTION,
-    DISRUPTION_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
+    CSR_APPROVING, CSR_APPROVING_CONTROLLER, CSR_CLEANER, CSR_CLEANER_CONTROLLER, CSR_SIGNING,
+    CSR_SIGNING_CONTROLLER, DAEMONSET, DAEMONSET_CONTROLLER, DEPLOYMENT, DEPLOYMENT_CONTROLLER,
+    DISRUPTION, DISRUPTION_CONTROLLER, ENDPOINTS, ENDPOINTS_CONTROLLER, ENDPOINTSLICE,
     ENDPOINTSLICE_CONTROLLER, ENDPOINTSLICE_MIRRORING, ENDPOINTSLICE_MIRRORING_CONTROLLER,
     EPHEMERAL_VOLUME, EPHEMERAL_VOLUME_CONTROLLER, GARBAGE_COLLECTOR, GARBAGE_COLLECTOR_CONTROLLER,
     HORIZONTAL_POD_AUTOSCALER, HORIZONTAL_POD_AUTOSCALER_CONTROLLER, JOB, JOB_CONTROLLER,
@@ -19,10 +20,15 @@ use super::names::{
     RESOURCE_QUOTA_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
     ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICE_CIDR_CONTROLLER, SERVICE_LB,
     SERVICE_LB_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER, STATEFULSET,
-    STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
-    TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
+    STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL, TTL_AFTER_FINISHED,
+    TTL_AFTER_FINISHED_CONTROLLER, TTL_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
+use crate::certificates::approver::{INSTANCE_NAME as APPROVER_INSTANCE, SarApprover};
+use crate::certificates::ca_provider::CaProvider;
+use crate::certificates::cleaner::CsrCleaner;
+use crate::certificates::signer::{SIGNERS, Signer};
+use crate::certificates::{ApiCsrClient, CertificateController};
 use crate::cloudnodelifecycle::CloudNodeLifecycleController;
 use crate::clusterroleaggregation::{
     ClusterRoleAggregationController, WORKERS as AGGREGATION_WORKERS,
@@ -63,6 +69,7 @@ use crate::servicecidrs::{ServiceCidrController, ServiceCidrControllerOptions};
 use crate::servicelb::{ServiceLbController, ServiceLbControllerOptions};
 use crate::statefulset::{StatefulSetController, StatefulSetControllerOptions};
 use crate::tainteviction::TaintEvictionController;
+use crate::ttl::{TtlController, TtlControllerOptions, WORKERS as TTL_WORKERS};
 use crate::ttlafterfinished::{
     TtlAfterFinishedController, TtlAfterFinishedControllerOptions, TtlAfterFinishedMetrics,
 };
@@ -93,10 +100,14 @@ impl ControllerRegistry {
             node_ipam_controller(),
             node_lifecycle_controller(),
             root_ca_certificate_publisher_controller(),
+            certificatesigningrequest_signing_controller(),
+            certificatesigningrequest_approving_controller(),
+            certificatesigningrequest_cleaner_controller(),
             serviceaccount_controller(),
             taint_eviction_controller(),
             job_controller(),
             cronjob_controller(),
+            ttl_controller(),
             ttl_after_finished_controller(),
             pod_garbage_collector_controller(),
             horizontal_pod_autoscaler_controller(),
@@ -385,6 +396,119 @@ pub fn root_ca_certificate_publisher_controller() -> ControllerDescriptor {
     .with_aliases(ROOT_CA_CERTIFICATE_PUBLISHER.aliases)
 }
 
+/// `certificatesigningrequest-signing-controller` (alias `csrsigning`): only when signing files
+/// are given, as upstream's `startCertificateSigningRequestSigningController` — either
+/// `--cluster-signing-{cert,key}-file` for every signer or the per-signer pairs (a signer
+/// without a pair is skipped); one certificate controller per signer, 5 workers each, on the
+/// CSR informer, certificates at most `--cluster-signing-duration` long.
+pub fn certificatesigningrequest_signing_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        CSR_SIGNING_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.csr_signing;
+            let missing_single = flags.cluster_signing_cert_file.is_none()
+                || flags.cluster_signing_key_file.is_none();
+            let specific = flags.any_specific_files_set();
+            if missing_single && !specific {
+                tracing::info!(
+                    "Skipping CSR signer controller because no csr cert/key was specified"
+                );
+                return Ok(None);
+            }
+            if !missing_single && specific {
+                return Err(
+                    "cannot specify default and per controller certs at the same time".into(),
+                );
+            }
+            let informer = ctx
+                .factory
+                .informer_for::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>();
+            let client = Arc::new(ApiCsrClient::new(ctx.client.clone()));
+            let ttl = flags.cluster_signing_duration.get();
+            let mut runs = Vec::new();
+            for (signer, (cert, key)) in flags.signer_files() {
+                let instance = SIGNERS
+                    .iter()
+                    .find(|(name, _)| *name == signer)
+                    .map_or(signer, |(_, instance)| *instance);
+                if cert.is_none() && key.is_none() {
+                    tracing::info!(
+                        controller = signer,
+                        "Skipping CSR signer controller because specific files were specified for \
+                     other signers and not this one"
+                    );
+                    continue;
+                }
+                let ca =
+                    CaProvider::from_files(&cert.unwrap_or_default(), &key.unwrap_or_default())
+                        .map_err(|err| {
+                            format!("failed to start {signer} certificate controller: {err}")
+                        })?;
+                let handler = Arc::new(Signer::new(signer, Arc::new(ca), client.clone(), ttl));
+                let controller = Arc::new(CertificateController::new(
+                    instance,
+                    &informer,
+                    handler,
+                    Some(ctx.workqueue_metrics()),
+                ));
+                runs.push(controller.run(crate::certificates::signer::WORKERS, ctx.cancel.clone()));
+            }
+            Ok(Some(StartedController::new(async move {
+                futures::future::join_all(runs).await;
+            })))
+        },
+    )
+    .with_aliases(CSR_SIGNING.aliases)
+}
+
+/// `certificatesigningrequest-approving-controller` (alias `csrapproving`): the CSR informer,
+/// 5 workers; approves kubelet client CSRs after a SubjectAccessReview.
+pub fn certificatesigningrequest_approving_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        CSR_APPROVING_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let informer = ctx
+                .factory
+                .informer_for::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>();
+            let approver = Arc::new(SarApprover::new(Arc::new(ApiCsrClient::new(
+                ctx.client.clone(),
+            ))));
+            let controller = Arc::new(CertificateController::new(
+                APPROVER_INSTANCE,
+                &informer,
+                approver,
+                Some(ctx.workqueue_metrics()),
+            ));
+            Ok(Some(StartedController::new(controller.run(
+                crate::certificates::approver::WORKERS,
+                ctx.cancel.clone(),
+            ))))
+        },
+    )
+    .with_aliases(CSR_APPROVING.aliases)
+}
+
+/// `certificatesigningrequest-cleaner-controller` (alias `csrcleaner`): the CSR informer, one
+/// pass an hour deleting old CSRs.
+pub fn certificatesigningrequest_cleaner_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        CSR_CLEANER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let informer = ctx
+                .factory
+                .informer_for::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>();
+            let cleaner = Arc::new(CsrCleaner::new(
+                &informer,
+                Arc::new(ApiCsrClient::new(ctx.client.clone())),
+            ));
+            Ok(Some(StartedController::new(
+                cleaner.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(CSR_CLEANER.aliases)
+}
+
 /// `garbage-collector-controller` (alias `garbagecollector`): typed informers from the shared
 /// factory plus metadata-only informers for every other deletable resource found by
 /// discovery; `--concurrent-gc-syncs` workers on each of its two queues.
@@ -564,6 +688,24 @@ pub fn cronjob_controller() -> ControllerDescriptor {
         )))
     })
     .with_aliases(CRONJOB.aliases)
+}
+
+/// `ttl-controller` (alias `ttl`): the Nodes informer, 5 workers (upstream's constant) on
+/// queue `ttlcontroller`; keeps `node.alpha.kubernetes.io/ttl` on every Node.
+pub fn ttl_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(TTL_CONTROLLER, |ctx: ControllerContext| async move {
+        let controller = Arc::new(TtlController::new(
+            &ctx.factory,
+            ctx.client.clone(),
+            TtlControllerOptions {
+                metrics: Some(ctx.workqueue_metrics()),
+            },
+        ));
+        Ok(Some(StartedController::new(
+            controller.run(TTL_WORKERS, ctx.cancel.clone()),
+        )))
+    })
+    .with_aliases(TTL.aliases)
 }
 
 /// `ttl-after-finished-controller` (alias `ttl-after-finished`): the Jobs informer,

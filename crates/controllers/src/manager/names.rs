@@ -45,6 +45,14 @@ pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
 pub const CRONJOB_CONTROLLER: &str = crate::cronjob::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ClusterRole aggregation controller.
 pub const CLUSTERROLE_AGGREGATION_CONTROLLER: &str = crate::clusterroleaggregation::CONTROLLER_NAME;
+/// kube-controller-manager's name of the CSR signing controller.
+pub const CSR_SIGNING_CONTROLLER: &str = crate::certificates::signer::CONTROLLER_NAME;
+/// kube-controller-manager's name of the CSR approving controller.
+pub const CSR_APPROVING_CONTROLLER: &str = crate::certificates::approver::CONTROLLER_NAME;
+/// kube-controller-manager's name of the CSR cleaner.
+pub const CSR_CLEANER_CONTROLLER: &str = crate::certificates::cleaner::CONTROLLER_NAME;
+/// kube-controller-manager's name of the TTL controller.
+pub const TTL_CONTROLLER: &str = crate::ttl::CONTROLLER_NAME;
 /// kube-controller-manager's name of the TTL-after-finished controller.
 pub const TTL_AFTER_FINISHED_CONTROLLER: &str = crate::ttlafterfinished::CONTROLLER_NAME;
 /// kube-controller-manager's name of the HorizontalPodAutoscaler controller.
@@ -163,6 +171,35 @@ pub const CRONJOB: ControllerNames = ControllerNames {
     aliases: &["cronjob"],
     disabled_by_default: false,
     service_account: "cronjob-controller",
+};
+/// `certificatesigningrequest-signing-controller`, alias `csrsigning` (it starts only when
+/// signing files are given).
+pub const CSR_SIGNING: ControllerNames = ControllerNames {
+    name: CSR_SIGNING_CONTROLLER,
+    aliases: &[crate::certificates::signer::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "certificate-controller",
+};
+/// `certificatesigningrequest-approving-controller`, alias `csrapproving`.
+pub const CSR_APPROVING: ControllerNames = ControllerNames {
+    name: CSR_APPROVING_CONTROLLER,
+    aliases: &[crate::certificates::approver::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "certificate-controller",
+};
+/// `certificatesigningrequest-cleaner-controller`, alias `csrcleaner`.
+pub const CSR_CLEANER: ControllerNames = ControllerNames {
+    name: CSR_CLEANER_CONTROLLER,
+    aliases: &[crate::certificates::cleaner::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "certificate-controller",
+};
+/// `ttl-controller`, alias `ttl`.
+pub const TTL: ControllerNames = ControllerNames {
+    name: TTL_CONTROLLER,
+    aliases: &[crate::ttl::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "ttl-controller",
 };
 /// `ttl-after-finished-controller`, alias `ttl-after-finished`.
 pub const TTL_AFTER_FINISHED: ControllerNames = ControllerNames {
@@ -316,7 +353,7 @@ pub const CLOUD_NODE_LIFECYCLE: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 30] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 34] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -330,10 +367,14 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 30] = [
     NODE_IPAM,
     NODE_LIFECYCLE,
     ROOT_CA_CERTIFICATE_PUBLISHER,
+    CSR_SIGNING,
+    CSR_APPROVING,
+    CSR_CLEANER,
     SERVICEACCOUNT,
     TAINT_EVICTION,
     JOB,
     CRONJOB,
+    TTL,
     TTL_AFTER_FINISHED,
     POD_GARBAGE_COLLECTOR,
     HORIZONTAL_POD_AUTOSCALER,
@@ -373,6 +414,9 @@ mod tests {
         assert_eq!(
             all,
             [
+                "certificatesigningrequest-approving-controller",
+                "certificatesigningrequest-cleaner-controller",
+                "certificatesigningrequest-signing-controller",
                 "cloud-node-lifecycle-controller",
                 "clusterrole-aggregation-controller",
                 "cronjob-controller",
@@ -402,6 +446,7 @@ mod tests {
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
+                "ttl-controller",
                 "volumeattributesclass-protection-controller",
             ]
         );

@@ -99,6 +99,9 @@ pub struct ManagerOptions {
     /// The service account (token) controller's flags the root CA publisher reads.
     #[command(flatten)]
     pub sa_controller: SaControllerFlags,
+
+    #[command(flatten)]
+    pub csr_signing: CsrSigningControllerFlags,
     /// Where the API server is.
     #[command(flatten)]
     pub misc: MiscFlags,
@@ -625,6 +628,209 @@ pub struct SaControllerFlags {
     pub root_ca_file: Option<PathBuf>,
 }
 
+/// The CSR signing controller's flags (upstream's `CSRSigningControllerOptions`): one CA for
+/// every signer, or one per signer, never both.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Csrsigning controller flags")]
+pub struct CsrSigningControllerFlags {
+    /// The CA certificate every signer uses.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded X509 CA certificate used to issue \
+                cluster-scoped certificates.  If specified, no more specific --cluster-signing-* \
+                flag may be specified."
+    )]
+    pub cluster_signing_cert_file: Option<PathBuf>,
+    /// Its key.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded RSA or ECDSA private key used to sign \
+                cluster-scoped certificates.  If specified, no more specific --cluster-signing-* \
+                flag may be specified."
+    )]
+    pub cluster_signing_key_file: Option<PathBuf>,
+    /// The `kubernetes.io/kubelet-serving` CA certificate.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded X509 CA certificate used to issue certificates \
+                for the kubernetes.io/kubelet-serving signer.  If specified, \
+                --cluster-signing-{cert,key}-file must not be set."
+    )]
+    pub cluster_signing_kubelet_serving_cert_file: Option<PathBuf>,
+    /// Its key.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded RSA or ECDSA private key used to sign \
+                certificates for the kubernetes.io/kubelet-serving signer.  If specified, \
+                --cluster-signing-{cert,key}-file must not be set."
+    )]
+    pub cluster_signing_kubelet_serving_key_file: Option<PathBuf>,
+    /// The `kubernetes.io/kube-apiserver-client-kubelet` CA certificate.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded X509 CA certificate used to issue certificates \
+                for the kubernetes.io/kube-apiserver-client-kubelet signer.  If specified, \
+                --cluster-signing-{cert,key}-file must not be set."
+    )]
+    pub cluster_signing_kubelet_client_cert_file: Option<PathBuf>,
+    /// Its key.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded RSA or ECDSA private key used to sign \
+                certificates for the kubernetes.io/kube-apiserver-client-kubelet signer.  If \
+                specified, --cluster-signing-{cert,key}-file must not be set."
+    )]
+    pub cluster_signing_kubelet_client_key_file: Option<PathBuf>,
+    /// The `kubernetes.io/kube-apiserver-client` CA certificate.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded X509 CA certificate used to issue certificates \
+                for the kubernetes.io/kube-apiserver-client signer.  If specified, \
+                --cluster-signing-{cert,key}-file must not be set."
+    )]
+    pub cluster_signing_kube_apiserver_client_cert_file: Option<PathBuf>,
+    /// Its key.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded RSA or ECDSA private key used to sign \
+                certificates for the kubernetes.io/kube-apiserver-client signer.  If specified, \
+                --cluster-signing-{cert,key}-file must not be set."
+    )]
+    pub cluster_signing_kube_apiserver_client_key_file: Option<PathBuf>,
+    /// The `kubernetes.io/legacy-unknown` CA certificate.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded X509 CA certificate used to issue certificates \
+                for the kubernetes.io/legacy-unknown signer.  If specified, \
+                --cluster-signing-{cert,key}-file must not be set."
+    )]
+    pub cluster_signing_legacy_unknown_cert_file: Option<PathBuf>,
+    /// Its key.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded RSA or ECDSA private key used to sign \
+                certificates for the kubernetes.io/legacy-unknown signer.  If specified, \
+                --cluster-signing-{cert,key}-file must not be set."
+    )]
+    pub cluster_signing_legacy_unknown_key_file: Option<PathBuf>,
+    /// The longest certificate the signers issue.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "8760h0m0s",
+        help = "The max length of duration signed certificates will be given.  Individual CSRs \
+                may request shorter certs by setting spec.expirationSeconds."
+    )]
+    pub cluster_signing_duration: GoDuration,
+}
+
+/// The CA files of one signer: a certificate and a key.
+pub type SigningFiles = (Option<PathBuf>, Option<PathBuf>);
+
+impl CsrSigningControllerFlags {
+    /// The per-signer files, in the order of
+    /// [`crate::certificates::signer::SIGNERS`], with each signer's flag prefix.
+    fn specific(&self) -> [(&'static str, &'static str, SigningFiles); 4] {
+        [
+            (
+                crate::certificates::request::KUBELET_SERVING_SIGNER,
+                "cluster-signing-kubelet-serving",
+                (
+                    self.cluster_signing_kubelet_serving_cert_file.clone(),
+                    self.cluster_signing_kubelet_serving_key_file.clone(),
+                ),
+            ),
+            (
+                crate::certificates::request::KUBE_APISERVER_CLIENT_KUBELET_SIGNER,
+                "cluster-signing-kube-apiserver-client",
+                (
+                    self.cluster_signing_kubelet_client_cert_file.clone(),
+                    self.cluster_signing_kubelet_client_key_file.clone(),
+                ),
+            ),
+            (
+                crate::certificates::request::KUBE_APISERVER_CLIENT_SIGNER,
+                "cluster-signing-kube-apiserver",
+                (
+                    self.cluster_signing_kube_apiserver_client_cert_file.clone(),
+                    self.cluster_signing_kube_apiserver_client_key_file.clone(),
+                ),
+            ),
+            (
+                crate::certificates::request::LEGACY_UNKNOWN_SIGNER,
+                "cluster-signing-legacy-unknown",
+                (
+                    self.cluster_signing_legacy_unknown_cert_file.clone(),
+                    self.cluster_signing_legacy_unknown_key_file.clone(),
+                ),
+            ),
+        ]
+    }
+
+    /// Whether any per-signer file is given (upstream's `anySpecificFilesSet`).
+    pub fn any_specific_files_set(&self) -> bool {
+        self.specific()
+            .iter()
+            .any(|(_, _, (cert, key))| cert.is_some() || key.is_some())
+    }
+
+    /// Each signer's files: the per-signer ones when any is given, else
+    /// `--cluster-signing-{cert,key}-file` for all (upstream's `get*SignerFiles`).
+    pub fn signer_files(&self) -> Vec<(&'static str, SigningFiles)> {
+        let specific = self.any_specific_files_set();
+        self.specific()
+            .into_iter()
+            .map(|(signer, _, files)| {
+                let files = if specific {
+                    files
+                } else {
+                    (
+                        self.cluster_signing_cert_file.clone(),
+                        self.cluster_signing_key_file.clone(),
+                    )
+                };
+                (signer, files)
+            })
+            .collect()
+    }
+
+    /// Upstream's `Validate`: each signer's cert and key come together, and the single pair
+    /// excludes the per-signer ones.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        for (_, prefix, (cert, key)) in self.specific() {
+            match (cert.is_some(), key.is_some()) {
+                (false, true) => {
+                    return Err(format!("{prefix:?}: cannot specify key without cert"));
+                }
+                (true, false) => {
+                    return Err(format!("{prefix:?}: cannot specify cert without key"));
+                }
+                _ => {}
+            }
+        }
+        let single =
+            self.cluster_signing_cert_file.is_some() || self.cluster_signing_key_file.is_some();
+        if single && self.any_specific_files_set() {
+            return Err(
+                "cannot specify --cluster-signing-{cert,key}-file and other \
+                        --cluster-signing-*-file flags at the same time"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+}
+
 impl ManagerOptions {
     /// The node IPAM flags as the allocator's configuration input.
     pub fn node_ipam_flags(&self) -> crate::nodeipam::NodeIpamFlags {
@@ -1048,6 +1254,7 @@ impl ManagerOptions {
                 .validate()
                 .map_err(|e| Error::InvalidOption(format!("leader election: {e}")))?;
         }
+        self.csr_signing.validate().map_err(Error::InvalidOption)?;
         Ok(())
     }
 
@@ -1097,6 +1304,65 @@ mod tests {
     fn parse(args: &[&str]) -> std::result::Result<ManagerOptions, clap::Error> {
         let argv = std::iter::once("kcm-run").chain(args.iter().copied());
         Cli::try_parse_from(argv).map(|cli| cli.options)
+    }
+
+    #[test]
+    fn csr_signing_files_come_in_pairs_and_the_single_pair_excludes_the_others() {
+        let o = parse(&[]).expect("defaults");
+        assert_eq!(
+            o.csr_signing.cluster_signing_duration.get(),
+            Duration::from_secs(8760 * 3600)
+        );
+        assert!(o.validate().is_ok());
+        let single = parse(&[
+            "--cluster-signing-cert-file=c",
+            "--cluster-signing-key-file=k",
+        ])
+        .expect("parses");
+        assert!(single.validate().is_ok());
+        assert!(
+            single
+                .csr_signing
+                .signer_files()
+                .iter()
+                .all(|(_, files)| *files == (Some(PathBuf::from("c")), Some(PathBuf::from("k"))))
+        );
+        let cases = [
+            (
+                &["--cluster-signing-kubelet-serving-key-file=k"][..],
+                "\"cluster-signing-kubelet-serving\": cannot specify key without cert",
+            ),
+            (
+                &["--cluster-signing-kube-apiserver-client-cert-file=c"][..],
+                "\"cluster-signing-kube-apiserver\": cannot specify cert without key",
+            ),
+            (
+                &[
+                    "--cluster-signing-cert-file=c",
+                    "--cluster-signing-legacy-unknown-cert-file=c",
+                    "--cluster-signing-legacy-unknown-key-file=k",
+                ][..],
+                "cannot specify --cluster-signing-{cert,key}-file and other \
+                 --cluster-signing-*-file flags at the same time",
+            ),
+        ];
+        for (args, want) in cases {
+            let o = parse(args).expect("parses");
+            let err = o.validate().expect_err(want).to_string();
+            assert!(err.contains(want), "{err}");
+        }
+        let one = parse(&[
+            "--cluster-signing-kube-apiserver-client-cert-file=c",
+            "--cluster-signing-kube-apiserver-client-key-file=k",
+        ])
+        .expect("parses");
+        let files = one.csr_signing.signer_files();
+        let with_files: Vec<_> = files
+            .iter()
+            .filter(|(_, (c, k))| c.is_some() && k.is_some())
+            .map(|(s, _)| *s)
+            .collect();
+        assert_eq!(with_files, ["kubernetes.io/kube-apiserver-client"]);
     }
 
     #[test]
@@ -1509,7 +1775,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, volumeattributesclass-protection-controller",
+            "All controllers: certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, ttl-controller, volumeattributesclass-protection-controller",
             "--concurrent-service-syncs <int32>",
             "--cloud-provider <string>",
             "--cluster-name <string>",
@@ -1526,6 +1792,9 @@ mod tests {
             "--concurrent-rc-syncs <int32>",
             "--namespace-sync-period <duration>",
             "[default: 5m0s]",
+            "--cluster-signing-kube-apiserver-client-cert-file <string>",
+            "--cluster-signing-duration <duration>",
+            "[default: 8760h0m0s]",
         ] {
             assert!(help.contains(needle), "missing {needle} in\n{help}");
         }

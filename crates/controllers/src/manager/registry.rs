@@ -316,6 +316,9 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "certificatesigningrequest-approving-controller",
+                "certificatesigningrequest-cleaner-controller",
+                "certificatesigningrequest-signing-controller",
                 "cloud-node-lifecycle-controller",
                 "clusterrole-aggregation-controller",
                 "cronjob-controller",
@@ -345,6 +348,7 @@ mod tests {
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
+                "ttl-controller",
                 "volumeattributesclass-protection-controller",
             ]
         );
