@@ -141,7 +141,8 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
 
     // The controllers' permissions: exactly what the ReplicaSet, ReplicationController,
     // DaemonSet and StatefulSet controllers, the storage controllers, the endpoint
-    // controllers, node IPAM, the root CA publisher and the CSR controllers call.
+    // controllers, node IPAM, the root CA publisher, the CSR controllers and the service
+    // controllers call.
     let role: ClusterRole = one("clusterrole.yaml");
     let workloads = ["replicasets", "daemonsets", "statefulsets"];
     let sub = |s: &str| workloads.map(|w| format!("{w}/{s}"));
@@ -269,6 +270,15 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 ],
                 &["sign"]
             ),
+            // The service-lb controller (with a cloud) and the ServiceCIDR controller.
+            rule(&[""], &["services/status"], &[], &["patch"]),
+            rule(
+                &["networking.k8s.io"],
+                &["servicecidrs", "servicecidrs/status"],
+                &[],
+                &["list", "watch", "patch"]
+            ),
+            rule(&["networking.k8s.io"], &["ipaddresses"], &[], &["list", "watch"]),
             // The endpoint's delegated authentication and authorization.
             rule(
                 &["authentication.k8s.io"],

@@ -659,6 +659,21 @@ fn load_balancer_services_get_addresses_from_the_simulated_cloud(backend: &Backe
         assert!(events.contains(want), "{want} missing from\n{events}");
     }
 
+    // The allocator's records: the web Service's cluster IP as an IPAddress, the default
+    // ServiceCIDR protected by the service-cidr controller.
+    let cluster_ip = up.jsonpath(&["svc", "web"], "{.spec.clusterIP}");
+    let addresses = up.kubectl_ok(&["get", "servicecidrs,ipaddresses"]);
+    assert!(
+        addresses.contains(&format!("ipaddress.networking.k8s.io/{cluster_ip}")),
+        "{addresses}"
+    );
+    assert!(addresses.contains("services/default/web"), "{addresses}");
+    up.wait_for("the default ServiceCIDR's finalizer", || {
+        (up.jsonpath(&["servicecidr", "kubernetes"], "{.metadata.finalizers}")
+            == r#"["networking.k8s.io/service-cidr-finalizer"]"#)
+            .then_some(())
+    });
+
     up.kubectl_ok(&["create", "service", "loadbalancer", "second", "--tcp=80"]);
     wait_ingress("second", "192.0.2.2");
     // The pool is full: the third waits, and says why.
@@ -693,6 +708,10 @@ fn load_balancer_services_get_addresses_from_the_simulated_cloud(backend: &Backe
 
     // Deleting web frees its address for third (retried with backoff).
     up.kubectl_ok(&["delete", "svc", "web", "--wait=true"]);
+    up.wait_for("web's IPAddress gone", || {
+        let (found, _, _) = up.kubectl(&["get", "ipaddress", &cluster_ip]);
+        (!found).then_some(())
+    });
     wait_ingress("third", "192.0.2.1");
     // A type change releases second's address and its finalizer.
     up.kubectl_ok(&[
