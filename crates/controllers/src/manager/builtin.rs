@@ -20,6 +20,7 @@ use super::names::{
     STATEFULSET, STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL_AFTER_FINISHED,
     TTL_AFTER_FINISHED_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
+use super::names::{PERSISTENTVOLUME_BINDER, PERSISTENTVOLUME_BINDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::clusterroleaggregation::{
     ClusterRoleAggregationController, WORKERS as AGGREGATION_WORKERS,
@@ -102,6 +103,7 @@ impl ControllerRegistry {
             persistentvolume_protection_controller(),
             volumeattributesclass_protection_controller(),
             ephemeral_volume_controller(),
+            persistentvolume_binder_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
                 .iter()
@@ -812,6 +814,35 @@ pub fn ephemeral_volume_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(EPHEMERAL_VOLUME.aliases)
+}
+
+/// `persistentvolume-binder-controller` (alias `persistentvolume-binder`): the
+/// PersistentVolumes, PersistentVolumeClaims, StorageClasses and Pods informers, one worker per
+/// queue (`claims`, `volumes`, upstream's constant), a resync every
+/// `--pvclaimbinder-sync-period`; events from `persistentvolume-controller`.
+pub fn persistentvolume_binder_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        PERSISTENTVOLUME_BINDER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.persistentvolume_binder;
+            let controller = Arc::new(
+                crate::volume::persistentvolume::PersistentVolumeController::new(
+                    &ctx.factory,
+                    ctx.client.clone(),
+                    ctx.recorder(crate::volume::persistentvolume::EVENT_COMPONENT),
+                    crate::volume::persistentvolume::PersistentVolumeControllerOptions {
+                        resync_period: flags.pvclaimbinder_sync_period.0,
+                        enable_dynamic_provisioning: flags.enable_dynamic_provisioning,
+                        metrics: Some(ctx.workqueue_metrics()),
+                    },
+                ),
+            );
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(PERSISTENTVOLUME_BINDER.aliases)
 }
 
 #[cfg(test)]
