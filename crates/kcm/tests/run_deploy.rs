@@ -213,6 +213,21 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &[],
                 &["list", "watch", "update"]
             ),
+            // The PV binder: the newest copy before a reclaim, deletion, status writes, classes.
+            rule(&[""], &["persistentvolumes"], &[], &["get", "delete"]),
+            rule(&[""], &["persistentvolumeclaims"], &[], &["get"]),
+            rule(
+                &[""],
+                &["persistentvolumes/status", "persistentvolumeclaims/status"],
+                &[],
+                &["update"]
+            ),
+            rule(
+                &["storage.k8s.io"],
+                &["storageclasses"],
+                &[],
+                &["list", "watch"]
+            ),
             // The endpoint controllers, node IPAM and the root CA publisher.
             rule(
                 &[""],

@@ -172,7 +172,7 @@ fn bound_volume(name: &str, size: &str, claim: &str, uid: &str) -> PersistentVol
 fn claim(name: &str, size: &str) -> PersistentVolumeClaim {
     pvc(name)
         .namespace("default")
-        .uid(&format!("uid-{name}"))
+        .uid(format!("uid-{name}"))
         .resource_version("1")
         .storage(size)
         .phase("Pending")
