@@ -1,7 +1,7 @@
 //! The PersistentVolume controller (`persistentvolume-binder-controller`): binds claims to volumes, asks external provisioners for new ones, and reclaims released volumes, as kube-controller-manager's `pkg/controller/volume/persistentvolume`.
 //!
 //! Where to start: [`PersistentVolumeController`] (upstream `pv_controller_base.go`: caches,
-//! two queues with one worker each, a periodic resync), whose [`sync`] module holds upstream's
+//! two queues with one worker each, a periodic resync), whose `sync.rs` holds upstream's
 //! `pv_controller.go` state machine: `sync_claim` (unbound claims find the smallest matching
 //! volume or are provisioned; bound claims are checked and go `Lost` when their volume is
 //! gone) and `sync_volume` (volumes go `Available`, `Bound` or `Released`, and released ones
@@ -22,7 +22,7 @@ pub mod util;
 
 pub use controller::{
     CLAIM_QUEUE_NAME, CONTROLLER_NAME, DEFAULT_PV_CLAIM_BINDER_SYNC_PERIOD, EVENT_COMPONENT,
-    PersistentVolumeController, PersistentVolumeControllerOptions, PvEventHandlers,
+    PersistentVolumeController, PersistentVolumeControllerOptions, PvEventHandlers, PvListers,
     VOLUME_QUEUE_NAME,
 };
 
