@@ -214,6 +214,21 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &[],
                 &["list", "watch", "update"]
             ),
+            // The PV binder: the newest copy before a reclaim, deletion, status writes, classes.
+            rule(&[""], &["persistentvolumes"], &[], &["get", "delete"]),
+            rule(&[""], &["persistentvolumeclaims"], &[], &["get"]),
+            rule(
+                &[""],
+                &["persistentvolumes/status", "persistentvolumeclaims/status"],
+                &[],
+                &["update"]
+            ),
+            rule(
+                &["storage.k8s.io"],
+                &["storageclasses"],
+                &[],
+                &["list", "watch"]
+            ),
             // The endpoint controllers, node IPAM and the root CA publisher.
             rule(
                 &[""],
@@ -278,7 +293,12 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &[],
                 &["list", "watch", "patch"]
             ),
-            rule(&["networking.k8s.io"], &["ipaddresses"], &[], &["list", "watch"]),
+            rule(
+                &["networking.k8s.io"],
+                &["ipaddresses"],
+                &[],
+                &["list", "watch"]
+            ),
             // The endpoint's delegated authentication and authorization.
             rule(
                 &["authentication.k8s.io"],

@@ -300,6 +300,39 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "persistent-volume-binder",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update", "create", "delete"],
+                    &[LEGACY],
+                    &["persistentvolumes"],
+                ),
+                rule(&["update"], &[LEGACY], &["persistentvolumes/status"]),
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[LEGACY],
+                    &["persistentvolumeclaims"],
+                ),
+                rule(&["update"], &[LEGACY], &["persistentvolumeclaims/status"]),
+                rule(
+                    &["list", "watch", "get", "create", "delete"],
+                    &[LEGACY],
+                    &["pods"],
+                ),
+                rule(&["get", "list", "watch"], &[STORAGE], &["storageclasses"]),
+                rule(
+                    &["get", "create", "update", "delete"],
+                    &[LEGACY],
+                    &["endpoints"],
+                ),
+                rule(&["get", "create", "delete"], &[LEGACY], &["services"]),
+                rule(&["get"], &[LEGACY], &["secrets"]),
+                rule(&["get", "list"], &[LEGACY], &["nodes"]),
+                rule(&["watch"], &[LEGACY], &["events"]),
+                events(),
+            ],
+        ),
+        (
             "pod-garbage-collector",
             vec![
                 rule(&["list", "watch", "delete"], &[LEGACY], &["pods"]),
@@ -741,6 +774,21 @@ mod tests {
             (
                 "pv-protection-controller",
                 one("update", "", "persistentvolumeclaims"),
+                false,
+            ),
+            (
+                "persistent-volume-binder",
+                one("update", "", "persistentvolumeclaims/status"),
+                true,
+            ),
+            (
+                "persistent-volume-binder",
+                one("delete", "", "persistentvolumes"),
+                true,
+            ),
+            (
+                "persistent-volume-binder",
+                one("delete", "", "persistentvolumeclaims"),
                 false,
             ),
             (

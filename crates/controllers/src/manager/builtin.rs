@@ -23,6 +23,7 @@ use super::names::{
     STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL, TTL_AFTER_FINISHED,
     TTL_AFTER_FINISHED_CONTROLLER, TTL_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
+use super::names::{PERSISTENTVOLUME_BINDER, PERSISTENTVOLUME_BINDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::certificates::approver::{INSTANCE_NAME as APPROVER_INSTANCE, SarApprover};
 use crate::certificates::ca_provider::CaProvider;
@@ -121,6 +122,7 @@ impl ControllerRegistry {
             service_lb_controller(),
             service_cidr_controller(),
             cloud_node_lifecycle_controller(),
+            persistentvolume_binder_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
                 .iter()
@@ -1049,6 +1051,35 @@ pub fn cloud_node_lifecycle_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(CLOUD_NODE_LIFECYCLE.aliases)
+}
+
+/// `persistentvolume-binder-controller` (alias `persistentvolume-binder`): the
+/// PersistentVolumes, PersistentVolumeClaims, StorageClasses and Pods informers, one worker per
+/// queue (`claims`, `volumes`, upstream's constant), a resync every
+/// `--pvclaimbinder-sync-period`; events from `persistentvolume-controller`.
+pub fn persistentvolume_binder_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        PERSISTENTVOLUME_BINDER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.persistentvolume_binder;
+            let controller = Arc::new(
+                crate::volume::persistentvolume::PersistentVolumeController::new(
+                    &ctx.factory,
+                    ctx.client.clone(),
+                    ctx.recorder(crate::volume::persistentvolume::EVENT_COMPONENT),
+                    crate::volume::persistentvolume::PersistentVolumeControllerOptions {
+                        resync_period: flags.pvclaimbinder_sync_period.0,
+                        enable_dynamic_provisioning: flags.enable_dynamic_provisioning,
+                        metrics: Some(ctx.workqueue_metrics()),
+                    },
+                ),
+            );
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(PERSISTENTVOLUME_BINDER.aliases)
 }
 
 #[cfg(test)]

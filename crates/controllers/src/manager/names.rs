@@ -81,6 +81,9 @@ pub const PERSISTENTVOLUME_PROTECTION_CONTROLLER: &str =
 /// kube-controller-manager's name of the VolumeAttributesClass protection controller.
 pub const VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER: &str =
     crate::volume::vacprotection::CONTROLLER_NAME;
+/// kube-controller-manager's name of the PersistentVolume binder controller.
+pub const PERSISTENTVOLUME_BINDER_CONTROLLER: &str =
+    crate::volume::persistentvolume::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ephemeral volume controller.
 pub const EPHEMERAL_VOLUME_CONTROLLER: &str = crate::volume::ephemeral::CONTROLLER_NAME;
 /// kube-controller-manager's name of the root CA certificate publisher.
@@ -307,6 +310,14 @@ pub const VOLUMEATTRIBUTESCLASS_PROTECTION: ControllerNames = ControllerNames {
     service_account: "volumeattributesclass-protection-controller",
 };
 
+/// `persistentvolume-binder-controller`, alias `persistentvolume-binder`.
+pub const PERSISTENTVOLUME_BINDER: ControllerNames = ControllerNames {
+    name: PERSISTENTVOLUME_BINDER_CONTROLLER,
+    aliases: &[crate::volume::persistentvolume::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "persistent-volume-binder",
+};
+
 /// `ephemeral-volume-controller`, alias `ephemeral-volume`.
 pub const EPHEMERAL_VOLUME: ControllerNames = ControllerNames {
     name: EPHEMERAL_VOLUME_CONTROLLER,
@@ -353,7 +364,7 @@ pub const CLOUD_NODE_LIFECYCLE: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 34] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 35] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -388,6 +399,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 34] = [
     SERVICE_LB,
     SERVICE_CIDR,
     CLOUD_NODE_LIFECYCLE,
+    PERSISTENTVOLUME_BINDER,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -433,6 +445,7 @@ mod tests {
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
+                "persistentvolume-binder-controller",
                 "persistentvolume-protection-controller",
                 "persistentvolumeclaim-protection-controller",
                 "pod-garbage-collector-controller",

@@ -54,6 +54,9 @@ pub struct ManagerOptions {
     /// The ephemeral volume controller.
     #[command(flatten)]
     pub ephemeral_volume: EphemeralVolumeControllerFlags,
+    /// The PersistentVolume binder controller.
+    #[command(flatten)]
+    pub persistentvolume_binder: PersistentVolumeBinderControllerFlags,
     /// The garbage collector.
     #[command(flatten)]
     pub garbage_collector: GarbageCollectorControllerFlags,
@@ -1070,6 +1073,120 @@ pub struct EphemeralVolumeControllerFlags {
     pub concurrent_ephemeral_volume_syncs: u32,
 }
 
+/// The PersistentVolume binder controller's flags (upstream's
+/// `PersistentVolumeBinderControllerOptions`). kcm has no recycler pods, in-tree provisioners
+/// or volume plugins: the recycler, hostPath provisioner, flex and volume-host flags are
+/// accepted for compatibility and change nothing.
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Persistentvolume-binder controller flags")]
+pub struct PersistentVolumeBinderControllerFlags {
+    /// How often every claim and volume is synced.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "15s",
+        help = "The period for syncing persistent volumes and persistent volume claims"
+    )]
+    pub pvclaimbinder_sync_period: GoDuration,
+    /// The NFS recycler pod template (accepted, unused).
+    #[arg(
+        long = "pv-recycler-pod-template-filepath-nfs",
+        value_name = "string",
+        help = "The file path to a pod definition used as a template for NFS persistent volume recycling"
+    )]
+    pub pv_recycler_pod_template_filepath_nfs: Option<String>,
+    /// The NFS recycler pod's minimum deadline (accepted, unused).
+    #[arg(
+        long = "pv-recycler-minimum-timeout-nfs",
+        value_name = "int32",
+        default_value_t = 300,
+        help = "The minimum ActiveDeadlineSeconds to use for an NFS Recycler pod"
+    )]
+    pub pv_recycler_minimum_timeout_nfs: i32,
+    /// The NFS recycler pod's deadline per Gi (accepted, unused).
+    #[arg(
+        long = "pv-recycler-increment-timeout-nfs",
+        value_name = "int32",
+        default_value_t = 30,
+        help = "the increment of time added per Gi to ActiveDeadlineSeconds for an NFS scrubber pod"
+    )]
+    pub pv_recycler_increment_timeout_nfs: i32,
+    /// The hostPath recycler pod template (accepted, unused).
+    #[arg(
+        long = "pv-recycler-pod-template-filepath-hostpath",
+        value_name = "string",
+        help = "The file path to a pod definition used as a template for HostPath persistent volume recycling. This is for development and testing only and will not work in a multi-node cluster."
+    )]
+    pub pv_recycler_pod_template_filepath_hostpath: Option<String>,
+    /// The hostPath recycler pod's minimum deadline (accepted, unused).
+    #[arg(
+        long = "pv-recycler-minimum-timeout-hostpath",
+        value_name = "int32",
+        default_value_t = 60,
+        help = "The minimum ActiveDeadlineSeconds to use for a HostPath Recycler pod.  This is for development and testing only and will not work in a multi-node cluster."
+    )]
+    pub pv_recycler_minimum_timeout_hostpath: i32,
+    /// The hostPath recycler pod's deadline per Gi (accepted, unused).
+    #[arg(
+        long = "pv-recycler-timeout-increment-hostpath",
+        value_name = "int32",
+        default_value_t = 30,
+        help = "the increment of time added per Gi to ActiveDeadlineSeconds for a HostPath scrubber pod.  This is for development and testing only and will not work in a multi-node cluster."
+    )]
+    pub pv_recycler_timeout_increment_hostpath: i32,
+    /// The in-tree hostPath provisioner (deprecated upstream; accepted, not modelled).
+    #[arg(
+        long = "enable-hostpath-provisioner",
+        value_name = "bool",
+        default_value = "false",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool,
+        help = "Enable HostPath PV provisioning when running without a cloud provider. This allows testing and development of provisioning features.  HostPath provisioning is not supported in any way, won't work in a multi-node cluster, and should not be used for anything other than testing or development."
+    )]
+    pub enable_hostpath_provisioner: bool,
+    /// Whether claims of a class are provisioned.
+    #[arg(
+        long = "enable-dynamic-provisioning",
+        value_name = "bool",
+        default_value = "true",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool,
+        help = "Enable dynamic provisioning for environments that support it."
+    )]
+    pub enable_dynamic_provisioning: bool,
+    /// The flex volume plugin directory (accepted, unused).
+    #[arg(
+        long = "flex-volume-plugin-dir",
+        value_name = "string",
+        help = "Full path of the directory in which the flex volume plugin should search for additional third party volume plugins."
+    )]
+    pub flex_volume_plugin_dir: Option<String>,
+    /// CIDRs volume plugins avoid (deprecated no-op upstream).
+    #[arg(
+        long = "volume-host-cidr-denylist",
+        value_name = "strings",
+        value_delimiter = ',',
+        help = "A comma-separated list of CIDR ranges to avoid from volume plugins."
+    )]
+    pub volume_host_cidr_denylist: Vec<String>,
+    /// Whether volume plugins may reach loopback (deprecated no-op upstream).
+    #[arg(
+        long = "volume-host-allow-local-loopback",
+        value_name = "bool",
+        default_value = "true",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool,
+        help = "If false, deny local loopback IPs in addition to any CIDR ranges in --volume-host-cidr-denylist"
+    )]
+    pub volume_host_allow_local_loopback: bool,
+}
+
 /// The TTL-after-finished controller's flags.
 #[derive(Args, Clone, Debug, PartialEq)]
 #[command(next_help_heading = "Ttl-after-finished controller flags")]
@@ -1449,6 +1566,12 @@ mod tests {
         assert_eq!(o.service.concurrent_service_syncs, 1);
         assert_eq!(o.kube_cloud_shared.cloud_provider, "");
         assert_eq!(o.kube_cloud_shared.cluster_name, "kubernetes");
+        assert_eq!(
+            o.persistentvolume_binder.pvclaimbinder_sync_period.get(),
+            Duration::from_secs(15)
+        );
+        assert!(o.persistentvolume_binder.enable_dynamic_provisioning);
+        assert!(!o.persistentvolume_binder.enable_hostpath_provisioner);
         assert_eq!(o.podgc.terminated_pod_gc_threshold, 12500);
         assert_eq!(o.resource_quota.concurrent_resource_quota_syncs, 5);
         assert_eq!(
@@ -1589,6 +1712,24 @@ mod tests {
                 name: "ephemeral volume controller",
                 args: &["--concurrent-ephemeralvolume-syncs=7"],
                 check: |o| o.ephemeral_volume.concurrent_ephemeral_volume_syncs == 7,
+            },
+            Case {
+                name: "persistentvolume binder controller",
+                args: &[
+                    "--pvclaimbinder-sync-period=30s",
+                    "--enable-dynamic-provisioning=false",
+                    "--enable-hostpath-provisioner",
+                    "--pv-recycler-minimum-timeout-nfs=10",
+                    "--volume-host-cidr-denylist=10.0.0.0/8,127.0.0.0/8",
+                ],
+                check: |o| {
+                    let f = &o.persistentvolume_binder;
+                    f.pvclaimbinder_sync_period.get() == Duration::from_secs(30)
+                        && !f.enable_dynamic_provisioning
+                        && f.enable_hostpath_provisioner
+                        && f.pv_recycler_minimum_timeout_nfs == 10
+                        && f.volume_host_cidr_denylist.len() == 2
+                },
             },
             Case {
                 name: "namespace controller",
@@ -1775,7 +1916,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, ttl-controller, volumeattributesclass-protection-controller",
+            "All controllers: certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, ttl-controller, volumeattributesclass-protection-controller",
             "--concurrent-service-syncs <int32>",
             "--cloud-provider <string>",
             "--cluster-name <string>",

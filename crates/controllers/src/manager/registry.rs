@@ -335,6 +335,7 @@ mod tests {
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
+                "persistentvolume-binder-controller",
                 "persistentvolume-protection-controller",
                 "persistentvolumeclaim-protection-controller",
                 "pod-garbage-collector-controller",

@@ -1,4 +1,4 @@
-//! The API calls of the storage controllers (claim, volume and VolumeAttributesClass updates, claim creation, the live pod list) and one recording fake for all their tests, as client-go's fake clientset with reactors.
+//! The API calls of the storage controllers (claim, volume and VolumeAttributesClass updates, claim creation, the live pod list, the PV controller's status writes, reads and volume deletion) and one recording fake for all their tests, as client-go's fake clientset with reactors.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttributesClass;
 use kcm_machinery::controller::api_status;
 use kcm_machinery::informer::keys::object_key;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::Status;
 
 /// The calls, as upstream's `client.CoreV1()` / `client.StorageV1()`.
@@ -43,6 +43,31 @@ pub trait StorageClient: Send + Sync {
         &self,
         class: &VolumeAttributesClass,
     ) -> Result<VolumeAttributesClass, kube::Error>;
+
+    /// Replaces the claim's status, as `PersistentVolumeClaims(ns).UpdateStatus`.
+    async fn update_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, kube::Error>;
+
+    /// Replaces the volume's status, as `PersistentVolumes().UpdateStatus`.
+    async fn update_volume_status(
+        &self,
+        volume: &PersistentVolume,
+    ) -> Result<PersistentVolume, kube::Error>;
+
+    /// Reads the volume from the API server, as `PersistentVolumes().Get`.
+    async fn get_volume(&self, name: &str) -> Result<PersistentVolume, kube::Error>;
+
+    /// Reads the claim from the API server, as `PersistentVolumeClaims(ns).Get`.
+    async fn get_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PersistentVolumeClaim, kube::Error>;
+
+    /// Deletes the volume, as `PersistentVolumes().Delete`.
+    async fn delete_volume(&self, name: &str) -> Result<(), kube::Error>;
 }
 
 /// [`StorageClient`] over a `kube::Client`.
@@ -115,6 +140,48 @@ impl StorageClient for ApiStorageClient {
             .replace(name_of(&class.metadata), &PostParams::default(), class)
             .await
     }
+
+    async fn update_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, kube::Error> {
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace)
+            .replace_status(name_of(&claim.metadata), &PostParams::default(), claim)
+            .await
+    }
+
+    async fn update_volume_status(
+        &self,
+        volume: &PersistentVolume,
+    ) -> Result<PersistentVolume, kube::Error> {
+        Api::<PersistentVolume>::all(self.client.clone())
+            .replace_status(name_of(&volume.metadata), &PostParams::default(), volume)
+            .await
+    }
+
+    async fn get_volume(&self, name: &str) -> Result<PersistentVolume, kube::Error> {
+        Api::<PersistentVolume>::all(self.client.clone())
+            .get(name)
+            .await
+    }
+
+    async fn get_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PersistentVolumeClaim, kube::Error> {
+        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace)
+            .get(name)
+            .await
+    }
+
+    async fn delete_volume(&self, name: &str) -> Result<(), kube::Error> {
+        Api::<PersistentVolume>::all(self.client.clone())
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+    }
 }
 
 /// The kinds of call, for injecting failures into [`FakeStorageClient`].
@@ -130,6 +197,16 @@ pub enum Verb {
     UpdateVolume,
     /// [`StorageClient::update_volume_attributes_class`].
     UpdateVolumeAttributesClass,
+    /// [`StorageClient::update_claim_status`].
+    UpdateClaimStatus,
+    /// [`StorageClient::update_volume_status`].
+    UpdateVolumeStatus,
+    /// [`StorageClient::get_volume`].
+    GetVolume,
+    /// [`StorageClient::get_claim`].
+    GetClaim,
+    /// [`StorageClient::delete_volume`].
+    DeleteVolume,
 }
 
 /// One call [`FakeStorageClient`] received, with what was sent (as client-go's fake records
@@ -146,6 +223,16 @@ pub enum Action {
     UpdateVolume(PersistentVolume),
     /// A class update, with the class sent.
     UpdateVolumeAttributesClass(VolumeAttributesClass),
+    /// A claim status update, with the claim sent.
+    UpdateClaimStatus(PersistentVolumeClaim),
+    /// A volume status update, with the volume sent.
+    UpdateVolumeStatus(PersistentVolume),
+    /// A read of the volume of this name.
+    GetVolume(String),
+    /// A read of the claim of this `namespace/name`.
+    GetClaim(String),
+    /// A deletion of the volume of this name.
+    DeleteVolume(String),
 }
 
 impl Action {
@@ -157,6 +244,11 @@ impl Action {
             Action::ListPods(_) => Verb::ListPods,
             Action::UpdateVolume(_) => Verb::UpdateVolume,
             Action::UpdateVolumeAttributesClass(_) => Verb::UpdateVolumeAttributesClass,
+            Action::UpdateClaimStatus(_) => Verb::UpdateClaimStatus,
+            Action::UpdateVolumeStatus(_) => Verb::UpdateVolumeStatus,
+            Action::GetVolume(_) => Verb::GetVolume,
+            Action::GetClaim(_) => Verb::GetClaim,
+            Action::DeleteVolume(_) => Verb::DeleteVolume,
         }
     }
 }
@@ -168,6 +260,8 @@ struct FakeState {
     pods: BTreeMap<String, Pod>,
     /// The "server's" claims, by `namespace/name`: creations collide with these.
     claims: BTreeMap<String, PersistentVolumeClaim>,
+    /// The "server's" volumes, by name: reads serve these, writes replace them.
+    volumes: BTreeMap<String, PersistentVolume>,
     /// Every call, in order.
     actions: Vec<Action>,
     /// Per kind of call: how many of the next calls fail, and with what.
@@ -222,6 +316,17 @@ impl FakeStorageClient {
             name_of(&claim.metadata),
         );
         self.state().claims.insert(key, claim);
+    }
+
+    /// Stores `volume` as the server's copy (reads return it).
+    pub fn insert_volume(&self, volume: PersistentVolume) {
+        let name = name_of(&volume.metadata).to_owned();
+        self.state().volumes.insert(name, volume);
+    }
+
+    /// The server's volumes, by name.
+    pub fn volumes(&self) -> BTreeMap<String, PersistentVolume> {
+        self.state().volumes.clone()
     }
 
     /// Makes the next `times` calls of kind `verb` fail with `status` (recorded all the same),
@@ -292,7 +397,11 @@ impl StorageClient for FakeStorageClient {
         &self,
         volume: &PersistentVolume,
     ) -> Result<PersistentVolume, kube::Error> {
-        self.state().record(Action::UpdateVolume(volume.clone()))?;
+        let mut state = self.state();
+        state.record(Action::UpdateVolume(volume.clone()))?;
+        state
+            .volumes
+            .insert(name_of(&volume.metadata).to_owned(), volume.clone());
         Ok(volume.clone())
     }
 
@@ -303,5 +412,63 @@ impl StorageClient for FakeStorageClient {
         self.state()
             .record(Action::UpdateVolumeAttributesClass(class.clone()))?;
         Ok(class.clone())
+    }
+
+    async fn update_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, kube::Error> {
+        let mut state = self.state();
+        state.record(Action::UpdateClaimStatus(claim.clone()))?;
+        let key = object_key(
+            claim.metadata.namespace.as_deref().unwrap_or_default(),
+            name_of(&claim.metadata),
+        );
+        state.claims.insert(key, claim.clone());
+        Ok(claim.clone())
+    }
+
+    async fn update_volume_status(
+        &self,
+        volume: &PersistentVolume,
+    ) -> Result<PersistentVolume, kube::Error> {
+        let mut state = self.state();
+        state.record(Action::UpdateVolumeStatus(volume.clone()))?;
+        state
+            .volumes
+            .insert(name_of(&volume.metadata).to_owned(), volume.clone());
+        Ok(volume.clone())
+    }
+
+    async fn get_volume(&self, name: &str) -> Result<PersistentVolume, kube::Error> {
+        let mut state = self.state();
+        state.record(Action::GetVolume(name.to_owned()))?;
+        state.volumes.get(name).cloned().ok_or_else(|| {
+            kube::Error::Api(api_status::not_found("persistentvolumes", name).boxed())
+        })
+    }
+
+    async fn get_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PersistentVolumeClaim, kube::Error> {
+        let key = object_key(namespace, name);
+        let mut state = self.state();
+        state.record(Action::GetClaim(key.clone()))?;
+        state.claims.get(&key).cloned().ok_or_else(|| {
+            kube::Error::Api(api_status::not_found("persistentvolumeclaims", name).boxed())
+        })
+    }
+
+    async fn delete_volume(&self, name: &str) -> Result<(), kube::Error> {
+        let mut state = self.state();
+        state.record(Action::DeleteVolume(name.to_owned()))?;
+        match state.volumes.remove(name) {
+            Some(_) => Ok(()),
+            None => Err(kube::Error::Api(
+                api_status::not_found("persistentvolumes", name).boxed(),
+            )),
+        }
     }
 }

@@ -9,6 +9,8 @@
 //!   `kubernetes.io/vac-protection` finalizer, removed once no volume or claim names the class.
 //! - [`ephemeral`]: `ephemeral-volume-controller`, the claim `<pod>-<volume>` of each generic
 //!   ephemeral volume, owned by its pod.
+//! - [`persistentvolume`]: `persistentvolume-binder-controller`, claims bound to volumes,
+//!   external provisioners asked for new ones, released volumes reclaimed.
 //!
 //! Shared: [`protection`] (the finalizers and when to add or remove one, upstream's
 //! `protectionutil`), [`common`] (the pod-to-claim index and the generic ephemeral volume
@@ -18,6 +20,7 @@
 pub mod client;
 pub mod common;
 pub mod ephemeral;
+pub mod persistentvolume;
 pub mod protection;
 pub mod pvcprotection;
 pub mod pvprotection;

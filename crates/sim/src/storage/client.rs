@@ -20,6 +20,8 @@ pub trait VolumeClient: Send + Sync {
     async fn ensure_storage_class(&self, class: &StorageClass) -> Result<()>;
     /// Creates a PersistentVolume.
     async fn create_volume(&self, volume: &PersistentVolume) -> Result<PersistentVolume>;
+    /// Replaces a PersistentVolume (spec and metadata), guarded by its resourceVersion.
+    async fn update_volume(&self, volume: &PersistentVolume) -> Result<PersistentVolume>;
     /// Replaces a PersistentVolume's status.
     async fn update_volume_status(&self, volume: &PersistentVolume) -> Result<PersistentVolume>;
     /// Deletes a PersistentVolume (gone already is not an error).
@@ -73,6 +75,12 @@ impl VolumeClient for KubeVolumeClient {
     async fn create_volume(&self, volume: &PersistentVolume) -> Result<PersistentVolume> {
         let api: Api<PersistentVolume> = Api::all(self.client.clone());
         api.create(&PostParams::default(), volume).await
+    }
+
+    async fn update_volume(&self, volume: &PersistentVolume) -> Result<PersistentVolume> {
+        let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        let name = volume.metadata.name.as_deref().unwrap_or_default();
+        api.replace(name, &PostParams::default(), volume).await
     }
 
     async fn update_volume_status(&self, volume: &PersistentVolume) -> Result<PersistentVolume> {
@@ -187,6 +195,14 @@ impl VolumeClient for FakeVolumes {
                 api_status::already_exists("persistentvolumes", &name).boxed(),
             ));
         }
+        state.volumes.insert(name, volume.clone());
+        Ok(volume.clone())
+    }
+
+    async fn update_volume(&self, volume: &PersistentVolume) -> Result<PersistentVolume> {
+        let mut state = self.state();
+        let name = volume.metadata.name.clone().unwrap_or_default();
+        state.actions.push(format!("update-volume {name}"));
         state.volumes.insert(name, volume.clone());
         Ok(volume.clone())
     }

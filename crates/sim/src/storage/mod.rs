@@ -1,4 +1,4 @@
-//! Simulated storage: the default StorageClass `standard` and a provisioner that binds every claim of it to a new PersistentVolume.
+//! Simulated storage: the default StorageClass `standard` and the external provisioner of its volumes (the PV controller binds them).
 //!
 //! Where to start: [`Provisioner`]. [`class::default_storage_class`] is what `kcm up` and
 //! `kcm sim` create; [`client::VolumeClient`] is the seam the provisioner writes through.

@@ -1,15 +1,20 @@
-//! The simulated provisioner: a PersistentVolume for every claim of a [`PROVISIONER`](super::class::PROVISIONER) class, bound to it, as the PV controller and an external provisioner would.
+//! The simulated external provisioner of [`PROVISIONER`](super::class::PROVISIONER) classes, as kubernetes-csi/external-provisioner behaves, and the scheduler's choice of node for delayed-binding claims.
 //!
-//! For each claim whose class (named, or the default class) has the simulated provisioner,
-//! once the class's binding mode allows it (at once for `Immediate`; once a pod using the claim
-//! is scheduled for `WaitForFirstConsumer`, the volume then pinned to that pod's node):
-//! create PV `pvc-<claim uid>` (the claim's request as capacity, its access modes, a
-//! `claimRef` to it, the class's reclaim policy, a hostPath), mark the PV `Bound`, set the
-//! claim's `volumeName` (and its class, when it named none) and binding annotations, and mark
-//! the claim `Bound`. A deleted claim's volume is marked `Released`, and deleted when its
-//! reclaim policy is `Delete`. Nothing here blocks pods: the simulated kubelet runs pods
-//! whether their claims are bound or not, and the StatefulSet controller does not wait for
-//! binding either.
+//! The PV controller (`persistentvolume-binder-controller`) binds claims and volumes and asks
+//! for provisioning by annotating a claim `volume.kubernetes.io/storage-provisioner:
+//! <provisioner>`. For each claim so annotated with [`PROVISIONER`](super::class::PROVISIONER)
+//! (of a `WaitForFirstConsumer` class only once `volume.kubernetes.io/selected-node` is set),
+//! this creates PV `pvc-<claim uid>`: the claim's request as capacity, its access modes and
+//! volume mode, a `claimRef` to it (the PV controller then completes the binding),
+//! `pv.kubernetes.io/provisioned-by`, the class's reclaim policy (with
+//! `external-provisioner.volume.kubernetes.io/finalizer` when it is `Delete`), a hostPath, and
+//! node affinity to the selected node. A volume it provisioned that the PV controller marked
+//! `Released` is deleted when its policy is `Delete`, and loses the finalizer.
+//!
+//! kube-scheduler's volume binding sets `selected-node` on the unbound delayed-binding claims
+//! of a pod it schedules; the simulated scheduler does not, so this does it for a claim whose
+//! consumer pod was scheduled (directly or as a generic ephemeral volume). Nothing here blocks
+//! pods: the simulated kubelet runs pods whether their claims are bound or not.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,8 +22,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference,
-    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimStatus, PersistentVolumeSpec,
-    PersistentVolumeStatus, Pod, VolumeNodeAffinity,
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, Pod, VolumeNodeAffinity,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -31,7 +35,7 @@ use kcm_machinery::informer::{
 use kcm_machinery::workqueue::{QueueConfig, RateLimitingQueue, default_controller_rate_limiter};
 use tokio_util::sync::CancellationToken;
 
-use super::class::{PROVISIONER, WAIT_FOR_FIRST_CONSUMER, binding_mode, class_of};
+use super::class::{PROVISIONER, WAIT_FOR_FIRST_CONSUMER, binding_mode};
 use super::client::VolumeClient;
 use crate::NO_RESYNC;
 
@@ -40,6 +44,17 @@ use crate::NO_RESYNC;
 pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 /// The annotation a provisioner stamps on the PVs it made.
 pub const PROVISIONED_BY_ANNOTATION: &str = "pv.kubernetes.io/provisioned-by";
+/// The annotation by which the PV controller asks a provisioner for a claim's volume.
+pub const STORAGE_PROVISIONER_ANNOTATION: &str = "volume.kubernetes.io/storage-provisioner";
+/// The deprecated beta spelling of [`STORAGE_PROVISIONER_ANNOTATION`].
+pub const BETA_STORAGE_PROVISIONER_ANNOTATION: &str =
+    "volume.beta.kubernetes.io/storage-provisioner";
+/// The finalizer an external provisioner keeps on the `Delete` volumes it made until it has
+/// deleted their storage.
+pub const PROVISIONER_FINALIZER: &str = "external-provisioner.volume.kubernetes.io/finalizer";
+/// The provisioner of classes whose volumes are made by hand (local volumes): no node is
+/// selected for their claims.
+pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 /// Where simulated volumes "live" on their node.
 pub const HOST_PATH_ROOT: &str = "/var/lib/kcm-sim/volumes";
 /// How many claims are bound at once.
@@ -208,6 +223,19 @@ impl ResourceEventHandler<PersistentVolumeClaim> for ProvisionerHandlers {
     }
 }
 
+impl ResourceEventHandler<PersistentVolume> for ProvisionerHandlers {
+    fn on_add(&self, volume: Arc<PersistentVolume>, _initial: bool) {
+        self.queue.add(Item::Volume(
+            volume.metadata.name.clone().unwrap_or_default(),
+        ));
+    }
+    fn on_update(&self, _old: Arc<PersistentVolume>, new: Arc<PersistentVolume>) {
+        self.queue
+            .add(Item::Volume(new.metadata.name.clone().unwrap_or_default()));
+    }
+    fn on_delete(&self, _obj: DeletedObject<PersistentVolume>) {}
+}
+
 impl ResourceEventHandler<Pod> for ProvisionerHandlers {
     fn on_add(&self, pod: Arc<Pod>, _initial: bool) {
         self.pod(&pod);
@@ -246,6 +274,10 @@ pub fn new_volume(
         .and_then(|r| r.requests.as_ref())
         .and_then(|r| r.get("storage").cloned())
         .unwrap_or_else(|| Quantity("1Gi".to_owned()));
+    let reclaim_policy = class
+        .reclaim_policy
+        .clone()
+        .unwrap_or_else(|| "Delete".to_owned());
     let node_affinity = node.map(|node| VolumeNodeAffinity {
         required: Some(NodeSelector {
             node_selector_terms: vec![NodeSelectorTerm {
@@ -265,6 +297,8 @@ pub fn new_volume(
                 PROVISIONED_BY_ANNOTATION.to_owned(),
                 PROVISIONER.to_owned(),
             )])),
+            finalizers: (reclaim_policy == "Delete")
+                .then(|| vec![PROVISIONER_FINALIZER.to_owned()]),
             ..ObjectMeta::default()
         },
         spec: Some(PersistentVolumeSpec {
@@ -283,12 +317,7 @@ pub fn new_volume(
                 resource_version: claim.metadata.resource_version.clone(),
                 ..ObjectReference::default()
             }),
-            persistent_volume_reclaim_policy: Some(
-                class
-                    .reclaim_policy
-                    .clone()
-                    .unwrap_or_else(|| "Delete".to_owned()),
-            ),
+            persistent_volume_reclaim_policy: Some(reclaim_policy),
             storage_class_name: class.metadata.name.clone(),
             volume_mode: spec
                 .volume_mode
@@ -329,6 +358,9 @@ impl Provisioner {
                 .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
                 .err(),
             pods.add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
+                .err(),
+            volumes
+                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
                 .err(),
             classes
                 .add_event_handler_with_resync_period(handlers, NO_RESYNC)
@@ -427,17 +459,9 @@ impl Provisioner {
         }
     }
 
-    /// The node a `WaitForFirstConsumer` claim goes to: its selected-node annotation, or the
-    /// node of a scheduled pod that uses it (directly or as a generic ephemeral volume).
+    /// The node of a scheduled pod that uses the claim (directly or as a generic ephemeral
+    /// volume): the node kube-scheduler would select for it.
     fn consumer_node(&self, claim: &PersistentVolumeClaim) -> Option<String> {
-        if let Some(node) = claim
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(SELECTED_NODE_ANNOTATION))
-        {
-            return Some(node.clone());
-        }
         let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
         self.caches
             .pods
@@ -460,112 +484,85 @@ impl Provisioner {
         if claim.metadata.deletion_timestamp.is_some() {
             return Ok(());
         }
-        let volume_name = claim.spec.as_ref().and_then(|s| s.volume_name.clone());
-        let phase = claim.status.as_ref().and_then(|s| s.phase.as_deref());
-        if volume_name.is_some() && phase == Some("Bound") {
+        let spec = claim.spec.clone().unwrap_or_default();
+        if spec.volume_name.as_deref().is_some_and(|v| !v.is_empty()) {
+            // Bound, or pre-bound by the user: nothing to provision.
             return Ok(());
         }
-        let classes = self.caches.classes.list();
-        let Some(class) = class_of(&claim, &classes) else {
+        let Some(class_name) = spec.storage_class_name.as_deref().filter(|c| !c.is_empty()) else {
             return Ok(());
         };
-        if class.provisioner != PROVISIONER {
+        let Some(class) = self.caches.classes.get_by_key(class_name) else {
             return Ok(());
-        }
-        let node = if binding_mode(class) == WAIT_FOR_FIRST_CONSUMER {
-            match self.consumer_node(&claim) {
-                Some(node) => Some(node),
-                // Waits for a pod using the claim to be scheduled.
-                None => return Ok(()),
-            }
-        } else {
-            None
         };
-        let uid = claim.metadata.uid.clone().unwrap_or_default();
-        let pv_name = volume_name.unwrap_or_else(|| format!("pvc-{uid}"));
-        let api = |step: &'static str, object: String| {
-            move |source| Error::Api {
-                step,
-                object,
-                source,
+        let annotations = claim.metadata.annotations.clone().unwrap_or_default();
+        let mut node = annotations.get(SELECTED_NODE_ANNOTATION).cloned();
+        let delayed = binding_mode(&class) == WAIT_FOR_FIRST_CONSUMER;
+        if delayed && node.is_none() {
+            // The scheduler's part: select the node of the first scheduled consumer.
+            if class.provisioner == NO_PROVISIONER {
+                return Ok(());
             }
-        };
-
-        let volume = match self.caches.volumes.get_by_key(&pv_name) {
-            Some(existing) => (*existing).clone(),
-            None => {
-                let volume = new_volume(&claim, class, node.as_deref(), &pv_name);
-                match self.client.create_volume(&volume).await {
-                    Ok(created) => created,
-                    // Made by an earlier pass whose watch event has not arrived yet.
-                    Err(err) if err.is_already_exists() => volume,
-                    Err(err) => return Err(api("creating volume", pv_name.clone())(err)),
-                }
-            }
-        };
-        if volume.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound") {
-            let mut bound = volume.clone();
-            bound.status = Some(PersistentVolumeStatus {
-                phase: Some("Bound".to_owned()),
-                ..PersistentVolumeStatus::default()
-            });
-            self.client
-                .update_volume_status(&bound)
-                .await
-                .map_err(api("binding volume", pv_name.clone()))?;
-        }
-
-        let mut updated = (*claim).clone();
-        if updated
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_ref())
-            .is_none()
-        {
-            updated
-                .spec
-                .get_or_insert_with(Default::default)
-                .volume_name = Some(pv_name.clone());
-            let annotations = updated
+            let Some(consumer) = self.consumer_node(&claim) else {
+                return Ok(());
+            };
+            let mut selected = (*claim).clone();
+            selected
                 .metadata
                 .annotations
-                .get_or_insert_with(BTreeMap::new);
-            for (k, v) in [
-                ("pv.kubernetes.io/bind-completed", "yes"),
-                ("pv.kubernetes.io/bound-by-controller", "yes"),
-                ("volume.kubernetes.io/storage-provisioner", PROVISIONER),
-                ("volume.beta.kubernetes.io/storage-provisioner", PROVISIONER),
-            ] {
-                annotations.insert(k.to_owned(), v.to_owned());
-            }
-            if let Some(node) = &node {
-                annotations.insert(SELECTED_NODE_ANNOTATION.to_owned(), node.clone());
-            }
-            updated = self
-                .client
-                .update_claim(&updated)
+                .get_or_insert_with(BTreeMap::new)
+                .insert(SELECTED_NODE_ANNOTATION.to_owned(), consumer.clone());
+            self.client
+                .update_claim(&selected)
                 .await
-                .map_err(api("binding claim", key.to_owned()))?;
+                .map_err(|source| Error::Api {
+                    step: "selecting the node of claim",
+                    object: key.to_owned(),
+                    source,
+                })?;
+            tracing::debug!(
+                claim = key,
+                node = consumer,
+                "selected the node of a delayed-binding claim"
+            );
+            return Ok(());
         }
-        let volume_spec = volume.spec.clone().unwrap_or_default();
-        updated.status = Some(PersistentVolumeClaimStatus {
-            phase: Some("Bound".to_owned()),
-            access_modes: volume_spec.access_modes,
-            capacity: volume_spec.capacity,
-            ..PersistentVolumeClaimStatus::default()
-        });
-        self.client
-            .update_claim_status(&updated)
-            .await
-            .map_err(api("marking claim bound", key.to_owned()))?;
-        tracing::info!(claim = key, volume = %pv_name, node = ?node, "provisioned and bound");
-        Ok(())
+        if !delayed {
+            node = None;
+        }
+        let asked = [
+            STORAGE_PROVISIONER_ANNOTATION,
+            BETA_STORAGE_PROVISIONER_ANNOTATION,
+        ]
+        .iter()
+        .any(|a| annotations.get(*a).is_some_and(|p| p == PROVISIONER));
+        if !asked || class.provisioner != PROVISIONER {
+            return Ok(());
+        }
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        let pv_name = format!("pvc-{uid}");
+        if self.caches.volumes.get_by_key(&pv_name).is_some() {
+            return Ok(());
+        }
+        let volume = new_volume(&claim, &class, node.as_deref(), &pv_name);
+        match self.client.create_volume(&volume).await {
+            Ok(_) => {
+                tracing::info!(claim = key, volume = %pv_name, node = ?node, "provisioned volume");
+                Ok(())
+            }
+            // Made by an earlier pass whose watch event has not arrived yet.
+            Err(err) if err.is_already_exists() => Ok(()),
+            Err(source) => Err(Error::Api {
+                step: "creating volume",
+                object: pv_name,
+                source,
+            }),
+        }
     }
 
-    /// Releases a volume this provisioner made whose claim is gone, and deletes it when its
-    /// reclaim policy is `Delete` (the PV controller's reclaim, simulated). The volume is
-    /// marked `Released` first, as the PV controller does: the PV protection controller lets a
-    /// deleted volume go only once it is no longer `Bound`.
+    /// Deletes a volume this provisioner made once the PV controller marked it `Released`, if
+    /// its reclaim policy is `Delete`, then drops the provisioner's finalizer, as
+    /// external-provisioner's `deleteVolumeOperation`.
     async fn sync_volume(&self, name: &str) -> Result<(), Error> {
         let Some(volume) = self.caches.volumes.get_by_key(name) else {
             return Ok(());
@@ -577,46 +574,44 @@ impl Provisioner {
             .and_then(|a| a.get(PROVISIONED_BY_ANNOTATION))
             .is_some_and(|p| p == PROVISIONER);
         let spec = volume.spec.clone().unwrap_or_default();
-        if !ours {
+        let released = volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
+        if !ours || !released || spec.persistent_volume_reclaim_policy.as_deref() != Some("Delete")
+        {
             return Ok(());
         }
-        let claim_ref = spec.claim_ref.unwrap_or_default();
-        let claim_key = format!(
-            "{}/{}",
-            claim_ref.namespace.unwrap_or_default(),
-            claim_ref.name.unwrap_or_default()
-        );
-        let claim_alive = self
-            .caches
-            .claims
-            .get_by_key(&claim_key)
-            .is_some_and(|c| c.metadata.uid == claim_ref.uid);
-        if claim_alive {
-            return Ok(());
-        }
-        if volume.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Released") {
-            let mut released = (*volume).clone();
-            released.status.get_or_insert_default().phase = Some("Released".to_owned());
-            self.client
-                .update_volume_status(&released)
-                .await
-                .map_err(|source| Error::Api {
-                    step: "releasing volume",
-                    object: name.to_owned(),
-                    source,
-                })?;
-        }
-        if spec.persistent_volume_reclaim_policy.as_deref() != Some("Delete") {
-            return Ok(());
-        }
-        self.client
-            .delete_volume(name)
-            .await
-            .map_err(|source| Error::Api {
-                step: "deleting volume",
+        let api = |step: &'static str| {
+            move |source| Error::Api {
+                step,
                 object: name.to_owned(),
                 source,
-            })
+            }
+        };
+        // The finalizer goes first: the copy in the cache is the one before the deletion.
+        let has_finalizer = volume
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == PROVISIONER_FINALIZER);
+        if has_finalizer {
+            let mut updated = (*volume).clone();
+            if let Some(finalizers) = updated.metadata.finalizers.as_mut() {
+                finalizers.retain(|f| f != PROVISIONER_FINALIZER);
+            }
+            match self.client.update_volume(&updated).await {
+                Ok(_) => {}
+                Err(err) if err.is_not_found() => {}
+                Err(err) => return Err(api("removing the provisioner finalizer of volume")(err)),
+            }
+        }
+        if volume.metadata.deletion_timestamp.is_none() {
+            self.client
+                .delete_volume(name)
+                .await
+                .map_err(api("deleting volume"))?;
+        }
+        tracing::info!(volume = name, "deleted released volume");
+        Ok(())
     }
 }
 

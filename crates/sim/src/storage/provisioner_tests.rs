@@ -1,10 +1,13 @@
-//! Unit tests of the simulated provisioner: claims of the simulated class get a bound volume,
-//! at once or once their first consumer is scheduled; others are left alone; volumes of
-//! deleted claims go.
+//! Unit tests of the simulated external provisioner: claims the PV controller annotated for it
+//! get a volume pointing back at them, at once or once their node is selected; delayed-binding
+//! claims get the node of their first scheduled consumer; others are left alone; released
+//! `Delete` volumes it made go.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Volume};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaimVolumeSource, PersistentVolumeStatus, Volume,
+};
 use kcm_testing::{MetaBuilder, PodSpecBuilder, pod, pvc};
 
 use super::super::class::{IMMEDIATE, default_storage_class};
@@ -24,13 +27,24 @@ fn fixture(mode: &str) -> (Provisioner, Arc<FakeVolumes>, StorageCaches) {
     )
 }
 
-fn claim() -> PersistentVolumeClaim {
-    pvc("www-web-0")
+/// A claim of class `standard`, annotated for `provisioner` (the PV controller's request) and
+/// with `node` selected, when given.
+fn claim_for(provisioner: Option<&str>, node: Option<&str>) -> PersistentVolumeClaim {
+    let mut b = pvc("www-web-0")
         .namespace("default")
         .uid("claim-uid")
         .resource_version("3")
         .storage("2Gi")
-        .build()
+        .storage_class("standard");
+    if let Some(p) = provisioner {
+        b = b
+            .annotation(STORAGE_PROVISIONER_ANNOTATION, p)
+            .annotation(BETA_STORAGE_PROVISIONER_ANNOTATION, p);
+    }
+    if let Some(n) = node {
+        b = b.annotation(SELECTED_NODE_ANNOTATION, n);
+    }
+    b.build()
 }
 
 fn consumer(node: Option<&str>) -> Pod {
@@ -50,20 +64,38 @@ fn consumer(node: Option<&str>) -> Pod {
     p.build()
 }
 
+async fn sync(p: &Provisioner, item: Item) {
+    p.sync(&item).await.unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn selected_node(claim: Option<PersistentVolumeClaim>) -> Option<String> {
+    claim
+        .and_then(|c| c.metadata.annotations)
+        .and_then(|a| a.get(SELECTED_NODE_ANNOTATION).cloned())
+}
+
 #[tokio::test]
-async fn immediate_claims_are_bound_at_once() {
+async fn immediate_claims_asked_for_get_a_volume_pointing_back_at_them() {
     let (p, client, caches) = fixture(IMMEDIATE);
-    let _ = caches.claims.add(Arc::new(claim()));
-    p.sync(&Item::Claim("default/www-web-0".into()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let volumes = client.volumes();
-    assert_eq!(volumes.len(), 1);
-    let pv = &volumes[0];
+    let _ = caches
+        .claims
+        .add(Arc::new(claim_for(Some(PROVISIONER), None)));
+    sync(&p, Item::Claim("default/www-web-0".into())).await;
+    assert_eq!(client.actions(), ["create-volume pvc-claim-uid"]);
+    let pv = client.volumes().remove(0);
     assert_eq!(pv.metadata.name.as_deref(), Some("pvc-claim-uid"));
+    assert!(pv.status.is_none(), "the PV controller sets the phases");
     assert_eq!(
-        pv.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Bound")
+        pv.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PROVISIONED_BY_ANNOTATION))
+            .map(String::as_str),
+        Some(PROVISIONER)
+    );
+    assert_eq!(
+        pv.metadata.finalizers.as_deref(),
+        Some(&[PROVISIONER_FINALIZER.to_owned()][..])
     );
     let spec = pv.spec.clone().unwrap_or_default();
     assert_eq!(
@@ -72,51 +104,72 @@ async fn immediate_claims_are_bound_at_once() {
             .map(|q| q.0),
         Some("2Gi".into())
     );
-    assert_eq!(spec.claim_ref.and_then(|r| r.uid), Some("claim-uid".into()));
+    let claim_ref = spec.claim_ref.unwrap_or_default();
+    assert_eq!(claim_ref.uid.as_deref(), Some("claim-uid"));
+    assert_eq!(claim_ref.name.as_deref(), Some("www-web-0"));
     assert_eq!(spec.storage_class_name.as_deref(), Some("standard"));
     assert_eq!(
         spec.persistent_volume_reclaim_policy.as_deref(),
         Some("Delete")
     );
     assert!(spec.node_affinity.is_none());
-    let bound = client.claim("default/www-web-0").unwrap_or_default();
-    assert_eq!(
-        bound.spec.and_then(|s| s.volume_name).as_deref(),
-        Some("pvc-claim-uid")
-    );
-    let status = bound.status.unwrap_or_default();
-    assert_eq!(status.phase.as_deref(), Some("Bound"));
-    assert_eq!(
-        status
-            .capacity
-            .and_then(|c| c.get("storage").cloned())
-            .map(|q| q.0),
-        Some("2Gi".into())
-    );
-    assert_eq!(
-        client.actions(),
-        [
-            "create-volume pvc-claim-uid",
-            "update-volume-status pvc-claim-uid",
-            "update-claim default/www-web-0",
-            "update-claim-status default/www-web-0"
-        ]
+    assert!(
+        client.claim("default/www-web-0").is_none(),
+        "the claim is not written"
     );
 }
 
 #[tokio::test]
-async fn wait_for_first_consumer_waits_for_a_scheduled_pod() {
+async fn claims_not_asked_for_are_left_alone() {
+    let (p, client, caches) = fixture(IMMEDIATE);
+    let _ = caches.claims.add(Arc::new(claim_for(None, None)));
+    let _ = caches.claims.add(Arc::new(
+        pvc("other")
+            .namespace("default")
+            .storage_class("standard")
+            .annotation(STORAGE_PROVISIONER_ANNOTATION, "ebs.csi.aws.com")
+            .build(),
+    ));
+    let _ = caches.claims.add(Arc::new(
+        pvc("done")
+            .namespace("default")
+            .storage_class("standard")
+            .bound_to("pv-x")
+            .build(),
+    ));
+    for key in [
+        "default/www-web-0",
+        "default/other",
+        "default/done",
+        "default/missing",
+    ] {
+        sync(&p, Item::Claim(key.into())).await;
+    }
+    assert!(client.actions().is_empty());
+}
+
+/// As kube-scheduler's volume binding: a delayed-binding claim gets the node of its first
+/// scheduled consumer; provisioning waits for that and pins the volume to the node.
+#[tokio::test]
+async fn wait_for_first_consumer_claims_get_their_consumers_node_then_a_volume_there() {
     let (p, client, caches) = fixture(WAIT_FOR_FIRST_CONSUMER);
-    let _ = caches.claims.add(Arc::new(claim()));
+    let _ = caches
+        .claims
+        .add(Arc::new(claim_for(Some(PROVISIONER), None)));
     let _ = caches.pods.add(Arc::new(consumer(None)));
-    p.sync(&Item::Claim("default/www-web-0".into()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    sync(&p, Item::Claim("default/www-web-0".into())).await;
     assert!(client.actions().is_empty(), "no consumer scheduled yet");
     let _ = caches.pods.update(Arc::new(consumer(Some("kcm-node-1"))));
-    p.sync(&Item::Claim("default/www-web-0".into()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    sync(&p, Item::Claim("default/www-web-0".into())).await;
+    assert_eq!(client.actions(), ["update-claim default/www-web-0"]);
+    assert_eq!(
+        selected_node(client.claim("default/www-web-0")).as_deref(),
+        Some("kcm-node-1")
+    );
+    let _ = caches
+        .claims
+        .update(Arc::new(claim_for(Some(PROVISIONER), Some("kcm-node-1"))));
+    sync(&p, Item::Claim("default/www-web-0".into())).await;
     let pv = client.volumes().remove(0);
     let terms = pv
         .spec
@@ -131,22 +184,12 @@ async fn wait_for_first_consumer_waits_for_a_scheduled_pod() {
             .and_then(|e| e[0].values.clone()),
         Some(vec!["kcm-node-1".to_owned()])
     );
-    let bound = client.claim("default/www-web-0").unwrap_or_default();
-    assert_eq!(
-        bound
-            .metadata
-            .annotations
-            .and_then(|a| a.get(SELECTED_NODE_ANNOTATION).cloned())
-            .as_deref(),
-        Some("kcm-node-1")
-    );
 }
 
-/// The claim the ephemeral volume controller makes for a pod's generic ephemeral volume waits
-/// for that pod, as a `persistentVolumeClaim` volume's claim does; a claim of that name the pod
-/// does not control is not the pod's.
+/// The claim the ephemeral volume controller makes for a pod's generic ephemeral volume gets
+/// that pod's node; a claim of that name the pod does not control is not the pod's.
 #[tokio::test]
-async fn ephemeral_claims_wait_for_their_scheduled_pod() {
+async fn ephemeral_claims_get_their_scheduled_pods_node() {
     let (p, client, caches) = fixture(WAIT_FOR_FIRST_CONSUMER);
     let owner = pod("web")
         .namespace("default")
@@ -159,95 +202,81 @@ async fn ephemeral_claims_wait_for_their_scheduled_pod() {
         .namespace("default")
         .uid("claim-uid")
         .storage("1Gi")
+        .storage_class("standard")
         .build();
     let _ = caches.claims.add(Arc::new(foreign));
-    p.sync(&Item::Claim("default/web-scratch".into()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    sync(&p, Item::Claim("default/web-scratch".into())).await;
     assert!(client.actions().is_empty(), "not the pod's claim");
     let owned = pvc("web-scratch")
         .namespace("default")
         .uid("claim-uid")
         .storage("1Gi")
+        .storage_class("standard")
         .owner(kcm_testing::controller_ref_of(&owner))
         .build();
     let _ = caches.claims.update(Arc::new(owned));
-    p.sync(&Item::Claim("default/web-scratch".into()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let bound = client.claim("default/web-scratch").unwrap_or_default();
+    sync(&p, Item::Claim("default/web-scratch".into())).await;
     assert_eq!(
-        bound
-            .metadata
-            .annotations
-            .and_then(|a| a.get(SELECTED_NODE_ANNOTATION).cloned())
-            .as_deref(),
+        selected_node(client.claim("default/web-scratch")).as_deref(),
         Some("kcm-node-2")
     );
 }
 
-#[tokio::test]
-async fn other_classes_and_bound_claims_are_left_alone() {
-    let (p, client, caches) = fixture(IMMEDIATE);
-    let _ = caches.claims.add(Arc::new(
-        pvc("other")
-            .namespace("default")
-            .storage_class("fast")
-            .build(),
-    ));
-    let _ = caches.claims.add(Arc::new(
-        pvc("done").namespace("default").bound_to("pv-x").build(),
-    ));
-    for key in ["default/other", "default/done", "default/missing"] {
-        p.sync(&Item::Claim(key.into()))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-    assert!(client.actions().is_empty());
+fn with_phase(mut volume: PersistentVolume, phase: &str) -> PersistentVolume {
+    volume.status = Some(PersistentVolumeStatus {
+        phase: Some(phase.to_owned()),
+        ..PersistentVolumeStatus::default()
+    });
+    volume
 }
 
+/// A `Delete` volume it made is deleted once the PV controller released it, its finalizer
+/// dropped first; bound volumes are not touched.
 #[tokio::test]
-async fn volumes_of_deleted_claims_are_deleted() {
+async fn released_delete_volumes_it_made_are_deleted() {
     let (p, client, caches) = fixture(IMMEDIATE);
     let class = default_storage_class();
-    let volume = new_volume(&claim(), &class, None, "pvc-claim-uid");
-    let _ = caches.volumes.add(Arc::new(volume.clone()));
-    let _ = caches.claims.add(Arc::new(claim()));
-    p.sync(&Item::Volume("pvc-claim-uid".into()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(client.actions().is_empty(), "its claim still exists");
-    let _ = caches.claims.delete(&claim());
-    p.sync(&Item::Volume("pvc-claim-uid".into()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let volume = new_volume(&claim_for(None, None), &class, None, "pvc-claim-uid");
+    let _ = caches
+        .volumes
+        .add(Arc::new(with_phase(volume.clone(), "Bound")));
+    sync(&p, Item::Volume("pvc-claim-uid".into())).await;
+    assert!(client.actions().is_empty(), "still bound");
+    let _ = caches
+        .volumes
+        .update(Arc::new(with_phase(volume, "Released")));
+    sync(&p, Item::Volume("pvc-claim-uid".into())).await;
     assert_eq!(
         client.actions(),
-        [
-            "update-volume-status pvc-claim-uid",
-            "delete-volume pvc-claim-uid"
-        ],
-        "released first, so the PV protection controller lets it go"
+        ["update-volume pvc-claim-uid", "delete-volume pvc-claim-uid"]
     );
 }
 
-/// A `Retain` volume whose claim is gone is `Released`, not deleted, as the PV controller
-/// leaves it.
+/// A released `Retain` volume, or one another provisioner made, stays.
 #[tokio::test]
-async fn retained_volumes_of_deleted_claims_are_released() {
+async fn retained_and_foreign_volumes_stay() {
     let (p, client, caches) = fixture(IMMEDIATE);
     let mut class = default_storage_class();
     class.reclaim_policy = Some("Retain".to_owned());
-    let volume = new_volume(&claim(), &class, None, "pvc-claim-uid");
-    let _ = caches.volumes.add(Arc::new(volume));
-    p.sync(&Item::Volume("pvc-claim-uid".into()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(client.actions(), ["update-volume-status pvc-claim-uid"]);
-    let released = client
-        .volumes()
-        .pop()
-        .and_then(|v| v.status)
-        .and_then(|s| s.phase);
-    assert_eq!(released.as_deref(), Some("Released"));
+    let retained = new_volume(&claim_for(None, None), &class, None, "pvc-retained");
+    assert!(retained.metadata.finalizers.is_none());
+    let _ = caches
+        .volumes
+        .add(Arc::new(with_phase(retained, "Released")));
+    let mut foreign = new_volume(
+        &claim_for(None, None),
+        &default_storage_class(),
+        None,
+        "pvc-foreign",
+    );
+    foreign.metadata.annotations = Some(BTreeMap::from([(
+        PROVISIONED_BY_ANNOTATION.to_owned(),
+        "ebs.csi.aws.com".to_owned(),
+    )]));
+    let _ = caches
+        .volumes
+        .add(Arc::new(with_phase(foreign, "Released")));
+    sync(&p, Item::Volume("pvc-retained".into())).await;
+    sync(&p, Item::Volume("pvc-foreign".into())).await;
+    assert!(client.actions().is_empty());
 }
