@@ -427,19 +427,19 @@ impl Registry {
     /// Loads and repairs the allocators now (the server does it before serving, as
     /// kube-apiserver runs its repair controllers before allocating).
     pub async fn repair_service_allocations(&self) -> Result<()> {
-        {
+        let services = {
             let mut guard = self.service_ips.lock().await;
-            self.repair_allocators_locked(&mut guard).await?;
-        }
-        self.repair_service_ip_addresses().await
+            self.repair_allocators_locked(&mut guard).await?
+        };
+        self.repair_service_ip_addresses(&services).await
     }
 
     /// Rebuilds the bitmaps from the stored Services, as upstream's IP and node port repair
     /// controllers: items held by Services are marked (a second holder is an error, logged),
     /// items only the snapshot holds are leaks, kept until [`REPAIRS_BEFORE_LEAK_CLEANUP`]
     /// repairs in a row have seen them (another server may be about to store their Service)
-    /// and then freed; the snapshots are rewritten.
-    async fn repair_allocators_locked(&self, alloc: &mut ServiceAllocators) -> Result<()> {
+    /// and then freed; the snapshots are rewritten. Returns the stored Services it read.
+    async fn repair_allocators_locked(&self, alloc: &mut ServiceAllocators) -> Result<Vec<Value>> {
         let stored_ips = self.read_snapshot(SERVICE_IPS_KEY).await?;
         let stored_ports = self.read_snapshot(SERVICE_NODE_PORTS_KEY).await?;
         let def = &svc_resource::SERVICES;
@@ -453,11 +453,13 @@ impl Registry {
             .map_err(|e| ApiError::from_storage(e, def.group_resource(), ""))?;
         let fresh = ServiceAllocators::default();
         let (mut ips, mut ports) = (fresh.ips, fresh.ports);
+        let mut services = Vec::with_capacity(listed.kvs.len());
         for kv in &listed.kvs {
             let Ok(svc) = serde_json::from_slice::<Value>(&kv.value) else {
                 continue;
             };
             let held = holdings(&svc);
+            services.push(svc);
             for item in held.ips {
                 if ips.allocate(item).is_err() {
                     tracing::error!(ip = %item_ip(item), service = %kv.key, "Cluster IP allocated to more than one Service");
@@ -484,7 +486,8 @@ impl Registry {
         alloc.ports_rev = stored_ports.map(|(_, rev)| rev);
         alloc.loaded = true;
         self.persist_allocators_locked(alloc, &Holdings::default())
-            .await
+            .await?;
+        Ok(services)
     }
 
     /// Reads a stored snapshot and its revision (`None` when absent or unreadable).

@@ -19,7 +19,6 @@ use crate::registry::Registry;
 use crate::registry::delete::DeleteOptions;
 use crate::registry::options::WriteOptions;
 use crate::resources::networking::IP_ADDRESSES;
-use crate::resources::service as svc_resource;
 use crate::storage::ListOptions;
 
 /// The label naming who manages an IPAddress (`networking.LabelManagedBy`).
@@ -76,17 +75,9 @@ pub fn ip_address_object(ip: &str, namespace: &str, name: &str) -> Value {
 
 /// Whether `ip_address` is the allocator's record of Service `namespace/name`.
 fn is_held_by(ip_address: &Value, namespace: &str, name: &str) -> bool {
-    let parent = |k: &str| {
-        ip_address
-            .at(&format!("/spec/parentRef/{k}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    parent("resource") == "services"
-        && parent("group").is_empty()
-        && parent("namespace") == namespace
-        && parent("name") == name
+    parent_field(ip_address, "resource") == "services"
+        && parent_field(ip_address, "group").is_empty()
+        && parent_of(ip_address) == (namespace.to_owned(), name.to_owned())
 }
 
 fn is_managed(ip_address: &Value) -> bool {
@@ -166,11 +157,11 @@ impl Registry {
 
     /// Makes the allocator's IPAddress objects match the stored Services: a missing one is
     /// created, one whose Service is gone or no longer holds the address is deleted, as
-    /// upstream's `repairip` controller.
-    pub async fn repair_service_ip_addresses(&self) -> Result<()> {
-        let services = self.list_stored(&svc_resource::SERVICES).await?;
+    /// upstream's `repairip` controller. `services` are the stored Services (the allocation
+    /// repair has just read them).
+    pub(crate) async fn repair_service_ip_addresses(&self, services: &[Value]) -> Result<()> {
         let mut held: BTreeMap<String, (String, String)> = BTreeMap::new();
-        for svc in &services {
+        for svc in services {
             for ip in service_cluster_ips(svc) {
                 held.insert(
                     ip,
@@ -230,15 +221,20 @@ impl Registry {
     }
 }
 
+fn parent_field<'a>(ip_address: &'a Value, key: &str) -> &'a str {
+    ip_address
+        .at("/spec/parentRef")
+        .and_then(|p| p.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The namespace and name of the IPAddress's parent.
 fn parent_of(ip_address: &Value) -> (String, String) {
-    let field = |k: &str| {
-        ip_address
-            .at(&format!("/spec/parentRef/{k}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    (field("namespace"), field("name"))
+    (
+        parent_field(ip_address, "namespace").to_owned(),
+        parent_field(ip_address, "name").to_owned(),
+    )
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use kcm_machinery::informer::keys::meta_namespace_key;
 
 use super::{CloudError, CloudProvider, Instances, LoadBalancer};
 
@@ -207,11 +208,7 @@ fn uid(service: &Service) -> String {
 }
 
 fn key(service: &Service) -> String {
-    format!(
-        "{}/{}",
-        service.metadata.namespace.as_deref().unwrap_or_default(),
-        service.metadata.name.as_deref().unwrap_or_default()
-    )
+    meta_namespace_key(service).unwrap_or_default()
 }
 
 fn node_names(nodes: &[Arc<Node>]) -> Vec<String> {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
+use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::events::{EventRecorder, EventType};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
@@ -172,7 +173,7 @@ impl CloudNodeLifecycleController {
                 format!("Deleting node {name} because it does not exist in the cloud provider"),
             );
             return match self.client.delete_node(&name).await {
-                Err(err) if !is_not_found(&err) => Err(Error::Delete {
+                Err(err) if !err.is_not_found() => Err(Error::Delete {
                     node: name,
                     source: err,
                 }),
@@ -203,7 +204,7 @@ impl CloudNodeLifecycleController {
         for _ in 0..TAINT_ATTEMPTS {
             let mut node = match self.client.get_node(name).await {
                 Ok(node) => node,
-                Err(err) if is_not_found(&err) => return Ok(()),
+                Err(err) if err.is_not_found() => return Ok(()),
                 Err(err) => {
                     last = Some(err);
                     continue;
@@ -222,8 +223,8 @@ impl CloudNodeLifecycleController {
             spec.taints = (!taints.is_empty()).then_some(taints);
             match self.client.update_node(&node).await {
                 Ok(()) => return Ok(()),
-                Err(err) if is_not_found(&err) => return Ok(()),
-                Err(err) if is_conflict(&err) => last = Some(err),
+                Err(err) if err.is_not_found() => return Ok(()),
+                Err(err) if err.is_conflict() => last = Some(err),
                 Err(err) => {
                     return Err(Error::Taint {
                         node: name.to_owned(),
@@ -259,14 +260,6 @@ fn has_shutdown_taint(node: &Node) -> bool {
             t.iter()
                 .any(|t| t.key == SHUTDOWN_TAINT_KEY && t.effect == "NoSchedule")
         })
-}
-
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 404)
-}
-
-fn is_conflict(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 409)
 }
 
 #[cfg(test)]

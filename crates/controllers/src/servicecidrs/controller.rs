@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::networking::v1::{IPAddress, ServiceCIDR};
-use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
+use kcm_machinery::controller::{ApiStatus, ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::events::{EventRecorder, EventType};
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::store::Indexer;
@@ -348,7 +348,7 @@ impl ServiceCidrController {
             "finalizers": list,
         }});
         match self.client.patch(&name, false, &patch).await {
-            Err(err) if !is_not_found(&err) => Err(Error::Finalizer {
+            Err(err) if !err.is_not_found() => Err(Error::Finalizer {
                 action,
                 name,
                 source: err,
@@ -419,10 +419,6 @@ fn is_managed(address: &IPAddress) -> bool {
 
 fn address_of(address: &IPAddress) -> Option<IpAddr> {
     address.metadata.name.as_deref()?.parse().ok()
-}
-
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 404)
 }
 
 /// The ServiceCIDR and IPAddress event handlers.

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
-use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
+use kcm_machinery::controller::{ApiStatus, ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::events::{EventRecorder, EventType};
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::keys::meta_namespace_key;
@@ -559,7 +559,7 @@ impl ServiceLbController {
             .patch_service_status(namespace, name, &patch)
             .await
         {
-            Err(err) if !is_not_found(&err) => Err(Error::Patch {
+            Err(err) if !err.is_not_found() => Err(Error::Patch {
                 what: "failed to update load balancer status",
                 source: err,
             }),
@@ -698,10 +698,6 @@ fn names_of(service: &Service) -> (&str, &str) {
         service.metadata.namespace.as_deref().unwrap_or_default(),
         service.metadata.name.as_deref().unwrap_or_default(),
     )
-}
-
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 404)
 }
 
 /// Node names as Go prints a `sets.String`: `map[a:{} b:{}]`.
