@@ -299,6 +299,16 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &[],
                 &["list", "watch"]
             ),
+            // The ValidatingAdmissionPolicy status controller.
+            rule(
+                &["admissionregistration.k8s.io"],
+                &[
+                    "validatingadmissionpolicies",
+                    "validatingadmissionpolicies/status"
+                ],
+                &[],
+                &["list", "watch", "patch"]
+            ),
             // The endpoint's delegated authentication and authorization.
             rule(
                 &["authentication.k8s.io"],

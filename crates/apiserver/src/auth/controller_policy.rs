@@ -15,6 +15,7 @@ const DISCOVERY: &str = "discovery.k8s.io";
 const AUTOSCALING: &str = "autoscaling";
 const STORAGE: &str = "storage.k8s.io";
 const NETWORKING: &str = "networking.k8s.io";
+const ADMISSIONREGISTRATION: &str = "admissionregistration.k8s.io";
 const CERTIFICATES: &str = "certificates.k8s.io";
 const AUTHORIZATION: &str = "authorization.k8s.io";
 
@@ -443,6 +444,22 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "validatingadmissionpolicy-status-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch"],
+                    &[ADMISSIONREGISTRATION],
+                    &["validatingadmissionpolicies"],
+                ),
+                rule(
+                    &["get", "patch", "update"],
+                    &[ADMISSIONREGISTRATION],
+                    &["validatingadmissionpolicies/status"],
+                ),
+                events(),
+            ],
+        ),
+        (
             "service-controller",
             vec![
                 rule(&["get", "list", "watch"], &[LEGACY], &["services"]),
@@ -654,6 +671,24 @@ mod tests {
                 false,
             ),
             ("ttl-controller", one("patch", "", "nodes"), true),
+            (
+                "validatingadmissionpolicy-status-controller",
+                one(
+                    "patch",
+                    "admissionregistration.k8s.io",
+                    "validatingadmissionpolicies/status",
+                ),
+                true,
+            ),
+            (
+                "validatingadmissionpolicy-status-controller",
+                one(
+                    "update",
+                    "admissionregistration.k8s.io",
+                    "validatingadmissionpolicies",
+                ),
+                false,
+            ),
             ("ttl-controller", one("delete", "", "nodes"), false),
             ("replicaset-controller", one("create", "", "pods"), true),
             (

@@ -21,7 +21,8 @@ use super::names::{
     ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICE_CIDR_CONTROLLER, SERVICE_LB,
     SERVICE_LB_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER, STATEFULSET,
     STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL, TTL_AFTER_FINISHED,
-    TTL_AFTER_FINISHED_CONTROLLER, TTL_CONTROLLER, VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
+    TTL_AFTER_FINISHED_CONTROLLER, TTL_CONTROLLER, VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
+    VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
 use super::names::{PERSISTENTVOLUME_BINDER, PERSISTENTVOLUME_BINDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
@@ -74,6 +75,7 @@ use crate::ttl::{TtlController, TtlControllerOptions, WORKERS as TTL_WORKERS};
 use crate::ttlafterfinished::{
     TtlAfterFinishedController, TtlAfterFinishedControllerOptions, TtlAfterFinishedMetrics,
 };
+use crate::validatingadmissionpolicystatus::ValidatingAdmissionPolicyStatusController;
 use crate::volume::ephemeral::{
     EphemeralController, EphemeralControllerOptions, EphemeralVolumeMetrics,
 };
@@ -121,6 +123,7 @@ impl ControllerRegistry {
             ephemeral_volume_controller(),
             service_lb_controller(),
             service_cidr_controller(),
+            validatingadmissionpolicy_status_controller(),
             cloud_node_lifecycle_controller(),
             persistentvolume_binder_controller(),
         ] {
@@ -1016,6 +1019,30 @@ pub fn service_cidr_controller() -> ControllerDescriptor {
             ));
             Ok(Some(StartedController::new(
                 controller.run(crate::servicecidrs::WORKERS, ctx.cancel.clone()),
+            )))
+        },
+    )
+}
+
+/// `validatingadmissionpolicy-status-controller`: the ValidatingAdmissionPolicies informer,
+/// `--concurrent-validating-admission-policy-status-syncs` workers on queue
+/// `validatingadmissionpolicy-status`; schemas from discovery and `/openapi/v3`.
+pub fn validatingadmissionpolicy_status_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(ValidatingAdmissionPolicyStatusController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                Some(ctx.workqueue_metrics()),
+            ));
+            let workers = ctx
+                .options
+                .validating_admission_policy_status
+                .concurrent_validating_admission_policy_status_syncs
+                .max(1) as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
             )))
         },
     )

@@ -362,9 +362,22 @@ pub const CLOUD_NODE_LIFECYCLE: ControllerNames = ControllerNames {
     service_account: "node-controller",
 };
 
+/// kube-controller-manager's name of the ValidatingAdmissionPolicy status controller.
+pub const VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER: &str =
+    crate::validatingadmissionpolicystatus::CONTROLLER_NAME;
+
+/// `validatingadmissionpolicy-status-controller` (no alias: newer than the aliases), on by
+/// default since ValidatingAdmissionPolicy went GA.
+pub const VALIDATINGADMISSIONPOLICY_STATUS: ControllerNames = ControllerNames {
+    name: VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
+    aliases: &[],
+    disabled_by_default: false,
+    service_account: "validatingadmissionpolicy-status-controller",
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 35] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 36] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -400,6 +413,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 35] = [
     SERVICE_CIDR,
     CLOUD_NODE_LIFECYCLE,
     PERSISTENTVOLUME_BINDER,
+    VALIDATINGADMISSIONPOLICY_STATUS,
 ];
 
 /// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
@@ -460,6 +474,7 @@ mod tests {
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
                 "ttl-controller",
+                "validatingadmissionpolicy-status-controller",
                 "volumeattributesclass-protection-controller",
             ]
         );

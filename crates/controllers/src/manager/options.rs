@@ -72,6 +72,9 @@ pub struct ManagerOptions {
     /// The service-lb controller.
     #[command(flatten)]
     pub service: ServiceControllerFlags,
+    /// The ValidatingAdmissionPolicy status controller.
+    #[command(flatten)]
+    pub validating_admission_policy_status: ValidatingAdmissionPolicyStatusControllerFlags,
     /// The StatefulSet controller.
     #[command(flatten)]
     pub statefulset: StatefulSetControllerFlags,
@@ -465,6 +468,22 @@ pub struct ServiceControllerFlags {
                 more responsive service management, but more CPU (and network) load"
     )]
     pub concurrent_service_syncs: u32,
+}
+
+/// The ValidatingAdmissionPolicy status controller's flags (upstream's
+/// `ValidatingAdmissionPolicyStatusControllerOptions`).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "ValidatingAdmissionPolicyStatusController flags")]
+pub struct ValidatingAdmissionPolicyStatusControllerFlags {
+    /// Policy status workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = crate::validatingadmissionpolicystatus::DEFAULT_WORKERS as u32,
+        help = "The number of ValidatingAdmissionPolicyStatusController workers that are allowed \
+                to sync concurrently."
+    )]
+    pub concurrent_validating_admission_policy_status_syncs: u32,
 }
 
 /// The endpoints controller's flags.
@@ -1564,6 +1583,11 @@ mod tests {
         assert_eq!(o.ttl_after_finished.concurrent_ttl_after_finished_syncs, 5);
         assert_eq!(o.ephemeral_volume.concurrent_ephemeral_volume_syncs, 5);
         assert_eq!(o.service.concurrent_service_syncs, 1);
+        assert_eq!(
+            o.validating_admission_policy_status
+                .concurrent_validating_admission_policy_status_syncs,
+            5
+        );
         assert_eq!(o.kube_cloud_shared.cloud_provider, "");
         assert_eq!(o.kube_cloud_shared.cluster_name, "kubernetes");
         assert_eq!(
@@ -1916,7 +1940,8 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, ttl-controller, volumeattributesclass-protection-controller",
+            "All controllers: certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+            "--concurrent-validating-admission-policy-status-syncs <int32>",
             "--concurrent-service-syncs <int32>",
             "--cloud-provider <string>",
             "--cluster-name <string>",

@@ -350,6 +350,7 @@ mod tests {
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
                 "ttl-controller",
+                "validatingadmissionpolicy-status-controller",
                 "volumeattributesclass-protection-controller",
             ]
         );

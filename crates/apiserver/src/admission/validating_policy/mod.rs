@@ -12,8 +12,10 @@
 //! writes no audit log; the record carries the `validation.policy.admission.k8s.io/
 //! validation_failure` annotation upstream would add).
 //!
-//! Not done: `status.typeChecking` (no type checker runs; a wrong field name is a runtime
-//! error, which the failure policy handles), the `authorizer` variable, Kubernetes' CEL
+//! `status.typeChecking` is the `validatingadmissionpolicy-status-controller`'s (in
+//! kcm-controllers); admission itself type-checks only what [`typing`] infers, so a wrong
+//! field name is a runtime error, which the failure policy handles. Not done: the
+//! `authorizer` variable, Kubernetes' CEL
 //! extension libraries (`quantity`, `url`, `ip`, `format`...: the standard library and
 //! macros are offered), and `matchPolicy: Equivalent` beyond the served version (kcm serves
 //! one version of each resource).
