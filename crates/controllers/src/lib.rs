@@ -8,6 +8,7 @@
 //! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
 //! functions beside the controllers.
 
+pub mod bootstrap;
 pub mod certificates;
 pub mod cloud;
 pub mod cloudnodelifecycle;

@@ -579,6 +579,73 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
     ]
 }
 
+/// `(namespace, service account name, rules)` of the controllers whose roles are namespaced
+/// (upstream's `NamespaceRoles` for the bootstrap signer and the token cleaner).
+fn namespaced_controllers() -> Vec<(&'static str, &'static str, Vec<Value>)> {
+    vec![
+        (
+            "kube-system",
+            "bootstrap-signer",
+            vec![rule(&["get", "list", "watch"], &[LEGACY], &["secrets"])],
+        ),
+        (
+            "kube-system",
+            "token-cleaner",
+            vec![
+                rule(&["delete", "get", "list", "watch"], &[LEGACY], &["secrets"]),
+                events(),
+            ],
+        ),
+        (
+            "kube-public",
+            "bootstrap-signer",
+            vec![
+                rule(&["get", "list", "watch"], &[LEGACY], &["configmaps"]),
+                named_rule(&["update"], &[LEGACY], &["configmaps"], &["cluster-info"]),
+                events(),
+            ],
+        ),
+    ]
+}
+
+/// The controller Roles in `kube-system` and `kube-public` (upstream's `NamespaceRoles`
+/// for controllers).
+pub fn controller_namespaced_roles() -> Vec<Value> {
+    namespaced_controllers()
+        .into_iter()
+        .map(|(namespace, sa, rules)| {
+            let mut meta = metadata(&format!("{CONTROLLER_ROLE_PREFIX}{sa}"));
+            meta["namespace"] = json!(namespace);
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": meta,
+                "rules": rules,
+            })
+        })
+        .collect()
+}
+
+/// Each namespaced controller Role bound, in its namespace, to the service account
+/// `kube-system/<controller>` (upstream's `NamespaceRoleBindings`).
+pub fn controller_namespaced_role_bindings() -> Vec<Value> {
+    namespaced_controllers()
+        .into_iter()
+        .map(|(namespace, sa, _)| {
+            let name = format!("{CONTROLLER_ROLE_PREFIX}{sa}");
+            let mut meta = metadata(&name);
+            meta["namespace"] = json!(namespace);
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": meta,
+                "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": "kube-system"}],
+            })
+        })
+        .collect()
+}
+
 fn metadata(name: &str) -> Value {
     json!({
         "name": name,
@@ -859,6 +926,43 @@ mod tests {
                 "{sa}: {wanted:?}"
             );
         }
+    }
+
+    #[test]
+    fn namespaced_roles_are_upstreams_and_bound_in_their_namespace() {
+        let roles = controller_namespaced_roles();
+        let bindings = controller_namespaced_role_bindings();
+        let placed: Vec<(&str, &str)> = roles
+            .iter()
+            .map(|r| {
+                (
+                    r["metadata"]["namespace"].as_str().expect("namespace"),
+                    r["metadata"]["name"].as_str().expect("name"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                ("kube-system", "system:controller:bootstrap-signer"),
+                ("kube-system", "system:controller:token-cleaner"),
+                ("kube-public", "system:controller:bootstrap-signer"),
+            ]
+        );
+        for (role, binding) in roles.iter().zip(&bindings) {
+            assert_eq!(
+                binding["metadata"]["namespace"],
+                role["metadata"]["namespace"]
+            );
+            assert_eq!(binding["roleRef"]["kind"], "Role");
+            assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+            assert_eq!(binding["subjects"][0]["namespace"], "kube-system");
+        }
+        // The signer may update cluster-info only.
+        assert_eq!(
+            roles[2]["rules"][1]["resourceNames"],
+            json!(["cluster-info"])
+        );
     }
 
     #[test]

@@ -16,6 +16,8 @@ impl Registry {
     /// written through `/status`. An existing object, edited or not, is left as it is (a
     /// restart keeps the stored state: upstream's hooks only create what is missing).
     pub async fn ensure_bootstrap_objects(&self) -> Result<()> {
+        // Namespaced bootstrap objects (the controllers' Roles) live in the system namespaces.
+        self.ensure_default_namespaces().await?;
         for def in self.resources().builtin() {
             let opts = WriteOptions {
                 field_manager: Some(def.bootstrap_field_manager.to_owned()),

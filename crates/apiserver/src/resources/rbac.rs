@@ -2,7 +2,8 @@
 //!
 //! The objects are stored and validated as upstream; the RBAC authorizer
 //! ([`crate::auth::rbac`]) reads them through a watch. The bootstrap ClusterRoles and
-//! bindings ([`crate::auth::bootstrap_policy`]) are created at start when missing.
+//! bindings ([`crate::auth::bootstrap_policy`]), and the namespaced controller Roles and
+//! RoleBindings ([`crate::auth::controller_policy`]), are created at start when missing.
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde_json::Value;
@@ -16,6 +17,7 @@ use crate::table::printers;
 
 /// rbac.authorization.k8s.io/v1 roles.
 pub static ROLES: ResourceDef = ResourceDef::of::<Role>()
+    .bootstrap(crate::auth::controller_policy::controller_namespaced_roles)
     .decode_with(decode_role)
     .strategy(&RoleStrategy)
     .printer(printers::GENERIC)
@@ -23,6 +25,7 @@ pub static ROLES: ResourceDef = ResourceDef::of::<Role>()
 
 /// rbac.authorization.k8s.io/v1 rolebindings.
 pub static ROLE_BINDINGS: ResourceDef = ResourceDef::of::<RoleBinding>()
+    .bootstrap(crate::auth::controller_policy::controller_namespaced_role_bindings)
     .decode_with(decode_role_binding)
     .strategy(&BindingStrategy { namespaced: true })
     .printer(printers::ROLE_BINDING)

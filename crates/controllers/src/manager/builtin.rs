@@ -4,6 +4,10 @@ use std::sync::Arc;
 
 use super::context::ControllerContext;
 use super::names::{
+    BOOTSTRAP_SIGNER, BOOTSTRAP_SIGNER_CONTROLLER, PERSISTENTVOLUME_BINDER,
+    PERSISTENTVOLUME_BINDER_CONTROLLER, TOKEN_CLEANER, TOKEN_CLEANER_CONTROLLER,
+};
+use super::names::{
     BUILTIN_CONTROLLERS, CLOUD_NODE_LIFECYCLE, CLOUD_NODE_LIFECYCLE_CONTROLLER,
     CLUSTERROLE_AGGREGATION, CLUSTERROLE_AGGREGATION_CONTROLLER, CRONJOB, CRONJOB_CONTROLLER,
     CSR_APPROVING, CSR_APPROVING_CONTROLLER, CSR_CLEANER, CSR_CLEANER_CONTROLLER, CSR_SIGNING,
@@ -24,8 +28,8 @@ use super::names::{
     TTL_AFTER_FINISHED_CONTROLLER, TTL_CONTROLLER, VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
     VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
-use super::names::{PERSISTENTVOLUME_BINDER, PERSISTENTVOLUME_BINDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
+use crate::bootstrap::{BootstrapSigner, TokenCleaner};
 use crate::certificates::approver::{INSTANCE_NAME as APPROVER_INSTANCE, SarApprover};
 use crate::certificates::ca_provider::CaProvider;
 use crate::certificates::cleaner::CsrCleaner;
@@ -106,6 +110,8 @@ impl ControllerRegistry {
             certificatesigningrequest_signing_controller(),
             certificatesigningrequest_approving_controller(),
             certificatesigningrequest_cleaner_controller(),
+            bootstrap_signer_controller(),
+            token_cleaner_controller(),
             serviceaccount_controller(),
             taint_eviction_controller(),
             job_controller(),
@@ -1024,6 +1030,47 @@ pub fn service_cidr_controller() -> ControllerDescriptor {
     )
 }
 
+/// `bootstrap-signer-controller` (alias `bootstrapsigner`, disabled by default): the
+/// ConfigMaps and Secrets informers, one worker on queue `bootstrap_signer_queue`; signs
+/// `kube-public/cluster-info` with the bootstrap tokens.
+pub fn bootstrap_signer_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        BOOTSTRAP_SIGNER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(BootstrapSigner::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                Some(ctx.workqueue_metrics()),
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(BOOTSTRAP_SIGNER.aliases)
+    .disabled_by_default()
+}
+
+/// `token-cleaner-controller` (alias `tokencleaner`, disabled by default): the Secrets
+/// informer, one worker on queue `token_cleaner`; deletes expired bootstrap tokens.
+pub fn token_cleaner_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        TOKEN_CLEANER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(TokenCleaner::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                Some(ctx.workqueue_metrics()),
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(TOKEN_CLEANER.aliases)
+    .disabled_by_default()
+}
+
 /// `validatingadmissionpolicy-status-controller`: the ValidatingAdmissionPolicies informer,
 /// `--concurrent-validating-admission-policy-status-syncs` workers on queue
 /// `validatingadmissionpolicy-status`; schemas from discovery and `/openapi/v3`.
@@ -1151,9 +1198,12 @@ mod tests {
     /// the API server's bootstrap policy must hold a `system:controller:<account>` role for it.
     #[test]
     fn every_service_account_has_its_bootstrap_controller_role() {
-        use kcm_apiserver::auth::controller_policy::{CONTROLLER_ROLE_PREFIX, controller_roles};
+        use kcm_apiserver::auth::controller_policy::{
+            CONTROLLER_ROLE_PREFIX, controller_namespaced_roles, controller_roles,
+        };
         let roles: BTreeSet<String> = controller_roles()
             .iter()
+            .chain(&controller_namespaced_roles())
             .filter_map(|r| r["metadata"]["name"].as_str().map(str::to_owned))
             .collect();
         for names in BUILTIN_CONTROLLERS {

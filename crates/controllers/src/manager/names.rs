@@ -375,9 +375,29 @@ pub const VALIDATINGADMISSIONPOLICY_STATUS: ControllerNames = ControllerNames {
     service_account: "validatingadmissionpolicy-status-controller",
 };
 
+/// kube-controller-manager's name of the bootstrap signer.
+pub const BOOTSTRAP_SIGNER_CONTROLLER: &str = crate::bootstrap::SIGNER_CONTROLLER_NAME;
+/// kube-controller-manager's name of the bootstrap token cleaner.
+pub const TOKEN_CLEANER_CONTROLLER: &str = crate::bootstrap::CLEANER_CONTROLLER_NAME;
+
+/// `bootstrap-signer-controller`, alias `bootstrapsigner`: disabled by default, as upstream.
+pub const BOOTSTRAP_SIGNER: ControllerNames = ControllerNames {
+    name: BOOTSTRAP_SIGNER_CONTROLLER,
+    aliases: &[crate::bootstrap::SIGNER_CONTROLLER_ALIAS],
+    disabled_by_default: true,
+    service_account: "bootstrap-signer",
+};
+/// `token-cleaner-controller`, alias `tokencleaner`: disabled by default, as upstream.
+pub const TOKEN_CLEANER: ControllerNames = ControllerNames {
+    name: TOKEN_CLEANER_CONTROLLER,
+    aliases: &[crate::bootstrap::CLEANER_CONTROLLER_ALIAS],
+    disabled_by_default: true,
+    service_account: "token-cleaner",
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 36] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 38] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -394,6 +414,8 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 36] = [
     CSR_SIGNING,
     CSR_APPROVING,
     CSR_CLEANER,
+    BOOTSTRAP_SIGNER,
+    TOKEN_CLEANER,
     SERVICEACCOUNT,
     TAINT_EVICTION,
     JOB,
@@ -440,6 +462,7 @@ mod tests {
         assert_eq!(
             all,
             [
+                "bootstrap-signer-controller",
                 "certificatesigningrequest-approving-controller",
                 "certificatesigningrequest-cleaner-controller",
                 "certificatesigningrequest-signing-controller",
@@ -472,12 +495,16 @@ mod tests {
                 "serviceaccount-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",
+                "token-cleaner-controller",
                 "ttl-after-finished-controller",
                 "ttl-controller",
                 "validatingadmissionpolicy-status-controller",
                 "volumeattributesclass-protection-controller",
             ]
         );
-        assert!(off.is_empty());
+        assert_eq!(
+            off,
+            ["bootstrap-signer-controller", "token-cleaner-controller"]
+        );
     }
 }

@@ -316,6 +316,7 @@ mod tests {
         assert_eq!(
             names,
             vec![
+                "bootstrap-signer-controller",
                 "certificatesigningrequest-approving-controller",
                 "certificatesigningrequest-cleaner-controller",
                 "certificatesigningrequest-signing-controller",
@@ -348,6 +349,7 @@ mod tests {
                 "serviceaccount-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",
+                "token-cleaner-controller",
                 "ttl-after-finished-controller",
                 "ttl-controller",
                 "validatingadmissionpolicy-status-controller",
@@ -396,7 +398,10 @@ mod tests {
             registry.aliases().get("serviceaccount").map(String::as_str),
             Some("serviceaccount-controller")
         );
-        assert!(registry.disabled_by_default().is_empty());
+        assert_eq!(
+            registry.disabled_by_default(),
+            ["bootstrap-signer-controller", "token-cleaner-controller"]
+        );
     }
 
     #[test]

@@ -18,10 +18,12 @@
 //! - [`history`]: ControllerRevision naming and hashing ([`hash_controller_revision`]), as
 //!   upstream's `pkg/controller/history`.
 //! - [`api_status`]: classifying API errors (NotFound, Invalid, NamespaceTerminating, …).
+//! - [`clock`]: the injectable wall clock ([`clock::Clock`]).
 //! - [`workers`]: the worker loop every queue-driven controller shares ([`run_workers`]): sync
 //!   each key under `catch_unwind`, then forget, requeue or drop it by an [`ErrorPolicy`].
 
 pub mod api_status;
+pub mod clock;
 pub mod controller_ref;
 pub mod expectations;
 pub mod hash;
