@@ -32,7 +32,7 @@ pub use controller::{CertificateController, CsrEventHandlers, CsrHandler, QUEUE_
 use kcm_machinery::controller::api_status::error_message;
 
 /// The wall clock (upstream's `time.Now`); injectable so tests are deterministic.
-pub type Clock = std::sync::Arc<dyn Fn() -> jiff::Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

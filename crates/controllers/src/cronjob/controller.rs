@@ -58,7 +58,7 @@ const ERROR_POLICY: ErrorPolicy<String, Error> =
 pub(super) const KIND: &str = "CronJob";
 
 /// The wall clock (upstream's `now` seam); injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// A replacement for [`CronJobController::sync`] run by the workers (test seam).
 pub type SyncHandler = Arc<dyn Fn(String) -> BoxFuture<'static, Result<()>> + Send + Sync>;

@@ -84,7 +84,7 @@ pub(super) const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
 
 /// The wall clock used for pod availability (upstream's `failedPodsBackoff.Clock.Now()`);
 /// injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// A replacement for [`DaemonSetsController::sync`] run by the workers (tests only).
 pub type SyncHandler = Arc<dyn Fn(String) -> BoxFuture<'static, Result<()>> + Send + Sync>;

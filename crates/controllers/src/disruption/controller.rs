@@ -45,7 +45,7 @@ const ERROR_POLICY: ErrorPolicy<String, super::Error> =
     ErrorPolicy::new("Error syncing PodDisruptionBudget, requeuing");
 
 /// The wall clock (upstream's `clock.Clock`); injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// Wiring of a [`DisruptionController`].
 #[derive(Clone, Default)]

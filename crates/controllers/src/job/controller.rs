@@ -77,7 +77,7 @@ const ORPHAN_ERROR_POLICY: ErrorPolicy<String, Error> =
 pub(super) const KIND: &str = "Job";
 
 /// The wall clock (upstream's `clock.WithTicker`); injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// A replacement for [`JobController::sync`] run by the workers (test seam, upstream's
 /// `syncHandler`).

@@ -35,7 +35,7 @@ pub const FINALIZER_ESTIMATE_SECONDS: i64 = 15;
 
 /// The wall clock: deletion timestamps are compared with it and condition transition times
 /// come from it (upstream's `time.Now()`); injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// What deleting one resource's objects left behind (upstream's `gvrDeletionMetadata`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -48,7 +48,7 @@ pub const DEFAULT_DOWNSCALE_STABILIZATION: Duration = Duration::from_secs(300);
 const ERROR_POLICY: ErrorPolicy<String, Error> = ErrorPolicy::new("error syncing HPA");
 
 /// The wall clock (upstream's `clock.Clock`); injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// The controller's flags and wiring.
 #[derive(Clone)]

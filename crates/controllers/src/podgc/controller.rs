@@ -35,7 +35,7 @@ pub const DEFAULT_TERMINATED_POD_GC_THRESHOLD: i32 = 12_500;
 pub const ORPHANED_NODES_QUEUE_NAME: &str = "orphaned_pods_nodes";
 
 /// The wall clock (for condition times); injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// Tuning and wiring of a [`PodGcController`].
 #[derive(Clone)]

@@ -71,7 +71,7 @@ pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
 
 /// The wall clock used for condition transition times, pod availability and scale-down
 /// ranking (upstream's `metav1.Now()`); injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// A replacement for [`ReplicaSetController::sync`] run by the workers, as upstream's
 /// injectable `syncHandler` (tests only).

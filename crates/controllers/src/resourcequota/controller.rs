@@ -41,7 +41,7 @@ pub const DEFAULT_RESOURCE_QUOTA_SYNC_PERIOD: Duration = Duration::from_secs(5 *
 const ERROR_POLICY: ErrorPolicy<String, super::Error> = ErrorPolicy::new("Sync failed");
 
 /// The wall clock (upstream's `clock.Clock`): decides whether a deleted pod still counts.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// Wiring of a [`ResourceQuotaController`].
 #[derive(Clone)]

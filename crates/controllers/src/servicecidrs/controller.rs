@@ -58,7 +58,7 @@ const ERROR_POLICY: ErrorPolicy<String, Error> =
         .with_max_retries(15, "Dropping ServiceCIDR out of the queue");
 
 /// The controller's notion of now.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// Wiring of a [`ServiceCidrController`].
 #[derive(Clone, Default)]

@@ -5,7 +5,6 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::join_all;
-use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use kcm_machinery::controller::ApiStatus;
@@ -30,7 +29,7 @@ use super::{Error, Result};
 pub const MAX_BATCH_SIZE: usize = 500;
 
 /// The wall clock used for pod availability; injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// The StatefulSet update logic over its seams, as upstream's `defaultStatefulSetControl`.
 #[derive(Clone)]

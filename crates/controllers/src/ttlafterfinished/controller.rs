@@ -37,7 +37,7 @@ const ERROR_POLICY: ErrorPolicy<String, Error> =
     ErrorPolicy::new("error cleaning up Job, will retry");
 
 /// The wall clock (upstream's `clock.Clock`); injectable so tests are deterministic.
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+pub use kcm_machinery::controller::clock::Clock;
 
 /// A replacement for [`TtlAfterFinishedController::sync`] run by the workers (test seam).
 pub type SyncHandler = Arc<dyn Fn(String) -> BoxFuture<'static, Result<()>> + Send + Sync>;
