@@ -161,6 +161,30 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            "expand-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update", "patch"],
+                    &[LEGACY],
+                    &["persistentvolumes"],
+                ),
+                rule(
+                    &["update", "patch"],
+                    &[LEGACY],
+                    &["persistentvolumeclaims/status"],
+                ),
+                rule(
+                    &["get", "list", "watch"],
+                    &[LEGACY],
+                    &["persistentvolumeclaims"],
+                ),
+                rule(&["get", "list", "watch"], &[STORAGE], &["storageclasses"]),
+                rule(&["get"], &[LEGACY], &["services", "endpoints"]),
+                rule(&["get"], &[LEGACY], &["secrets"]),
+                events(),
+            ],
+        ),
+        (
             "endpoint-controller",
             vec![
                 rule(&["get", "list", "watch"], &[LEGACY], &["services", "pods"]),
@@ -891,6 +915,16 @@ mod tests {
             (
                 "persistent-volume-binder",
                 one("delete", "", "persistentvolumeclaims"),
+                false,
+            ),
+            (
+                "expand-controller",
+                one("patch", "", "persistentvolumeclaims/status"),
+                true,
+            ),
+            (
+                "expand-controller",
+                one("update", "", "persistentvolumeclaims"),
                 false,
             ),
             (

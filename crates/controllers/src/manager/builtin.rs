@@ -28,6 +28,7 @@ use super::names::{
     TTL_AFTER_FINISHED_CONTROLLER, TTL_CONTROLLER, VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
     VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
+use super::names::{PERSISTENTVOLUME_EXPANDER, PERSISTENTVOLUME_EXPANDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::bootstrap::{BootstrapSigner, TokenCleaner};
 use crate::certificates::approver::{INSTANCE_NAME as APPROVER_INSTANCE, SarApprover};
@@ -132,6 +133,7 @@ impl ControllerRegistry {
             validatingadmissionpolicy_status_controller(),
             cloud_node_lifecycle_controller(),
             persistentvolume_binder_controller(),
+            persistentvolume_expander_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
                 .iter()
@@ -1154,6 +1156,28 @@ pub fn persistentvolume_binder_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(PERSISTENTVOLUME_BINDER.aliases)
+}
+
+/// `persistentvolume-expander-controller` (alias `persistentvolume-expander`): the
+/// PersistentVolumeClaims informer, upstream's ten workers; events from `volume_expand`.
+pub fn persistentvolume_expander_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        PERSISTENTVOLUME_EXPANDER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller = Arc::new(crate::volume::expand::ExpandController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(crate::volume::expand::EVENT_COMPONENT),
+                crate::volume::expand::ExpandControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                },
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(crate::volume::expand::WORKERS, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(PERSISTENTVOLUME_EXPANDER.aliases)
 }
 
 #[cfg(test)]

@@ -84,6 +84,8 @@ pub const VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER: &str =
 /// kube-controller-manager's name of the PersistentVolume binder controller.
 pub const PERSISTENTVOLUME_BINDER_CONTROLLER: &str =
     crate::volume::persistentvolume::CONTROLLER_NAME;
+/// kube-controller-manager's name of the volume expand controller.
+pub const PERSISTENTVOLUME_EXPANDER_CONTROLLER: &str = crate::volume::expand::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ephemeral volume controller.
 pub const EPHEMERAL_VOLUME_CONTROLLER: &str = crate::volume::ephemeral::CONTROLLER_NAME;
 /// kube-controller-manager's name of the root CA certificate publisher.
@@ -318,6 +320,14 @@ pub const PERSISTENTVOLUME_BINDER: ControllerNames = ControllerNames {
     service_account: "persistent-volume-binder",
 };
 
+/// `persistentvolume-expander-controller`, alias `persistentvolume-expander`.
+pub const PERSISTENTVOLUME_EXPANDER: ControllerNames = ControllerNames {
+    name: PERSISTENTVOLUME_EXPANDER_CONTROLLER,
+    aliases: &[crate::volume::expand::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "expand-controller",
+};
+
 /// `ephemeral-volume-controller`, alias `ephemeral-volume`.
 pub const EPHEMERAL_VOLUME: ControllerNames = ControllerNames {
     name: EPHEMERAL_VOLUME_CONTROLLER,
@@ -397,7 +407,7 @@ pub const TOKEN_CLEANER: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 38] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 39] = [
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -435,6 +445,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 38] = [
     SERVICE_CIDR,
     CLOUD_NODE_LIFECYCLE,
     PERSISTENTVOLUME_BINDER,
+    PERSISTENTVOLUME_EXPANDER,
     VALIDATINGADMISSIONPOLICY_STATUS,
 ];
 
@@ -483,6 +494,7 @@ mod tests {
                 "node-ipam-controller",
                 "node-lifecycle-controller",
                 "persistentvolume-binder-controller",
+                "persistentvolume-expander-controller",
                 "persistentvolume-protection-controller",
                 "persistentvolumeclaim-protection-controller",
                 "pod-garbage-collector-controller",

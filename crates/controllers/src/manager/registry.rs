@@ -337,6 +337,7 @@ mod tests {
                 "node-ipam-controller",
                 "node-lifecycle-controller",
                 "persistentvolume-binder-controller",
+                "persistentvolume-expander-controller",
                 "persistentvolume-protection-controller",
                 "persistentvolumeclaim-protection-controller",
                 "pod-garbage-collector-controller",

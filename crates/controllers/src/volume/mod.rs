@@ -11,6 +11,8 @@
 //!   ephemeral volume, owned by its pod.
 //! - [`persistentvolume`]: `persistentvolume-binder-controller`, claims bound to volumes,
 //!   external provisioners asked for new ones, released volumes reclaimed.
+//! - [`expand`]: `persistentvolume-expander-controller`, claims whose request grew handed to
+//!   their volume's external resizer.
 //!
 //! Shared: [`protection`] (the finalizers and when to add or remove one, upstream's
 //! `protectionutil`), [`common`] (the pod-to-claim index and the generic ephemeral volume
@@ -20,6 +22,7 @@
 pub mod client;
 pub mod common;
 pub mod ephemeral;
+pub mod expand;
 pub mod persistentvolume;
 pub mod protection;
 pub mod pvcprotection;
