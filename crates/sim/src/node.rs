@@ -14,6 +14,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Owne
 pub const ANNOTATION_HEARTBEAT: &str = "sim.kcm.io/heartbeat";
 /// Annotation every simulated node carries, so `kcm sim` only manages its own nodes.
 pub const ANNOTATION_SIMULATED: &str = "sim.kcm.io/simulated";
+/// Annotation the kubelet sets when the attach/detach controller attaches its volumes
+/// (`--enable-controller-attach-detach`, on by default); the simulated kubelet leaves it to kcm.
+pub const ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
 /// The namespace of node heartbeat Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 /// How long a node Lease is valid (the kubelet's default `nodeLeaseDurationSeconds`).
@@ -130,6 +134,10 @@ pub fn build_node(index: usize, template: &NodeTemplate, now: jiff::Timestamp) -
     let annotations = [
         // node.alpha.kubernetes.io/ttl is the TTL controller's, not the kubelet's.
         (ANNOTATION_SIMULATED.to_string(), "true".to_string()),
+        (
+            ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH.to_string(),
+            "true".to_string(),
+        ),
     ]
     .into_iter()
     .collect();
@@ -347,6 +355,18 @@ mod tests {
             .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
             .map(|c| c.status.clone());
         assert_eq!(ready.as_deref(), Some("True"));
+    }
+
+    #[test]
+    fn nodes_leave_attach_and_detach_to_the_controller() {
+        let node = build_node(0, &NodeTemplate::default(), jiff::Timestamp::UNIX_EPOCH);
+        let managed = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH))
+            .map(String::as_str);
+        assert_eq!(managed, Some("true"));
     }
 
     #[test]

@@ -13,12 +13,15 @@
 //!   external provisioners asked for new ones, released volumes reclaimed.
 //! - [`expand`]: `persistentvolume-expander-controller`, claims whose request grew handed to
 //!   their volume's external resizer.
+//! - [`attachdetach`]: the core of `persistentvolume-attach-detach-controller` (desired and
+//!   actual states, the reconciler's decisions, the CSI attachment names); not registered yet.
 //!
 //! Shared: [`protection`] (the finalizers and when to add or remove one, upstream's
 //! `protectionutil`), [`common`] (the pod-to-claim index and the generic ephemeral volume
 //! naming rules, upstream's `volume/common` and `component-helpers/storage/ephemeral`) and
 //! [`client`] (the writes these controllers make, with one recording fake for their tests).
 
+pub mod attachdetach;
 pub mod client;
 pub mod common;
 pub mod ephemeral;

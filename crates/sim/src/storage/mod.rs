@@ -2,7 +2,10 @@
 //!
 //! Where to start: [`Provisioner`]. [`class::default_storage_class`] is what `kcm up` and
 //! `kcm sim` create; [`client::VolumeClient`] is the seam the provisioner writes through.
+//! [`attacher`] holds the simulated driver's CSIDriver and which VolumeAttachments it reports
+//! attached (not yet driven by a loop).
 
+pub mod attacher;
 pub mod class;
 pub mod client;
 pub mod provisioner;
