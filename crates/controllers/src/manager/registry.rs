@@ -346,6 +346,7 @@ mod tests {
                 "service-cidr-controller",
                 "service-lb-controller",
                 "serviceaccount-controller",
+                "serviceaccount-token-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "ttl-after-finished-controller",
