@@ -452,10 +452,10 @@ impl TokensController {
         if name.is_empty() {
             return Ok(None);
         }
-        if let Some(sa) = self.accounts.get_by_key(&format!("{ns}/{name}")) {
-            if is_service_account_token(secret, &sa) {
-                return Ok(Some((*sa).clone()));
-            }
+        if let Some(sa) = self.accounts.get_by_key(&format!("{ns}/{name}"))
+            && is_service_account_token(secret, &sa)
+        {
+            return Ok(Some((*sa).clone()));
         }
         let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
         match api.get(name).await {
