@@ -421,6 +421,9 @@ impl Server {
             url,
             kubeconfig_path,
             signing_files,
+            service_account_key_file: data_dir
+                .join("pki")
+                .join(crate::auth::service_account_token::SIGNING_KEY_FILE),
             token,
             ca_pem,
             storage,
@@ -493,6 +496,8 @@ pub struct RunningServer {
     kubeconfig_path: PathBuf,
     /// The cluster CA's certificate and key files, with TLS.
     signing_files: Option<(PathBuf, PathBuf)>,
+    /// The service account signing key (`pki/sa.key`).
+    service_account_key_file: PathBuf,
     token: String,
     ca_pem: Option<String>,
     storage: Arc<dyn Storage>,
@@ -533,6 +538,12 @@ impl RunningServer {
         self.signing_files
             .as_ref()
             .map(|(cert, key)| (cert.as_path(), key.as_path()))
+    }
+
+    /// The file of the key service account tokens are signed with (PEM, P-256): what
+    /// kube-controller-manager's `--service-account-private-key-file` names in kubeadm.
+    pub fn service_account_key_file(&self) -> &Path {
+        &self.service_account_key_file
     }
 
     /// The admin bearer token.

@@ -159,10 +159,13 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 /// (`--use-service-account-credentials`, as kubeadm runs kube-controller-manager); the HPA
 /// and client-limit flags `kcm up` takes are passed on, and the cluster CA's files, when
 /// given, as `--cluster-signing-{cert,key}-file` (as kubeadm does), so that approved CSRs
-/// are issued certificates the API server accepts.
+/// are issued certificates the API server accepts, and the CA certificate as `--root-ca-file`;
+/// the API server's service account key, when given, as
+/// `--service-account-private-key-file` (the token controller signs legacy tokens with it).
 fn manager_options(
     args: Option<&UpArgs>,
     signing_files: Option<(&Path, &Path)>,
+    service_account_key: Option<&Path>,
 ) -> anyhow::Result<ManagerOptions> {
     #[derive(Parser)]
     struct Flags {
@@ -198,6 +201,13 @@ fn manager_options(
     if let Some((cert, key)) = signing_files {
         argv.push(format!("--cluster-signing-cert-file={}", cert.display()));
         argv.push(format!("--cluster-signing-key-file={}", key.display()));
+        argv.push(format!("--root-ca-file={}", cert.display()));
+    }
+    if let Some(key) = service_account_key {
+        argv.push(format!(
+            "--service-account-private-key-file={}",
+            key.display()
+        ));
     }
     let flags = Flags::try_parse_from(argv).context("the controller manager's options")?;
     Ok(flags.options)
@@ -438,7 +448,11 @@ impl EmbeddedCluster {
         cancel: &CancellationToken,
     ) -> anyhow::Result<Self> {
         let manager = ControllerManager::new(
-            manager_options(Some(args), server.cluster_signing_files())?,
+            manager_options(
+                Some(args),
+                server.cluster_signing_files(),
+                Some(server.service_account_key_file()),
+            )?,
             ControllerRegistry::builtin(),
         )
         .context("configuring the controller manager")?
@@ -590,7 +604,7 @@ mod tests {
 
     #[test]
     fn manager_runs_every_controller_without_election_or_endpoint() {
-        let options = manager_options(None, None).expect("options");
+        let options = manager_options(None, None, None).expect("options");
         assert!(!options.leader_election.leader_elect);
         assert_eq!(options.secure_serving.secure_port, 0);
         assert_eq!(options.generic.controllers, ["*"]);
@@ -623,8 +637,20 @@ mod tests {
         let options = manager_options(
             None,
             Some((Path::new("/d/pki/ca.crt"), Path::new("/d/pki/ca.key"))),
+            Some(Path::new("/d/pki/sa.key")),
         )
         .expect("options");
+        assert_eq!(
+            options.sa_controller.root_ca_file.as_deref(),
+            Some(Path::new("/d/pki/ca.crt"))
+        );
+        assert_eq!(
+            options
+                .sa_controller
+                .service_account_private_key_file
+                .as_deref(),
+            Some(Path::new("/d/pki/sa.key"))
+        );
         assert_eq!(
             options.csr_signing.cluster_signing_cert_file.as_deref(),
             Some(Path::new("/d/pki/ca.crt"))
@@ -658,7 +684,7 @@ mod tests {
             ),
         ] {
             let cli = Cli::try_parse_from(argv).expect(name);
-            let options = manager_options(Some(&cli.args), None).expect(name);
+            let options = manager_options(Some(&cli.args), None, None).expect(name);
             assert_eq!(options.generic.kube_api_qps, qps, "{name}");
             assert_eq!(options.generic.kube_api_burst, burst, "{name}");
         }

@@ -234,3 +234,96 @@ fn service_account_tokens_and_rbac(backend: &Backend) {
     assert!(started.elapsed() < DEADLINE, "took {:?}", started.elapsed());
     drop(up);
 }
+
+kcm_up::on_each_backend!(
+    legacy_service_account_token_secrets:
+        legacy_token_secrets_are_filled_in_authenticate_and_go_with_their_account_sqlite,
+        legacy_token_secrets_are_filled_in_authenticate_and_go_with_their_account_etcd
+);
+
+/// The service account token controller on `kcm up`: a `kubernetes.io/service-account-token`
+/// Secret for an account gets `token`, `ca.crt`, `namespace` and the account's uid; the token
+/// authenticates as the account (`kubectl auth whoami`), which stamps the Secret's
+/// `kubernetes.io/legacy-token-last-used` label; deleting the account deletes the Secret, and
+/// the token no longer authenticates.
+fn legacy_service_account_token_secrets(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = Up::start(backend, &dir.path().join("data"), &["--nodes", "1"], "warn");
+    let admin = up.kubeconfig.clone();
+    kubectl_ok(&admin, &["create", "namespace", "legacy"]);
+    kubectl_ok(
+        &admin,
+        &["create", "serviceaccount", "builder", "-n", "legacy"],
+    );
+    let manifest = dir.path().join("secret.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: builder-token\n  namespace: legacy\n  \
+         annotations:\n    kubernetes.io/service-account.name: builder\n\
+         type: kubernetes.io/service-account-token\n",
+    )
+    .expect("manifest");
+    kubectl_ok(&admin, &["apply", "-f", manifest.to_str().expect("utf-8")]);
+    let field = |template: &str| {
+        kubectl(
+            &admin,
+            &[
+                "get",
+                "secret",
+                "builder-token",
+                "-n",
+                "legacy",
+                "-o",
+                &format!("go-template={template}"),
+            ],
+        )
+    };
+    let token = up.wait_for("the token secret filled in", || {
+        let (ok, token, _) = field("{{if .data.token}}{{.data.token | base64decode}}{{end}}");
+        (ok && !token.is_empty()).then_some(token)
+    });
+    let (_, namespace, _) = field("{{index .data \"namespace\" | base64decode}}");
+    assert_eq!(namespace, "legacy");
+    let (_, ca, _) = field("{{index .data \"ca.crt\" | base64decode}}");
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
+    let uid = kubectl_ok(
+        &admin,
+        &[
+            "get",
+            "sa",
+            "builder",
+            "-n",
+            "legacy",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    );
+    let (_, annotated, _) =
+        field("{{index .metadata.annotations \"kubernetes.io/service-account.uid\"}}");
+    assert_eq!(annotated, uid);
+
+    let as_builder = token_kubeconfig(&admin, &token, dir.path().join("builder.kubeconfig"));
+    let whoami = kubectl_ok(
+        &as_builder,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+    );
+    assert_eq!(whoami, "system:serviceaccount:legacy:builder");
+    let (_, last_used, _) =
+        field("{{index .metadata.labels \"kubernetes.io/legacy-token-last-used\"}}");
+    assert_eq!(last_used.len(), "2006-01-02".len(), "{last_used:?}");
+
+    kubectl_ok(
+        &admin,
+        &["delete", "serviceaccount", "builder", "-n", "legacy"],
+    );
+    up.wait_for("the token secret deleted with its account", || {
+        let (ok, _, stderr) = field("{{.metadata.name}}");
+        (!ok && stderr.contains("NotFound")).then_some(())
+    });
+    kubectl_fails(&as_builder, &["auth", "whoami"], "Unauthorized");
+}

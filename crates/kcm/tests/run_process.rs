@@ -238,7 +238,7 @@ fn help_reads_like_kube_controller_managers() {
         "The Kubernetes controller manager is a daemon",
         "Generic flags:",
         "--controllers <strings>",
-        "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+        "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
         "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
         "DaemonSet controller flags:",
         "--concurrent-daemonset-syncs <int32>",
@@ -290,7 +290,8 @@ fn unknown_controllers_are_refused_listing_the_known_ones() {
              replicaset-controller, replicationcontroller-controller, resourcequota-controller, \
              root-ca-certificate-publisher-controller, service-cidr-controller, \
              service-lb-controller, \
-             serviceaccount-controller, statefulset-controller, taint-eviction-controller, \
+             serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, \
+             taint-eviction-controller, \
              token-cleaner-controller, \
              ttl-after-finished-controller, ttl-controller, \
              validatingadmissionpolicy-status-controller, \

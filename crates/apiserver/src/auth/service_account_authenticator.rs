@@ -7,7 +7,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::auth::authenticator::Authenticator;
-use crate::auth::service_account_token::{Claims, ObjectRef, TokenIssuer};
+use crate::auth::service_account_token::{
+    Claims, LEGACY_ISSUER, LegacyClaims, ObjectRef, TokenIssuer, unverified_issuer,
+};
 use crate::auth::user::UserInfo;
 use crate::registry::resource::ResourceDef;
 use crate::storage::Storage;
@@ -20,6 +22,14 @@ pub const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
 pub const EXTRA_NODE_NAME: &str = "authentication.kubernetes.io/node-name";
 /// See [`EXTRA_POD_NAME`].
 pub const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+
+/// The label the authenticator keeps on a legacy token's Secret: the date (UTC,
+/// `YYYY-MM-DD`) it last authenticated, updated at most once a day (upstream's
+/// `LastUsedLabelKey`).
+pub const LEGACY_TOKEN_LAST_USED_LABEL: &str = "kubernetes.io/legacy-token-last-used";
+/// The label marking a legacy token's Secret invalid since a date; its token no longer
+/// authenticates (upstream's `InvalidSinceLabelKey`).
+pub const LEGACY_TOKEN_INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
 
 /// The current time in Unix seconds; injectable so tests choose it.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -74,6 +84,21 @@ impl ServiceAccountAuthenticator {
         token: &str,
         audiences: &[String],
     ) -> Result<(UserInfo, Vec<String>), String> {
+        if unverified_issuer(token).as_deref() == Some(LEGACY_ISSUER) {
+            let claims = self
+                .issuer
+                .verify_legacy(token)
+                .map_err(|e| e.to_string())?;
+            let user = self.check_legacy(token, &claims).await?;
+            let wanted = if audiences.is_empty() {
+                self.issuer.api_audiences()
+            } else {
+                audiences
+            };
+            // A legacy token has no audience: it is granted the ones asked for (upstream's
+            // authenticator answers with the API audiences it was configured with).
+            return Ok((user, wanted.to_vec()));
+        }
         let claims = self
             .issuer
             .verify(token, audiences, (self.clock)())
@@ -130,6 +155,100 @@ impl ServiceAccountAuthenticator {
         Ok(user)
     }
 
+    /// upstream's `legacyValidator.Validate`: the secret exists, is not being deleted, holds
+    /// this very token and is not marked invalid; the service account exists with the uid
+    /// the claims name and is not being deleted. The secret's last-used label is then set
+    /// to today if it names another day.
+    async fn check_legacy(&self, token: &str, claims: &LegacyClaims) -> Result<UserInfo, String> {
+        let ns = &claims.namespace;
+        let key = crate::resources::core::SECRETS.storage_key(ns, &claims.secret_name);
+        let secret_name = &claims.secret_name;
+        let stored = self
+            .storage
+            .get(&key)
+            .await
+            .map_err(|e| format!("reading secret {ns}/{secret_name}: {e}"))?
+            .ok_or_else(|| format!("secret {ns}/{secret_name} has been deleted"))?;
+        let mut secret: Value = serde_json::from_slice(&stored.value)
+            .map_err(|e| format!("decoding secret {ns}/{secret_name}: {e}"))?;
+        let meta = secret.get("metadata");
+        if meta
+            .and_then(|m| m.get("deletionTimestamp"))
+            .is_some_and(|t| !t.is_null())
+        {
+            return Err("service account token has been invalidated".to_owned());
+        }
+        let held = secret
+            .pointer("/data/token")
+            .and_then(Value::as_str)
+            .and_then(|b64| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(b64).ok()
+            })
+            .unwrap_or_default();
+        if !ring_eq(&held, token.as_bytes()) {
+            return Err("service account token has been invalidated".to_owned());
+        }
+        let label = |name: &str| {
+            secret
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        if label(LEGACY_TOKEN_INVALID_SINCE_LABEL).is_some() {
+            return Err(format!(
+                "the token in secret {ns}/{secret_name} for service account {ns}/{} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{LEGACY_TOKEN_INVALID_SINCE_LABEL}' label from the secret to re-enable the token.",
+                claims.service_account_name
+            ));
+        }
+        let account = ObjectRef {
+            name: claims.service_account_name.clone(),
+            uid: claims.service_account_uid.clone(),
+        };
+        self.check(
+            &crate::resources::core::SERVICEACCOUNTS,
+            ns,
+            &account,
+            "service account",
+        )
+        .await?;
+        let today = jiff::Timestamp::from_second((self.clock)())
+            .map(|t| t.strftime("%Y-%m-%d").to_string())
+            .unwrap_or_default();
+        if !today.is_empty() && label(LEGACY_TOKEN_LAST_USED_LABEL).as_deref() != Some(&today) {
+            if let Some(meta) = secret.get_mut("metadata").and_then(Value::as_object_mut) {
+                let labels = meta
+                    .entry("labels")
+                    .or_insert_with(|| Value::Object(serde_json::Map::new()));
+                if let Some(labels) = labels.as_object_mut() {
+                    labels.insert(
+                        LEGACY_TOKEN_LAST_USED_LABEL.to_owned(),
+                        Value::String(today),
+                    );
+                }
+            }
+            // Best effort, as upstream's: a conflicting write labels it on a later use.
+            match serde_json::to_vec(&secret) {
+                Ok(value) => {
+                    if let Err(e) = self
+                        .storage
+                        .update(&key, stored.mod_revision, value.into())
+                        .await
+                    {
+                        tracing::debug!(error = %e, secret = %key, "updating the last-used label");
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "encoding secret"),
+            }
+        }
+        Ok(UserInfo::service_account(
+            ns,
+            &claims.service_account_name,
+            &claims.service_account_uid,
+        ))
+    }
+
     /// The object `r` names in `namespace` exists with its uid and is not being deleted.
     async fn check(
         &self,
@@ -168,6 +287,12 @@ impl ServiceAccountAuthenticator {
         }
         Ok(())
     }
+}
+
+/// Compares in time independent of where `a` and `b` differ (upstream's
+/// `subtle.ConstantTimeCompare`).
+fn ring_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[async_trait]
@@ -386,5 +511,103 @@ mod tests {
             authn.review_token(&api_token, &[]).await,
             Ok(Some(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn legacy_tokens_live_while_their_secret_holds_them_and_is_not_invalid() {
+        use base64::Engine;
+        let storage = Arc::new(MemoryStorage::new());
+        let secrets = &crate::resources::core::SECRETS;
+        put(
+            &storage,
+            &crate::resources::core::SERVICEACCOUNTS,
+            "ci",
+            json!({"metadata": {"name": "ci", "uid": "sa-1"}}),
+        )
+        .await;
+        let issuer = Arc::new(TokenIssuer::generate(DEFAULT_ISSUER).expect("key"));
+        let authn = ServiceAccountAuthenticator::new(
+            Arc::clone(&issuer),
+            storage.clone(),
+            Arc::new(|| NOW),
+        );
+        let legacy = |secret: &str, uid: &str| {
+            issuer
+                .issue_legacy(&LegacyClaims::new("default", "ci", uid, secret))
+                .expect("signs")
+        };
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let good = legacy("ci-token", "sa-1");
+        put(
+            &storage,
+            secrets,
+            "ci-token",
+            json!({"metadata": {"name": "ci-token"}, "type": "kubernetes.io/service-account-token", "data": {"token": b64(&good)}}),
+        )
+        .await;
+        let stale_uid = legacy("stale", "sa-0");
+        put(
+            &storage,
+            secrets,
+            "stale",
+            json!({"metadata": {"name": "stale"}, "data": {"token": b64(&stale_uid)}}),
+        )
+        .await;
+        let other = legacy("other", "sa-1");
+        put(
+            &storage,
+            secrets,
+            "other",
+            json!({"metadata": {"name": "other"}, "data": {"token": b64("something else")}}),
+        )
+        .await;
+        let invalid = legacy("invalid", "sa-1");
+        put(
+            &storage,
+            secrets,
+            "invalid",
+            json!({"metadata": {"name": "invalid", "labels": {LEGACY_TOKEN_INVALID_SINCE_LABEL: "2023-01-01"}}, "data": {"token": b64(&invalid)}}),
+        )
+        .await;
+        let cases = [
+            ("held by its secret", good.clone(), true),
+            ("account recreated", stale_uid, false),
+            ("secret holds another token", other, false),
+            ("secret deleted", legacy("nosuch", "sa-1"), false),
+            ("marked invalid", invalid, false),
+        ];
+        for (name, token, ok) in cases {
+            let got = authn.authenticate_token(&token).await;
+            assert_eq!(got.is_some(), ok, "{name}: {got:?}");
+        }
+        let user = authn
+            .authenticate_token(&good)
+            .await
+            .expect("authenticated");
+        assert_eq!(user.username, "system:serviceaccount:default:ci");
+        assert_eq!(user.uid, "sa-1");
+
+        // The secret now says when its token was last used (NOW is 2023-11-14 UTC).
+        let kv = storage
+            .get(&secrets.storage_key("default", "ci-token"))
+            .await
+            .expect("read")
+            .expect("stored");
+        let secret: Value = serde_json::from_slice(&kv.value).expect("json");
+        assert_eq!(
+            secret["metadata"]["labels"][LEGACY_TOKEN_LAST_USED_LABEL],
+            "2023-11-14"
+        );
+        // Used again the same day: no further write.
+        authn
+            .authenticate_token(&good)
+            .await
+            .expect("authenticated");
+        let again = storage
+            .get(&secrets.storage_key("default", "ci-token"))
+            .await
+            .expect("read")
+            .expect("stored");
+        assert_eq!(again.mod_revision, kv.mod_revision);
     }
 }

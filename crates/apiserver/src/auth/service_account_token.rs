@@ -146,6 +146,56 @@ impl Claims {
     }
 }
 
+/// The issuer of legacy, secret-based service account tokens (upstream's
+/// `LegacyIssuer`); they carry no audience nor expiry.
+pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
+
+/// The claims of a legacy token kept in a `kubernetes.io/service-account-token` Secret
+/// (upstream's `legacyPrivateClaims` with `iss` and `sub`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegacyClaims {
+    /// Always [`LEGACY_ISSUER`].
+    pub iss: String,
+    /// `system:serviceaccount:NS:NAME`.
+    pub sub: String,
+    /// The service account's (and secret's) namespace.
+    #[serde(rename = "kubernetes.io/serviceaccount/namespace", default)]
+    pub namespace: String,
+    /// The secret holding the token.
+    #[serde(rename = "kubernetes.io/serviceaccount/secret.name", default)]
+    pub secret_name: String,
+    /// The service account's name.
+    #[serde(rename = "kubernetes.io/serviceaccount/service-account.name", default)]
+    pub service_account_name: String,
+    /// The service account's uid.
+    #[serde(rename = "kubernetes.io/serviceaccount/service-account.uid", default)]
+    pub service_account_uid: String,
+}
+
+impl LegacyClaims {
+    /// The claims of the token for `secret_name`, of service account `namespace/name` (`uid`)
+    /// (upstream's `LegacyClaims`).
+    pub fn new(namespace: &str, name: &str, uid: &str, secret_name: &str) -> Self {
+        Self {
+            iss: LEGACY_ISSUER.to_owned(),
+            sub: crate::auth::user::service_account_username(namespace, name),
+            namespace: namespace.to_owned(),
+            secret_name: secret_name.to_owned(),
+            service_account_name: name.to_owned(),
+            service_account_uid: uid.to_owned(),
+        }
+    }
+}
+
+/// The `iss` claim of a JWT, read without verifying it, to pick the validation the token
+/// needs (upstream's authenticator does the same with `jwt.ParseSigned`'s unsafe claims).
+pub fn unverified_issuer(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: Value = serde_json::from_slice(&bytes).ok()?;
+    claims.get("iss")?.as_str().map(str::to_owned)
+}
+
 /// Signs and verifies service account tokens with one ECDSA P-256 key.
 pub struct TokenIssuer {
     /// `iss` of issued tokens; the only issuer accepted.
@@ -285,6 +335,47 @@ impl TokenIssuer {
         }
         if claims.sub
             != crate::auth::user::service_account_username(&k.namespace, &k.serviceaccount.name)
+        {
+            return Err(Error::Claims(
+                "sub does not match the service account claims",
+            ));
+        }
+        Ok(claims)
+    }
+
+    /// Signs legacy `claims` (no `kid`, as upstream's legacy tokens).
+    pub fn issue_legacy(&self, claims: &LegacyClaims) -> Result<String> {
+        jsonwebtoken::encode(&Header::new(Algorithm::ES256), claims, &self.encoding)
+            .map_err(Error::Jwt)
+    }
+
+    /// Verifies a legacy token: signature, [`LEGACY_ISSUER`], and claims that name a
+    /// service account and secret and agree with `sub` (upstream's `legacyValidator`'s
+    /// claim checks; the objects are looked up by the authenticator).
+    pub fn verify_legacy(&self, token: &str) -> Result<LegacyClaims> {
+        let mut validation = Validation::new(Algorithm::ES256);
+        validation.set_issuer(&[LEGACY_ISSUER]);
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        validation.set_required_spec_claims(&["iss", "sub"]);
+        let claims = jsonwebtoken::decode::<LegacyClaims>(token, &self.decoding, &validation)
+            .map_err(Error::Jwt)?
+            .claims;
+        if claims.namespace.is_empty() {
+            return Err(Error::Claims("namespace claim is missing"));
+        }
+        if claims.secret_name.is_empty() {
+            return Err(Error::Claims("secretName claim is missing"));
+        }
+        if claims.service_account_name.is_empty() || claims.service_account_uid.is_empty() {
+            return Err(Error::Claims("serviceAccount claims are missing"));
+        }
+        if claims.sub
+            != crate::auth::user::service_account_username(
+                &claims.namespace,
+                &claims.service_account_name,
+            )
         {
             return Err(Error::Claims(
                 "sub does not match the service account claims",

@@ -23,9 +23,10 @@ use super::names::{
     REPLICATIONCONTROLLER, REPLICATIONCONTROLLER_CONTROLLER, RESOURCE_QUOTA,
     RESOURCE_QUOTA_CONTROLLER, ROOT_CA_CERTIFICATE_PUBLISHER,
     ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER, SERVICE_CIDR_CONTROLLER, SERVICE_LB,
-    SERVICE_LB_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER, STATEFULSET,
-    STATEFULSET_CONTROLLER, TAINT_EVICTION_CONTROLLER, TTL, TTL_AFTER_FINISHED,
-    TTL_AFTER_FINISHED_CONTROLLER, TTL_CONTROLLER, VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
+    SERVICE_LB_CONTROLLER, SERVICEACCOUNT, SERVICEACCOUNT_CONTROLLER, SERVICEACCOUNT_TOKEN,
+    SERVICEACCOUNT_TOKEN_CONTROLLER, STATEFULSET, STATEFULSET_CONTROLLER,
+    TAINT_EVICTION_CONTROLLER, TTL, TTL_AFTER_FINISHED, TTL_AFTER_FINISHED_CONTROLLER,
+    TTL_CONTROLLER, VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
     VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
 use super::names::{PERSISTENTVOLUME_EXPANDER, PERSISTENTVOLUME_EXPANDER_CONTROLLER};
@@ -69,6 +70,7 @@ use crate::resourcequota::{ResourceQuotaController, ResourceQuotaControllerOptio
 use crate::rootcacertpublisher::{
     PUBLISHER_WORKERS, Publisher, PublisherMetrics, PublisherOptions,
 };
+use crate::serviceaccount::tokens::{TokenGenerator, TokensController};
 use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
@@ -95,6 +97,7 @@ impl ControllerRegistry {
     pub fn builtin() -> Self {
         let mut registry = Self::new();
         for descriptor in [
+            serviceaccount_token_controller(),
             replicaset_controller(),
             replicationcontroller_controller(),
             deployment_controller(),
@@ -139,8 +142,10 @@ impl ControllerRegistry {
                 .iter()
                 .find(|names| names.name == descriptor.name())
             {
-                Some(names) => descriptor.with_service_account(names.service_account),
-                None => descriptor,
+                Some(names) if !names.service_account.is_empty() => {
+                    descriptor.with_service_account(names.service_account)
+                }
+                _ => descriptor,
             };
             if let Err(err) = registry.register(descriptor) {
                 // The list above is fixed at compile time; a clash is a programming error,
@@ -651,6 +656,45 @@ pub fn serviceaccount_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(SERVICEACCOUNT.aliases)
+}
+
+/// `serviceaccount-token-controller` (alias `serviceaccount-token`): registered first so it
+/// starts before the others, as upstream's `startServiceAccountTokenController`, with the
+/// manager's own client; skipped without `--service-account-private-key-file`. The Secrets and
+/// ServiceAccounts informers, `--concurrent-serviceaccount-token-syncs` workers on queue
+/// `serviceaccount_tokens_secret`; `ca.crt` is `--root-ca-file`, else the CA the client
+/// configuration trusts.
+pub fn serviceaccount_token_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        SERVICEACCOUNT_TOKEN_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.sa_controller;
+            let Some(key_file) = &flags.service_account_private_key_file else {
+                tracing::info!(
+                    controller = SERVICEACCOUNT_TOKEN_CONTROLLER,
+                    "Controller is disabled because there is no private key"
+                );
+                return Ok(None);
+            };
+            let generator = TokenGenerator::from_file(key_file)?;
+            let root_ca = match &flags.root_ca_file {
+                Some(path) => crate::rootcacertpublisher::ca::read_ca_file(path)?,
+                None => ctx.client_ca.as_deref().cloned().unwrap_or_default(),
+            };
+            let controller = Arc::new(TokensController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                generator,
+                root_ca,
+                Some(ctx.workqueue_metrics()),
+            ));
+            let workers = flags.concurrent_serviceaccount_token_syncs.max(1);
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(SERVICEACCOUNT_TOKEN.aliases)
 }
 
 /// `job-controller` (alias `job`): the Jobs and Pods informers, `--concurrent-job-syncs`
@@ -1208,7 +1252,7 @@ mod tests {
             );
             assert_eq!(
                 descriptor.service_account(),
-                Some(names.service_account),
+                Some(names.service_account).filter(|sa| !sa.is_empty()),
                 "{}",
                 names.name
             );
@@ -1230,7 +1274,10 @@ mod tests {
             .chain(&controller_namespaced_roles())
             .filter_map(|r| r["metadata"]["name"].as_str().map(str::to_owned))
             .collect();
-        for names in BUILTIN_CONTROLLERS {
+        for names in BUILTIN_CONTROLLERS
+            .iter()
+            .filter(|n| !n.service_account.is_empty())
+        {
             let role = format!("{CONTROLLER_ROLE_PREFIX}{}", names.service_account);
             assert!(roles.contains(&role), "{}: no {role}", names.name);
         }

@@ -15,7 +15,9 @@ pub struct ControllerNames {
     /// Its service account in `kube-system` under `--use-service-account-credentials`: the
     /// name upstream's start function passes to `ClientBuilder.ClientOrDie`, which is also its
     /// `system:controller:<name>` ClusterRole (the node lifecycle, taint eviction and node IPAM
-    /// controllers share `node-controller`).
+    /// controllers share `node-controller`). Empty for a controller upstream starts with the
+    /// manager's own (root) client whatever the flag says (the service account token
+    /// controller, `startServiceAccountTokenController`'s `rootClientBuilder`).
     pub service_account: &'static str,
 }
 
@@ -39,6 +41,9 @@ pub const STATEFULSET_CONTROLLER: &str = crate::statefulset::CONTROLLER_NAME;
 pub const REPLICATIONCONTROLLER_CONTROLLER: &str = crate::replication::CONTROLLER_NAME;
 /// kube-controller-manager's name of the service account controller.
 pub const SERVICEACCOUNT_CONTROLLER: &str = crate::serviceaccount::CONTROLLER_NAME;
+/// kube-controller-manager's name of the service account token controller.
+pub const SERVICEACCOUNT_TOKEN_CONTROLLER: &str =
+    crate::serviceaccount::tokens::TOKENS_CONTROLLER_NAME;
 /// kube-controller-manager's name of the Job controller.
 pub const JOB_CONTROLLER: &str = crate::job::CONTROLLER_NAME;
 /// kube-controller-manager's name of the CronJob controller.
@@ -161,6 +166,14 @@ pub const SERVICEACCOUNT: ControllerNames = ControllerNames {
     aliases: &[crate::serviceaccount::CONTROLLER_ALIAS],
     disabled_by_default: false,
     service_account: "service-account-controller",
+};
+/// `serviceaccount-token-controller`, alias `serviceaccount-token`: runs with the manager's
+/// own credentials, as upstream's (it signs the tokens the other accounts' clients use).
+pub const SERVICEACCOUNT_TOKEN: ControllerNames = ControllerNames {
+    name: SERVICEACCOUNT_TOKEN_CONTROLLER,
+    aliases: &[crate::serviceaccount::tokens::TOKENS_CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "",
 };
 
 /// `job-controller`, alias `job`.
@@ -407,7 +420,8 @@ pub const TOKEN_CLEANER: ControllerNames = ControllerNames {
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 39] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 40] = [
+    SERVICEACCOUNT_TOKEN,
     REPLICASET,
     REPLICATIONCONTROLLER,
     DEPLOYMENT,
@@ -505,6 +519,7 @@ mod tests {
                 "service-cidr-controller",
                 "service-lb-controller",
                 "serviceaccount-controller",
+                "serviceaccount-token-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "token-cleaner-controller",

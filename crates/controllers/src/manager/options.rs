@@ -648,6 +648,25 @@ pub struct SaControllerFlags {
                 token secret. This must be a valid PEM-encoded CA bundle."
     )]
     pub root_ca_file: Option<PathBuf>,
+    /// The key the service account token controller signs legacy tokens with; without it
+    /// the controller does not run.
+    #[arg(
+        long,
+        value_name = "string",
+        help = "Filename containing a PEM-encoded private RSA or ECDSA key used to sign service \
+                account tokens."
+    )]
+    pub service_account_private_key_file: Option<PathBuf>,
+    /// The token controller's workers.
+    #[arg(
+        long,
+        value_name = "int32",
+        default_value_t = 5,
+        help = "The number of service account token objects that are allowed to sync \
+                concurrently. Larger number = more responsive token generation, but more CPU \
+                (and network) load"
+    )]
+    pub concurrent_serviceaccount_token_syncs: usize,
 }
 
 /// The CSR signing controller's flags (upstream's `CSRSigningControllerOptions`): one CA for
@@ -1940,7 +1959,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
             "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
             "--concurrent-validating-admission-policy-status-syncs <int32>",
             "--concurrent-service-syncs <int32>",

@@ -348,6 +348,7 @@ mod tests {
                 "service-cidr-controller",
                 "service-lb-controller",
                 "serviceaccount-controller",
+                "serviceaccount-token-controller",
                 "statefulset-controller",
                 "taint-eviction-controller",
                 "token-cleaner-controller",

@@ -9,10 +9,13 @@
 //!
 //! - [`controller`](ServiceAccountsController): handlers, the `serviceaccount` work queue, the
 //!   worker and the sync.
+//! - [`tokens`]: the service account token controller (`serviceaccount-token-controller`),
+//!   which fills in and garbage-collects legacy token Secrets.
 //! - [`client`]: the seam for the create call, with a recording fake for unit tests.
 
 pub mod client;
 mod controller;
+pub mod tokens;
 
 pub use client::{ApiServiceAccountClient, FakeServiceAccountClient, ServiceAccountClient};
 pub use controller::{
