@@ -19,6 +19,7 @@ pub mod limit_ranger;
 pub mod match_conditions;
 pub mod mutating_policy;
 pub mod namespace_lifecycle;
+pub mod persistent_volume_claim_resize;
 pub mod plugins;
 pub mod pod_security;
 pub mod priority;

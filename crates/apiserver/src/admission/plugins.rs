@@ -54,6 +54,8 @@ pub const DEFAULT_TOLERATION_SECONDS: &str = "DefaultTolerationSeconds";
 pub const DEFAULT_STORAGE_CLASS: &str = "DefaultStorageClass";
 /// `StorageObjectInUseProtection`.
 pub const STORAGE_OBJECT_IN_USE_PROTECTION: &str = "StorageObjectInUseProtection";
+/// `PersistentVolumeClaimResize`.
+pub const PERSISTENT_VOLUME_CLAIM_RESIZE: &str = "PersistentVolumeClaimResize";
 /// `RuntimeClass`.
 pub const RUNTIME_CLASS: &str = "RuntimeClass";
 /// `ValidatingAdmissionPolicy`.
@@ -95,7 +97,7 @@ pub const ALL_ORDERED_PLUGINS: &[&str] = &[
     DEFAULT_STORAGE_CLASS,
     STORAGE_OBJECT_IN_USE_PROTECTION,
     "OwnerReferencesPermissionEnforcement",
-    "PersistentVolumeClaimResize",
+    PERSISTENT_VOLUME_CLAIM_RESIZE,
     RUNTIME_CLASS,
     "CertificateApproval",
     "CertificateSigning",
@@ -118,7 +120,7 @@ pub const DEFAULT_ON_PLUGINS: &[&str] = &[
     LIMIT_RANGER,
     SERVICE_ACCOUNT,
     DEFAULT_STORAGE_CLASS,
-    "PersistentVolumeClaimResize",
+    PERSISTENT_VOLUME_CLAIM_RESIZE,
     DEFAULT_TOLERATION_SECONDS,
     MUTATING_ADMISSION_WEBHOOK,
     VALIDATING_ADMISSION_WEBHOOK,
@@ -154,6 +156,9 @@ pub fn build(name: &str) -> Option<Arc<dyn Plugin>> {
         DEFAULT_STORAGE_CLASS => Arc::new(default_storage_class::DefaultStorageClass),
         STORAGE_OBJECT_IN_USE_PROTECTION => {
             Arc::new(storage_object_in_use_protection::StorageObjectInUseProtection)
+        }
+        PERSISTENT_VOLUME_CLAIM_RESIZE => {
+            Arc::new(persistent_volume_claim_resize::PersistentVolumeClaimResize)
         }
         RUNTIME_CLASS => Arc::new(runtime_class::RuntimeClass),
         VALIDATING_ADMISSION_POLICY => {
@@ -308,6 +313,7 @@ mod tests {
                 DEFAULT_TOLERATION_SECONDS,
                 DEFAULT_STORAGE_CLASS,
                 STORAGE_OBJECT_IN_USE_PROTECTION,
+                PERSISTENT_VOLUME_CLAIM_RESIZE,
                 RUNTIME_CLASS,
                 MUTATING_ADMISSION_POLICY,
                 MUTATING_ADMISSION_WEBHOOK,

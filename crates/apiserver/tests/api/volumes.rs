@@ -1,6 +1,7 @@
 //! core/v1 persistentvolumes and persistentvolumeclaims over HTTP: defaults, the Pending phase, /status, the claim's update rules, upstream's 422s.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kcm_apiserver::testing::TestServer;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -97,7 +98,7 @@ async fn persistent_volumes_default_start_pending_and_keep_their_source() {
 }
 
 #[tokio::test]
-async fn claims_are_immutable_except_a_bound_claims_growing_request() {
+async fn claims_are_immutable_except_a_bound_claims_growing_request_of_an_expandable_class() {
     timed(async {
         let server = TestServer::start().await;
         let api: Api<PersistentVolumeClaim> = Api::namespaced(server.client(), "default");
@@ -147,10 +148,29 @@ async fn claims_are_immutable_except_a_bound_claims_growing_request() {
         )
         .await
         .expect("bound");
+        let (code, _, message) = status_of(
+            api.patch("data", &PatchParams::default(), &grow)
+                .await
+                .expect_err("its class does not exist"),
+        );
+        assert_eq!(code, 403);
+        assert_eq!(
+            message,
+            "persistentvolumeclaims \"data\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"
+        );
+        let classes: Api<StorageClass> = Api::all(server.client());
+        let class: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": "manual"}, "provisioner": "example.com/manual",
+            "allowVolumeExpansion": true}))
+        .expect("class");
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("expandable class");
         let grown = api
             .patch("data", &PatchParams::default(), &grow)
             .await
-            .expect("a bound claim grows");
+            .expect("a bound claim of an expandable class grows");
         assert_eq!(
             grown.spec.and_then(|s| s.resources).and_then(|r| r.requests).expect("requests")["storage"].0,
             "5Gi"
