@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kcm_machinery::controller::clock::{Clock, system_clock};
-use kcm_machinery::controller::{ApiStatus, ErrorPolicy, process_next_work_item, run_workers};
+use kcm_machinery::controller::{ApiStatus, ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::informer::delta::DeletedObject;
 use kcm_machinery::informer::lister::Lister;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedInformerFactory, wait_for_synced,
+    InformerRegistrar, InformerSynced, ResourceEventHandler, SharedInformerFactory, all_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -128,18 +128,22 @@ impl TokenCleaner {
     /// Waits for the Secret cache, then cleans with one worker until `cancel` fires, as
     /// upstream's `Run`.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
-        tracing::info!(controller = CONTROLLER_NAME, "Starting controller");
-        if wait_for_synced(CONTROLLER_NAME, &cancel, &self.caches_synced).await {
-            let this = Arc::clone(&self);
-            let sync = move |key: String| {
-                let this = Arc::clone(&this);
-                async move { this.sync(&key).await }
-            };
-            run_workers(CONTROLLER_NAME, &self.queue, ERROR_POLICY, 1, &cancel, sync).await;
-        } else {
-            self.queue.shut_down();
-        }
-        tracing::info!(controller = CONTROLLER_NAME, "Shutting down controller");
+        let this = Arc::clone(&self);
+        let sync = move |key: String| {
+            let this = Arc::clone(&this);
+            async move { this.sync(&key).await }
+        };
+        run_controller(
+            CONTROLLER_NAME,
+            "token cleaner controller",
+            &self.queue,
+            ERROR_POLICY,
+            1,
+            &cancel,
+            || all_synced(&self.caches_synced),
+            sync,
+        )
+        .await;
     }
 
     /// Takes one key and syncs it through the shared worker. False once the queue has shut
