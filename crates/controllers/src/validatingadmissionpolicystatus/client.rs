@@ -102,9 +102,9 @@ impl std::fmt::Debug for ApiSchemaSource {
     }
 }
 
-/// The schema of `gvk` in OpenAPI v3 `document`: the component whose
-/// `x-kubernetes-group-version-kind` names it.
-pub fn kind_schema(document: &Value, gvk: &Gvk) -> Option<KindSchema> {
+/// The schema of `gvk` in OpenAPI v3 `document` (consumed: its components are kept, not
+/// copied): the component whose `x-kubernetes-group-version-kind` names it.
+pub fn kind_schema(document: Value, gvk: &Gvk) -> Option<KindSchema> {
     let components = Components::of_document(document);
     let schema = components
         .schemas()
@@ -157,7 +157,7 @@ impl SchemaSource for ApiSchemaSource {
                 return None;
             }
         };
-        kind_schema(&document, gvk)
+        kind_schema(document, gvk)
     }
 }
 
@@ -259,6 +259,9 @@ impl SchemaSource for FakeSchemaSource {
     }
 
     async fn schema_for(&self, gvk: &Gvk) -> Option<KindSchema> {
-        kind_schema(self.documents.get(&gv(&gvk.group, &gvk.version))?, gvk)
+        kind_schema(
+            self.documents.get(&gv(&gvk.group, &gvk.version))?.clone(),
+            gvk,
+        )
     }
 }

@@ -23,13 +23,13 @@ pub struct Components {
 }
 
 impl Components {
-    /// The components of an OpenAPI v3 `document`; none when it has no `components.schemas`.
-    pub fn of_document(document: &Value) -> Self {
-        let schemas = document
-            .pointer("/components/schemas")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
+    /// The components of an OpenAPI v3 `document`, moved out of it (a group-version's
+    /// document is large: no copy); none when it has no `components.schemas`.
+    pub fn of_document(mut document: Value) -> Self {
+        let schemas = match document.pointer_mut("/components/schemas").map(Value::take) {
+            Some(Value::Object(schemas)) => schemas,
+            _ => Map::new(),
+        };
         Self { schemas }
     }
 
