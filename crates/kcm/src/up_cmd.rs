@@ -30,8 +30,13 @@ use tracing_subscriber::EnvFilter;
 const APP_DIR: &str = "kcm";
 /// Held (locked) while a `kcm up` uses the data directory, so a second one refuses it.
 const LOCK_FILE: &str = "kcm-up.lock";
-/// The pod network the node IPAM controller splits into one /24 per node.
-const CLUSTER_CIDR: &str = "10.244.0.0/16";
+/// The pod network the node IPAM controller splits among the nodes: at the default
+/// `--node-cidr-mask-size` of 24, 8,192 nodes' worth (Kubernetes' scalability limit is 5,000
+/// nodes). It holds flannel's and kind's `10.244.0.0/16` and overlaps no Service network.
+pub const DEFAULT_CLUSTER_CIDR: &str = "10.224.0.0/11";
+/// Each node's pod CIDR prefix length (kube-controller-manager's IPv4 default): 254 pod IPs,
+/// above the kubelet's 110-pod limit.
+pub const DEFAULT_NODE_CIDR_MASK_SIZE: u8 = 24;
 /// The Service network (the embedded API server's), never handed out to nodes.
 const SERVICE_CLUSTER_IP_RANGE: &str = kcm_apiserver::registry::service_ip::SERVICE_CIDR;
 
@@ -49,6 +54,13 @@ pub struct UpArgs {
     /// How many simulated nodes (`kcm-node-0` ..) to run.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
+    /// The pod network the node IPAM controller splits into one pod CIDR per node
+    /// (kube-controller-manager's flag); it must hold a block for every node.
+    #[arg(long, value_name = "cidr", default_value = DEFAULT_CLUSTER_CIDR)]
+    pub cluster_cidr: String,
+    /// The prefix length of each node's pod CIDR (kube-controller-manager's flag).
+    #[arg(long, value_name = "bits", default_value_t = DEFAULT_NODE_CIDR_MASK_SIZE)]
+    pub node_cidr_mask_size: u8,
     /// How long a scheduled pod stays Pending before it runs (Go duration: 500ms, 2s, 1m).
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub pod_ready_delay: Duration,
@@ -120,6 +132,26 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 impl UpArgs {
+    /// Checks that `--cluster-cidr` split at `--node-cidr-mask-size` holds a pod CIDR for
+    /// every node (blocks overlapping the Service network are never handed out, as the node
+    /// IPAM controller's), so that a cluster too big for its pod network fails at once with
+    /// the numbers instead of nodes waiting for CIDRs that never come.
+    pub(crate) fn check_pod_network(&self) -> anyhow::Result<()> {
+        let capacity = pod_cidr_capacity(&self.cluster_cidr, self.node_cidr_mask_size)?;
+        if capacity < self.nodes {
+            anyhow::bail!(
+                "--nodes {} needs {} pod CIDRs, but --cluster-cidr {} split into /{} blocks \
+                 holds {capacity} (outside the Service network {SERVICE_CLUSTER_IP_RANGE}): \
+                 give a wider --cluster-cidr or a longer --node-cidr-mask-size",
+                self.nodes,
+                self.nodes,
+                self.cluster_cidr,
+                self.node_cidr_mask_size,
+            );
+        }
+        Ok(())
+    }
+
     /// The simulated nodes these flags describe (everything else is `kcm sim`'s default).
     fn simulator_config(&self) -> SimulatorConfig {
         SimulatorConfig {
@@ -128,6 +160,34 @@ impl UpArgs {
             ..SimulatorConfig::default()
         }
     }
+}
+
+/// How many node pod CIDRs `cluster_cidr` split at `mask` holds outside the Service network,
+/// with the node IPAM controller's own checks of the two flags (upstream's messages).
+fn pod_cidr_capacity(cluster_cidr: &str, mask: u8) -> anyhow::Result<usize> {
+    use kcm_controllers::nodeipam::{Cidr, CidrSet, NodeIpamFlags};
+    let flags = NodeIpamFlags {
+        cluster_cidr: cluster_cidr.to_owned(),
+        node_cidr_mask_size: i32::from(mask),
+        service_cluster_ip_range: SERVICE_CLUSTER_IP_RANGE.to_owned(),
+        ..NodeIpamFlags::default()
+    };
+    let config = flags
+        .config()
+        .context("--cluster-cidr / --node-cidr-mask-size")?;
+    let mut capacity = usize::MAX;
+    for (cidr, size) in config.cluster_cidrs.iter().zip(&config.node_mask_sizes) {
+        let mut set = CidrSet::new(*cidr, *size)
+            .with_context(|| format!("--cluster-cidr {cidr} at /{size}"))?;
+        if let Some(service) = config.service_cidr.filter(|s: &Cidr| s.overlaps(cidr)) {
+            // The Service network's blocks, occupied as the controller does at its start;
+            // a Service network of the other family covers none.
+            let _ = set.occupy(&service);
+        }
+        // A dual-stack node needs a block of each family.
+        capacity = capacity.min(set.max_cidrs() - set.allocated());
+    }
+    Ok(capacity)
 }
 
 /// The per-user data directory for kcm, from the environment variables `get` returns:
@@ -154,7 +214,7 @@ fn default_data_dir(get: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 
 /// The controller manager's options inside `kcm up`: kube-controller-manager's defaults for
 /// everything, but no leader election (one process owns the cluster), no HTTPS endpoint
-/// (nothing probes it; `kcm run` serves one), pod CIDRs allocated from [`CLUSTER_CIDR`], and
+/// (nothing probes it; `kcm run` serves one), pod CIDRs allocated from `--cluster-cidr`, and
 /// each controller running as its own service account with its `system:controller:*` role
 /// (`--use-service-account-credentials`, as kubeadm runs kube-controller-manager); the HPA
 /// and client-limit flags `kcm up` takes are passed on, and the cluster CA's files, when
@@ -178,10 +238,15 @@ fn manager_options(
         "--secure-port=0".to_owned(),
         // Pod CIDRs come from the node IPAM controller; the simulated nodes wait for theirs.
         "--allocate-node-cidrs=true".to_owned(),
-        format!("--cluster-cidr={CLUSTER_CIDR}"),
         format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
         "--use-service-account-credentials=true".to_owned(),
     ];
+    let (cluster_cidr, mask) = args
+        .map_or((DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_CIDR_MASK_SIZE), |a| {
+            (a.cluster_cidr.as_str(), a.node_cidr_mask_size)
+        });
+    argv.push(format!("--cluster-cidr={cluster_cidr}"));
+    argv.push(format!("--node-cidr-mask-size={mask}"));
     if let Some(args) = args {
         argv.push(format!("--kube-api-qps={}", args.kube_api_qps));
         argv.push(format!("--kube-api-burst={}", args.kube_api_burst));
@@ -395,6 +460,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Absolute, so that the printed `export KUBECONFIG=...` works from any directory.
     let data_dir = std::path::absolute(&data_dir)
         .with_context(|| format!("resolving {}", data_dir.display()))?;
+    args.check_pod_network()?;
     let _lock = lock_data_dir(&data_dir)?;
 
     let cancel = CancellationToken::new();
@@ -630,6 +696,64 @@ mod tests {
             "{:?}",
             manager.enabled_controllers()
         );
+    }
+
+    /// The default pod network holds Kubernetes' 5,000-node limit; one too small for the
+    /// nodes is refused with the numbers before anything starts, and the flags reach the
+    /// node IPAM controller.
+    #[test]
+    fn the_pod_network_holds_every_node() {
+        let cli = Cli::try_parse_from(["kcm", "--nodes", "5000"]).expect("defaults");
+        assert_eq!(
+            pod_cidr_capacity(&cli.args.cluster_cidr, cli.args.node_cidr_mask_size).ok(),
+            Some(8192)
+        );
+        cli.args.check_pod_network().expect("5,000 nodes fit");
+        let options = manager_options(Some(&cli.args), None, None).expect("options");
+        let config = options.node_ipam_flags().config().expect("valid");
+        assert_eq!(config.cluster_cidrs[0].to_string(), DEFAULT_CLUSTER_CIDR);
+        assert_eq!(config.node_mask_sizes, [24]);
+
+        let cli = Cli::try_parse_from(["kcm", "--nodes=1000", "--cluster-cidr=10.244.0.0/16"])
+            .expect("flags");
+        let err = cli
+            .args
+            .check_pod_network()
+            .expect_err("256 blocks")
+            .to_string();
+        assert_eq!(
+            err,
+            "--nodes 1000 needs 1000 pod CIDRs, but --cluster-cidr 10.244.0.0/16 split into \
+             /24 blocks holds 256 (outside the Service network 10.96.0.0/12): give a wider \
+             --cluster-cidr or a longer --node-cidr-mask-size"
+        );
+        let cli = Cli::try_parse_from([
+            "kcm",
+            "--nodes=1000",
+            "--cluster-cidr=10.244.0.0/16",
+            "--node-cidr-mask-size=26",
+        ])
+        .expect("flags");
+        cli.args.check_pod_network().expect("1,024 /26 blocks");
+        let options = manager_options(Some(&cli.args), None, None).expect("options");
+        assert_eq!(
+            options
+                .node_ipam_flags()
+                .config()
+                .map(|c| c.node_mask_sizes)
+                .ok(),
+            Some(vec![26])
+        );
+
+        // Blocks inside the Service network are never handed out.
+        assert_eq!(pod_cidr_capacity("10.96.0.0/11", 24).ok(), Some(4096));
+        // The node IPAM controller's own checks, in its words.
+        let err = pod_cidr_capacity("10.244.0.0/16", 8).expect_err("mask shorter");
+        assert!(
+            format!("{err:#}").contains("mask size of cluster CIDR must be less than or equal"),
+            "{err:#}"
+        );
+        assert!(pod_cidr_capacity("not-a-cidr", 24).is_err());
     }
 
     #[test]

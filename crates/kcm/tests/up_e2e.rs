@@ -130,7 +130,7 @@ fn cluster_drives_and_resumes_after_restart(backend: &Backend) {
     up.kubectl_ok(&["apply", "-f", manifest]);
 
     // Rolled out: three Running, Ready pods, one per node, each with an IP from the /24 the
-    // node IPAM controller gave its node (from 10.244.0.0/16).
+    // node IPAM controller gave its node (from kcm up's default --cluster-cidr 10.224.0.0/11).
     up.kubectl_ok(&["rollout", "status", DEPLOYMENT, "--timeout=90s"]);
     up.wait_for("the pods to exist", || {
         (up.pods(SELECTOR).len() == 3).then_some(())
@@ -159,7 +159,10 @@ fn cluster_drives_and_resumes_after_restart(backend: &Backend) {
         let cidr = up.kubectl_ok(&["get", "node", node, "-o", "jsonpath={.spec.podCIDR}"]);
         let prefix = cidr
             .strip_suffix("0/24")
-            .filter(|p| p.starts_with("10.244."))
+            .filter(|p| {
+                let octets: Vec<&str> = p.split('.').collect();
+                octets[0] == "10" && octets[1].parse::<u8>().is_ok_and(|b| b >= 224)
+            })
             .unwrap_or_else(|| panic!("{node} has a /24 from the cluster CIDR: {cidr:?}"));
         assert!(
             row[5].starts_with(prefix),

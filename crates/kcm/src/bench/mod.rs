@@ -59,6 +59,12 @@ pub struct BenchArgs {
     /// Simulated nodes of the embedded cluster (110 pods each).
     #[arg(long, default_value_t = 20)]
     pub nodes: usize,
+    /// The embedded cluster's pod network (`kcm up --cluster-cidr`).
+    #[arg(long, value_name = "cidr", default_value = crate::up_cmd::DEFAULT_CLUSTER_CIDR)]
+    pub cluster_cidr: String,
+    /// The prefix length of each embedded node's pod CIDR (`kcm up --node-cidr-mask-size`).
+    #[arg(long, value_name = "bits", default_value_t = crate::up_cmd::DEFAULT_NODE_CIDR_MASK_SIZE)]
+    pub node_cidr_mask_size: u8,
     /// `--kube-api-qps` of the embedded controllers (negative: unlimited).
     #[arg(long, default_value_t = UP_KUBE_API_QPS, allow_negative_numbers = true)]
     pub qps: f32,
@@ -150,6 +156,8 @@ fn write_outputs(report: &Report, json: &Path, svg: &Path) -> anyhow::Result<()>
 
 /// An in-process `kcm up` in a fresh temporary data dir, removed afterwards.
 async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::Result<Report> {
+    let up = up_args(args)?;
+    up.check_pod_network()?;
     let dir = tempfile::Builder::new()
         .prefix("kcm-bench-")
         .tempdir()
@@ -161,7 +169,6 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
         .await
         .context("starting the API server")?;
 
-    let up = up_args(args)?;
     let node_metrics = Arc::new(ClientMetrics::new());
     let mut node_registry = prometheus_client::registry::Registry::default();
     node_metrics.register(&mut node_registry);
@@ -207,6 +214,8 @@ fn up_args(args: &BenchArgs) -> anyhow::Result<UpArgs> {
     let flags = Flags::try_parse_from([
         "kcm-bench".to_owned(),
         format!("--nodes={}", args.nodes),
+        format!("--cluster-cidr={}", args.cluster_cidr),
+        format!("--node-cidr-mask-size={}", args.node_cidr_mask_size),
         format!("--pod-ready-delay={}ms", args.pod_ready_delay.as_millis()),
         format!("--kube-api-qps={}", args.qps),
         format!("--kube-api-burst={}", args.burst),
@@ -233,18 +242,27 @@ async fn wait_for_nodes(
             return Ok(());
         }
         if Instant::now() >= deadline || cancel.is_cancelled() {
-            anyhow::bail!("{ready} of {nodes} simulated nodes ready");
+            let without_cidr = list.items.iter().filter(|n| !has_pod_cidr(n)).count();
+            anyhow::bail!(
+                "{ready} of {nodes} simulated nodes ready after {}s ({} registered, {without_cidr} \
+                 without a pod CIDR)",
+                NODES_READY_TIMEOUT.as_secs(),
+                list.items.len()
+            );
         }
         tokio::time::sleep(SAMPLE_EVERY).await;
     }
 }
 
-fn node_ready(node: &Node) -> bool {
-    let has_cidr = node
-        .spec
+fn has_pod_cidr(node: &Node) -> bool {
+    node.spec
         .as_ref()
         .and_then(|s| s.pod_cidr.as_deref())
-        .is_some_and(|c| !c.is_empty());
+        .is_some_and(|c| !c.is_empty())
+}
+
+fn node_ready(node: &Node) -> bool {
+    let has_cidr = has_pod_cidr(node);
     let ready = node
         .status
         .as_ref()
