@@ -27,6 +27,7 @@ pub mod labels;
 pub mod leaderelection;
 pub mod quantity;
 pub mod quota;
+pub mod repeated_log;
 pub mod resource_names;
 pub mod scheduling;
 pub mod workqueue;

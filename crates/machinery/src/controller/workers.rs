@@ -23,6 +23,7 @@ use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -31,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
 use crate::informer::wait_until_synced;
+use crate::repeated_log::{self, RepeatFilter, Verdict};
 use crate::workqueue::RateLimitingQueue;
 
 /// What the worker does with a key whose sync failed.
@@ -300,15 +302,40 @@ fn requeue_rate_limited<T, E>(
         return;
     }
     let message = policy.requeue_message;
+    // The same failure of many keys (a full pod network, a quota) is one line per interval
+    // with a count; each key's line stays at debug level.
+    let error = err.to_string();
+    let repeated = match policy.requeue_level {
+        Level::ERROR | Level::WARN => {
+            match REQUEUE_LINES.check_now(repeated_log::signature((controller, message, &error))) {
+                Verdict::Log { repeated } => repeated,
+                Verdict::Suppress => {
+                    tracing::debug!(controller, key = ?key, %error, "{message}");
+                    queue.add_rate_limited(key.clone());
+                    return;
+                }
+            }
+        }
+        _ => 0,
+    };
     match policy.requeue_level {
-        Level::ERROR => tracing::error!(controller, key = ?key, error = %err, "{message}"),
-        Level::WARN => tracing::warn!(controller, key = ?key, error = %err, "{message}"),
-        Level::INFO => tracing::info!(controller, key = ?key, error = %err, "{message}"),
-        Level::DEBUG => tracing::debug!(controller, key = ?key, error = %err, "{message}"),
-        _ => tracing::trace!(controller, key = ?key, error = %err, "{message}"),
+        Level::ERROR if repeated > 0 => {
+            tracing::error!(controller, key = ?key, %error, repeated, "{message}")
+        }
+        Level::ERROR => tracing::error!(controller, key = ?key, %error, "{message}"),
+        Level::WARN if repeated > 0 => {
+            tracing::warn!(controller, key = ?key, %error, repeated, "{message}")
+        }
+        Level::WARN => tracing::warn!(controller, key = ?key, %error, "{message}"),
+        Level::INFO => tracing::info!(controller, key = ?key, %error, "{message}"),
+        Level::DEBUG => tracing::debug!(controller, key = ?key, %error, "{message}"),
+        _ => tracing::trace!(controller, key = ?key, %error, "{message}"),
     }
     queue.add_rate_limited(key.clone());
 }
+
+/// Requeue lines of every controller in the process, by controller, message and error.
+static REQUEUE_LINES: LazyLock<RepeatFilter> = LazyLock::new(RepeatFilter::default);
 
 /// The text of a panic payload (`panic!` with a literal or a formatted message).
 pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

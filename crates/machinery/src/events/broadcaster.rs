@@ -1,8 +1,8 @@
 //! The event broadcaster: a bounded buffer in front of one worker that logs, correlates and
 //! writes events, and the recorders feeding it (client-go's `record.EventBroadcaster`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -17,6 +17,7 @@ use super::clock::{SystemClock, WallClock};
 use super::correlator::{CorrelatorOptions, EventCorrelator};
 use super::sink::{Error, EventSink, Result};
 use super::{EventRecorder, EventType};
+use crate::repeated_log::{self, RepeatFilter, Verdict};
 
 /// Events buffered between recorders and the worker (client-go's `maxQueuedEvents`).
 pub const MAX_QUEUED_EVENTS: usize = 1000;
@@ -204,11 +205,22 @@ impl EventRecorder for BroadcastRecorder {
             Ok(()) => {}
             Err(TrySendError::Full(event)) => {
                 self.shared.dropped.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(
-                    object = %object_key(&event.involved_object),
-                    reason = event.reason.as_deref().unwrap_or_default(),
-                    "Unable to record event: too many queued events, dropped event"
-                );
+                let object = object_key(&event.involved_object);
+                let reason = event.reason.as_deref().unwrap_or_default();
+                // One line per interval with the count; each dropped event at debug level.
+                match LOG_LINES.check_now(repeated_log::signature("dropped event")) {
+                    Verdict::Log { repeated } => tracing::error!(
+                        %object,
+                        reason,
+                        repeated,
+                        "Unable to record event: too many queued events, dropped event"
+                    ),
+                    Verdict::Suppress => tracing::debug!(
+                        %object,
+                        reason,
+                        "Unable to record event: too many queued events, dropped event"
+                    ),
+                }
             }
             Err(TrySendError::Closed(event)) => {
                 self.shared.dropped.fetch_add(1, Ordering::Relaxed);
@@ -219,6 +231,20 @@ impl EventRecorder for BroadcastRecorder {
                 );
             }
         }
+    }
+}
+
+/// The event lines of every broadcaster in the process, summarized when they repeat.
+static LOG_LINES: LazyLock<RepeatFilter> = LazyLock::new(RepeatFilter::default);
+
+/// A failed event write: at error level once per interval for the same message and error,
+/// with the count held back; the rest at debug level.
+fn log_write_failure(message: &'static str, err: &Error) {
+    let error = err.to_string();
+    match LOG_LINES.check_now(repeated_log::signature((message, &error))) {
+        Verdict::Log { repeated: 0 } => tracing::error!(%error, "{message}"),
+        Verdict::Log { repeated } => tracing::error!(%error, repeated, "{message}"),
+        Verdict::Suppress => tracing::debug!(%error, "{message}"),
     }
 }
 
@@ -319,11 +345,11 @@ impl Worker {
                 true
             }
             Err(err) if err.is_rejected() || err.is_not_found() => {
-                tracing::error!(error = %err, "Server rejected event (will not retry!)");
+                log_write_failure("Server rejected event (will not retry!)", &err);
                 true
             }
             Err(err) => {
-                tracing::error!(error = %err, "Unable to write event (may retry after sleeping)");
+                log_write_failure("Unable to write event (may retry after sleeping)", &err);
                 false
             }
         }
