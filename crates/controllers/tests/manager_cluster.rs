@@ -547,3 +547,78 @@ async fn a_leader_whose_controllers_saturate_the_client_limit_keeps_its_lease() 
         .await
         .expect("a graceful stop after keeping the lease");
 }
+
+/// A controller that records one event about the ConfigMap `default/<name>` at start and
+/// notes which event pipeline it was handed.
+fn recorder(
+    name: &'static str,
+    pipelines: Arc<std::sync::Mutex<Vec<usize>>>,
+) -> ControllerDescriptor {
+    ControllerDescriptor::new(name, move |ctx: ControllerContext| {
+        let pipelines = Arc::clone(&pipelines);
+        async move {
+            pipelines
+                .lock()
+                .expect("pipelines")
+                .push(Arc::as_ptr(&ctx.events).cast::<()>() as usize);
+            let regarding = k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("ConfigMap".to_owned()),
+                namespace: Some("default".to_owned()),
+                name: Some(name.to_owned()),
+                ..Default::default()
+            };
+            ctx.recorder(name).event(
+                &regarding,
+                kcm_machinery::events::EventType::Normal,
+                "Recorded",
+                format!("by {name}"),
+            );
+            let cancel = ctx.cancel.clone();
+            Ok(Some(StartedController::new(async move {
+                cancel.cancelled().await
+            })))
+        }
+    })
+}
+
+/// As kube-controller-manager, where each controller starts a broadcaster of its own over its
+/// own client (its events take its `--kube-api-qps` tokens and queue apart from the others'):
+/// two controllers get two pipelines, and both their events reach the API server by the time
+/// a graceful stop returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_controller_records_events_through_a_broadcaster_of_its_own() {
+    let server = TestServer::start().await;
+    let client = server.client();
+    let pipelines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let registry = ControllerRegistry::new()
+        .with(recorder("first-recorder", Arc::clone(&pipelines)))
+        .expect("registry")
+        .with(recorder("second-recorder", Arc::clone(&pipelines)))
+        .expect("registry");
+    let cancel = CancellationToken::new();
+    let manager = start(&server, &["--leader-elect=false"], registry, &cancel).await;
+    poll(
+        Duration::from_secs(10),
+        "both controllers to start",
+        || async { (pipelines.lock().expect("pipelines").len() == 2).then_some(()) },
+    )
+    .await;
+    cancel.cancel();
+    manager.wait().await.expect("stop");
+
+    let seen = pipelines.lock().expect("pipelines").clone();
+    assert_ne!(seen[0], seen[1], "one pipeline per controller");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let mut sources: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Recorded"))
+        .filter_map(|e| e.source.and_then(|s| s.component))
+        .collect();
+    sources.sort();
+    assert_eq!(sources, ["first-recorder", "second-recorder"]);
+}

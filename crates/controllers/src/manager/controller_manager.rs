@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kcm_machinery::events::{EventBroadcaster, KubeEventSink, WallClock};
+use kcm_machinery::events::WallClock;
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_machinery::leaderelection::{
     KubeLeaseLock, LeaderCallbacks, LeaderElectionRecord, LeaderElectionStatus, LeaderElector,
@@ -283,9 +283,7 @@ impl ControllerManager {
 
         let events: Arc<dyn EventPipeline> = match self.events {
             Some(events) => events,
-            None => Arc::new(EventBroadcaster::new(Arc::new(KubeEventSink::new(
-                client.clone(),
-            )))),
+            None => Arc::new(super::events::KubeEvents::new(client.clone())),
         };
 
         let identity = self.identity.unwrap_or_else(new_identity);
@@ -728,8 +726,13 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
                 return;
             }
         };
+        let events = shared
+            .events
+            .for_controller(&client)
+            .unwrap_or_else(|| Arc::clone(&shared.events));
         let ctx = ControllerContext {
             client,
+            events,
             ..ctx.clone()
         };
         match descriptor.init(ctx).instrument(span).await {
