@@ -173,6 +173,8 @@ pub struct ServerConfig {
     pub compact_retain: i64,
     /// The admission plugins enabled and disabled beyond upstream's defaults.
     pub admission: crate::admission::AdmissionConfig,
+    /// Where Service cluster IPs come from (`--service-cluster-ip-range`, `10.96.0.0/12`).
+    pub service_ip_range: crate::registry::service_ip::ServiceIpRange,
 }
 
 impl ServerConfig {
@@ -195,6 +197,7 @@ impl ServerConfig {
             memory_compaction_interval: Some(Duration::from_secs(5 * 60)),
             compact_retain: 0,
             admission: crate::admission::AdmissionConfig::default(),
+            service_ip_range: crate::registry::service_ip::ServiceIpRange::default(),
         }
     }
 }
@@ -251,6 +254,7 @@ impl Server {
         let rbac = RbacAuthorizer::new();
         let registry = Arc::new(
             Registry::new(Arc::clone(&storage))
+                .with_service_ip_range(config.service_ip_range.clone())
                 .with_authenticator(Arc::new(authenticator))
                 .with_authorizer(Arc::new(rbac.clone()))
                 .with_token_issuer(issuer)

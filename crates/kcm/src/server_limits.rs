@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 use kcm_apiserver::ServerConfig;
+use kcm_apiserver::registry::service_ip::ServiceIpRange;
 
 /// Limits on the requests the embedded API server serves.
 #[derive(Clone, Debug, Args)]
@@ -23,6 +24,14 @@ pub struct LimitArgs {
     /// 0 disables the timeout).
     #[arg(long, value_name = "duration", default_value = "1m0s", value_parser = parse_timeout)]
     pub request_timeout: Duration,
+    /// The IPv4 range Service cluster IPs come from (kube-apiserver's flag; a mask of 12 to
+    /// 30 bits). The first address is the `default/kubernetes` Service's.
+    #[arg(
+        long,
+        value_name = "cidr",
+        default_value = kcm_apiserver::registry::service_ip::SERVICE_CIDR
+    )]
+    pub service_cluster_ip_range: ServiceIpRange,
 }
 
 impl LimitArgs {
@@ -32,6 +41,7 @@ impl LimitArgs {
         config.max_requests_inflight = self.max_requests_inflight;
         config.max_mutating_requests_inflight = self.max_mutating_requests_inflight;
         config.request_timeout = self.request_timeout;
+        config.service_ip_range = self.service_cluster_ip_range.clone();
     }
 }
 
@@ -70,6 +80,8 @@ mod tests {
         assert_eq!(config.max_mutating_requests_inflight, 200);
         assert_eq!(config.request_timeout, Duration::from_secs(60));
         assert_eq!(config.request_timeout, defaults.request_timeout);
+        assert_eq!(config.service_ip_range.as_str(), "10.96.0.0/12");
+        assert_eq!(config.service_ip_range, defaults.service_ip_range);
     }
 
     #[test]
@@ -80,7 +92,13 @@ mod tests {
             "--max-requests-inflight=0",
             "--max-mutating-requests-inflight=5",
             "--request-timeout=1m30s",
+            "--service-cluster-ip-range=172.20.0.0/16",
         ]);
+        assert_eq!(
+            cli.limits.service_cluster_ip_range.as_str(),
+            "172.20.0.0/16"
+        );
+        assert!(Cli::try_parse_from(["kcm", "--service-cluster-ip-range=10.0.0.0/8"]).is_err());
         assert_eq!(cli.limits.max_request_bytes, 1024);
         assert_eq!(cli.limits.max_requests_inflight, 0);
         assert_eq!(cli.limits.max_mutating_requests_inflight, 5);

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser};
 use kcm_apiserver::registry::components::ComponentHealth;
+use kcm_apiserver::registry::service_ip::ServiceIpRange;
 use kcm_apiserver::{RunningServer, Server, ServerConfig, StorageBackend};
 
 use crate::admission_flags::AdmissionFlags;
@@ -37,8 +38,6 @@ pub const DEFAULT_CLUSTER_CIDR: &str = "10.224.0.0/11";
 /// Each node's pod CIDR prefix length (kube-controller-manager's IPv4 default): 254 pod IPs,
 /// above the kubelet's 110-pod limit.
 pub const DEFAULT_NODE_CIDR_MASK_SIZE: u8 = 24;
-/// The Service network (the embedded API server's), never handed out to nodes.
-const SERVICE_CLUSTER_IP_RANGE: &str = kcm_apiserver::registry::service_ip::SERVICE_CIDR;
 
 /// Flags of `kcm up`.
 #[derive(Debug, Args)]
@@ -137,11 +136,12 @@ impl UpArgs {
     /// IPAM controller's), so that a cluster too big for its pod network fails at once with
     /// the numbers instead of nodes waiting for CIDRs that never come.
     pub(crate) fn check_pod_network(&self) -> anyhow::Result<()> {
-        let capacity = pod_cidr_capacity(&self.cluster_cidr, self.node_cidr_mask_size)?;
+        let services = &self.limits.service_cluster_ip_range;
+        let capacity = pod_cidr_capacity(&self.cluster_cidr, self.node_cidr_mask_size, services)?;
         if capacity < self.nodes {
             anyhow::bail!(
                 "--nodes {} needs {} pod CIDRs, but --cluster-cidr {} split into /{} blocks \
-                 holds {capacity} (outside the Service network {SERVICE_CLUSTER_IP_RANGE}): \
+                 holds {capacity} (outside the Service network {services}): \
                  give a wider --cluster-cidr or a longer --node-cidr-mask-size",
                 self.nodes,
                 self.nodes,
@@ -164,12 +164,16 @@ impl UpArgs {
 
 /// How many node pod CIDRs `cluster_cidr` split at `mask` holds outside the Service network,
 /// with the node IPAM controller's own checks of the two flags (upstream's messages).
-fn pod_cidr_capacity(cluster_cidr: &str, mask: u8) -> anyhow::Result<usize> {
+fn pod_cidr_capacity(
+    cluster_cidr: &str,
+    mask: u8,
+    services: &ServiceIpRange,
+) -> anyhow::Result<usize> {
     use kcm_controllers::nodeipam::{Cidr, CidrSet, NodeIpamFlags};
     let flags = NodeIpamFlags {
         cluster_cidr: cluster_cidr.to_owned(),
         node_cidr_mask_size: i32::from(mask),
-        service_cluster_ip_range: SERVICE_CLUSTER_IP_RANGE.to_owned(),
+        service_cluster_ip_range: services.to_string(),
         ..NodeIpamFlags::default()
     };
     let config = flags
@@ -238,15 +242,27 @@ fn manager_options(
         "--secure-port=0".to_owned(),
         // Pod CIDRs come from the node IPAM controller; the simulated nodes wait for theirs.
         "--allocate-node-cidrs=true".to_owned(),
-        format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
         "--use-service-account-credentials=true".to_owned(),
     ];
-    let (cluster_cidr, mask) = args
-        .map_or((DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_CIDR_MASK_SIZE), |a| {
-            (a.cluster_cidr.as_str(), a.node_cidr_mask_size)
-        });
+    let default_services = ServiceIpRange::default();
+    let (cluster_cidr, mask, services) = args.map_or(
+        (
+            DEFAULT_CLUSTER_CIDR,
+            DEFAULT_NODE_CIDR_MASK_SIZE,
+            &default_services,
+        ),
+        |a| {
+            (
+                a.cluster_cidr.as_str(),
+                a.node_cidr_mask_size,
+                &a.limits.service_cluster_ip_range,
+            )
+        },
+    );
     argv.push(format!("--cluster-cidr={cluster_cidr}"));
     argv.push(format!("--node-cidr-mask-size={mask}"));
+    // The Service network (the embedded API server's), never handed out to nodes.
+    argv.push(format!("--service-cluster-ip-range={services}"));
     if let Some(args) = args {
         argv.push(format!("--kube-api-qps={}", args.kube_api_qps));
         argv.push(format!("--kube-api-burst={}", args.kube_api_burst));
@@ -705,13 +721,22 @@ mod tests {
     fn the_pod_network_holds_every_node() {
         let cli = Cli::try_parse_from(["kcm", "--nodes", "5000"]).expect("defaults");
         assert_eq!(
-            pod_cidr_capacity(&cli.args.cluster_cidr, cli.args.node_cidr_mask_size).ok(),
+            pod_cidr_capacity(
+                &cli.args.cluster_cidr,
+                cli.args.node_cidr_mask_size,
+                &cli.args.limits.service_cluster_ip_range
+            )
+            .ok(),
             Some(8192)
         );
         cli.args.check_pod_network().expect("5,000 nodes fit");
         let options = manager_options(Some(&cli.args), None, None).expect("options");
         let config = options.node_ipam_flags().config().expect("valid");
         assert_eq!(config.cluster_cidrs[0].to_string(), DEFAULT_CLUSTER_CIDR);
+        assert_eq!(
+            config.service_cidr.map(|c| c.to_string()).as_deref(),
+            Some("10.96.0.0/12")
+        );
         assert_eq!(config.node_mask_sizes, [24]);
 
         let cli = Cli::try_parse_from(["kcm", "--nodes=1000", "--cluster-cidr=10.244.0.0/16"])
@@ -746,14 +771,23 @@ mod tests {
         );
 
         // Blocks inside the Service network are never handed out.
-        assert_eq!(pod_cidr_capacity("10.96.0.0/11", 24).ok(), Some(4096));
+        let services = ServiceIpRange::default();
+        assert_eq!(
+            pod_cidr_capacity("10.96.0.0/11", 24, &services).ok(),
+            Some(4096)
+        );
+        let elsewhere: ServiceIpRange = "172.20.0.0/16".parse().expect("range");
+        assert_eq!(
+            pod_cidr_capacity("10.96.0.0/11", 24, &elsewhere).ok(),
+            Some(8192)
+        );
         // The node IPAM controller's own checks, in its words.
-        let err = pod_cidr_capacity("10.244.0.0/16", 8).expect_err("mask shorter");
+        let err = pod_cidr_capacity("10.244.0.0/16", 8, &services).expect_err("mask shorter");
         assert!(
             format!("{err:#}").contains("mask size of cluster CIDR must be less than or equal"),
             "{err:#}"
         );
-        assert!(pod_cidr_capacity("not-a-cidr", 24).is_err());
+        assert!(pod_cidr_capacity("not-a-cidr", 24, &services).is_err());
     }
 
     #[test]

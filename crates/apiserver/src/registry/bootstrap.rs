@@ -18,12 +18,15 @@ impl Registry {
     pub async fn ensure_bootstrap_objects(&self) -> Result<()> {
         // Namespaced bootstrap objects (the controllers' Roles) live in the system namespaces.
         self.ensure_default_namespaces().await?;
+        let context = crate::registry::resource::BootstrapContext {
+            service_ip_range: self.service_ip_range(),
+        };
         for def in self.resources().builtin() {
             let opts = WriteOptions {
                 field_manager: Some(def.bootstrap_field_manager.to_owned()),
                 ..WriteOptions::default()
             };
-            for obj in (def.bootstrap_objects)() {
+            for obj in (def.bootstrap_objects)(&context) {
                 self.create_missing(def, obj, &opts).await?;
             }
         }

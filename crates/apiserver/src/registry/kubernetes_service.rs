@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::error::Result;
 use crate::registry::Registry;
 use crate::registry::options::WriteOptions;
-use crate::registry::service_ip::KUBERNETES_SERVICE_IP;
+use crate::registry::service_ip::ServiceIpRange;
 use crate::registry::update::Target;
 use crate::resources::{core, service};
 
@@ -21,9 +21,9 @@ pub const KUBERNETES_SERVICE_PORT: i32 = 443;
 /// interval, 10 s).
 pub const KUBERNETES_SERVICE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The `default/kubernetes` Service for a server serving on `secure_port`, as upstream's
-/// `CreateOrUpdateMasterServiceIfNeeded` creates it.
-pub fn kubernetes_service(secure_port: u16) -> Value {
+/// The `default/kubernetes` Service for a server serving on `secure_port`, with the first
+/// address of `range`, as upstream's `CreateOrUpdateMasterServiceIfNeeded` creates it.
+pub fn kubernetes_service(range: &ServiceIpRange, secure_port: u16) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -34,7 +34,7 @@ pub fn kubernetes_service(secure_port: u16) -> Value {
         },
         "spec": {
             "type": "ClusterIP",
-            "clusterIP": KUBERNETES_SERVICE_IP.to_string(),
+            "clusterIP": range.kubernetes_ip().to_string(),
             "ipFamilyPolicy": "SingleStack",
             "sessionAffinity": "None",
             "ports": [{
@@ -106,7 +106,7 @@ impl Registry {
                 .await?
                 .is_none()
         {
-            let body = kubernetes_service(secure_port);
+            let body = kubernetes_service(self.service_ip_range(), secure_port);
             match self
                 .create(
                     def,
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn the_service_targets_the_secure_port_on_443() {
-        let svc = kubernetes_service(6443);
+        let svc = kubernetes_service(&ServiceIpRange::default(), 6443);
         assert_eq!(svc["spec"]["clusterIP"], "10.96.0.1");
         assert_eq!(
             svc["spec"]["ports"],

@@ -88,6 +88,8 @@ pub struct Registry {
     /// The Service cluster IP and node port bitmaps. Held from a Service's first allocation
     /// until it is stored, so two requests never get the same IP or port.
     service_ips: tokio::sync::Mutex<service_alloc::ServiceAllocators>,
+    /// The range Service cluster IPs come from (`--service-cluster-ip-range`).
+    service_ip_range: service_ip::ServiceIpRange,
     /// Health probes of the components beside the server, for `componentstatuses`.
     components: components::ComponentProbes,
     /// Authenticates bearer tokens for `tokenreviews`.
@@ -135,7 +137,10 @@ impl Registry {
             events: event_cache::EventCache::new(event_cache::DEFAULT_EVENT_CACHE_CAPACITY),
             builtin_openapi: OnceLock::new(),
             openapi: Mutex::new(None),
-            service_ips: tokio::sync::Mutex::new(service_alloc::ServiceAllocators::default()),
+            service_ips: tokio::sync::Mutex::new(service_alloc::ServiceAllocators::new(
+                &service_ip::ServiceIpRange::default(),
+            )),
+            service_ip_range: service_ip::ServiceIpRange::default(),
             components: components::ComponentProbes::default(),
             authenticator: Arc::new(NoTokens),
             authorizer: Arc::new(BootstrapPolicy),
@@ -151,6 +156,19 @@ impl Registry {
     pub fn with_admission(mut self, chain: Chain) -> Self {
         self.admission = chain;
         self
+    }
+
+    /// Allocates Service cluster IPs from `range` instead of `10.96.0.0/12` (before the
+    /// registry serves anything).
+    pub fn with_service_ip_range(mut self, range: service_ip::ServiceIpRange) -> Self {
+        self.service_ips = tokio::sync::Mutex::new(service_alloc::ServiceAllocators::new(&range));
+        self.service_ip_range = range;
+        self
+    }
+
+    /// The range Service cluster IPs come from.
+    pub fn service_ip_range(&self) -> &service_ip::ServiceIpRange {
+        &self.service_ip_range
     }
 
     /// The admission chain.

@@ -321,6 +321,13 @@ const fn replace_field<T>(slot: &mut T, value: T) {
     std::mem::forget(std::mem::replace(slot, value));
 }
 
+/// What a resource's bootstrap objects may depend on: the server's configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct BootstrapContext<'a> {
+    /// `--service-cluster-ip-range` (the default ServiceCIDR holds it).
+    pub service_ip_range: &'a crate::registry::service_ip::ServiceIpRange,
+}
+
 /// One served resource (one group/version/plural), declared once. Build it with
 /// [`ResourceDef::of`] and the `const` builder methods; see the [module docs](self). Custom
 /// resources' entries are built at run time ([`ResourceDef::custom`]) and own their names.
@@ -367,7 +374,7 @@ pub struct ResourceDef {
     /// post-start hooks, such as the system priority classes).
     /// A bootstrap object's `status` is written through `/status` after its create (a create
     /// drops it, as upstream's strategies do).
-    pub bootstrap_objects: fn() -> Vec<Value>,
+    pub bootstrap_objects: fn(&BootstrapContext<'_>) -> Vec<Value>,
     /// The field manager the bootstrap objects are written as (upstream's producer, e.g.
     /// `api-priority-and-fairness-config-producer-v1`).
     pub bootstrap_field_manager: &'static str,
@@ -425,7 +432,7 @@ impl ResourceDef {
             printer: None,
             merge_schema: None,
             openapi: Some(TypedKind::of::<K>()),
-            bootstrap_objects: Vec::new,
+            bootstrap_objects: |_| Vec::new(),
             bootstrap_field_manager: "kube-apiserver",
             deprecation: None,
             custom: None,
@@ -462,7 +469,7 @@ impl ResourceDef {
             printer: None,
             merge_schema: None,
             openapi: None,
-            bootstrap_objects: Vec::new,
+            bootstrap_objects: |_| Vec::new(),
             bootstrap_field_manager: "kube-apiserver",
             deprecation: names.deprecation.map(Cow::Owned),
             custom: Some(behaviour),
@@ -565,7 +572,7 @@ impl ResourceDef {
 
     /// Names the objects created at start when missing (see
     /// [`ResourceDef::bootstrap_objects`]).
-    pub const fn bootstrap(mut self, objects: fn() -> Vec<Value>) -> Self {
+    pub const fn bootstrap(mut self, objects: fn(&BootstrapContext<'_>) -> Vec<Value>) -> Self {
         self.bootstrap_objects = objects;
         self
     }
@@ -574,7 +581,7 @@ impl ResourceDef {
     pub const fn bootstrap_as(
         mut self,
         manager: &'static str,
-        objects: fn() -> Vec<Value>,
+        objects: fn(&BootstrapContext<'_>) -> Vec<Value>,
     ) -> Self {
         self.bootstrap_objects = objects;
         self.bootstrap_field_manager = manager;

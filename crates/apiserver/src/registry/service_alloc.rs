@@ -30,9 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::MutexGuard;
 
 use super::range_allocator::{BitmapRange, RangeError, ip_range_offset, port_range_offset};
-use super::service_ip::{
-    KUBERNETES_SERVICE_IP, SERVICE_CIDR, SERVICE_CIDR_BASE, SERVICE_CIDR_PREFIX,
-};
+use super::service_ip::ServiceIpRange;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::pointer::At;
@@ -64,22 +62,6 @@ pub const NODE_PORT_LAST: u16 = 32767;
 /// The node port range as upstream prints it.
 pub const NODE_PORT_RANGE: &str = "30000-32767";
 
-/// How many cluster IPs the range has: the /12 but its network and broadcast addresses.
-fn ip_range_size() -> u32 {
-    (1u32 << (32 - SERVICE_CIDR_PREFIX)) - 2
-}
-
-/// The bitmap item of a cluster IP, if the address is allocatable.
-fn ip_item(ip: Ipv4Addr) -> Option<u32> {
-    let offset = u32::from(ip).checked_sub(u32::from(SERVICE_CIDR_BASE))?;
-    (1..=ip_range_size()).contains(&offset).then(|| offset - 1)
-}
-
-/// The cluster IP of a bitmap item.
-fn item_ip(item: u32) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(SERVICE_CIDR_BASE) + item + 1)
-}
-
 /// The bitmap item of a node port, if in range.
 fn port_item(port: i64) -> Option<u32> {
     (i64::from(NODE_PORT_BASE)..=i64::from(NODE_PORT_LAST))
@@ -98,7 +80,7 @@ fn item_port(item: u32) -> i64 {
 pub struct ServiceAllocators {
     /// Whether the bitmaps were loaded and repaired from the store.
     loaded: bool,
-    /// Cluster IPs (item `i` is `10.96.0.0 + 1 + i`).
+    /// Cluster IPs (item `i` is the range's network address `+ 1 + i`).
     ips: BitmapRange,
     /// Node ports and health-check node ports (item `i` is `30000 + i`).
     ports: BitmapRange,
@@ -111,12 +93,13 @@ pub struct ServiceAllocators {
     port_leaks: BTreeMap<u32, u32>,
 }
 
-impl Default for ServiceAllocators {
-    fn default() -> Self {
+impl ServiceAllocators {
+    /// Empty bitmaps for cluster IPs of `range` and the node port range, not loaded yet.
+    pub fn new(range: &ServiceIpRange) -> Self {
         let port_size = u32::from(NODE_PORT_LAST - NODE_PORT_BASE) + 1;
         Self {
             loaded: false,
-            ips: BitmapRange::new(ip_range_size(), ip_range_offset(ip_range_size())),
+            ips: BitmapRange::new(range.size(), ip_range_offset(range.size())),
             ports: BitmapRange::new(port_size, port_range_offset(port_size)),
             ips_rev: None,
             ports_rev: None,
@@ -124,9 +107,7 @@ impl Default for ServiceAllocators {
             port_leaks: BTreeMap::new(),
         }
     }
-}
 
-impl ServiceAllocators {
     /// How many cluster IPs and node ports are allocated (tests, diagnostics).
     pub fn used(&self) -> (u32, u32) {
         (self.ips.used(), self.ports.used())
@@ -141,11 +122,15 @@ struct Holdings {
 }
 
 /// The items `svc` (as stored) holds in the ranges.
-fn holdings(svc: &Value) -> Holdings {
+fn holdings(range: &ServiceIpRange, svc: &Value) -> Holdings {
     let mut held = Holdings::default();
     let ips = svc.at("/spec/clusterIPs").and_then(Value::as_array);
     for ip in ips.into_iter().flatten().chain(svc.at("/spec/clusterIP")) {
-        if let Some(item) = ip.as_str().and_then(|s| s.parse().ok()).and_then(ip_item) {
+        if let Some(item) = ip
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .and_then(|ip| range.item(ip))
+        {
             held.ips.insert(item);
         }
     }
@@ -241,6 +226,8 @@ enum Persisted {
 /// An allocation in progress, holding the allocation lock. See the module doc.
 pub struct ServiceAllocationTxn<'a> {
     guard: MutexGuard<'a, ServiceAllocators>,
+    /// The cluster IP range (`--service-cluster-ip-range`).
+    range: &'a ServiceIpRange,
     /// Items taken by this transaction (given back unless committed).
     taken: Holdings,
     /// Items the Service gives up once the write is done.
@@ -322,7 +309,10 @@ impl ServiceAllocationTxn<'_> {
 
     fn take_next_ip(&mut self) -> Result<u32, RangeError> {
         // The first address is the kubernetes Service's, never handed out dynamically.
-        let reserved = ip_item(KUBERNETES_SERVICE_IP).filter(|i| !self.guard.ips.has(*i));
+        let reserved = self
+            .range
+            .item(self.range.kubernetes_ip())
+            .filter(|i| !self.guard.ips.has(*i));
         if let Some(item) = reserved {
             let _ = self.guard.ips.allocate(item);
         }
@@ -451,18 +441,28 @@ impl Registry {
             })
             .await
             .map_err(|e| ApiError::from_storage(e, def.group_resource(), ""))?;
-        let fresh = ServiceAllocators::default();
+        let range = self.service_ip_range();
+        let fresh = ServiceAllocators::new(range);
         let (mut ips, mut ports) = (fresh.ips, fresh.ports);
         let mut services = Vec::with_capacity(listed.kvs.len());
         for kv in &listed.kvs {
             let Ok(svc) = serde_json::from_slice::<Value>(&kv.value) else {
                 continue;
             };
-            let held = holdings(&svc);
+            let held = holdings(range, &svc);
+            if let Some(ip) = svc
+                .at("/spec/clusterIP")
+                .and_then(Value::as_str)
+                .filter(|ip| !ip.is_empty() && *ip != "None")
+                && held.ips.is_empty()
+            {
+                // The range changed since (upstream's repair says the same).
+                tracing::warn!(service = %kv.key, ip, range = %range, "Cluster IP is not within the configured Service CIDR; please recreate service");
+            }
             services.push(svc);
             for item in held.ips {
                 if ips.allocate(item).is_err() {
-                    tracing::error!(ip = %item_ip(item), service = %kv.key, "Cluster IP allocated to more than one Service");
+                    tracing::error!(ip = %range.ip(item), service = %kv.key, "Cluster IP allocated to more than one Service");
                 }
             }
             for item in held.ports {
@@ -500,17 +500,23 @@ impl Registry {
         let Some(kv) = kv else {
             return Ok(None);
         };
-        let defaults = ServiceAllocators::default();
-        let (size, offset) = if key == SERVICE_IPS_KEY {
-            (defaults.ips.size(), ip_range_offset(defaults.ips.size()))
-        } else {
+        let defaults = ServiceAllocators::new(self.service_ip_range());
+        let (size, offset, configured) = if key == SERVICE_IPS_KEY {
+            let size = defaults.ips.size();
             (
-                defaults.ports.size(),
-                port_range_offset(defaults.ports.size()),
+                size,
+                ip_range_offset(size),
+                self.service_ip_range().as_str(),
             )
+        } else {
+            let size = defaults.ports.size();
+            (size, port_range_offset(size), NODE_PORT_RANGE)
         };
+        // A snapshot of another range (the flag changed since) says nothing about this one:
+        // the repair rebuilds it from the stored Services.
         let range = serde_json::from_slice::<Value>(&kv.value)
             .ok()
+            .filter(|v| v.get("range").and_then(Value::as_str) == Some(configured))
             .and_then(|v| v.get("data").and_then(Value::as_str).map(str::to_owned))
             .and_then(|data| BitmapRange::restore(size, offset, &data));
         Ok(Some((
@@ -551,7 +557,7 @@ impl Registry {
             "apiVersion": "v1",
             "kind": "RangeAllocation",
             "metadata": {"name": ""},
-            "range": SERVICE_CIDR,
+            "range": self.service_ip_range().as_str(),
             "data": alloc.ips.snapshot(),
         });
         let ports = json!({
@@ -613,6 +619,7 @@ impl Registry {
         let guard = self.lock_allocators().await?;
         let mut txn = ServiceAllocationTxn {
             guard,
+            range: self.service_ip_range(),
             taken: Holdings::default(),
             to_release: Holdings::default(),
             reserved: false,
@@ -656,6 +663,7 @@ impl Registry {
         let guard = self.lock_allocators().await?;
         let mut txn = ServiceAllocationTxn {
             guard,
+            range: self.service_ip_range(),
             taken: Holdings::default(),
             to_release: Holdings::default(),
             reserved: false,
@@ -687,7 +695,7 @@ impl Registry {
                 return;
             }
         };
-        let held = holdings(svc);
+        let held = holdings(self.service_ip_range(), svc);
         if held != Holdings::default()
             && let Err(err) = self.persist_allocators_locked(&mut guard, &held).await
         {
@@ -752,7 +760,7 @@ fn update_allocations(
     new: &mut Value,
     old: &Value,
 ) -> Result<()> {
-    let old_held = holdings(old);
+    let old_held = holdings(txn.range, old);
     let removed = new
         .at("/metadata/deletionTimestamp")
         .is_some_and(|t| !t.is_null())
@@ -880,6 +888,7 @@ fn default_headless_ip_families(svc: &mut Value) {
 /// `clusterIP`, `clusterIPs`, `ipFamilies` and `ipFamilyPolicy`; headless (`None`) Services
 /// get no IP, only their families ([`default_headless_ip_families`]).
 fn allocate_cluster_ip(txn: &mut ServiceAllocationTxn<'_>, svc: &mut Value) -> Result<()> {
+    let range = txn.range;
     let requested = svc
         .at("/spec/clusterIP")
         .and_then(Value::as_str)
@@ -901,16 +910,20 @@ fn allocate_cluster_ip(txn: &mut ServiceAllocationTxn<'_>, svc: &mut Value) -> R
             let checked = ip
                 .parse::<Ipv4Addr>()
                 .ok()
-                .and_then(|parsed| ip_item(parsed).map(|item| (parsed, item)));
+                .and_then(|parsed| range.item(parsed).map(|item| (parsed, item)));
+            let not_in_range = || super::service_ip::AllocError::NotInRange {
+                ip: ip.clone(),
+                range: range.to_string(),
+            };
             let result = match checked {
-                None => Err(super::service_ip::AllocError::NotInRange(ip.clone())),
-                Some((parsed, _)) if parsed == KUBERNETES_SERVICE_IP && !is_kubernetes => {
+                None => Err(not_in_range()),
+                Some((parsed, _)) if parsed == range.kubernetes_ip() && !is_kubernetes => {
                     Err(super::service_ip::AllocError::Allocated)
                 }
                 Some((_, item)) => txn.take_ip(item).map(|()| item).map_err(|e| match e {
                     RangeError::Allocated => super::service_ip::AllocError::Allocated,
                     RangeError::Full => super::service_ip::AllocError::Full,
-                    RangeError::NotInRange => super::service_ip::AllocError::NotInRange(ip.clone()),
+                    RangeError::NotInRange => not_in_range(),
                 }),
             };
             result.map_err(|e| {
@@ -930,7 +943,7 @@ fn allocate_cluster_ip(txn: &mut ServiceAllocationTxn<'_>, svc: &mut Value) -> R
     let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
         return Ok(());
     };
-    let ip = item_ip(item).to_string();
+    let ip = range.ip(item).to_string();
     spec.insert("clusterIP".to_owned(), json!(ip));
     spec.insert("clusterIPs".to_owned(), json!([ip]));
     spec.insert("ipFamilies".to_owned(), json!(["IPv4"]));

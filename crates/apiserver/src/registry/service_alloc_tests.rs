@@ -613,3 +613,119 @@ async fn a_second_server_sees_the_first_servers_allocations_and_releases() {
         .await
         .expect("the released IP and port through b");
 }
+
+/// `--service-cluster-ip-range`: cluster IPs, the `default/kubernetes` address, the range in
+/// errors, the stored snapshot and the default ServiceCIDR all follow the configured range;
+/// a restart with another range rebuilds the bitmap from the stored Services instead of
+/// reading the old range's snapshot, and a Service left outside the new range holds nothing.
+#[tokio::test]
+async fn the_service_ip_range_is_configurable() {
+    use crate::registry::service_ip::ServiceIpRange;
+    use crate::resources::networking::SERVICE_CIDRS;
+
+    let storage = Arc::new(MemoryStorage::new());
+    let small: ServiceIpRange = "172.20.0.0/28".parse().expect("range");
+    let r = Registry::new(Arc::clone(&storage) as Arc<dyn crate::storage::Storage>)
+        .with_service_ip_range(small.clone());
+    r.ensure_bootstrap_objects().await.expect("bootstrap");
+    r.create(
+        &NAMESPACES,
+        "",
+        json!({"metadata": {"name": "ns"}}),
+        &WriteOptions::default(),
+    )
+    .await
+    .expect("namespace");
+    r.ensure_kubernetes_service("127.0.0.1".parse().expect("ip"), 6443)
+        .await
+        .expect("kubernetes service");
+    let kubernetes = r
+        .get_kv(&SERVICES, "default", "kubernetes")
+        .await
+        .expect("get")
+        .expect("kubernetes service");
+    let kubernetes = kubernetes.0;
+    assert_eq!(kubernetes["spec"]["clusterIP"], "172.20.0.1");
+    let cidr = r
+        .get_kv(&SERVICE_CIDRS, "", "kubernetes")
+        .await
+        .expect("get")
+        .expect("default ServiceCIDR");
+    let cidr = cidr.0;
+    assert_eq!(cidr["spec"]["cidrs"], json!(["172.20.0.0/28"]));
+
+    // 14 usable addresses, one the kubernetes Service's: 13 more Services, then full.
+    let mut ips = HashSet::new();
+    for i in 0..13 {
+        let created = create(&r, svc(&format!("s{i}"), json!({"ports": [{"port": 80}]})))
+            .await
+            .expect("create");
+        let ip: std::net::Ipv4Addr = created["spec"]["clusterIP"]
+            .as_str()
+            .expect("ip")
+            .parse()
+            .expect("ipv4");
+        assert!(
+            small.item(ip).is_some() && ip != small.kubernetes_ip(),
+            "{ip}"
+        );
+        assert!(ips.insert(ip), "{ip} twice");
+    }
+    let full = create(&r, svc("full", json!({"ports": [{"port": 80}]})))
+        .await
+        .expect_err("range full");
+    assert!(error_text(&full).contains("range is full"), "{full:?}");
+    let outside = create(
+        &r,
+        svc(
+            "out",
+            json!({"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}),
+        ),
+    )
+    .await
+    .expect_err("outside");
+    assert!(
+        error_text(&outside).contains(
+            "the provided IP (10.96.0.10) is not in the valid range. The range of valid IPs is 172.20.0.0/28"
+        ),
+        "{outside:?}"
+    );
+    let stored = storage
+        .get(SERVICE_IPS_KEY)
+        .await
+        .expect("get")
+        .expect("snapshot");
+    let snapshot: Value = serde_json::from_slice(&stored.value).expect("json");
+    assert_eq!(snapshot["range"], "172.20.0.0/28");
+    drop(r);
+
+    // Restarted with a wider range: the old snapshot is not read as this range's, so only
+    // the kubernetes Service's address (the first of both ranges) holds.
+    let wide: ServiceIpRange = "172.20.0.0/24".parse().expect("range");
+    let restarted = Registry::new(Arc::clone(&storage) as Arc<dyn crate::storage::Storage>)
+        .with_service_ip_range(wide);
+    restarted
+        .repair_service_allocations()
+        .await
+        .expect("repair");
+    assert_eq!(
+        restarted.service_allocations_used().await.expect("used").0,
+        14,
+        "the 13 Services and the kubernetes Service, rebuilt from the stored Services"
+    );
+    // Restarted with a disjoint range: the stored Services' IPs are outside it.
+    let elsewhere: ServiceIpRange = "192.168.0.0/24".parse().expect("range");
+    let moved = Registry::new(Arc::clone(&storage) as Arc<dyn crate::storage::Storage>)
+        .with_service_ip_range(elsewhere);
+    moved.repair_service_allocations().await.expect("repair");
+    assert_eq!(moved.service_allocations_used().await.expect("used").0, 0);
+    let created = create(&moved, svc("new", json!({"ports": [{"port": 80}]})))
+        .await
+        .expect("create in the new range");
+    let ip = created["spec"]["clusterIP"].as_str().expect("ip");
+    assert!(ip.starts_with("192.168.0."), "{ip}");
+    assert_ne!(
+        ip, "192.168.0.1",
+        "the kubernetes Service's address stays reserved"
+    );
+}

@@ -24,7 +24,7 @@ pub static FLOW_SCHEMAS: ResourceDef = ResourceDef::of::<FlowSchema>()
     .subresources(&[Subresource::Status])
     .decode_with(decode_flow_schema)
     .strategy(&FlowSchemaStrategy)
-    .bootstrap_as(APF_FIELD_MANAGER, flow_schemas_with_status)
+    .bootstrap_as(APF_FIELD_MANAGER, |_| flow_schemas_with_status())
     .printer(printers::FLOW_SCHEMA)
     .merge_schema(&kinds::METADATA_ONLY);
 
@@ -35,7 +35,7 @@ pub static PRIORITY_LEVEL_CONFIGURATIONS: ResourceDef =
         .subresources(&[Subresource::Status])
         .decode_with(decode_priority_level)
         .strategy(&PriorityLevelStrategy)
-        .bootstrap_as(APF_FIELD_MANAGER, priority_levels)
+        .bootstrap_as(APF_FIELD_MANAGER, |_| priority_levels())
         .printer(printers::PRIORITY_LEVEL_CONFIGURATION)
         .merge_schema(&kinds::METADATA_ONLY);
 

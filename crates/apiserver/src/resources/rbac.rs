@@ -17,7 +17,7 @@ use crate::table::printers;
 
 /// rbac.authorization.k8s.io/v1 roles.
 pub static ROLES: ResourceDef = ResourceDef::of::<Role>()
-    .bootstrap(crate::auth::controller_policy::controller_namespaced_roles)
+    .bootstrap(|_| crate::auth::controller_policy::controller_namespaced_roles())
     .decode_with(decode_role)
     .strategy(&RoleStrategy)
     .printer(printers::GENERIC)
@@ -25,7 +25,7 @@ pub static ROLES: ResourceDef = ResourceDef::of::<Role>()
 
 /// rbac.authorization.k8s.io/v1 rolebindings.
 pub static ROLE_BINDINGS: ResourceDef = ResourceDef::of::<RoleBinding>()
-    .bootstrap(crate::auth::controller_policy::controller_namespaced_role_bindings)
+    .bootstrap(|_| crate::auth::controller_policy::controller_namespaced_role_bindings())
     .decode_with(decode_role_binding)
     .strategy(&BindingStrategy { namespaced: true })
     .printer(printers::ROLE_BINDING)
@@ -33,7 +33,7 @@ pub static ROLE_BINDINGS: ResourceDef = ResourceDef::of::<RoleBinding>()
 
 /// rbac.authorization.k8s.io/v1 clusterroles.
 pub static CLUSTER_ROLES: ResourceDef = ResourceDef::of::<ClusterRole>()
-    .bootstrap(crate::auth::bootstrap_policy::cluster_roles)
+    .bootstrap(|_| crate::auth::bootstrap_policy::cluster_roles())
     .decode_with(decode_cluster_role)
     .strategy(&ClusterRoleStrategy)
     .printer(printers::GENERIC)
@@ -41,7 +41,7 @@ pub static CLUSTER_ROLES: ResourceDef = ResourceDef::of::<ClusterRole>()
 
 /// rbac.authorization.k8s.io/v1 clusterrolebindings.
 pub static CLUSTER_ROLE_BINDINGS: ResourceDef = ResourceDef::of::<ClusterRoleBinding>()
-    .bootstrap(crate::auth::bootstrap_policy::cluster_role_bindings)
+    .bootstrap(|_| crate::auth::bootstrap_policy::cluster_role_bindings())
     .decode_with(decode_cluster_role_binding)
     .strategy(&BindingStrategy { namespaced: false })
     .printer(printers::CLUSTER_ROLE_BINDING)

@@ -16,6 +16,6 @@ pub static PRIORITY_CLASSES: ResourceDef = ResourceDef::of::<PriorityClass>()
     .short_names(&["pc"])
     .decode_with(decode_priority_class)
     .strategy(&PriorityClassStrategy)
-    .bootstrap(system_priority_classes)
+    .bootstrap(|_| system_priority_classes())
     .printer(printers::PRIORITY_CLASS)
     .merge_schema(&kinds::METADATA_ONLY);

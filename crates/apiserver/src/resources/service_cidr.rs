@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use crate::pointer::At;
-use crate::registry::service_ip::SERVICE_CIDR;
+use crate::registry::resource::BootstrapContext;
+use crate::registry::service_ip::ServiceIpRange;
 use crate::registry::strategy::Strategy;
 use crate::resources::{go_values, net};
 use crate::validation::{FieldError, NameRule};
@@ -12,18 +13,21 @@ use crate::validation::{FieldError, NameRule};
 pub const DEFAULT_SERVICE_CIDR_NAME: &str = "kubernetes";
 
 /// The ServiceCIDRs every cluster starts with: the default one, created now.
-pub fn bootstrap_service_cidrs() -> Vec<Value> {
-    vec![default_service_cidr(&crate::object::now_rfc3339())]
+pub fn bootstrap_service_cidrs(context: &BootstrapContext<'_>) -> Vec<Value> {
+    vec![default_service_cidr(
+        context.service_ip_range,
+        &crate::object::now_rfc3339(),
+    )]
 }
 
 /// The default ServiceCIDR, as upstream's `defaultservicecidr` controller creates it (Ready,
-/// the range kcm allocates Service cluster IPs from).
-pub fn default_service_cidr(now: &str) -> Value {
+/// `range`: the one kcm allocates Service cluster IPs from).
+pub fn default_service_cidr(range: &ServiceIpRange, now: &str) -> Value {
     json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "ServiceCIDR",
         "metadata": {"name": DEFAULT_SERVICE_CIDR_NAME},
-        "spec": {"cidrs": [SERVICE_CIDR]},
+        "spec": {"cidrs": [range.as_str()]},
         "status": {"conditions": [{
             "type": "Ready",
             "status": "True",
@@ -227,7 +231,11 @@ mod tests {
             s.validate_update(&cidr(json!(["10.97.0.0/16"])), &old)[0].to_string(),
             r#"spec.cidrs[0]: Invalid value: "10.97.0.0/16": field is immutable"#
         );
-        assert!(default_service_cidr("2024-05-01T00:00:00Z")["spec"]["cidrs"][0] == SERVICE_CIDR);
+        let range = ServiceIpRange::default();
+        assert!(
+            default_service_cidr(&range, "2024-05-01T00:00:00Z")["spec"]["cidrs"][0]
+                == "10.96.0.0/12"
+        );
     }
 
     #[test]
