@@ -378,6 +378,7 @@ impl Server {
             addr.port(),
             shutdown.clone(),
         ));
+        tracker.spawn(track_legacy_tokens(Arc::clone(&registry), shutdown.clone()));
         tracker.spawn(repair_service_allocations(
             Arc::clone(&registry),
             crate::registry::service_alloc::SERVICE_REPAIR_INTERVAL,
@@ -467,6 +468,29 @@ async fn repair_kubernetes_service(
             .await
         {
             tracing::warn!(error = %e, "unable to sync the default/kubernetes service");
+        }
+    }
+}
+
+/// Keeps `kube-system/kube-apiserver-legacy-service-account-token-tracking` (the day legacy
+/// token use began to be tracked) in place: at once, then every
+/// [`TRACKING_RESYNC_INTERVAL`](crate::registry::legacy_token_tracking::TRACKING_RESYNC_INTERVAL),
+/// as kube-apiserver's `legacytokentracking` controller, until shutdown.
+async fn track_legacy_tokens(registry: Arc<Registry>, shutdown: CancellationToken) {
+    let mut tick =
+        tokio::time::interval(crate::registry::legacy_token_tracking::TRACKING_RESYNC_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let clock = system_clock();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let today = jiff::Timestamp::from_second(clock())
+            .map(|t| t.strftime("%Y-%m-%d").to_string())
+            .unwrap_or_default();
+        if let Err(e) = registry.ensure_legacy_token_tracking(&today).await {
+            tracing::warn!(error = %e, "unable to sync the legacy token tracking ConfigMap");
         }
     }
 }

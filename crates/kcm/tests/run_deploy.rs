@@ -299,6 +299,20 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &[],
                 &["list", "watch"]
             ),
+            // The legacy service account token cleaner.
+            rule(
+                &[""],
+                &["serviceaccounts", "secrets"],
+                &[],
+                &["list", "watch"]
+            ),
+            rule(
+                &[""],
+                &["configmaps"],
+                &["kube-apiserver-legacy-service-account-token-tracking"],
+                &["get"]
+            ),
+            rule(&[""], &["secrets"], &[], &["patch", "delete"]),
             // The ValidatingAdmissionPolicy status controller.
             rule(
                 &["admissionregistration.k8s.io"],

@@ -600,6 +600,18 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
                 events(),
             ],
         ),
+        (
+            "legacy-service-account-token-cleaner",
+            vec![
+                named_rule(
+                    &["get"],
+                    &[LEGACY],
+                    &["configmaps"],
+                    &["kube-apiserver-legacy-service-account-token-tracking"],
+                ),
+                rule(&["patch", "delete"], &[LEGACY], &["secrets"]),
+            ],
+        ),
     ]
 }
 
@@ -951,6 +963,36 @@ mod tests {
                 "volumeattributesclass-protection-controller",
                 one("update", "", "persistentvolumeclaims"),
                 false,
+            ),
+            (
+                "legacy-service-account-token-cleaner",
+                one("delete", "", "secrets"),
+                true,
+            ),
+            (
+                "legacy-service-account-token-cleaner",
+                one("patch", "", "secrets"),
+                true,
+            ),
+            (
+                "legacy-service-account-token-cleaner",
+                one("update", "", "secrets"),
+                false,
+            ),
+            (
+                "legacy-service-account-token-cleaner",
+                one("get", "", "configmaps"),
+                false,
+            ),
+            (
+                "legacy-service-account-token-cleaner",
+                PolicyRule::from_json(&named_rule(
+                    &["get"],
+                    &[""],
+                    &["configmaps"],
+                    &["kube-apiserver-legacy-service-account-token-tracking"],
+                )),
+                true,
             ),
         ];
         for (sa, wanted, allowed) in cases {

@@ -155,10 +155,11 @@ impl ServiceAccountAuthenticator {
         Ok(user)
     }
 
-    /// upstream's `legacyValidator.Validate`: the secret exists, is not being deleted, holds
-    /// this very token and is not marked invalid; the service account exists with the uid
-    /// the claims name and is not being deleted. The secret's last-used label is then set
-    /// to today if it names another day.
+    /// upstream's `legacyValidator.Validate`: the secret exists, is not being deleted and
+    /// holds this very token; the service account exists with the uid the claims name and is
+    /// not being deleted. The secret's last-used label is then set to today unless it names
+    /// today or tomorrow (upstream's `patchSecretWithLastUsedDate`), even when the secret is
+    /// marked invalid (`kubernetes.io/legacy-token-invalid-since`), which refuses the token.
     async fn check_legacy(&self, token: &str, claims: &LegacyClaims) -> Result<UserInfo, String> {
         let ns = &claims.namespace;
         let key = crate::resources::core::SECRETS.storage_key(ns, &claims.secret_name);
@@ -196,12 +197,6 @@ impl ServiceAccountAuthenticator {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
-        if label(LEGACY_TOKEN_INVALID_SINCE_LABEL).is_some() {
-            return Err(format!(
-                "the token in secret {ns}/{secret_name} for service account {ns}/{} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{LEGACY_TOKEN_INVALID_SINCE_LABEL}' label from the secret to re-enable the token.",
-                claims.service_account_name
-            ));
-        }
         let account = ObjectRef {
             name: claims.service_account_name.clone(),
             uid: claims.service_account_uid.clone(),
@@ -213,10 +208,19 @@ impl ServiceAccountAuthenticator {
             "service account",
         )
         .await?;
-        let today = jiff::Timestamp::from_second((self.clock)())
-            .map(|t| t.strftime("%Y-%m-%d").to_string())
-            .unwrap_or_default();
-        if !today.is_empty() && label(LEGACY_TOKEN_LAST_USED_LABEL).as_deref() != Some(&today) {
+        // Marked invalid by the legacy token cleaner: refused, but the attempt still counts
+        // as a use, so the cleaner does not delete a Secret someone still tries.
+        let invalid = label(LEGACY_TOKEN_INVALID_SINCE_LABEL).is_some_and(|v| !v.is_empty());
+        let now = jiff::Timestamp::from_second((self.clock)()).ok();
+        let day = |t: jiff::Timestamp| t.strftime("%Y-%m-%d").to_string();
+        let today = now.map(day);
+        let tomorrow = now
+            .and_then(|t| t.checked_add(jiff::SignedDuration::from_hours(24)).ok())
+            .map(day);
+        let last_used = label(LEGACY_TOKEN_LAST_USED_LABEL);
+        if let Some(today) = today.filter(|t| last_used.as_ref() != Some(t))
+            && last_used != tomorrow
+        {
             if let Some(meta) = secret.get_mut("metadata").and_then(Value::as_object_mut) {
                 let labels = meta
                     .entry("labels")
@@ -241,6 +245,12 @@ impl ServiceAccountAuthenticator {
                 }
                 Err(e) => tracing::debug!(error = %e, "encoding secret"),
             }
+        }
+        if invalid {
+            return Err(format!(
+                "the token in secret {ns}/{secret_name} for service account {ns}/{} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{LEGACY_TOKEN_INVALID_SINCE_LABEL}' label from the secret to temporarily allow use of this token",
+                claims.service_account_name
+            ));
         }
         Ok(UserInfo::service_account(
             ns,
@@ -609,5 +619,87 @@ mod tests {
             .expect("read")
             .expect("stored");
         assert_eq!(again.mod_revision, kv.mod_revision);
+    }
+
+    #[tokio::test]
+    async fn an_invalidated_legacy_token_is_refused_with_upstreams_message_and_counts_as_used() {
+        use base64::Engine;
+        let storage = Arc::new(MemoryStorage::new());
+        let secrets = &crate::resources::core::SECRETS;
+        put(
+            &storage,
+            &crate::resources::core::SERVICEACCOUNTS,
+            "ci",
+            json!({"metadata": {"name": "ci", "uid": "sa-1"}}),
+        )
+        .await;
+        let issuer = Arc::new(TokenIssuer::generate(DEFAULT_ISSUER).expect("key"));
+        let authn = ServiceAccountAuthenticator::new(
+            Arc::clone(&issuer),
+            storage.clone(),
+            Arc::new(|| NOW),
+        );
+        let token = issuer
+            .issue_legacy(&LegacyClaims::new("default", "ci", "sa-1", "ci-token"))
+            .expect("signs");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&token);
+        put(
+            &storage,
+            secrets,
+            "ci-token",
+            json!({"metadata": {"name": "ci-token", "labels": {
+                LEGACY_TOKEN_INVALID_SINCE_LABEL: "2023-01-01",
+                LEGACY_TOKEN_LAST_USED_LABEL: "2022-06-01",
+            }}, "data": {"token": b64}}),
+        )
+        .await;
+        let err = authn.authenticate(&token).await.expect_err("refused");
+        assert_eq!(
+            err,
+            "the token in secret default/ci-token for service account default/ci has been \
+             marked invalid. Use tokens from the TokenRequest API or manually created \
+             secret-based tokens, or remove the 'kubernetes.io/legacy-token-invalid-since' \
+             label from the secret to temporarily allow use of this token"
+        );
+        // The attempt counts as a use (NOW is 2023-11-14 UTC): the cleaner keeps the Secret.
+        let kv = storage
+            .get(&secrets.storage_key("default", "ci-token"))
+            .await
+            .expect("read")
+            .expect("stored");
+        let secret: Value = serde_json::from_slice(&kv.value).expect("json");
+        assert_eq!(
+            secret["metadata"]["labels"][LEGACY_TOKEN_LAST_USED_LABEL],
+            "2023-11-14"
+        );
+        assert_eq!(
+            secret["metadata"]["labels"][LEGACY_TOKEN_INVALID_SINCE_LABEL],
+            "2023-01-01"
+        );
+        // A last-used date of tomorrow (a skewed clock elsewhere) is not rewritten.
+        let token = issuer
+            .issue_legacy(&LegacyClaims::new("default", "ci", "sa-1", "ci-token-2"))
+            .expect("signs");
+        put(
+            &storage,
+            secrets,
+            "ci-token-2",
+            json!({"metadata": {"name": "ci-token-2", "labels": {
+                LEGACY_TOKEN_LAST_USED_LABEL: "2023-11-15",
+            }}, "data": {"token": base64::engine::general_purpose::STANDARD.encode(&token)}}),
+        )
+        .await;
+        let before = storage
+            .get(&secrets.storage_key("default", "ci-token-2"))
+            .await
+            .expect("read")
+            .expect("stored");
+        authn.authenticate(&token).await.expect("valid");
+        let after = storage
+            .get(&secrets.storage_key("default", "ci-token-2"))
+            .await
+            .expect("read")
+            .expect("stored");
+        assert_eq!(after.mod_revision, before.mod_revision);
     }
 }

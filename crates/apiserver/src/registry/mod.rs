@@ -27,6 +27,7 @@ pub mod eviction;
 pub mod field_selector;
 pub mod generation;
 pub mod kubernetes_service;
+pub mod legacy_token_tracking;
 pub mod list;
 pub mod namespace;
 pub mod object_cache;

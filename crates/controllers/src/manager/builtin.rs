@@ -29,6 +29,9 @@ use super::names::{
     TTL_CONTROLLER, VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
     VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
+use super::names::{
+    LEGACY_SERVICEACCOUNT_TOKEN_CLEANER, LEGACY_SERVICEACCOUNT_TOKEN_CLEANER_CONTROLLER,
+};
 use super::names::{PERSISTENTVOLUME_EXPANDER, PERSISTENTVOLUME_EXPANDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::bootstrap::{BootstrapSigner, TokenCleaner};
@@ -71,6 +74,7 @@ use crate::rootcacertpublisher::{
     PUBLISHER_WORKERS, Publisher, PublisherMetrics, PublisherOptions,
 };
 use crate::serviceaccount::tokens::{TokenGenerator, TokensController};
+use crate::serviceaccount::{LegacyTokenCleaner, LegacyTokenCleanerOptions};
 use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
@@ -133,6 +137,7 @@ impl ControllerRegistry {
             ephemeral_volume_controller(),
             service_lb_controller(),
             service_cidr_controller(),
+            legacy_serviceaccount_token_cleaner_controller(),
             validatingadmissionpolicy_status_controller(),
             cloud_node_lifecycle_controller(),
             persistentvolume_binder_controller(),
@@ -1115,6 +1120,37 @@ pub fn token_cleaner_controller() -> ControllerDescriptor {
     )
     .with_aliases(TOKEN_CLEANER.aliases)
     .disabled_by_default()
+}
+
+/// `legacy-serviceaccount-token-cleaner-controller` (alias
+/// `legacy-service-account-token-cleaner`): the ServiceAccounts, Secrets and Pods informers, a
+/// pass a day (upstream's `DefaultCleanerSyncInterval`) marking auto-generated legacy tokens
+/// unused for `--legacy-service-account-token-clean-up-period` invalid and deleting those
+/// invalid for as long again.
+pub fn legacy_serviceaccount_token_cleaner_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        LEGACY_SERVICEACCOUNT_TOKEN_CLEANER_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let clean_up_period = ctx
+                .options
+                .legacy_sa_token_cleaner
+                .legacy_service_account_token_clean_up_period
+                .get();
+            let controller = LegacyTokenCleaner::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                LegacyTokenCleanerOptions {
+                    clean_up_period,
+                    ..LegacyTokenCleanerOptions::default()
+                },
+            )
+            .map_err(|e| format!("failed to init the legacy service account token cleaner: {e}"))?;
+            Ok(Some(StartedController::new(
+                Arc::new(controller).run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(LEGACY_SERVICEACCOUNT_TOKEN_CLEANER.aliases)
 }
 
 /// `validatingadmissionpolicy-status-controller`: the ValidatingAdmissionPolicies informer,

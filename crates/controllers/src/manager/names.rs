@@ -418,9 +418,23 @@ pub const TOKEN_CLEANER: ControllerNames = ControllerNames {
     service_account: "token-cleaner",
 };
 
+/// kube-controller-manager's name of the legacy service account token cleaner.
+pub const LEGACY_SERVICEACCOUNT_TOKEN_CLEANER_CONTROLLER: &str =
+    crate::serviceaccount::legacy_token_cleaner::LEGACY_TOKEN_CLEANER_CONTROLLER_NAME;
+
+/// `legacy-serviceaccount-token-cleaner-controller`, alias
+/// `legacy-service-account-token-cleaner`: on by default since its gate,
+/// `LegacyServiceAccountTokenCleanUp`, went GA.
+pub const LEGACY_SERVICEACCOUNT_TOKEN_CLEANER: ControllerNames = ControllerNames {
+    name: LEGACY_SERVICEACCOUNT_TOKEN_CLEANER_CONTROLLER,
+    aliases: &[crate::serviceaccount::legacy_token_cleaner::LEGACY_TOKEN_CLEANER_CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "legacy-service-account-token-cleaner",
+};
+
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 40] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 41] = [
     SERVICEACCOUNT_TOKEN,
     REPLICASET,
     REPLICATIONCONTROLLER,
@@ -460,6 +474,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 40] = [
     CLOUD_NODE_LIFECYCLE,
     PERSISTENTVOLUME_BINDER,
     PERSISTENTVOLUME_EXPANDER,
+    LEGACY_SERVICEACCOUNT_TOKEN_CLEANER,
     VALIDATINGADMISSIONPOLICY_STATUS,
 ];
 
@@ -504,6 +519,7 @@ mod tests {
                 "garbage-collector-controller",
                 "horizontal-pod-autoscaler-controller",
                 "job-controller",
+                "legacy-serviceaccount-token-cleaner-controller",
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",

@@ -105,6 +105,9 @@ pub struct ManagerOptions {
     /// The service account (token) controller's flags the root CA publisher reads.
     #[command(flatten)]
     pub sa_controller: SaControllerFlags,
+    /// The legacy service account token cleaner.
+    #[command(flatten)]
+    pub legacy_sa_token_cleaner: LegacySaTokenCleanerFlags,
 
     #[command(flatten)]
     pub csr_signing: CsrSigningControllerFlags,
@@ -667,6 +670,23 @@ pub struct SaControllerFlags {
                 (and network) load"
     )]
     pub concurrent_serviceaccount_token_syncs: usize,
+}
+
+/// The legacy service account token cleaner's flags (upstream's
+/// `LegacySATokenCleanerOptions`).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Legacy-service-account-token-cleaner controller flags")]
+pub struct LegacySaTokenCleanerFlags {
+    /// How long a legacy token may go unused before it is marked invalid, and then stay
+    /// invalid before it is deleted.
+    #[arg(
+        long,
+        value_name = "duration",
+        default_value = "8760h0m0s",
+        help = "The period of time since the last usage of an legacy service account token \
+                before it can be deleted."
+    )]
+    pub legacy_service_account_token_clean_up_period: GoDuration,
 }
 
 /// The CSR signing controller's flags (upstream's `CSRSigningControllerOptions`): one CA for
@@ -1959,7 +1979,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
             "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
             "--concurrent-validating-admission-policy-status-syncs <int32>",
             "--concurrent-service-syncs <int32>",

@@ -333,6 +333,7 @@ mod tests {
                 "garbage-collector-controller",
                 "horizontal-pod-autoscaler-controller",
                 "job-controller",
+                "legacy-serviceaccount-token-cleaner-controller",
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
@@ -380,6 +381,10 @@ mod tests {
             (
                 "root-ca-cert-publisher",
                 "root-ca-certificate-publisher-controller",
+            ),
+            (
+                "legacy-service-account-token-cleaner",
+                "legacy-serviceaccount-token-cleaner-controller",
             ),
         ] {
             assert_eq!(

@@ -11,10 +11,16 @@
 //!   worker and the sync.
 //! - [`tokens`]: the service account token controller (`serviceaccount-token-controller`),
 //!   which fills in and garbage-collects legacy token Secrets.
+//! - [`legacy_token_cleaner`]: the legacy token cleaner
+//!   (`legacy-serviceaccount-token-cleaner-controller`), which marks auto-generated legacy
+//!   tokens unused for a clean-up period invalid and later deletes them; its API calls are
+//!   behind [`legacy_token_cleaner_client`].
 //! - [`client`]: the seam for the create call, with a recording fake for unit tests.
 
 pub mod client;
 mod controller;
+pub mod legacy_token_cleaner;
+pub mod legacy_token_cleaner_client;
 pub mod tokens;
 
 pub use client::{ApiServiceAccountClient, FakeServiceAccountClient, ServiceAccountClient};
@@ -22,6 +28,10 @@ pub use controller::{
     CONTROLLER_ALIAS, CONTROLLER_NAME, DEFAULT_SERVICE_ACCOUNT, QUEUE_NAME,
     SERVICE_ACCOUNT_WORKERS, ServiceAccountEventHandlers, ServiceAccountsController,
     ServiceAccountsControllerOptions,
+};
+pub use legacy_token_cleaner::{LegacyTokenCleaner, LegacyTokenCleanerOptions};
+pub use legacy_token_cleaner_client::{
+    ApiLegacyTokenCleanerClient, FakeLegacyTokenCleanerClient, LegacyTokenCleanerClient,
 };
 
 use kcm_machinery::controller::ApiStatus;
