@@ -1,8 +1,9 @@
-//! Kubernetes resource quantities (`100m`, `128Mi`, `1.5G`, `2e3`) parsed to exact integers.
+//! Kubernetes resource quantities (`100m`, `128Mi`, `1.5G`, `2e3`) as exact milli-unit integers, for the scheduler's and the simulated kubelet's arithmetic.
 //!
-//! apimachinery's `resource.Quantity` is arbitrary precision; the scheduler and the simulated
-//! kubelet only need `MilliValue()` (cpu) and `Value()` (bytes, pod counts), which fit an
-//! `i128` for every quantity a real cluster uses. Parsing is exact: no floating point.
+//! Parsing is machinery's [`kcm_machinery::quantity::parse`] (apimachinery's
+//! `resource.ParseQuantity`, arbitrary precision); the scheduler and the simulated kubelet
+//! only need `MilliValue()` (cpu) and `Value()` (bytes, pod counts), which fit an `i128` for
+//! every quantity a real cluster uses, so that is what is kept.
 
 /// Why a quantity string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,87 +40,16 @@ impl Quantity {
         }
     }
 
-    /// Parses the Kubernetes serialization, as apimachinery's `resource.ParseQuantity`.
-    /// Fractions below a milli-unit round up, as `MilliValue()` does.
+    /// Parses the Kubernetes serialization with machinery's `resource.ParseQuantity`, then
+    /// takes its `MilliValue()`: fractions below a milli-unit round away from zero.
     pub fn parse(input: &str) -> Result<Self> {
-        let err = || Error {
-            input: input.to_owned(),
-        };
-        let s = input.trim();
-        if s.is_empty() {
-            return Err(err());
-        }
-        let (negative, s) = match s.as_bytes()[0] {
-            b'+' => (false, &s[1..]),
-            b'-' => (true, &s[1..]),
-            _ => (false, s),
-        };
-        let number_end = s
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(s.len());
-        let (number, suffix) = s.split_at(number_end);
-        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
-            return Err(err());
-        }
-        let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-        // The number as mantissa * 10^-frac_digits.
-        let digits = format!("{int_part}{frac_part}");
-        let mantissa: i128 = if digits.is_empty() {
-            0
-        } else {
-            digits.parse().map_err(|_| err())?
-        };
-        let frac_digits = i32::try_from(frac_part.len()).map_err(|_| err())?;
-
-        // value = mantissa * 10^-frac_digits * base^exp
-        let (base, exp): (i128, i32) = match suffix {
-            "" => (10, 0),
-            "n" => (10, -9),
-            "u" => (10, -6),
-            "m" => (10, -3),
-            "k" => (10, 3),
-            "M" => (10, 6),
-            "G" => (10, 9),
-            "T" => (10, 12),
-            "P" => (10, 15),
-            "E" => (10, 18),
-            "Ki" => (2, 10),
-            "Mi" => (2, 20),
-            "Gi" => (2, 30),
-            "Ti" => (2, 40),
-            "Pi" => (2, 50),
-            "Ei" => (2, 60),
-            other => {
-                let rest = other
-                    .strip_prefix('e')
-                    .or_else(|| other.strip_prefix('E'))
-                    .ok_or_else(err)?;
-                let exp: i32 = rest.parse().map_err(|_| err())?;
-                if !(-30..=30).contains(&exp) {
-                    return Err(err());
-                }
-                (10, exp)
-            }
-        };
-
-        // milli = mantissa * 1000 * base^exp / 10^frac_digits, rounded up.
-        let mut numerator = mantissa.checked_mul(1000).ok_or_else(err)?;
-        let mut denominator: i128 = 10i128.checked_pow(frac_digits as u32).ok_or_else(err)?;
-        if base == 2 {
-            numerator = numerator.checked_mul(1i128 << exp).ok_or_else(err)?;
-        } else if exp >= 0 {
-            numerator = numerator
-                .checked_mul(10i128.checked_pow(exp as u32).ok_or_else(err)?)
-                .ok_or_else(err)?;
-        } else {
-            denominator = denominator
-                .checked_mul(10i128.checked_pow((-exp) as u32).ok_or_else(err)?)
-                .ok_or_else(err)?;
-        }
-        let milli = (numerator + denominator - 1) / denominator;
-        Ok(Self {
-            milli: if negative { -milli } else { milli },
-        })
+        kcm_machinery::quantity::parse(input.trim())
+            .ok()
+            .and_then(|q| q.milli_value())
+            .map(|milli| Self { milli })
+            .ok_or_else(|| Error {
+                input: input.to_owned(),
+            })
     }
 
     /// Parses an optional `k8s_openapi` quantity; absent means zero.
@@ -193,9 +123,11 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["", "abc", "1..2", "1Zi", "1e", "1e99", ".", "--1", "1 Mi"] {
+        for bad in ["", "abc", "1..2", "1Zi", "1e", "1e99", "--1", "1 Mi"] {
             assert!(Quantity::parse(bad).is_err(), "{bad:?} should be rejected");
         }
+        // Go's parser reads a bare "." as an empty numerator, so 0.
+        assert_eq!(Quantity::parse("."), Ok(Quantity::ZERO));
     }
 
     #[test]

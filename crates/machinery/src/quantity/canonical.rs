@@ -295,6 +295,46 @@ impl Quantity {
         }
     }
 
+    /// `ScaledValue(scale)`: the value in units of `10^scale`, rounded away from zero as Go's
+    /// `AsScale`; `None` when it does not fit an `i128` (Go's `int64` result would overflow).
+    pub fn scaled_value(&self, scale: i32) -> Option<i128> {
+        match self.amount.as_scale(scale).0 {
+            Amount::Int { value, scale: own } => {
+                let up = u32::try_from(i64::from(own) - i64::from(scale)).ok()?;
+                i128::from(value).checked_mul(10i128.checked_pow(up)?)
+            }
+            Amount::Dec {
+                neg,
+                abs,
+                scale: own,
+            } => {
+                // `as_scale` leaves a value too large to rescale as it was.
+                if i64::from(own) != -i64::from(scale) {
+                    return None;
+                }
+                let magnitude = match abs.as_slice() {
+                    [] => 0,
+                    [low] => i128::from(*low),
+                    [low, high] => {
+                        i128::try_from((u128::from(*high) << 64) | u128::from(*low)).ok()?
+                    }
+                    _ => return None,
+                };
+                Some(if neg { -magnitude } else { magnitude })
+            }
+        }
+    }
+
+    /// `MilliValue()`: the value in thousandths, rounded away from zero (`1n` is 1).
+    pub fn milli_value(&self) -> Option<i128> {
+        self.scaled_value(MILLI)
+    }
+
+    /// `Value()`: the value in whole units, rounded away from zero (`100m` is 1).
+    pub fn value(&self) -> Option<i128> {
+        self.scaled_value(0)
+    }
+
     /// `RoundUp`: rounds away from zero to a multiple of `10^scale`; returns whether the value
     /// was already one.
     pub fn round_up(&mut self, scale: i32) -> bool {
@@ -807,5 +847,37 @@ mod tests {
                 assert_eq!(q.canonical(), c.expect, "{} ({as_dec})", c.name);
             }
         }
+    }
+
+    #[test]
+    fn milli_value_and_value_round_away_from_zero_as_go() {
+        let milli = |s: &str| super::super::parse(s).ok().and_then(|q| q.milli_value());
+        let value = |s: &str| super::super::parse(s).ok().and_then(|q| q.value());
+        for (input, want) in [
+            ("0", 0),
+            ("1", 1000),
+            ("100m", 100),
+            ("1.5", 1500),
+            (".5", 500),
+            ("2k", 2_000_000),
+            ("128Mi", 128 * 1024 * 1024 * 1000),
+            ("1G", 1_000_000_000_000),
+            ("2e3", 2_000_000),
+            ("1n", 1),
+            ("1500u", 2),
+            ("2500000n", 3),
+            ("-1", -1000),
+            ("-1500u", -2),
+            ("+250m", 250),
+            ("0.0000000001", 1),
+        ] {
+            assert_eq!(milli(input), Some(want), "{input}");
+        }
+        assert_eq!(value("100m"), Some(1));
+        assert_eq!(value("-100m"), Some(-1));
+        assert_eq!(value("1Ki"), Some(1024));
+        assert_eq!(value("1.5Gi"), Some(1_610_612_736));
+        assert_eq!(milli("1e99"), None, "beyond i128");
+        assert_eq!(value("1e30"), Some(10i128.pow(30)));
     }
 }
