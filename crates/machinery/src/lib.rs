@@ -19,6 +19,7 @@
 
 pub mod client;
 pub mod controller;
+pub mod cron;
 pub mod dynamic;
 pub mod events;
 pub mod informer;

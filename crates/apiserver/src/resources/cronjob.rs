@@ -5,7 +5,6 @@ use serde_json::Value;
 
 use crate::object;
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip_checked};
-use crate::resources::cron_schedule::parse_standard;
 use crate::resources::job::{nonnegative, validate_job_spec};
 use crate::resources::pod_defaults::default_template;
 use crate::resources::quantities::{self, canonicalize_template};
@@ -80,6 +79,15 @@ pub fn decode_cron_job(obj: Value) -> Result<Value, String> {
 
 fn spec_of(obj: &Value) -> Option<CronJobSpec> {
     obj.get("spec").and_then(typed::<CronJobSpec>)
+}
+
+/// Checks `schedule` as upstream's `validateScheduleFormat` does, with robfig/cron's
+/// `ParseStandard` (machinery's port, which the CronJob controller runs too); the error is
+/// its message.
+fn parse_standard(schedule: &str) -> Result<(), String> {
+    kcm_machinery::cron::Schedule::parse_standard(schedule)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// upstream's `validateCronJobSpec`; `old` is the stored spec on update.
@@ -203,6 +211,59 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn accepts_what_robfig_accepts() {
+        for spec in [
+            "*/5 * * * *",
+            "0 0 * * *",
+            "0 9-17 * * mon-fri",
+            "15,45 */2 1-15/3 JAN,jul ?",
+            "@hourly",
+            "@every 1h30m",
+            "CRON_TZ=Europe/Paris 0 6 * * *",
+            "5/15 * * * *",
+        ] {
+            assert_eq!(parse_standard(spec), Ok(()), "{spec}");
+        }
+    }
+
+    #[test]
+    fn rejects_with_robfigs_messages() {
+        let cases = [
+            ("", "empty spec string"),
+            ("* * *", "expected exactly 5 fields, found 3: [* * *]"),
+            (
+                "0 0 * * * *",
+                "expected exactly 5 fields, found 6: [0 0 * * * *]",
+            ),
+            ("60 * * * *", "end of range (60) above maximum (59): 60"),
+            ("* * 0 * *", "beginning of range (0) below minimum (1): 0"),
+            (
+                "5-1 * * * *",
+                "beginning of range (5) beyond end of range (1): 5-1",
+            ),
+            (
+                "*/0 * * * *",
+                "step of range should be a positive number: */0",
+            ),
+            ("1-2-3 * * * *", "too many hyphens: 1-2-3"),
+            ("1/2/3 * * * *", "too many slashes: 1/2/3"),
+            (
+                "x * * * *",
+                "failed to parse int from x: strconv.Atoi: parsing \"x\": invalid syntax",
+            ),
+            ("* * * * 7", "end of range (7) above maximum (6): 7"),
+            ("@fortnightly", "unrecognized descriptor: @fortnightly"),
+            (
+                "@every soon",
+                "failed to parse duration @every soon: time: invalid duration \"soon\"",
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(parse_standard(spec), Err(want.to_owned()), "{spec:?}");
+        }
+    }
 
     fn cron_job(spec: Value) -> Value {
         decode_cron_job(json!({"apiVersion": "batch/v1", "kind": "CronJob",

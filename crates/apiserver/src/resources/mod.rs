@@ -100,7 +100,6 @@ pub mod batch;
 pub mod component_status;
 pub mod container_resources;
 pub mod core;
-pub mod cron_schedule;
 pub mod cronjob;
 pub mod event;
 pub mod hpa;

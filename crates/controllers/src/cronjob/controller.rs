@@ -27,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiCronJobControl, CronJobControl, JobControl};
 use super::metrics::CronJobMetrics;
-use super::schedule::Schedule;
 use super::utils::{format_schedule, next_schedule_time_duration};
 use super::{Error, Result};
+use kcm_machinery::cron::Schedule;
 
 // ---------------------------------------------------------------------------------------------
 // Constants

@@ -18,15 +18,16 @@
 //! - [`client`]: the CronJob and Job calls and their fakes (`injection.go`).
 //! - [`metrics`]: the `cronjob_controller_job_creation_skew_duration_seconds` histogram.
 //!
-//! The decision layer, pure functions (times passed in): [`schedule::Schedule::parse_standard`]
+//! The decision layer, pure functions (times passed in): [`Schedule::parse_standard`]
 //! and [`utils::format_schedule`] parse the schedule, [`utils::next_schedule_time`] says whether
 //! a run is due, [`utils::is_too_late`] checks the starting deadline,
 //! [`utils::job_from_template`] builds the Job (named `NAME-<minutes since the epoch>`),
 //! [`utils::next_schedule_time_duration`] gives the requeue delay, and
 //! [`history::jobs_to_delete_for_history`] the finished Jobs beyond the history limits.
 //!
-//! - [`schedule`]: robfig/cron's standard parser and `Next`, DST included.
-//! - [`go_time`]: Go's `time.Date`, `LoadLocation`, `ParseDuration`, RFC 3339 on jiff.
+//! - `kcm_machinery::cron`: robfig/cron's standard parser and `Next` (DST included), and
+//!   Go's `time.Date`, `LoadLocation`, `ParseDuration` and RFC 3339 on jiff, shared with the
+//!   API server's schedule validation.
 //! - [`utils`]: missed schedules, next schedule, requeue delay, job names, active list.
 //! - [`history`]: `successfulJobsHistoryLimit`/`failedJobsHistoryLimit` clean-up.
 //! - [`validation`]: the API server's `schedule` and `timeZone` checks.
@@ -38,10 +39,8 @@
 
 pub mod client;
 mod controller;
-pub mod go_time;
 pub mod history;
 pub mod metrics;
-pub mod schedule;
 mod sync;
 pub mod utils;
 pub mod validation;
@@ -54,12 +53,12 @@ pub use controller::{
     DEFAULT_CONCURRENT_CRON_JOB_SYNCS, OWN_WRITE_WAIT, QUEUE_NAME, SyncHandler,
 };
 pub use history::jobs_to_delete_for_history;
+pub use kcm_machinery::cron::{ParseError, Schedule, go_time};
 pub use metrics::CronJobMetrics;
-pub use schedule::{ParseError, Schedule};
 pub use utils::{MissedSchedules, MostRecentSchedule};
 
-pub(crate) use crate::job::backoff::GO_ZERO_TIME;
 use kcm_machinery::controller::api_status::error_message;
+pub(crate) use kcm_machinery::cron::go_time::GO_ZERO_TIME;
 
 /// The annotation on a CronJob's Job holding its scheduled time (RFC 3339, in the CronJob's
 /// time zone), as batch/v1 `CronJobScheduledTimestampAnnotation`.

@@ -16,9 +16,7 @@ use kcm_machinery::informer::keys::split_meta_namespace_key;
 use kube::Resource;
 
 use super::controller::{CronJobController, OWN_WRITE_WAIT, requeue_delay};
-use super::go_time::load_location;
 use super::history::jobs_to_delete_for_history;
-use super::schedule::Schedule;
 use super::utils::{
     MissedSchedules, delete_from_active_list, format_schedule, in_active_list,
     in_active_list_by_name, is_too_late, job_from_template, job_name, next_schedule_time,
@@ -26,6 +24,8 @@ use super::utils::{
 };
 use super::{Error, Result, TOO_MANY_MISSED_TIMES_MESSAGE};
 use crate::job::conditions::{JOB_COMPLETE, finished_condition, is_job_finished};
+use kcm_machinery::cron::Schedule;
+use kcm_machinery::cron::go_time::load_location;
 
 /// What `syncCronJob` decided: when to sync again, whether the status changed, and the error
 /// that ended it early.

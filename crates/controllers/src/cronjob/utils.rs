@@ -10,9 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kcm_machinery::controller::new_controller_ref;
 use kube::core::GroupVersionKind;
 
-use super::go_time::{format_rfc3339, load_location};
-use super::schedule::Schedule;
 use super::{CRONJOB_SCHEDULED_TIMESTAMP_ANNOTATION, Error, Result};
+use kcm_machinery::cron::Schedule;
+use kcm_machinery::cron::go_time::{format_rfc3339, load_location};
 
 /// Added to every requeue delay so that a sync lands after the scheduled time despite small
 /// clock skews, as upstream's `nextScheduleDelta`.

@@ -1,7 +1,7 @@
 //! The API server's checks of a CronJob's `schedule` and `timeZone`, as upstream's `validateScheduleFormat` and `validateTimeZone` (`pkg/apis/batch/validation`), for the embedded API server to share with the controller.
 
-use super::go_time::load_location;
-use super::schedule::Schedule;
+use kcm_machinery::cron::Schedule;
+use kcm_machinery::cron::go_time::load_location;
 
 /// Whether each `/`-separated part of a zone name is a plausible IANA file name component:
 /// 1 to 14 of ASCII letters, digits, `.`, `-`, `_`, `+` (upstream's

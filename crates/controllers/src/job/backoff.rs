@@ -24,9 +24,7 @@ pub const DEFAULT_JOB_POD_FAILURE_BACKOFF: Duration = Duration::from_secs(10);
 /// controller's code since 1.28; the Job documentation still says six).
 pub const MAX_JOB_POD_FAILURE_BACKOFF: Duration = Duration::from_secs(10 * 60);
 
-/// Go's zero `time.Time` (0001-01-01T00:00:00Z), what upstream falls back to for a pod with
-/// no creation timestamp.
-pub const GO_ZERO_TIME: Timestamp = Timestamp::constant(-62_135_596_800, 0);
+pub use kcm_machinery::cron::go_time::GO_ZERO_TIME;
 
 /// Consecutive pod failures of one Job since its last success, as upstream's
 /// `backoffRecord`.

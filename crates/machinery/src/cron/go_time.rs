@@ -15,6 +15,10 @@ use jiff::civil::{Date, DateTime};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 
+/// Go's zero `time.Time` (0001-01-01T00:00:00Z): what upstream falls back to for an object
+/// with no creation timestamp.
+pub const GO_ZERO_TIME: Timestamp = Timestamp::constant(-62_135_596_800, 0);
+
 /// A time zone as Go's `*time.Location`: `Local` stays symbolic (the zone of the time it is
 /// applied to, i.e. the controller's local zone), any other is a concrete zone.
 #[derive(Clone, Debug, PartialEq, Eq)]
