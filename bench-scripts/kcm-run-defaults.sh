@@ -2,8 +2,8 @@
 # kcm run at kube-controller-manager's default flags against kcm apiserver + kcm sim:
 # 20 Deployments x 25 replicas on 20 nodes, timed by kcm bench --kubeconfig.
 set -u
-KCM=${KCM:?}; D=${D:-/tmp/runbench/d}; EXTRA=${EXTRA:-}
-rm -rf $D; mkdir -p $D
+KCM=${KCM:?set KCM to a kcm binary}; D=${D:-$(mktemp -d)}; EXTRA=${EXTRA:-}
+mkdir -p $D
 $KCM apiserver --data-dir $D/api --listen 127.0.0.1:0 > $D/api.log 2>&1 &
 API=$!
 for i in $(seq 100); do [ -f $D/api/kubeconfig ] && break; sleep 0.2; done
