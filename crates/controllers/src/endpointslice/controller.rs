@@ -7,17 +7,13 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kcm_machinery::controller::{ErrorPolicy, process_next_work_item, run_controller};
 use kcm_machinery::events::EventRecorder;
-use kcm_machinery::informer::index::{IndexFunc, Indexers};
 use kcm_machinery::informer::keys::meta_namespace_key;
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
     DeletedObject, InformerRegistrar, InformerSynced, ResourceEventHandler, SharedIndexInformer,
     SharedInformerFactory, all_synced,
 };
-use kcm_machinery::workqueue::limiters::{
-    BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter,
-};
-use kcm_machinery::workqueue::{QueueConfig, RateLimiter, RateLimitingQueue, WorkqueueMetrics};
+use kcm_machinery::workqueue::{QueueConfig, RateLimitingQueue, WorkqueueMetrics};
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::EndpointSliceMetrics;
@@ -62,13 +58,9 @@ pub const MAX_RETRIES: usize = 15;
 /// changes makes one sync (upstream's `endpointSliceChangeMinSyncDelay`).
 pub const ENDPOINT_SLICE_CHANGE_MIN_SYNC_DELAY: Duration = Duration::from_secs(1);
 
-/// The slice cache's index by `namespace/<kubernetes.io/service-name>`: a sync finds its
-/// Service's slices without scanning the namespace.
-pub const SERVICE_NAME_INDEX: &str = "serviceName";
+pub use crate::endpointsliceutil::slices::SERVICE_NAME_INDEX;
+use crate::endpointsliceutil::slices::{service_name_index, slow_rate_limiter};
 
-/// The first retry delay of a failed sync: much slower than the default 5ms, because a
-/// sync may write many slices.
-const DEFAULT_SYNC_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest retry delay.
 const MAX_SYNC_BACKOFF: Duration = Duration::from_secs(1000);
 
@@ -116,27 +108,6 @@ impl std::fmt::Debug for EndpointSliceControllerOptions {
             )
             .finish_non_exhaustive()
     }
-}
-
-/// The queue's rate limiter, as upstream's: per-item exponential from 1s to 1000s, with an
-/// overall 10 qps / 100 burst bucket.
-pub(crate) fn slow_rate_limiter(max_backoff: Duration) -> impl RateLimiter<String> {
-    MaxOfRateLimiter::new(vec![
-        Box::new(ItemExponentialFailureRateLimiter::new(
-            DEFAULT_SYNC_BACKOFF,
-            max_backoff,
-        )),
-        Box::new(BucketRateLimiter::new(10.0, 100)),
-    ])
-}
-
-/// The slice cache's [`SERVICE_NAME_INDEX`] function.
-pub(crate) fn service_name_index() -> Indexers<EndpointSlice> {
-    let mut indexers: Indexers<EndpointSlice> = Indexers::new();
-    let by_service: IndexFunc<EndpointSlice> =
-        Arc::new(|slice: &EndpointSlice| service_controller_key(slice).into_iter().collect());
-    indexers.insert(SERVICE_NAME_INDEX.to_owned(), by_service);
-    indexers
 }
 
 // ---------------------------------------------------------------------------------------------

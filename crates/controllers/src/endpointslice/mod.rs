@@ -35,7 +35,6 @@ pub use controller::{
     EndpointSliceController, EndpointSliceControllerOptions, EndpointSliceEventHandlers,
     MANAGED_BY, MAX_RETRIES, QUEUE_NAME, SERVICE_NAME_INDEX,
 };
-pub(crate) use controller::{service_name_index, slow_rate_limiter};
 pub use metrics::EndpointSliceMetrics;
 pub use reconciler::Reconciler;
 

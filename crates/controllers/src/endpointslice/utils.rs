@@ -1,12 +1,12 @@
 //! Turning pods into endpoints and Services into slices, as upstream's `k8s.io/endpointslice/utils.go`.
 
+use crate::endpointsliceutil::slices::endpoint_slice_prefix;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kcm_machinery::labels::is_dns1123_subdomain;
 
 use crate::endpointsliceutil::{
     ADDRESS_TYPE_IPV4, ADDRESS_TYPE_IPV6, ENDPOINTS_LAST_CHANGE_TRIGGER_TIME, IS_HEADLESS_SERVICE,
@@ -155,19 +155,6 @@ pub fn service_controller_ref(service: &Service) -> OwnerReference {
         uid: service.metadata.uid.clone().unwrap_or_default(),
         controller: Some(true),
         block_owner_deletion: Some(true),
-    }
-}
-
-/// The `generateName` of a Service's slices: `<name>-`, or `<name>` when the dash would make
-/// an invalid name, as upstream's `getEndpointSlicePrefix`.
-pub fn endpoint_slice_prefix(service_name: &str) -> String {
-    let prefix = format!("{service_name}-");
-    // Upstream validates the prefix as a generateName (a trailing dash is fine, length is not).
-    let candidate = format!("{service_name}-a");
-    if candidate.len() <= 253 && is_dns1123_subdomain(&candidate) {
-        prefix
-    } else {
-        service_name.to_owned()
     }
 }
 
@@ -492,9 +479,6 @@ mod tests {
 
     #[test]
     fn prefix_and_fill_like_upstream() {
-        assert_eq!(endpoint_slice_prefix("web"), "web-");
-        let long = "a".repeat(253);
-        assert_eq!(endpoint_slice_prefix(&long), long);
         let with = |n: usize| {
             endpoint_slice("s")
                 .with(|s| s.endpoints = Some(vec![Endpoint::default(); n]))

@@ -20,7 +20,7 @@ use super::metrics::MirroringMetrics;
 use super::reconciler::MirroringReconciler;
 use super::utils::{MANAGED_BY, should_mirror};
 use super::{Error, Result};
-use crate::endpointslice::{service_name_index, slow_rate_limiter};
+use crate::endpointsliceutil::slices::{service_name_index, slow_rate_limiter};
 use crate::endpointsliceutil::{
     ApiEndpointSliceClient, EndpointSliceClient, EndpointSliceTracker, LABEL_SERVICE_NAME,
     managed_by, service_controller_key,

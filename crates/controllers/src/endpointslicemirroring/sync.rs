@@ -9,7 +9,7 @@ use super::controller::{CONTROLLER_NAME, EndpointSliceMirroringController};
 use super::utils::MANAGED_BY;
 use super::utils::should_mirror;
 use super::{Error, Result};
-use crate::endpointslice::SERVICE_NAME_INDEX;
+use crate::endpointsliceutil::slices::SERVICE_NAME_INDEX;
 use crate::endpointsliceutil::{list_namespace, managed_by, service_controller_key};
 
 impl EndpointSliceMirroringController {

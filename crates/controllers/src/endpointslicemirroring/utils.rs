@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort as CorePort, Endp
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::endpointslice::utils::endpoint_slice_prefix;
+use crate::endpointsliceutil::slices::endpoint_slice_prefix;
 use crate::endpointsliceutil::{
     ADDRESS_TYPE_IPV4, ADDRESS_TYPE_IPV6, ENDPOINTS_LAST_CHANGE_TRIGGER_TIME, LABEL_MANAGED_BY,
     LABEL_SERVICE_NAME, LABEL_SKIP_MIRROR, LAST_APPLIED_CONFIG_ANNOTATION,

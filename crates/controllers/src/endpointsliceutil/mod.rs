@@ -18,6 +18,7 @@ pub mod endpoint_set;
 pub mod pod;
 pub mod ports;
 pub mod services;
+pub mod slices;
 pub mod tracker;
 pub mod trigger_time;
 
