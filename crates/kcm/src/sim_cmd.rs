@@ -9,7 +9,7 @@ use clap::{ArgAction, Args};
 use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_sim::node::{DEFAULT_NODE_PREFIX, NodeTemplate};
-use kcm_sim::storage::{KubeVolumeClient, Provisioner, default_storage_class};
+use kcm_sim::storage::{Attacher, KubeVolumeClient, Provisioner, default_storage_class};
 use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -123,10 +123,18 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
             &factory,
             Arc::new(KubeVolumeClient::new(client.clone())),
         ));
+        let attacher = Arc::new(Attacher::new(
+            &factory,
+            Arc::new(KubeVolumeClient::new(client.clone())),
+        ));
         let cancel = cancel.clone();
+        let attacher_cancel = cancel.clone();
         tasks.push(tokio::spawn(async move {
             provisioner.run(Some(default_storage_class()), cancel).await
         }));
+        tasks.push(tokio::spawn(
+            async move { attacher.run(attacher_cancel).await },
+        ));
     }
     let simulator = Simulator::new(client, &factory, &broadcaster, args.simulator_config())
         .context("starting the simulator")?;

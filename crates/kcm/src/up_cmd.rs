@@ -21,7 +21,7 @@ use kcm_controllers::manager::{
 use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_sim::scheduler::DEFAULT_SCHEDULER_NAME;
-use kcm_sim::storage::{KubeVolumeClient, Provisioner, default_storage_class};
+use kcm_sim::storage::{Attacher, KubeVolumeClient, Provisioner, default_storage_class};
 use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -388,6 +388,10 @@ impl SimulatedNodes {
             factory,
             Arc::new(KubeVolumeClient::new(client.clone())),
         ));
+        let attacher = Arc::new(Attacher::new(
+            factory,
+            Arc::new(KubeVolumeClient::new(client.clone())),
+        ));
         let simulator = Simulator::new(client, factory, &events, config)
             .context("starting the simulated nodes")?;
         let scheduler_running = Arc::new(AtomicBool::new(true));
@@ -395,6 +399,10 @@ impl SimulatedNodes {
             tokio::spawn({
                 let cancel = cancel.clone();
                 async move { provisioner.run(Some(default_storage_class()), cancel).await }
+            }),
+            tokio::spawn({
+                let cancel = cancel.clone();
+                async move { attacher.run(cancel).await }
             }),
             tokio::spawn({
                 let cancel = cancel.clone();

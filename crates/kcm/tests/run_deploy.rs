@@ -229,6 +229,20 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &[],
                 &["list", "watch"]
             ),
+            // The attach/detach controller: VolumeAttachments, CSIDrivers, volumesAttached.
+            rule(
+                &["storage.k8s.io"],
+                &["volumeattachments"],
+                &[],
+                &["list", "watch", "create", "delete"]
+            ),
+            rule(
+                &["storage.k8s.io"],
+                &["csidrivers"],
+                &[],
+                &["list", "watch"]
+            ),
+            rule(&[""], &["nodes/status"], &[], &["patch"]),
             // The endpoint controllers, node IPAM and the root CA publisher.
             rule(
                 &[""],

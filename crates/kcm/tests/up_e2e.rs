@@ -745,3 +745,92 @@ fn load_balancer_services_get_addresses_from_the_simulated_cloud(backend: &Backe
         ""
     );
 }
+
+kcm_up::on_each_backend!(
+    pods_with_claims_get_their_volumes_attached_and_detached:
+        up_attaches_a_pods_volume_and_detaches_it_when_the_pod_goes_sqlite,
+        up_attaches_a_pods_volume_and_detaches_it_when_the_pod_goes_etcd
+);
+
+/// The attach/detach controller with the simulated CSI driver: a pod with a claim of the default
+/// class runs once its volume is attached (a VolumeAttachment `attached: true`, the node listing
+/// `kubernetes.io/csi/hostpath.sim.kcm.io^<handle>` in `volumesAttached` and `volumesInUse`);
+/// deleting the pod removes the VolumeAttachment and the node's entries.
+fn pods_with_claims_get_their_volumes_attached_and_detached(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = start(backend, &dir.path().join("data"));
+    up.wait_nodes_ready();
+    let manifest = dir.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\n\
+         spec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n\
+         ---\napiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n\
+         \x20 containers: [{name: c, image: nginx}]\n\
+         \x20 volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]\n",
+    )
+    .expect("manifest");
+    up.kubectl_ok(&["apply", "-f", &manifest.to_string_lossy()]);
+    up.wait_for("pod web running", || {
+        (up.jsonpath(&["pod", "web"], "{.status.phase}") == "Running").then_some(())
+    });
+    let node = up.jsonpath(&["pod", "web"], "{.spec.nodeName}");
+    let pv = up.jsonpath(&["pvc", "data"], "{.spec.volumeName}");
+    assert_eq!(
+        up.jsonpath(&["pv", &pv], "{.spec.csi.driver}"),
+        "hostpath.sim.kcm.io"
+    );
+    let handle = up.jsonpath(&["pv", &pv], "{.spec.csi.volumeHandle}");
+    let unique = format!("kubernetes.io/csi/hostpath.sim.kcm.io^{handle}");
+    let attachments = || {
+        up.kubectl_ok(&[
+            "get",
+            "volumeattachments",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.attacher} {.spec.nodeName} \
+             {.spec.source.persistentVolumeName} {.status.attached}{\"\\n\"}{end}",
+        ])
+    };
+    assert_eq!(
+        attachments(),
+        format!("hostpath.sim.kcm.io {node} {pv} true\n")
+    );
+    assert_eq!(
+        up.jsonpath(&["node", &node], "{.status.volumesAttached[*].name}"),
+        unique
+    );
+    up.wait_for("the volume in use on the node", || {
+        (up.jsonpath(&["node", &node], "{.status.volumesInUse}") == format!("[\"{unique}\"]"))
+            .then_some(())
+    });
+    let event = up.wait_for("the SuccessfulAttachVolume event", || {
+        let out = up.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=web,reason=SuccessfulAttachVolume",
+            "-o",
+            "jsonpath={range .items[*]}{.source.component}: {.message}{end}",
+        ]);
+        (!out.is_empty()).then_some(out)
+    });
+    assert_eq!(
+        event.trim_end(),
+        format!("attachdetach-controller: AttachVolume.Attach succeeded for volume \"{pv}\"")
+    );
+
+    up.kubectl_ok(&["delete", "pod", "web", "--wait=true"]);
+    up.wait_for("the VolumeAttachment gone", || {
+        attachments().is_empty().then_some(())
+    });
+    up.wait_for("the node's volume entries gone", || {
+        (up.jsonpath(&["node", &node], "{.status.volumesAttached}")
+            .is_empty()
+            && matches!(
+                up.jsonpath(&["node", &node], "{.status.volumesInUse}")
+                    .as_str(),
+                "" | "[]"
+            ))
+        .then_some(())
+    });
+}

@@ -475,6 +475,9 @@ fn merge_node_status(status: &mut NodeStatus, patch: &NodeStatus) {
     if patch.phase.is_some() {
         status.phase = patch.phase.clone();
     }
+    if patch.volumes_in_use.is_some() {
+        status.volumes_in_use = patch.volumes_in_use.clone();
+    }
 }
 
 /// Runs `informer` in a task until `cancel` fires (informers over a [`FakeCluster`] are

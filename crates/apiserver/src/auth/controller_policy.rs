@@ -41,6 +41,27 @@ fn events() -> Value {
 fn controllers() -> Vec<(&'static str, Vec<Value>)> {
     vec![
         (
+            "attachdetach-controller",
+            vec![
+                rule(
+                    &["list", "watch"],
+                    &[LEGACY],
+                    &["persistentvolumes", "persistentvolumeclaims"],
+                ),
+                rule(&["get", "list", "watch"], &[LEGACY], &["nodes"]),
+                rule(&["patch", "update"], &[LEGACY], &["nodes/status"]),
+                rule(&["list", "watch"], &[LEGACY], &["pods"]),
+                events(),
+                rule(
+                    &["get", "create", "delete", "list", "watch"],
+                    &[STORAGE],
+                    &["volumeattachments"],
+                ),
+                rule(&["get", "watch", "list"], &[STORAGE], &["csidrivers"]),
+                rule(&["get", "watch", "list"], &[STORAGE], &["csinodes"]),
+            ],
+        ),
+        (
             "clusterrole-aggregation-controller",
             vec![rule(
                 &["escalate", "get", "list", "watch", "update", "patch"],
@@ -933,6 +954,21 @@ mod tests {
                 "expand-controller",
                 one("patch", "", "persistentvolumeclaims/status"),
                 true,
+            ),
+            (
+                "attachdetach-controller",
+                one("create", "storage.k8s.io", "volumeattachments"),
+                true,
+            ),
+            (
+                "attachdetach-controller",
+                one("patch", "", "nodes/status"),
+                true,
+            ),
+            (
+                "attachdetach-controller",
+                one("update", "", "persistentvolumes"),
+                false,
             ),
             (
                 "expand-controller",

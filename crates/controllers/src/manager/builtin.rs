@@ -32,6 +32,7 @@ use super::names::{
 use super::names::{
     LEGACY_SERVICEACCOUNT_TOKEN_CLEANER, LEGACY_SERVICEACCOUNT_TOKEN_CLEANER_CONTROLLER,
 };
+use super::names::{PERSISTENTVOLUME_ATTACH_DETACH, PERSISTENTVOLUME_ATTACH_DETACH_CONTROLLER};
 use super::names::{PERSISTENTVOLUME_EXPANDER, PERSISTENTVOLUME_EXPANDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::bootstrap::{BootstrapSigner, TokenCleaner};
@@ -141,6 +142,7 @@ impl ControllerRegistry {
             validatingadmissionpolicy_status_controller(),
             cloud_node_lifecycle_controller(),
             persistentvolume_binder_controller(),
+            persistentvolume_attach_detach_controller(),
             persistentvolume_expander_controller(),
         ] {
             let descriptor = match BUILTIN_CONTROLLERS
@@ -1236,6 +1238,36 @@ pub fn persistentvolume_binder_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(PERSISTENTVOLUME_BINDER.aliases)
+}
+
+/// `persistentvolume-attach-detach-controller` (alias `attachdetach`): the Pods, Nodes,
+/// PersistentVolumeClaims, PersistentVolumes, VolumeAttachments and CSIDrivers informers, the
+/// reconciler every 100 ms, attached volumes re-checked every
+/// `--attach-detach-reconcile-sync-period` unless `--disable-attach-detach-reconcile-sync`;
+/// events from `attachdetach-controller`.
+pub fn persistentvolume_attach_detach_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        PERSISTENTVOLUME_ATTACH_DETACH_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let flags = &ctx.options.attach_detach;
+            let period = flags.attach_detach_reconcile_sync_period.0;
+            crate::volume::attachdetach::reconciler::validate_reconcile_sync_period(period)?;
+            let controller = Arc::new(crate::volume::attachdetach::AttachDetachController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(crate::volume::attachdetach::EVENT_COMPONENT),
+                crate::volume::attachdetach::AttachDetachControllerOptions {
+                    reconcile_sync_period: flags.attach_detach_reconcile_sync_period.0,
+                    disable_reconcile_sync: flags.disable_attach_detach_reconcile_sync,
+                    metrics: Some(ctx.workqueue_metrics()),
+                },
+            ));
+            Ok(Some(StartedController::new(
+                controller.run(ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(PERSISTENTVOLUME_ATTACH_DETACH.aliases)
 }
 
 /// `persistentvolume-expander-controller` (alias `persistentvolume-expander`): the

@@ -89,6 +89,9 @@ pub const VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER: &str =
 /// kube-controller-manager's name of the PersistentVolume binder controller.
 pub const PERSISTENTVOLUME_BINDER_CONTROLLER: &str =
     crate::volume::persistentvolume::CONTROLLER_NAME;
+/// kube-controller-manager's name of the attach/detach controller.
+pub const PERSISTENTVOLUME_ATTACH_DETACH_CONTROLLER: &str =
+    crate::volume::attachdetach::CONTROLLER_NAME;
 /// kube-controller-manager's name of the volume expand controller.
 pub const PERSISTENTVOLUME_EXPANDER_CONTROLLER: &str = crate::volume::expand::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ephemeral volume controller.
@@ -333,6 +336,14 @@ pub const PERSISTENTVOLUME_BINDER: ControllerNames = ControllerNames {
     service_account: "persistent-volume-binder",
 };
 
+/// `persistentvolume-attach-detach-controller`, alias `attachdetach`.
+pub const PERSISTENTVOLUME_ATTACH_DETACH: ControllerNames = ControllerNames {
+    name: PERSISTENTVOLUME_ATTACH_DETACH_CONTROLLER,
+    aliases: &[crate::volume::attachdetach::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "attachdetach-controller",
+};
+
 /// `persistentvolume-expander-controller`, alias `persistentvolume-expander`.
 pub const PERSISTENTVOLUME_EXPANDER: ControllerNames = ControllerNames {
     name: PERSISTENTVOLUME_EXPANDER_CONTROLLER,
@@ -434,7 +445,7 @@ pub const LEGACY_SERVICEACCOUNT_TOKEN_CLEANER: ControllerNames = ControllerNames
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 41] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 42] = [
     SERVICEACCOUNT_TOKEN,
     REPLICASET,
     REPLICATIONCONTROLLER,
@@ -473,6 +484,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 41] = [
     SERVICE_CIDR,
     CLOUD_NODE_LIFECYCLE,
     PERSISTENTVOLUME_BINDER,
+    PERSISTENTVOLUME_ATTACH_DETACH,
     PERSISTENTVOLUME_EXPANDER,
     LEGACY_SERVICEACCOUNT_TOKEN_CLEANER,
     VALIDATINGADMISSIONPOLICY_STATUS,
@@ -523,6 +535,7 @@ mod tests {
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
+                "persistentvolume-attach-detach-controller",
                 "persistentvolume-binder-controller",
                 "persistentvolume-expander-controller",
                 "persistentvolume-protection-controller",

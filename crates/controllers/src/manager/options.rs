@@ -57,6 +57,9 @@ pub struct ManagerOptions {
     /// The PersistentVolume binder controller.
     #[command(flatten)]
     pub persistentvolume_binder: PersistentVolumeBinderControllerFlags,
+    /// The attach/detach controller.
+    #[command(flatten)]
+    pub attach_detach: AttachDetachControllerFlags,
     /// The garbage collector.
     #[command(flatten)]
     pub garbage_collector: GarbageCollectorControllerFlags,
@@ -1131,6 +1134,33 @@ pub struct EphemeralVolumeControllerFlags {
     pub concurrent_ephemeral_volume_syncs: u32,
 }
 
+/// The attach/detach controller's flags (upstream's `AttachDetachControllerOptions`).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Attachdetach controller flags")]
+pub struct AttachDetachControllerFlags {
+    /// Never re-check attached volumes against their VolumeAttachments.
+    #[arg(
+        long = "disable-attach-detach-reconcile-sync",
+        value_name = "bool",
+        default_value = "false",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool,
+        help = "Disable volume attach detach reconciler sync. Disabling this may cause volumes to be mismatched with pods. Use wisely."
+    )]
+    pub disable_attach_detach_reconcile_sync: bool,
+    /// How often attached volumes are re-checked; at least one second (checked when the
+    /// controller starts, as upstream).
+    #[arg(
+        long = "attach-detach-reconcile-sync-period",
+        value_name = "duration",
+        default_value = "1m0s",
+        help = "The reconciler sync wait time between volume attach detach. This duration must be larger than one second, and increasing this value from the default may allow for volumes to be mismatched with pods."
+    )]
+    pub attach_detach_reconcile_sync_period: GoDuration,
+}
+
 /// The PersistentVolume binder controller's flags (upstream's
 /// `PersistentVolumeBinderControllerOptions`). kcm has no recycler pods, in-tree provisioners
 /// or volume plugins: the recycler, hostPath provisioner, flex and volume-host flags are
@@ -1635,6 +1665,11 @@ mod tests {
         );
         assert!(o.persistentvolume_binder.enable_dynamic_provisioning);
         assert!(!o.persistentvolume_binder.enable_hostpath_provisioner);
+        assert_eq!(
+            o.attach_detach.attach_detach_reconcile_sync_period.get(),
+            crate::volume::attachdetach::reconciler::DEFAULT_RECONCILE_SYNC_PERIOD
+        );
+        assert!(!o.attach_detach.disable_attach_detach_reconcile_sync);
         assert_eq!(o.podgc.terminated_pod_gc_threshold, 12500);
         assert_eq!(o.resource_quota.concurrent_resource_quota_syncs, 5);
         assert_eq!(
@@ -1792,6 +1827,18 @@ mod tests {
                         && f.enable_hostpath_provisioner
                         && f.pv_recycler_minimum_timeout_nfs == 10
                         && f.volume_host_cidr_denylist.len() == 2
+                },
+            },
+            Case {
+                name: "attach detach controller",
+                args: &[
+                    "--attach-detach-reconcile-sync-period=2m",
+                    "--disable-attach-detach-reconcile-sync",
+                ],
+                check: |o| {
+                    let f = &o.attach_detach;
+                    f.attach_detach_reconcile_sync_period.get() == Duration::from_secs(120)
+                        && f.disable_attach_detach_reconcile_sync
                 },
             },
             Case {
@@ -1979,7 +2026,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
             "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
             "--concurrent-validating-admission-policy-status-syncs <int32>",
             "--concurrent-service-syncs <int32>",

@@ -337,6 +337,7 @@ mod tests {
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
+                "persistentvolume-attach-detach-controller",
                 "persistentvolume-binder-controller",
                 "persistentvolume-expander-controller",
                 "persistentvolume-protection-controller",

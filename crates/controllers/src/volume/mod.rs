@@ -13,8 +13,9 @@
 //!   external provisioners asked for new ones, released volumes reclaimed.
 //! - [`expand`]: `persistentvolume-expander-controller`, claims whose request grew handed to
 //!   their volume's external resizer.
-//! - [`attachdetach`]: the core of `persistentvolume-attach-detach-controller` (desired and
-//!   actual states, the reconciler's decisions, the CSI attachment names); not registered yet.
+//! - [`attachdetach`]: `persistentvolume-attach-detach-controller`, a VolumeAttachment for each
+//!   CSI volume a pod on a controller-managed node needs, deleted once no pod does, and the
+//!   nodes' `status.volumesAttached`.
 //!
 //! Shared: [`protection`] (the finalizers and when to add or remove one, upstream's
 //! `protectionutil`), [`common`] (the pod-to-claim index and the generic ephemeral volume

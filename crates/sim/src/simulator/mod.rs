@@ -28,12 +28,12 @@ mod pods;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Client;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use kcm_machinery::events::{EventBroadcaster, EventRecorder, SystemClock, WallClock};
 use kcm_machinery::informer::{
     DeletedObject, Lister, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
-    meta_namespace_key, shared_informer, wait_for_cache_sync,
+    meta_namespace_key, shared_informer, split_meta_namespace_key, wait_for_cache_sync,
 };
 use kcm_machinery::labels::Selector;
 use kcm_machinery::workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
@@ -53,6 +53,7 @@ use crate::node::{
     NODE_LEASE_NAMESPACE, NodeTemplate, conditions_healthy, heartbeat_stopped, internal_ip,
     parse_cidr24, pod_cidr,
 };
+use crate::storage::CSI_DRIVER;
 
 /// How often a node renews its Lease: a quarter of its 40 s duration, as the kubelet's
 /// `renewInterval`.
@@ -218,6 +219,12 @@ struct Shared {
     first_seen: Mutex<HashMap<String, jiff::Timestamp>>,
     pods: Lister<Pod>,
     nodes: Lister<Node>,
+    /// The claims and volumes pods mount, once [`Simulator::watch_volumes`] gave them: without
+    /// them no pod waits for an attach and nodes report no volumes in use.
+    volumes: OnceLock<(Lister<PersistentVolumeClaim>, Lister<PersistentVolume>)>,
+    /// Node name → keys (`namespace/name`) of the pods bound to it that mount claims, so a
+    /// node's `volumesInUse` looks at those pods only. Never held across an `.await`.
+    claim_pods: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -274,6 +281,56 @@ impl Shared {
         replace
     }
 
+    /// The unique names (`kubernetes.io/csi/<driver>^<handle>`) of the volumes of `pod` that the
+    /// simulated CSI driver attaches: its claims' bound volumes with a CSI source of
+    /// [`CSI_DRIVER`], as the kubelet's volume manager finds the attachable ones.
+    fn attachable_volumes(&self, pod: &Pod) -> Vec<String> {
+        let Some((claims, volumes)) = self.volumes.get() else {
+            return Vec::new();
+        };
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        pod.spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+                (Some(source), _) => Some(source.claim_name.clone()),
+                (None, Some(_)) => Some(format!("{pod_name}-{}", v.name)),
+                (None, None) => None,
+            })
+            .filter_map(|claim| claims.get(namespace, &claim))
+            .filter_map(|claim| claim.spec.as_ref().and_then(|s| s.volume_name.clone()))
+            .filter_map(|pv| volumes.get_cluster(&pv))
+            .filter_map(|pv| pv.spec.as_ref().and_then(|s| s.csi.clone()))
+            .filter(|csi| csi.driver == CSI_DRIVER)
+            .map(|csi| format!("kubernetes.io/csi/{}^{}", csi.driver, csi.volume_handle))
+            .collect()
+    }
+
+    /// What `node` reports in `status.volumesInUse`: the attachable volumes of the pods bound to
+    /// it that have not finished, sorted (the kubelet's `GetVolumesInUse`).
+    fn volumes_in_use(&self, node: &str) -> Vec<String> {
+        if self.volumes.get().is_none() {
+            return Vec::new();
+        }
+        let keys: Vec<String> = lock(&self.claim_pods)
+            .get(node)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default();
+        let mut in_use: Vec<String> = keys
+            .iter()
+            .filter_map(|key| match split_meta_namespace_key(key) {
+                Ok((Some(namespace), name)) => self.pods.get(namespace, name),
+                _ => None,
+            })
+            .filter(|p| self.node_of(p) == Some(node) && !pods::is_finished(p))
+            .flat_map(|p| self.attachable_volumes(&p))
+            .collect();
+        in_use.sort_unstable();
+        in_use.dedup();
+        in_use
+    }
+
     /// Queues every pod bound to `node` (a node coming back to life).
     fn enqueue_pods_of(&self, node: &str) {
         for pod in self.pods.list_all(&Selector::everything()) {
@@ -296,6 +353,32 @@ impl PodHandler {
         {
             self.0.pod_queue.add(key);
         }
+        self.volumes_changed(pod, false);
+    }
+
+    /// A pod with claims came, changed or went (`gone`): its node's `volumesInUse` may change.
+    fn volumes_changed(&self, pod: &Pod, gone: bool) {
+        let mounts_claims = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+        if let Some(node) = self.0.node_of(pod)
+            && mounts_claims
+            && self.0.volumes.get().is_some()
+            && let Ok(key) = meta_namespace_key(pod)
+        {
+            {
+                let mut claim_pods = lock(&self.0.claim_pods);
+                let keys = claim_pods.entry(node.to_owned()).or_default();
+                if gone {
+                    keys.remove(&key);
+                } else {
+                    keys.insert(key);
+                }
+            }
+            self.0.node_queue.add(node.to_owned());
+        }
     }
 }
 
@@ -314,6 +397,7 @@ impl ResourceEventHandler<Pod> for PodHandler {
             self.0
                 .release(node, pod.metadata.uid.as_deref().unwrap_or_default());
         }
+        self.volumes_changed(pod, true);
     }
 }
 
@@ -344,8 +428,12 @@ impl ResourceEventHandler<Node> for NodeHandler {
         if heartbeat_stopped(&old) != heartbeat_stopped(&new) || !conditions_healthy(&new) {
             self.0.node_queue.add(name.to_owned());
         }
+        let attached = |n: &Node| n.status.as_ref().and_then(|s| s.volumes_attached.clone());
         if resumed {
             tracing::info!(node = name, "heartbeat resumed");
+            self.0.enqueue_pods_of(name);
+        } else if attached(&old) != attached(&new) {
+            // Pods waiting for an attach may start.
             self.0.enqueue_pods_of(name);
         } else if self.0.adopt_pod_cidr(&new) {
             tracing::info!(node = name, pod_cidr = ?new.spec.as_ref().and_then(|s| s.pod_cidr.as_deref()), "node got its pod CIDR");
@@ -381,14 +469,31 @@ impl Simulator {
         events: &EventBroadcaster,
         config: SimulatorConfig,
     ) -> Result<Self> {
-        Self::with_client(
+        let simulator = Self::with_client(
             Arc::new(KubeClusterClient::new(client)),
             factory.pods(),
             factory.nodes(),
             &|node| events.recorder(KUBELET_COMPONENT, Some(node)),
             config,
             Arc::new(SystemClock),
-        )
+        )?;
+        simulator.watch_volumes(
+            &factory.informer_for::<PersistentVolumeClaim>(),
+            &factory.informer_for::<PersistentVolume>(),
+        );
+        Ok(simulator)
+    }
+
+    /// Gives the kubelets the claim and volume informers (started by the caller), so that a
+    /// pod waits until its node lists its attachable volumes in `status.volumesAttached`
+    /// before it starts, and nodes report the volumes of their pods in `status.volumesInUse`,
+    /// as the kubelet's volume manager. A second call changes nothing.
+    pub fn watch_volumes(
+        &self,
+        claims: &SharedIndexInformer<PersistentVolumeClaim>,
+        volumes: &SharedIndexInformer<PersistentVolume>,
+    ) {
+        let _ = self.shared.volumes.set((claims.lister(), volumes.lister()));
     }
 
     /// A simulator with every dependency given: the API seam, the pod and node informers
@@ -445,6 +550,8 @@ impl Simulator {
             first_seen: Mutex::new(HashMap::new()),
             pods: pods.lister(),
             nodes: nodes.lister(),
+            volumes: OnceLock::new(),
+            claim_pods: Mutex::new(HashMap::new()),
         });
         pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {

@@ -115,11 +115,19 @@ impl Simulator {
         let due = |last: Option<Instant>, every: Duration| {
             last.is_none_or(|t| now.saturating_duration_since(t) >= every)
         };
+        let in_use = shared.volumes_in_use(name);
+        let reported = node
+            .status
+            .as_ref()
+            .and_then(|s| s.volumes_in_use.clone())
+            .unwrap_or_default();
         let (lease_due, status_due) = {
             let slot = lock(slot);
             (
                 due(slot.last_renew, renew_every),
-                due(slot.last_status, post_every) || !conditions_healthy(&node),
+                due(slot.last_status, post_every)
+                    || !conditions_healthy(&node)
+                    || in_use != reported,
             )
         };
         if lease_due {
@@ -127,7 +135,7 @@ impl Simulator {
             lock(slot).last_renew = Some(now);
         }
         if status_due {
-            self.post_status(name, &node).await?;
+            self.post_status(name, &node, in_use).await?;
             lock(slot).last_status = Some(now);
         }
         let slot = lock(slot);
@@ -192,8 +200,14 @@ impl Simulator {
     }
 
     /// Posts the node's status: healthy conditions with a fresh heartbeat (transition times
-    /// kept where the status did not change), capacity, addresses and node info.
-    async fn post_status(&self, name: &str, node: &Node) -> Result<()> {
+    /// kept where the status did not change), capacity, addresses, node info and the volumes
+    /// its pods use.
+    async fn post_status(
+        &self,
+        name: &str,
+        node: &Node,
+        volumes_in_use: Vec<String>,
+    ) -> Result<()> {
         let shared = &self.shared;
         let Some(slot) = shared.slots.get(name) else {
             return Ok(());
@@ -214,6 +228,7 @@ impl Simulator {
             allocatable: desired.allocatable,
             addresses: desired.addresses,
             node_info: desired.node_info,
+            volumes_in_use: Some(volumes_in_use),
             ..NodeStatus::default()
         };
         self.client

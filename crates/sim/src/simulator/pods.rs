@@ -30,7 +30,7 @@ fn scheduled_at(pod: &Pod) -> Option<jiff::Timestamp> {
         .map(|t| t.0)
 }
 
-fn is_finished(pod: &Pod) -> bool {
+pub(super) fn is_finished(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
@@ -69,6 +69,29 @@ impl Simulator {
                 && !is_finished(other)
         });
         host_port_conflict(pod, admitted)
+    }
+
+    /// Whether `pod`, not started yet, needs an attachable volume its node does not list in
+    /// `status.volumesAttached` (the kubelet's `WaitForAttachAndMount`: the pod stays pending).
+    fn waits_for_attach(&self, pod: &Pod, node: &str) -> bool {
+        let started = pod.status.as_ref().is_some_and(|s| s.start_time.is_some());
+        if started || pod.metadata.deletion_timestamp.is_some() {
+            return false;
+        }
+        let needed = self.shared.attachable_volumes(pod);
+        if needed.is_empty() {
+            return false;
+        }
+        let node = self.shared.nodes.get_cluster(node);
+        let attached: Vec<&str> = node
+            .as_ref()
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.volumes_attached.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|v| v.name.as_str())
+            .collect();
+        needed.iter().any(|v| !attached.contains(&v.as_str()))
     }
 
     /// Serves the pod queue until it shuts down.
@@ -145,6 +168,11 @@ impl Simulator {
                 }
             }
             shared.release(node_name, &uid);
+            return Ok(None);
+        }
+        if self.waits_for_attach(&pod, node_name) {
+            // The node handler queues the node's pods when its volumesAttached changes.
+            tracing::debug!(pod = key, node = node_name, "waiting for volumes to attach");
             return Ok(None);
         }
         let (pod_ip, host_ip) = {

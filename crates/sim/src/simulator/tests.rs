@@ -4,8 +4,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{
+    AttachedVolume, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, PodStatus,
+};
 use kcm_machinery::events::{EventType, FakeRecorder};
+use kcm_machinery::informer::{NeverListerWatcher, SharedIndexInformer};
 use kcm_testing::{MetaBuilder, PodSpecBuilder, container};
 use tokio_util::sync::CancellationToken;
 
@@ -38,8 +41,22 @@ fn config(nodes: usize) -> SimulatorConfig {
     }
 }
 
+/// Claim and volume informers the tests fill by hand (never started).
+type VolumeInformers = (
+    SharedIndexInformer<PersistentVolumeClaim>,
+    SharedIndexInformer<PersistentVolume>,
+);
+
 impl Harness {
     async fn start(fake: FakeCluster, config: SimulatorConfig) -> Self {
+        Self::start_with_volumes(fake, config, None).await
+    }
+
+    async fn start_with_volumes(
+        fake: FakeCluster,
+        config: SimulatorConfig,
+        volumes: Option<&VolumeInformers>,
+    ) -> Self {
         let cancel = CancellationToken::new();
         let pods = fake.pod_informer();
         let nodes = fake.node_informer();
@@ -53,6 +70,9 @@ impl Harness {
             fake.clock(),
         )
         .expect("simulator");
+        if let Some((claims, pvs)) = volumes {
+            sim.watch_volumes(claims, pvs);
+        }
         spawn_informer(pods, cancel.clone());
         spawn_informer(nodes, cancel.clone());
         tokio::spawn({
@@ -609,4 +629,72 @@ async fn a_pod_whose_host_port_the_node_already_gives_out_is_rejected() {
         Some("Running"),
         "the holder keeps its port"
     );
+}
+
+/// A pod whose claim is bound to a volume of the simulated CSI driver stays `Pending` until its
+/// node lists the volume in `status.volumesAttached`; the node reports the volume in
+/// `status.volumesInUse` while the pod exists, and drops it once the pod is gone.
+#[tokio::test(start_paused = true)]
+async fn a_pod_with_an_attachable_volume_waits_for_the_attach_and_its_node_reports_it_in_use() {
+    let informers: VolumeInformers = (
+        SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO),
+        SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO),
+    );
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"volumeName": "pv-1"},
+    }))
+    .expect("claim");
+    let volume: PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "pv-1"},
+        "spec": {"csi": {"driver": crate::storage::CSI_DRIVER, "volumeHandle": "pv-1"}},
+    }))
+    .expect("volume");
+    informers.0.indexer().add(Arc::new(claim)).expect("claim");
+    informers.1.indexer().add(Arc::new(volume)).expect("volume");
+    let h = Harness::start_with_volumes(FakeCluster::new(), config(1), Some(&informers)).await;
+    let unique = "kubernetes.io/csi/hostpath.sim.kcm.io^pv-1".to_owned();
+    let mut web = pod("web", &[]);
+    if let Some(spec) = web.spec.as_mut() {
+        spec.volumes = Some(vec![
+            serde_json::from_value(serde_json::json!(
+                {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}
+            ))
+            .expect("volume"),
+        ]);
+    }
+    h.run_pod(web, "kcm-node-0").await;
+    let in_use = |h: &Harness| {
+        h.fake
+            .node("kcm-node-0")
+            .and_then(|n| n.status)
+            .and_then(|s| s.volumes_in_use)
+            .unwrap_or_default()
+    };
+    eventually("the volume in use", || in_use(&h) == vec![unique.clone()]).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let waiting = h.pod("web").expect("pod");
+    assert_eq!(phase(&waiting).as_deref(), Some("Pending"));
+    assert!(
+        waiting
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .is_none(),
+        "not started before the attach"
+    );
+    h.fake.update_node("kcm-node-0", |n| {
+        if let Some(status) = n.status.as_mut() {
+            status.volumes_attached = Some(vec![AttachedVolume {
+                name: unique.clone(),
+                device_path: String::new(),
+            }]);
+        }
+    });
+    eventually("running once attached", || {
+        h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    assert!(h.fake.delete_pod_gracefully("default", "web", Some(0)));
+    eventually("the volume no longer in use", || in_use(&h).is_empty()).await;
 }

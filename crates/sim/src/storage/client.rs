@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass, VolumeAttachment};
 use kcm_machinery::controller::api_status::{self, ApiStatus};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -33,6 +33,13 @@ pub trait VolumeClient: Send + Sync {
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<PersistentVolumeClaim>;
+    /// Creates `driver` unless a CSIDriver of that name exists.
+    async fn ensure_csi_driver(&self, driver: &CSIDriver) -> Result<()>;
+    /// Replaces a VolumeAttachment's status (the external attacher's write).
+    async fn update_volume_attachment_status(
+        &self,
+        attachment: &VolumeAttachment,
+    ) -> Result<VolumeAttachment>;
 }
 
 /// [`VolumeClient`] over a `kube::Client`.
@@ -115,6 +122,25 @@ impl VolumeClient for KubeVolumeClient {
             .replace_status(name, &PostParams::default(), claim)
             .await
     }
+
+    async fn ensure_csi_driver(&self, driver: &CSIDriver) -> Result<()> {
+        let api: Api<CSIDriver> = Api::all(self.client.clone());
+        match api.create(&PostParams::default(), driver).await {
+            Ok(_) => Ok(()),
+            Err(err) if err.is_already_exists() => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn update_volume_attachment_status(
+        &self,
+        attachment: &VolumeAttachment,
+    ) -> Result<VolumeAttachment> {
+        let api: Api<VolumeAttachment> = Api::all(self.client.clone());
+        let name = attachment.metadata.name.as_deref().unwrap_or_default();
+        api.replace_status(name, &PostParams::default(), attachment)
+            .await
+    }
 }
 
 #[derive(Default)]
@@ -122,6 +148,7 @@ struct FakeState {
     classes: BTreeMap<String, StorageClass>,
     volumes: BTreeMap<String, PersistentVolume>,
     claims: BTreeMap<String, PersistentVolumeClaim>,
+    attachments: BTreeMap<String, VolumeAttachment>,
     actions: Vec<String>,
 }
 
@@ -173,6 +200,11 @@ impl FakeVolumes {
     /// The classes held.
     pub fn classes(&self) -> Vec<StorageClass> {
         self.state().classes.values().cloned().collect()
+    }
+
+    /// The latest version of VolumeAttachment `name` written.
+    pub fn attachment(&self, name: &str) -> Option<VolumeAttachment> {
+        self.state().attachments.get(name).cloned()
     }
 }
 
@@ -241,5 +273,26 @@ impl VolumeClient for FakeVolumes {
             .push(format!("update-claim-status {}", claim_key(claim)));
         state.claims.insert(claim_key(claim), claim.clone());
         Ok(claim.clone())
+    }
+
+    async fn ensure_csi_driver(&self, driver: &CSIDriver) -> Result<()> {
+        let name = driver.metadata.name.clone().unwrap_or_default();
+        self.state()
+            .actions
+            .push(format!("ensure-csi-driver {name}"));
+        Ok(())
+    }
+
+    async fn update_volume_attachment_status(
+        &self,
+        attachment: &VolumeAttachment,
+    ) -> Result<VolumeAttachment> {
+        let mut state = self.state();
+        let name = attachment.metadata.name.clone().unwrap_or_default();
+        state
+            .actions
+            .push(format!("update-volume-attachment-status {name}"));
+        state.attachments.insert(name, attachment.clone());
+        Ok(attachment.clone())
     }
 }

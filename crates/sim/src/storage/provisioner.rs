@@ -7,8 +7,9 @@
 //! this creates PV `pvc-<claim uid>`: the claim's request as capacity, its access modes and
 //! volume mode, a `claimRef` to it (the PV controller then completes the binding),
 //! `pv.kubernetes.io/provisioned-by`, the class's reclaim policy (with
-//! `external-provisioner.volume.kubernetes.io/finalizer` when it is `Delete`), a hostPath, and
-//! node affinity to the selected node. A volume it provisioned that the PV controller marked
+//! `external-provisioner.volume.kubernetes.io/finalizer` when it is `Delete`), a CSI source of
+//! the simulated driver ([`CSI_DRIVER`](super::attacher::CSI_DRIVER), volume handle the PV's
+//! name: so the attach/detach controller attaches it), and node affinity to the selected node. A volume it provisioned that the PV controller marked
 //! `Released` is deleted when its policy is `Delete`, and loses the finalizer.
 //!
 //! kube-scheduler's volume binding sets `selected-node` on the unbound delayed-binding claims
@@ -21,8 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    HostPathVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectReference,
-    PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, Pod, VolumeNodeAffinity,
+    CSIPersistentVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, Pod,
+    VolumeNodeAffinity,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -35,6 +37,7 @@ use kcm_machinery::informer::{
 use kcm_machinery::workqueue::{QueueConfig, RateLimitingQueue, default_controller_rate_limiter};
 use tokio_util::sync::CancellationToken;
 
+use super::attacher::CSI_DRIVER;
 use super::class::{PROVISIONER, WAIT_FOR_FIRST_CONSUMER, binding_mode};
 use super::client::VolumeClient;
 use crate::NO_RESYNC;
@@ -55,8 +58,6 @@ pub const PROVISIONER_FINALIZER: &str = "external-provisioner.volume.kubernetes.
 /// The provisioner of classes whose volumes are made by hand (local volumes): no node is
 /// selected for their claims.
 pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
-/// Where simulated volumes "live" on their node.
-pub const HOST_PATH_ROOT: &str = "/var/lib/kcm-sim/volumes";
 /// How many claims are bound at once.
 const WORKERS: usize = 4;
 
@@ -323,9 +324,10 @@ pub fn new_volume(
                 .volume_mode
                 .clone()
                 .or_else(|| Some("Filesystem".to_owned())),
-            host_path: Some(HostPathVolumeSource {
-                path: format!("{HOST_PATH_ROOT}/{name}"),
-                type_: Some("DirectoryOrCreate".to_owned()),
+            csi: Some(CSIPersistentVolumeSource {
+                driver: CSI_DRIVER.to_owned(),
+                volume_handle: name.to_owned(),
+                ..CSIPersistentVolumeSource::default()
             }),
             node_affinity,
             ..PersistentVolumeSpec::default()

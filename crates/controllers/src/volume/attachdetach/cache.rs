@@ -74,6 +74,18 @@ impl DesiredStateOfWorld {
     pub fn volumes_to_attach(&self) -> impl Iterator<Item = &VolumeToAttach> {
         self.nodes.values().flat_map(|v| v.values())
     }
+
+    /// The volume `node` should have attached under `volume_name`, with its pods.
+    pub fn volume(&self, volume_name: &str, node: &str) -> Option<&VolumeToAttach> {
+        self.nodes.get(node).and_then(|v| v.get(volume_name))
+    }
+
+    /// Every (pod, node) pair holding a volume, each once (upstream `GetPodToAdd`).
+    pub fn pods(&self) -> std::collections::BTreeSet<(String, String)> {
+        self.volumes_to_attach()
+            .flat_map(|v| v.pods.iter().map(|p| (p.clone(), v.node_name.clone())))
+            .collect()
+    }
 }
 
 /// A volume attached to a node.
@@ -122,6 +134,17 @@ impl ActualStateOfWorld {
             .get_mut(&(node.to_owned(), volume_name.to_owned()))
         {
             v.report_as_attached = false;
+        }
+    }
+
+    /// Lists the volume in the node's status again after a detach failed (upstream
+    /// `AddVolumeToReportAsAttached`).
+    pub fn add_to_report(&mut self, volume_name: &str, node: &str) {
+        if let Some(v) = self
+            .attached
+            .get_mut(&(node.to_owned(), volume_name.to_owned()))
+        {
+            v.report_as_attached = true;
         }
     }
 

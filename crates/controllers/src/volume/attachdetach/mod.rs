@@ -5,12 +5,28 @@
 //! with the time detach was first wanted, upstream `cache/actual_state_of_world.go`);
 //! [`reconciler::reconcile`] (upstream `reconciler/reconciler.go`) turns the two, the nodes'
 //! `volumesInUse` and health into attach and detach operations; [`naming`] spells the
-//! VolumeAttachment and unique volume names the CSI attacher uses. The informer-driven
-//! controller and its registration are not here yet.
+//! VolumeAttachment and unique volume names the CSI attacher uses.
+//! [`AttachDetachController`] (upstream `attach_detach_controller.go`) fills the two states from
+//! the pod, node, claim, volume, VolumeAttachment and CSIDriver informers, runs the reconciler
+//! every 100 ms (creating and deleting VolumeAttachments, waiting for the external attacher),
+//! keeps the nodes' `status.volumesAttached` in step and re-checks attached volumes every
+//! `--attach-detach-reconcile-sync-period`; [`client`] is its API seam.
+//!
+//! kcm models no in-tree volume plugins and no CSI migration: only PersistentVolumes with
+//! `spec.csi` whose driver needs attaching (no CSIDriver object, or `attachRequired` not false)
+//! are attached, as upstream's CSI plugin decides with `CanAttach`.
 
 pub mod cache;
+pub mod client;
+mod controller;
 pub mod naming;
 pub mod reconciler;
+
+pub use controller::{
+    AttachDetachCaches, AttachDetachController, AttachDetachControllerOptions,
+    AttachDetachEventHandlers, CSI_TIMEOUT, EVENT_COMPONENT, FAILED_ATTACH_VOLUME, QUEUE_NAME,
+    RECONCILER_LOOP_PERIOD, SUCCESSFUL_ATTACH_VOLUME,
+};
 
 /// `persistentvolume-attach-detach-controller`, upstream's `names.PersistentVolumeAttachDetachController`.
 pub const CONTROLLER_NAME: &str = "persistentvolume-attach-detach-controller";
