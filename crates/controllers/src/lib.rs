@@ -23,6 +23,7 @@ pub mod endpointslicemirroring;
 pub mod endpointsliceutil;
 pub mod garbagecollector;
 pub mod job;
+pub mod jobutil;
 pub mod manager;
 pub mod namespace;
 pub mod nodeipam;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 
-use crate::job::conditions::{JOB_COMPLETE, JOB_FAILED, finished_condition};
+use crate::jobutil::{JOB_COMPLETE, JOB_FAILED, finished_condition};
 
 /// `spec.successfulJobsHistoryLimit` when the API server defaults it.
 pub const DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT: i32 = 3;

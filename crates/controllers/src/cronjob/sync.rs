@@ -23,7 +23,7 @@ use super::utils::{
     next_schedule_time_duration, unsupported_schedule_message,
 };
 use super::{Error, Result, TOO_MANY_MISSED_TIMES_MESSAGE};
-use crate::job::conditions::{JOB_COMPLETE, finished_condition, is_job_finished};
+use crate::jobutil::{JOB_COMPLETE, finished_condition, is_job_finished};
 use kcm_machinery::cron::Schedule;
 use kcm_machinery::cron::go_time::load_location;
 

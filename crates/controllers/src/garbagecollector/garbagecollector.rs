@@ -18,8 +18,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::discovery::{
-    DiscoveredResource, GroupResource, GroupVersionResource, RestMapper, default_ignored_resources,
-    deletable_resources, discover,
+    DiscoveredResource, GroupResource, GroupVersionResource, RestMapper, deletable_resources,
+    discover,
 };
 use super::graph::{DependentInfo, Graph, NodeSnapshot, ObjectIdentity};
 use super::graph_builder::{
@@ -34,6 +34,15 @@ use super::patch::{
 };
 use super::uid_cache::ReferenceCache;
 use super::{Error, Result};
+
+/// The resources the collector never monitors by default: core and `events.k8s.io` events,
+/// as upstream's `DefaultIgnoredResources`.
+pub fn default_ignored_resources() -> Vec<GroupResource> {
+    vec![
+        GroupResource::new("", "events"),
+        GroupResource::new("events.k8s.io", "events"),
+    ]
+}
 
 // ---------------------------------------------------------------------------------------------
 // Constants

@@ -22,10 +22,11 @@
 //!   [`fake`] has an in-memory one for unit tests.
 //! - [`monitors`]: one informer per deletable resource (shared typed informers where the
 //!   process already has them, metadata-only informers otherwise).
-//! - [`discovery`]: the REST mapper and the deletable resources.
+//! - [`discovery`]: the REST mapper and the deletable resources (machinery's, shared with
+//!   the namespace controller), and [`default_ignored_resources`].
 //! - [`patch`], [`uid_cache`]: patch bodies and the absent-owner cache.
 
-pub mod discovery;
+pub use kcm_machinery::discovery;
 pub mod fake;
 #[allow(clippy::module_inception)]
 pub mod garbagecollector;
@@ -41,7 +42,7 @@ pub use fake::{FakeAction, FakeMetadataClient};
 pub use garbagecollector::{
     ATTEMPT_TO_DELETE_QUEUE, ATTEMPT_TO_ORPHAN_QUEUE, CONTROLLER_ALIAS, CONTROLLER_NAME,
     DEFAULT_CONCURRENT_GC_SYNCS, DeleteOutcome, GRAPH_CHANGES_QUEUE, GarbageCollector,
-    GarbageCollectorOptions, SYNC_PERIOD,
+    GarbageCollectorOptions, SYNC_PERIOD, default_ignored_resources,
 };
 pub use graph::{Graph, NodeSnapshot, ObjectIdentity};
 pub use graph_builder::{

@@ -13,10 +13,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// The Job is suspended (`spec.suspend`), as batch/v1 `JobSuspended`.
 pub const JOB_SUSPENDED: &str = "Suspended";
-/// The Job completed, as batch/v1 `JobComplete`.
-pub const JOB_COMPLETE: &str = "Complete";
-/// The Job failed, as batch/v1 `JobFailed`.
-pub const JOB_FAILED: &str = "Failed";
+pub use crate::jobutil::{
+    CONDITION_TRUE, JOB_COMPLETE, JOB_FAILED, finished_condition, is_job_finished, job_conditions,
+};
 /// The Job is about to fail; its pods are being terminated, as batch/v1 `JobFailureTarget`.
 pub const JOB_FAILURE_TARGET: &str = "FailureTarget";
 /// The Job met its success criteria; its pods are being terminated, as batch/v1
@@ -58,8 +57,6 @@ pub const MESSAGE_JOB_SUSPENDED: &str = "Job suspended";
 /// Message of the `Suspended=False` condition (and of the `Resumed` event).
 pub const MESSAGE_JOB_RESUMED: &str = "Job resumed";
 
-/// `True`, as core/v1 `ConditionTrue`.
-pub const CONDITION_TRUE: &str = "True";
 /// `False`, as core/v1 `ConditionFalse`.
 pub const CONDITION_FALSE: &str = "False";
 
@@ -130,14 +127,6 @@ pub fn new_complete_condition_for_success_criteria(
     )
 }
 
-/// The Job's conditions (none when the status is unset).
-pub fn job_conditions(job: &Job) -> &[JobCondition] {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default()
-}
-
 /// The first condition of `type_`, as upstream's `findConditionByType`.
 pub fn find_condition_by_type<'a>(
     conditions: &'a [JobCondition],
@@ -172,20 +161,6 @@ pub fn ensure_job_condition_status(
         return true;
     }
     false
-}
-
-/// The type of the Job's terminal condition (`Complete` or `Failed` with status `True`), if
-/// any, as upstream's `FinishedCondition` (and the CronJob controller's `getFinishedStatus`).
-pub fn finished_condition(job: &Job) -> Option<&str> {
-    job_conditions(job)
-        .iter()
-        .find(|c| (c.type_ == JOB_COMPLETE || c.type_ == JOB_FAILED) && c.status == CONDITION_TRUE)
-        .map(|c| c.type_.as_str())
-}
-
-/// Whether the Job finished, successfully or not, as upstream's `IsJobFinished`.
-pub fn is_job_finished(job: &Job) -> bool {
-    finished_condition(job).is_some()
 }
 
 /// Whether the Job completed successfully, as upstream's `IsJobSucceeded`.

@@ -127,14 +127,7 @@ pub(crate) fn backoff_limit(job: &Job) -> i32 {
         .unwrap_or(DEFAULT_BACKOFF_LIMIT)
 }
 
-/// `namespace/name` of a Job, for log lines.
-pub(crate) fn job_key(job: &Job) -> String {
-    format!(
-        "{}/{}",
-        job.metadata.namespace.as_deref().unwrap_or_default(),
-        job.metadata.name.as_deref().unwrap_or_default()
-    )
-}
+pub(crate) use crate::jobutil::job_key;
 
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

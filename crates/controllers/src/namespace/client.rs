@@ -15,8 +15,8 @@ use kcm_machinery::controller::api_status;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::core::{ApiResource, DynamicObject, Status};
 
-use crate::garbagecollector::GroupVersionResource;
-use crate::garbagecollector::discovery::{self, DiscoveryResult};
+use kcm_machinery::discovery::GroupVersionResource;
+use kcm_machinery::discovery::{self, DiscoveryResult};
 
 /// The requests the namespace deleter makes. Objects of other resources are seen through
 /// their metadata only, as upstream's metadata client.

@@ -116,7 +116,7 @@ async fn remaining_content_requeues_after_half_the_estimate_plus_one_second() {
     let fx = fixture(10);
     fx.store(namespace("team", true));
     fx.fake
-        .set_sticky(&crate::garbagecollector::GroupVersionResource::new(
+        .set_sticky(&kcm_machinery::discovery::GroupVersionResource::new(
             "", "v1", "pods",
         ));
     fx.fake.insert_pod(

@@ -22,8 +22,8 @@ use kube::core::Status;
 use super::client::NamespaceClient;
 use super::conditions::{ConditionUpdater, ContentTotals};
 use super::{Error, Result};
-use crate::garbagecollector::discovery::{DiscoveredResource, DiscoveryResult};
-use crate::garbagecollector::{GroupResource, GroupVersionResource};
+use kcm_machinery::discovery::{DiscoveredResource, DiscoveryResult};
+use kcm_machinery::discovery::{GroupResource, GroupVersionResource};
 
 /// The finalizer the namespace controller owns in `spec.finalizers`, as core/v1
 /// `FinalizerKubernetes`.

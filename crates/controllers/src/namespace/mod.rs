@@ -36,7 +36,7 @@ use kcm_machinery::controller::ApiStatus;
 use kcm_machinery::controller::api_status::error_message;
 use kube::core::Status;
 
-use crate::garbagecollector::GroupVersionResource;
+use kcm_machinery::discovery::GroupVersionResource;
 
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -4,9 +4,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 
 use super::{Error, Result};
-use crate::job::conditions::{
-    CONDITION_TRUE, JOB_COMPLETE, JOB_FAILED, is_job_finished, job_conditions,
-};
+use crate::jobutil::{CONDITION_TRUE, JOB_COMPLETE, JOB_FAILED, is_job_finished, job_conditions};
 
 /// Whether the Job finished and has `spec.ttlSecondsAfterFinished`, as upstream's
 /// `needsCleanup`.
@@ -32,7 +30,7 @@ pub fn finish_and_expire_time(job: &Job) -> Option<Result<(Timestamp, Timestamp)
         .map(|t| t.0);
     let Some(finished) = finished else {
         return Some(Err(Error::NoFinishTime {
-            job: crate::job::job_key(job),
+            job: crate::jobutil::job_key(job),
         }));
     };
     let expire = finished

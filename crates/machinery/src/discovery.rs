@@ -1,9 +1,10 @@
-//! Discovery for the collector: the REST mapper (kind → resource, scope) and the deletable resources to monitor (upstream `GetDeletableResources`).
+//! API discovery for controllers that act on every resource: the REST mapper (kind → resource, scope) and the deletable resources (upstream's `GetDeletableResources`), shared by the garbage collector and the namespace controller.
 //!
-//! The collector maps every owner reference's apiVersion/kind to a resource to GET it, so it
-//! needs the mapping for every served version of every group ([`RestMapper`]). It monitors
-//! (lists and watches) every resource of the server's preferred versions that supports
-//! `delete`, `list` and `watch` ([`deletable_resources`]), except the ignored ones (events).
+//! The garbage collector maps every owner reference's apiVersion/kind to a resource to GET
+//! it, so it needs the mapping for every served version of every group ([`RestMapper`]). It
+//! and the namespace controller act on every resource of the server's preferred versions
+//! that supports `delete`, `list` and `watch` ([`deletable_resources`]), less the ones they
+//! ignore.
 //! Discovery tolerates failing groups, as upstream's partial discovery does: the groups that
 //! answered are used, the failures are reported.
 
@@ -66,15 +67,6 @@ impl GroupResource {
             resource: resource.to_owned(),
         }
     }
-}
-
-/// The resources the collector never monitors by default: core and `events.k8s.io` events,
-/// as upstream's `DefaultIgnoredResources`.
-pub fn default_ignored_resources() -> Vec<GroupResource> {
-    vec![
-        GroupResource::new("", "events"),
-        GroupResource::new("events.k8s.io", "events"),
-    ]
 }
 
 /// One discovered resource.
@@ -405,7 +397,11 @@ mod tests {
             vec![resource("cronjobs", "CronJob", true, DLW)],
         ));
         d.add_resource_list(&list("v1", vec![resource("events", "Event", true, DLW)]));
-        let got: Vec<String> = deletable_resources(&d, &default_ignored_resources())
+        let events = [
+            GroupResource::new("", "events"),
+            GroupResource::new("events.k8s.io", "events"),
+        ];
+        let got: Vec<String> = deletable_resources(&d, &events)
             .keys()
             .map(|gvr| gvr.to_string())
             .collect();
