@@ -19,9 +19,9 @@ use k8s_openapi::api::storage::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcm_machinery::controller::api_status::ApiStatus;
-use kcm_machinery::controller::{ErrorPolicy, run_workers};
+use kcm_machinery::controller::{ErrorPolicy, run_controller};
 use kcm_machinery::informer::{
-    DeletedObject, Indexer, ResourceEventHandler, SharedInformerFactory, wait_until_synced,
+    DeletedObject, Indexer, ResourceEventHandler, SharedInformerFactory,
 };
 use kcm_machinery::workqueue::{QueueConfig, RateLimitingQueue, default_controller_rate_limiter};
 use tokio_util::sync::CancellationToken;
@@ -271,21 +271,19 @@ impl Attacher {
                 }
             }
         }
-        if !wait_until_synced("sim-attacher", &cancel, || self.synced.iter().all(|s| s())).await {
-            self.queue.shut_down();
-            return;
-        }
         let this = Arc::clone(&self);
         let sync = move |name: String| {
             let this = Arc::clone(&this);
             async move { this.sync(&name).await }
         };
-        run_workers(
+        run_controller(
             "sim-attacher",
+            "the simulated CSI attacher",
             &self.queue,
             ErrorPolicy::new("attaching failed"),
             WORKERS,
             &cancel,
+            || self.synced.iter().all(|s| s()),
             sync,
         )
         .await;

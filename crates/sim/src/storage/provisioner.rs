@@ -30,9 +30,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcm_machinery::controller::api_status::ApiStatus;
-use kcm_machinery::controller::{ErrorPolicy, run_workers};
+use kcm_machinery::controller::{ErrorPolicy, run_controller};
 use kcm_machinery::informer::{
-    DeletedObject, Indexer, ResourceEventHandler, SharedInformerFactory, wait_until_synced,
+    DeletedObject, Indexer, ResourceEventHandler, SharedInformerFactory,
 };
 use kcm_machinery::workqueue::{QueueConfig, RateLimitingQueue, default_controller_rate_limiter};
 use tokio_util::sync::CancellationToken;
@@ -429,25 +429,19 @@ impl Provisioner {
                 }
             }
         }
-        if !wait_until_synced("sim-provisioner", &cancel, || {
-            self.synced.iter().all(|s| s())
-        })
-        .await
-        {
-            self.queue.shut_down();
-            return;
-        }
         let this = Arc::clone(&self);
         let sync = move |item: Item| {
             let this = Arc::clone(&this);
             async move { this.sync(&item).await }
         };
-        run_workers(
+        run_controller(
             "sim-provisioner",
+            "the simulated provisioner",
             &self.queue,
             ErrorPolicy::new("provisioning failed"),
             WORKERS,
             &cancel,
+            || self.synced.iter().all(|s| s()),
             sync,
         )
         .await;
