@@ -79,6 +79,10 @@ pub struct UpArgs {
     /// samples (kube-controller-manager's flag).
     #[arg(long, value_name = "duration", default_value = "5m0s")]
     pub horizontal_pod_autoscaler_cpu_initialization_period: String,
+    /// How long a legacy service account token Secret may go unused before it is marked
+    /// invalid, and then stay invalid before it is deleted (kube-controller-manager's flag).
+    #[arg(long, value_name = "duration", default_value = "8760h0m0s")]
+    pub legacy_service_account_token_clean_up_period: String,
     /// The API server's request limits.
     #[command(flatten)]
     pub limits: crate::server_limits::LimitArgs,
@@ -277,6 +281,10 @@ fn manager_options(
         argv.push(format!(
             "--horizontal-pod-autoscaler-cpu-initialization-period={}",
             args.horizontal_pod_autoscaler_cpu_initialization_period
+        ));
+        argv.push(format!(
+            "--legacy-service-account-token-clean-up-period={}",
+            args.legacy_service_account_token_clean_up_period
         ));
     }
     if let Some((cert, key)) = signing_files {
@@ -824,6 +832,29 @@ mod tests {
         assert_eq!(
             options.csr_signing.cluster_signing_key_file.as_deref(),
             Some(Path::new("/d/pki/ca.key"))
+        );
+    }
+
+    #[test]
+    fn the_legacy_token_clean_up_period_reaches_the_controller_manager() {
+        let cli = Cli::try_parse_from(["kcm"]).expect("defaults");
+        let options = manager_options(Some(&cli.args), None, None).expect("options");
+        let default = options
+            .legacy_sa_token_cleaner
+            .legacy_service_account_token_clean_up_period;
+        let cli = Cli::try_parse_from(["kcm", "--legacy-service-account-token-clean-up-period=1h"])
+            .expect("flag");
+        let options = manager_options(Some(&cli.args), None, None).expect("options");
+        let set = &options
+            .legacy_sa_token_cleaner
+            .legacy_service_account_token_clean_up_period;
+        assert_ne!(*set, default);
+        assert_eq!(set.0, Duration::from_secs(3600));
+        assert!(
+            Cli::try_parse_from(["kcm", "--legacy-service-account-token-clean-up-period=soon"])
+                .ok()
+                .and_then(|c| manager_options(Some(&c.args), None, None).ok())
+                .is_none()
         );
     }
 
