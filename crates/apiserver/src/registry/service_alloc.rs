@@ -59,6 +59,8 @@ pub const SERVICE_REPAIR_INTERVAL: Duration = Duration::from_secs(3 * 60);
 pub const NODE_PORT_BASE: u16 = 30000;
 /// The last port of the node port range.
 pub const NODE_PORT_LAST: u16 = 32767;
+/// How many node ports the range has.
+const NODE_PORT_RANGE_SIZE: u32 = (NODE_PORT_LAST - NODE_PORT_BASE) as u32 + 1;
 /// The node port range as upstream prints it.
 pub const NODE_PORT_RANGE: &str = "30000-32767";
 
@@ -96,7 +98,7 @@ pub struct ServiceAllocators {
 impl ServiceAllocators {
     /// Empty bitmaps for cluster IPs of `range` and the node port range, not loaded yet.
     pub fn new(range: &ServiceIpRange) -> Self {
-        let port_size = u32::from(NODE_PORT_LAST - NODE_PORT_BASE) + 1;
+        let port_size = NODE_PORT_RANGE_SIZE;
         Self {
             loaded: false,
             ips: BitmapRange::new(range.size(), ip_range_offset(range.size())),
@@ -500,16 +502,16 @@ impl Registry {
         let Some(kv) = kv else {
             return Ok(None);
         };
-        let defaults = ServiceAllocators::new(self.service_ip_range());
+        // The bitmap sizes, without building bitmaps to read them from.
         let (size, offset, configured) = if key == SERVICE_IPS_KEY {
-            let size = defaults.ips.size();
+            let size = self.service_ip_range().size();
             (
                 size,
                 ip_range_offset(size),
                 self.service_ip_range().as_str(),
             )
         } else {
-            let size = defaults.ports.size();
+            let size = NODE_PORT_RANGE_SIZE;
             (size, port_range_offset(size), NODE_PORT_RANGE)
         };
         // A snapshot of another range (the flag changed since) says nothing about this one:

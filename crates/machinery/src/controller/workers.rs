@@ -304,32 +304,31 @@ fn requeue_rate_limited<T, E>(
     let message = policy.requeue_message;
     // The same failure of many keys (a full pod network, a quota) is one line per interval
     // with a count; each key's line stays at debug level.
-    let error = err.to_string();
-    let repeated = match policy.requeue_level {
-        Level::ERROR | Level::WARN => {
-            match REQUEUE_LINES.check_now(repeated_log::signature((controller, message, &error))) {
-                Verdict::Log { repeated } => repeated,
-                Verdict::Suppress => {
-                    tracing::debug!(controller, key = ?key, %error, "{message}");
-                    queue.add_rate_limited(key.clone());
-                    return;
+    match policy.requeue_level {
+        level @ (Level::ERROR | Level::WARN) => {
+            let error = err.to_string();
+            let signature = repeated_log::signature((controller, message, &error));
+            match (REQUEUE_LINES.check_now(signature), level) {
+                (Verdict::Suppress, _) => {
+                    tracing::debug!(controller, key = ?key, %error, "{message}")
+                }
+                (Verdict::Log { repeated: 0 }, Level::ERROR) => {
+                    tracing::error!(controller, key = ?key, %error, "{message}")
+                }
+                (Verdict::Log { repeated }, Level::ERROR) => {
+                    tracing::error!(controller, key = ?key, %error, repeated, "{message}")
+                }
+                (Verdict::Log { repeated: 0 }, _) => {
+                    tracing::warn!(controller, key = ?key, %error, "{message}")
+                }
+                (Verdict::Log { repeated }, _) => {
+                    tracing::warn!(controller, key = ?key, %error, repeated, "{message}")
                 }
             }
         }
-        _ => 0,
-    };
-    match policy.requeue_level {
-        Level::ERROR if repeated > 0 => {
-            tracing::error!(controller, key = ?key, %error, repeated, "{message}")
-        }
-        Level::ERROR => tracing::error!(controller, key = ?key, %error, "{message}"),
-        Level::WARN if repeated > 0 => {
-            tracing::warn!(controller, key = ?key, %error, repeated, "{message}")
-        }
-        Level::WARN => tracing::warn!(controller, key = ?key, %error, "{message}"),
-        Level::INFO => tracing::info!(controller, key = ?key, %error, "{message}"),
-        Level::DEBUG => tracing::debug!(controller, key = ?key, %error, "{message}"),
-        _ => tracing::trace!(controller, key = ?key, %error, "{message}"),
+        Level::INFO => tracing::info!(controller, key = ?key, error = %err, "{message}"),
+        Level::DEBUG => tracing::debug!(controller, key = ?key, error = %err, "{message}"),
+        _ => tracing::trace!(controller, key = ?key, error = %err, "{message}"),
     }
     queue.add_rate_limited(key.clone());
 }

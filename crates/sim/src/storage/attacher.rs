@@ -11,7 +11,6 @@
 //! object name), which a `/` is not.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::storage::v1::{
@@ -259,17 +258,12 @@ impl Attacher {
     /// VolumeAttachments attached until `cancel`.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
         let driver = csi_driver();
-        for attempt in 0..10u32 {
-            match self.client.ensure_csi_driver(&driver).await {
-                Ok(()) => break,
-                Err(err) => {
-                    tracing::warn!(%err, attempt, "creating the simulated CSIDriver");
-                    tokio::select! {
-                        _ = cancel.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    }
-                }
-            }
+        if !super::ensure_with_retries("the simulated CSIDriver", &cancel, || {
+            self.client.ensure_csi_driver(&driver)
+        })
+        .await
+        {
+            return;
         }
         let this = Arc::clone(&self);
         let sync = move |name: String| {

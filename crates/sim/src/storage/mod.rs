@@ -14,3 +14,31 @@ pub use attacher::{Attacher, CSI_DRIVER};
 pub use class::{DEFAULT_CLASS, PROVISIONER, default_storage_class};
 pub use client::{FakeVolumes, KubeVolumeClient, VolumeClient};
 pub use provisioner::{Item, Provisioner, StorageCaches};
+
+/// Runs `create` (an idempotent "ensure it exists") until it succeeds, at most 10 times a
+/// second apart: the API server may not serve the group yet. Carries on without it after the
+/// last try; `false` when `cancel` fired meanwhile.
+pub(crate) async fn ensure_with_retries<F, Fut, E>(
+    what: &str,
+    cancel: &tokio_util::sync::CancellationToken,
+    mut create: F,
+) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    for attempt in 0..10u32 {
+        match create().await {
+            Ok(()) => return true,
+            Err(err) => {
+                tracing::warn!(%err, attempt, "creating {what}");
+                tokio::select! {
+                    _ = cancel.cancelled() => return false,
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    }
+    true
+}

@@ -19,7 +19,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
@@ -413,21 +412,15 @@ impl Provisioner {
 
     /// Creates `class` if missing, waits for the caches, then binds claims until `cancel`.
     pub async fn run(self: Arc<Self>, class: Option<StorageClass>, cancel: CancellationToken) {
-        if let Some(class) = class {
-            // The class may not be servable yet (an API server without storage.k8s.io):
-            // retry a few times, then carry on without it.
-            for attempt in 0..10u32 {
-                match self.client.ensure_storage_class(&class).await {
-                    Ok(()) => break,
-                    Err(err) => {
-                        tracing::warn!(%err, attempt, "creating the default StorageClass");
-                        tokio::select! {
-                            _ = cancel.cancelled() => return,
-                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        }
-                    }
-                }
-            }
+        // The class may not be servable yet (an API server without storage.k8s.io): retried a
+        // few times, then the provisioner carries on without it.
+        if let Some(class) = class
+            && !super::ensure_with_retries("the default StorageClass", &cancel, || {
+                self.client.ensure_storage_class(&class)
+            })
+            .await
+        {
+            return;
         }
         let this = Arc::clone(&self);
         let sync = move |item: Item| {
