@@ -32,4 +32,5 @@ pub mod quota;
 pub mod repeated_log;
 pub mod resource_names;
 pub mod scheduling;
+pub mod storage;
 pub mod workqueue;

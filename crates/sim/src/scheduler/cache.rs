@@ -14,7 +14,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::resources::occupies_node;
 use super::{
-    FitError, NodeInfo, PodResources, Selection, num_feasible_nodes_to_find, select_node_from,
+    ExtraFilter, FitError, NodeInfo, PodResources, Selection, num_feasible_nodes_to_find,
+    select_node_with,
 };
 
 /// One pod the cache accounts on a node.
@@ -180,12 +181,31 @@ impl SchedulerCache {
         self.pods.get(key).map(|p| p.node.as_str())
     }
 
+    /// How many nodes the cache knows (entries with a Node object).
+    pub fn node_count(&self) -> usize {
+        self.nodes.values().filter(|i| i.node.is_some()).count()
+    }
+
+    /// The Node object of `name`, if known.
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(name).and_then(|i| i.node.clone())
+    }
+
     /// Chooses a node for `pod` over the current snapshot, searching from where the last
     /// search stopped and stopping once enough feasible nodes are found (see
     /// [`num_feasible_nodes_to_find`]).
     pub fn select(&mut self, pod: &Pod) -> Result<Selection, FitError> {
+        self.select_with(pod, None)
+    }
+
+    /// [`Self::select`] with an extra filter (see [`select_node_with`]).
+    pub fn select_with(
+        &mut self,
+        pod: &Pod,
+        extra: Option<ExtraFilter<'_>>,
+    ) -> Result<Selection, FitError> {
         let enough = num_feasible_nodes_to_find(self.nodes.len());
-        let result = select_node_from(pod, &self.nodes, self.next_start, enough);
+        let result = select_node_with(pod, &self.nodes, self.next_start, enough, extra);
         let processed = match &result {
             Ok(s) => s.processed,
             Err(_) => self.nodes.len(),

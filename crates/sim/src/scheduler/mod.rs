@@ -10,6 +10,7 @@ pub mod filter;
 pub mod resources;
 pub mod score;
 pub mod service;
+pub mod volumes;
 
 pub use service::{Scheduler, SchedulerConfig};
 
@@ -32,12 +33,22 @@ pub struct FitError {
     pub num_nodes: usize,
     /// Each reason and how many nodes gave it.
     pub reasons: BTreeMap<String, usize>,
+    /// Why PreFilter ruled out every node (upstream's `Diagnosis.PreFilterMsg`); the
+    /// per-node reasons are empty then.
+    pub pre_filter: Option<String>,
 }
 
 impl fmt::Display for FitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.num_nodes == 0 {
             return f.write_str("no nodes available to schedule pods");
+        }
+        let n = self.num_nodes;
+        if let Some(message) = &self.pre_filter {
+            return write!(
+                f,
+                "0/{n} nodes are available: {message}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+            );
         }
         let mut parts: Vec<String> = self
             .reasons
@@ -227,12 +238,28 @@ pub fn select_node_from(
     start: usize,
     enough: usize,
 ) -> Result<Selection, FitError> {
+    select_node_with(pod, nodes, start, enough, None)
+}
+
+/// A filter beyond the built-in ones (the volume binding's): the reasons a node does not fit,
+/// none when it does.
+pub type ExtraFilter<'a> = &'a dyn Fn(&Node) -> Vec<String>;
+
+/// [`select_node_from`] with an `extra` filter run on each node that passes the built-in ones.
+pub fn select_node_with(
+    pod: &Pod,
+    nodes: &BTreeMap<String, NodeInfo>,
+    start: usize,
+    enough: usize,
+    extra: Option<ExtraFilter<'_>>,
+) -> Result<Selection, FitError> {
     // Entries without a Node object (pods seen before their node) are not nodes yet.
     let total = nodes.values().filter(|i| i.node.is_some()).count();
     if total == 0 {
         return Err(FitError {
             num_nodes: 0,
             reasons: BTreeMap::new(),
+            pre_filter: None,
         });
     }
     let start = start % nodes.len();
@@ -247,7 +274,12 @@ pub fn select_node_from(
         if info.node.is_none() {
             continue;
         }
-        let failed = filter::run_filters(pod, want, info);
+        let mut failed = filter::run_filters(pod, want, info);
+        if failed.is_empty()
+            && let (Some(extra), Some(node)) = (extra, info.node.as_deref())
+        {
+            failed = extra(node);
+        }
         if failed.is_empty() {
             feasible.push((
                 name,
@@ -273,6 +305,7 @@ pub fn select_node_from(
         return Err(FitError {
             num_nodes: total,
             reasons,
+            pre_filter: None,
         });
     }
     let loads: Vec<NodeLoad> = feasible.iter().map(|(_, l)| *l).collect();

@@ -11,11 +11,14 @@
 //! `podInitialBackoff`/`podMaxBackoff`) — and at once when the cluster changes in a way that
 //! may make it fit: a node added, a node's schedulability changed, a pod deleted or finished.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{
+    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
@@ -24,16 +27,18 @@ use kcm_machinery::controller::api_status::{ApiStatus, error_message};
 use kcm_machinery::events::{EventRecorder, EventType, SystemClock, WallClock};
 use kcm_machinery::informer::shared_informer;
 use kcm_machinery::informer::{
-    DeletedObject, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    DeletedObject, HasSynced, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
     meta_namespace_key, split_meta_namespace_key, wait_for_cache_sync,
 };
 use kcm_machinery::workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
 
-use super::DEFAULT_SCHEDULER_NAME;
 use super::cache::SchedulerCache;
 use super::resources::occupies_node;
+use super::volumes::{PodVolumes, PreFilter, VolumeBinding, uses_claims};
+use super::{DEFAULT_SCHEDULER_NAME, ExtraFilter, FitError};
 use crate::NO_RESYNC;
 use crate::client::{ClusterClient, KubeClusterClient};
+use crate::storage::client::KubeVolumeClient;
 
 /// Event reason for a pod bound to a node.
 pub const SCHEDULED_REASON: &str = "Scheduled";
@@ -60,7 +65,7 @@ pub enum Error {
     /// An informer refused the scheduler's event handler.
     #[error("scheduler: registering the {resource} event handler: {source}")]
     Handler {
-        /// `pods` or `nodes`.
+        /// `pods`, `nodes`, or a storage resource.
         resource: &'static str,
         /// The informer's error.
         #[source]
@@ -102,6 +107,8 @@ struct Shared {
     /// Keys of pods whose last attempt found no node: moved to the queue at once when the
     /// cluster changes. Never held across an `.await`.
     unschedulable: Mutex<HashSet<String>>,
+    /// The volume binding, when the scheduler watches claims, volumes and classes.
+    volumes: OnceLock<Arc<VolumeBinding>>,
 }
 
 impl Shared {
@@ -262,6 +269,32 @@ impl ResourceEventHandler<Node> for NodeHandler {
     }
 }
 
+/// Claims, volumes and classes coming or changing may make a pod with claims fit (upstream's
+/// queueing hints for PersistentVolumeClaim, PersistentVolume and StorageClass Add/Update).
+struct StorageHandler(Arc<Shared>);
+
+impl<K> ResourceEventHandler<K> for StorageHandler {
+    fn on_add(&self, _obj: Arc<K>, is_in_initial_list: bool) {
+        if !is_in_initial_list {
+            self.0.move_all_unschedulable();
+        }
+    }
+
+    fn on_update(&self, _old: Arc<K>, _new: Arc<K>) {
+        self.0.move_all_unschedulable();
+    }
+
+    fn on_delete(&self, _obj: DeletedObject<K>) {}
+}
+
+/// The informers of the volume binding.
+#[derive(Clone)]
+struct StorageInformers {
+    claims: SharedIndexInformer<PersistentVolumeClaim>,
+    volumes: SharedIndexInformer<PersistentVolume>,
+    classes: SharedIndexInformer<StorageClass>,
+}
+
 /// A scheduler for the pods of one cluster. Cheap to clone; clones are the same scheduler.
 #[derive(Clone)]
 pub struct Scheduler {
@@ -271,6 +304,7 @@ pub struct Scheduler {
     clock: Arc<dyn WallClock>,
     pods: SharedIndexInformer<Pod>,
     nodes: SharedIndexInformer<Node>,
+    storage: Option<StorageInformers>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -309,21 +343,61 @@ pub fn truncate_message(message: &str) -> String {
 }
 
 impl Scheduler {
-    /// A scheduler over `client`, sharing `factory`'s pod and node informers (start the
-    /// factory after this, as with any controller). Must be called inside a Tokio runtime.
+    /// A scheduler over `client`, sharing `factory`'s pod, node, claim, volume and class
+    /// informers (start the factory after this, as with any controller), with the volume
+    /// binding. Must be called inside a Tokio runtime.
     pub fn new(
         client: Client,
         factory: &SharedInformerFactory,
         recorder: Arc<dyn EventRecorder>,
     ) -> Result<Self> {
-        Self::with_client(
-            Arc::new(KubeClusterClient::new(client)),
+        let mut scheduler = Self::with_client(
+            Arc::new(KubeClusterClient::new(client.clone())),
             factory.pods(),
             factory.nodes(),
             recorder,
             SchedulerConfig::default(),
             Arc::new(SystemClock),
-        )
+        )?;
+        let storage = StorageInformers {
+            claims: factory.informer_for::<PersistentVolumeClaim>(),
+            volumes: factory.informer_for::<PersistentVolume>(),
+            classes: factory.informer_for::<StorageClass>(),
+        };
+        let binding = VolumeBinding::new(
+            storage.claims.indexer().clone(),
+            storage.volumes.indexer().clone(),
+            storage.classes.indexer().clone(),
+            Arc::new(KubeVolumeClient::new(client)),
+        );
+        scheduler.enable_volume_binding(binding, storage)?;
+        Ok(scheduler)
+    }
+
+    /// Turns the volume binding on: pods with claims are filtered by it and their volumes
+    /// bound before the pod.
+    fn enable_volume_binding(
+        &mut self,
+        binding: VolumeBinding,
+        storage: StorageInformers,
+    ) -> Result<()> {
+        let handler = |resource| move |source| Error::Handler { resource, source };
+        storage
+            .claims
+            .add_event_handler_with_resync_period(StorageHandler(self.shared.clone()), NO_RESYNC)
+            .map_err(handler("persistentvolumeclaims"))?;
+        storage
+            .volumes
+            .add_event_handler_with_resync_period(StorageHandler(self.shared.clone()), NO_RESYNC)
+            .map_err(handler("persistentvolumes"))?;
+        storage
+            .classes
+            .add_event_handler_with_resync_period(StorageHandler(self.shared.clone()), NO_RESYNC)
+            .map_err(handler("storageclasses"))?;
+        // Set once, here, before the scheduler runs.
+        let _ = self.shared.volumes.set(Arc::new(binding));
+        self.storage = Some(storage);
+        Ok(())
     }
 
     /// A scheduler with every dependency given: the API seam, the pod and node informers
@@ -344,6 +418,7 @@ impl Scheduler {
             cache: Mutex::new(SchedulerCache::new()),
             queue: RateLimitingQueue::new(limiter),
             unschedulable: Mutex::new(HashSet::new()),
+            volumes: OnceLock::new(),
         });
         pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
@@ -363,13 +438,22 @@ impl Scheduler {
             clock,
             pods,
             nodes,
+            storage: None,
         })
     }
 
     /// Waits for the informers to sync, then schedules until `cancel` fires; returns once
     /// the workers have stopped.
     pub async fn run(&self, cancel: CancellationToken) {
-        if !wait_for_cache_sync("scheduler", &cancel, &[&self.pods, &self.nodes]).await {
+        let mut synced: Vec<&dyn HasSynced> = vec![&self.pods, &self.nodes];
+        if let Some(storage) = &self.storage {
+            synced.extend([
+                &storage.claims as &dyn HasSynced,
+                &storage.volumes,
+                &storage.classes,
+            ]);
+        }
+        if !wait_for_cache_sync("scheduler", &cancel, &synced).await {
             self.shared.queue.shut_down();
             return;
         }
@@ -414,26 +498,96 @@ impl Scheduler {
             shared.unschedulable().remove(key);
             return;
         };
+        let binding = shared.volumes.get().filter(|_| uses_claims(&pod));
+        let claims = match binding.map(|b| b.pre_filter(&pod)) {
+            Some(PreFilter::Unresolvable(message)) => {
+                let fit = FitError {
+                    num_nodes: shared.cache().node_count(),
+                    reasons: BTreeMap::new(),
+                    pre_filter: Some(message),
+                };
+                tracing::debug!(pod = key, reason = %fit, "unable to schedule pod; volumes; waiting");
+                shared.unschedulable().insert(key.to_owned());
+                self.record_failure(&pod, POD_REASON_UNSCHEDULABLE, &fit.to_string())
+                    .await;
+                shared.queue.add_rate_limited(key.to_owned());
+                return;
+            }
+            Some(PreFilter::Claims(claims)) => Some(claims),
+            Some(PreFilter::NoClaims) | None => None,
+        };
         let decision = {
             let mut cache = shared.cache();
             if cache.is_assumed(key) {
-                // Bound a moment ago; the informer has not shown it yet.
+                // Bound a moment ago (or binding its volumes); the informer has not shown it.
                 return;
             }
-            match cache.select(&pod) {
+            let volume_filter = match (binding, &claims) {
+                (Some(binding), Some(claims)) => Some(move |node: &Node| {
+                    binding
+                        .find_pod_volumes(claims, node)
+                        .err()
+                        .unwrap_or_default()
+                }),
+                _ => None,
+            };
+            let extra = volume_filter.as_ref().map(|f| f as ExtraFilter<'_>);
+            match cache.select_with(&pod, extra) {
                 Ok(selection) => {
+                    let volumes = match (binding, &claims, cache.node(&selection.node)) {
+                        (Some(binding), Some(claims), Some(node)) => binding
+                            .find_pod_volumes(claims, &node)
+                            .ok()
+                            .filter(|v| !v.all_bound()),
+                        _ => None,
+                    };
+                    if let (Some(binding), Some(volumes)) = (binding, &volumes) {
+                        binding.assume(volumes);
+                    }
                     cache.assume(key, &pod, &selection.node);
-                    Ok(selection.node)
+                    Ok((selection.node, volumes))
                 }
                 Err(fit) => Err(fit),
             }
         };
         match decision {
-            Ok(node) => self.bind(key, &pod, &node).await,
+            Ok((node, Some(volumes))) => {
+                // The binding cycle waits for the PV controller; run it beside the workers,
+                // as kube-scheduler runs each binding cycle in its own goroutine.
+                let this = self.clone();
+                let key = key.to_owned();
+                tokio::spawn(async move {
+                    this.bind_volumes_then_pod(&key, &pod, &node, volumes).await
+                });
+            }
+            Ok((node, None)) => self.bind(key, &pod, &node).await,
             Err(fit) => {
                 tracing::debug!(pod = key, reason = %fit, "unable to schedule pod; no fit; waiting");
                 shared.unschedulable().insert(key.to_owned());
                 self.record_failure(&pod, POD_REASON_UNSCHEDULABLE, &fit.to_string())
+                    .await;
+                shared.queue.add_rate_limited(key.to_owned());
+            }
+        }
+    }
+
+    /// PreBind (the volume binding's writes and wait), then the binding; a failure undoes the
+    /// reservation and retries the pod, as upstream's `handleBindingCycleError`.
+    async fn bind_volumes_then_pod(&self, key: &str, pod: &Pod, node: &str, volumes: PodVolumes) {
+        let shared = &self.shared;
+        let Some(binding) = shared.volumes.get() else {
+            return;
+        };
+        let result = binding.bind_pod_volumes(node, &volumes).await;
+        binding.revert(&volumes);
+        match result {
+            Ok(()) => self.bind(key, pod, node).await,
+            Err(err) => {
+                shared.cache().forget(key);
+                shared.move_all_unschedulable();
+                tracing::warn!(pod = key, node, error = %err, "binding volumes failed; retrying");
+                let message = format!("running PreBind plugin \"VolumeBinding\": {err}");
+                self.record_failure(pod, POD_REASON_SCHEDULER_ERROR, &message)
                     .await;
                 shared.queue.add_rate_limited(key.to_owned());
             }

@@ -10,6 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 /// The provisioner name of the simulated volumes (a StorageClass's `provisioner`).
 pub const PROVISIONER: &str = "sim.kcm.io/hostpath";
 
+/// The provisioner of classes whose volumes are all made by hand (local volumes): claims of
+/// such a class bind only to existing volumes.
+pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
 /// The name of the default class `kcm up` and `kcm sim` create.
 pub const DEFAULT_CLASS: &str = "standard";
 

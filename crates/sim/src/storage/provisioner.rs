@@ -1,4 +1,4 @@
-//! The simulated external provisioner of [`PROVISIONER`](super::class::PROVISIONER) classes, as kubernetes-csi/external-provisioner behaves, and the scheduler's choice of node for delayed-binding claims.
+//! The simulated external provisioner of [`PROVISIONER`](super::class::PROVISIONER) classes, as kubernetes-csi/external-provisioner behaves.
 //!
 //! The PV controller (`persistentvolume-binder-controller`) binds claims and volumes and asks
 //! for provisioning by annotating a claim `volume.kubernetes.io/storage-provisioner:
@@ -12,17 +12,16 @@
 //! name: so the attach/detach controller attaches it), and node affinity to the selected node. A volume it provisioned that the PV controller marked
 //! `Released` is deleted when its policy is `Delete`, and loses the finalizer.
 //!
-//! kube-scheduler's volume binding sets `selected-node` on the unbound delayed-binding claims
-//! of a pod it schedules; the simulated scheduler does not, so this does it for a claim whose
-//! consumer pod was scheduled (directly or as a generic ephemeral volume). Nothing here blocks
-//! pods: the simulated kubelet runs pods whether their claims are bound or not.
+//! The simulated scheduler's volume binding (`crate::scheduler::volumes`), as kube-scheduler's,
+//! sets `selected-node` on the unbound delayed-binding claims of a pod it schedules, or binds
+//! them to existing volumes on the node.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, Pod,
+    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec,
     VolumeNodeAffinity,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -54,9 +53,6 @@ pub const BETA_STORAGE_PROVISIONER_ANNOTATION: &str =
 /// The finalizer an external provisioner keeps on the `Delete` volumes it made until it has
 /// deleted their storage.
 pub const PROVISIONER_FINALIZER: &str = "external-provisioner.volume.kubernetes.io/finalizer";
-/// The provisioner of classes whose volumes are made by hand (local volumes): no node is
-/// selected for their claims.
-pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 /// How many claims are bound at once.
 const WORKERS: usize = 4;
 
@@ -94,8 +90,6 @@ pub struct StorageCaches {
     pub volumes: Indexer<PersistentVolume>,
     /// StorageClasses.
     pub classes: Indexer<StorageClass>,
-    /// Pods (to find a `WaitForFirstConsumer` claim's node).
-    pub pods: Indexer<Pod>,
 }
 
 /// The simulated provisioner and binder.
@@ -112,7 +106,7 @@ impl std::fmt::Debug for Provisioner {
     }
 }
 
-/// The event handlers: claims, pods and classes enqueue claims; deleted claims enqueue
+/// The event handlers: claims and classes enqueue claims; deleted claims enqueue
 /// their volumes.
 #[derive(Clone)]
 pub struct ProvisionerHandlers {
@@ -139,69 +133,6 @@ impl ProvisionerHandlers {
     fn claim(&self, claim: &PersistentVolumeClaim) {
         self.queue.add(Item::Claim(key(&claim.metadata)));
     }
-
-    fn pod(&self, pod: &Pod) {
-        let scheduled = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        if !scheduled {
-            return;
-        }
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        for claim in claim_names(pod) {
-            self.queue.add(Item::Claim(format!("{namespace}/{claim}")));
-        }
-    }
-}
-
-/// The claims `pod` mounts: those its `persistentVolumeClaim` volumes name, and
-/// `<pod>-<volume>` for each generic ephemeral volume (the claim the ephemeral volume
-/// controller makes for it).
-fn claim_names(pod: &Pod) -> Vec<String> {
-    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-    pod.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter_map(|volume| {
-            if let Some(claim) = &volume.persistent_volume_claim {
-                Some(claim.claim_name.clone())
-            } else if volume.ephemeral.is_some() {
-                Some(format!("{pod_name}-{}", volume.name))
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-/// Whether `pod` mounts `claim`: a `persistentVolumeClaim` volume names it, or it is the claim
-/// of one of the pod's generic ephemeral volumes and the pod controls it (as kube-scheduler
-/// checks with `ephemeral.VolumeIsForPod`).
-fn pod_mounts(pod: &Pod, claim: &PersistentVolumeClaim) -> bool {
-    let name = claim.metadata.name.as_deref().unwrap_or_default();
-    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-    let controlled_by_pod = || {
-        claim
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref())
-    };
-    pod.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .any(|volume| {
-            volume
-                .persistent_volume_claim
-                .as_ref()
-                .is_some_and(|c| c.claim_name == name)
-                || (volume.ephemeral.is_some()
-                    && format!("{pod_name}-{}", volume.name) == name
-                    && controlled_by_pod())
-        })
 }
 
 impl ResourceEventHandler<PersistentVolumeClaim> for ProvisionerHandlers {
@@ -234,19 +165,6 @@ impl ResourceEventHandler<PersistentVolume> for ProvisionerHandlers {
             .add(Item::Volume(new.metadata.name.clone().unwrap_or_default()));
     }
     fn on_delete(&self, _obj: DeletedObject<PersistentVolume>) {}
-}
-
-impl ResourceEventHandler<Pod> for ProvisionerHandlers {
-    fn on_add(&self, pod: Arc<Pod>, _initial: bool) {
-        self.pod(&pod);
-    }
-    fn on_update(&self, old: Arc<Pod>, new: Arc<Pod>) {
-        let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
-        if node(&old) != node(&new) {
-            self.pod(&new);
-        }
-    }
-    fn on_delete(&self, _obj: DeletedObject<Pod>) {}
 }
 
 impl ResourceEventHandler<StorageClass> for ProvisionerHandlers {
@@ -345,20 +263,16 @@ impl Provisioner {
         let claims = factory.informer_for::<PersistentVolumeClaim>();
         let volumes = factory.informer_for::<PersistentVolume>();
         let classes = factory.informer_for::<StorageClass>();
-        let pods = factory.pods();
         let caches = StorageCaches {
             claims: claims.indexer().clone(),
             volumes: volumes.indexer().clone(),
             classes: classes.indexer().clone(),
-            pods: pods.indexer().clone(),
         };
         let mut provisioner = Self::with_caches(caches, client);
         let handlers = provisioner.handlers();
         for err in [
             claims
                 .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
-                .err(),
-            pods.add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
                 .err(),
             volumes
                 .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
@@ -376,7 +290,6 @@ impl Provisioner {
             Arc::new(move || claims.has_synced()),
             Arc::new(move || volumes.has_synced()),
             Arc::new(move || classes.has_synced()),
-            Arc::new(move || pods.has_synced()),
         ];
         provisioner
     }
@@ -448,24 +361,6 @@ impl Provisioner {
         }
     }
 
-    /// The node of a scheduled pod that uses the claim (directly or as a generic ephemeral
-    /// volume): the node kube-scheduler would select for it.
-    fn consumer_node(&self, claim: &PersistentVolumeClaim) -> Option<String> {
-        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-        self.caches
-            .pods
-            .list()
-            .into_iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-            .filter(|p| pod_mounts(p, claim))
-            .find_map(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .filter(|n| !n.is_empty())
-            })
-    }
-
     async fn sync_claim(&self, key: &str) -> Result<(), Error> {
         let Some(claim) = self.caches.claims.get_by_key(key) else {
             return Ok(());
@@ -488,32 +383,7 @@ impl Provisioner {
         let mut node = annotations.get(SELECTED_NODE_ANNOTATION).cloned();
         let delayed = binding_mode(&class) == WAIT_FOR_FIRST_CONSUMER;
         if delayed && node.is_none() {
-            // The scheduler's part: select the node of the first scheduled consumer.
-            if class.provisioner == NO_PROVISIONER {
-                return Ok(());
-            }
-            let Some(consumer) = self.consumer_node(&claim) else {
-                return Ok(());
-            };
-            let mut selected = (*claim).clone();
-            selected
-                .metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(SELECTED_NODE_ANNOTATION.to_owned(), consumer.clone());
-            self.client
-                .update_claim(&selected)
-                .await
-                .map_err(|source| Error::Api {
-                    step: "selecting the node of claim",
-                    object: key.to_owned(),
-                    source,
-                })?;
-            tracing::debug!(
-                claim = key,
-                node = consumer,
-                "selected the node of a delayed-binding claim"
-            );
+            // The scheduler selects the node once a pod using the claim is scheduled.
             return Ok(());
         }
         if !delayed {

@@ -1,14 +1,11 @@
 //! Unit tests of the simulated external provisioner: claims the PV controller annotated for it
-//! get a volume pointing back at them, at once or once their node is selected; delayed-binding
-//! claims get the node of their first scheduled consumer; others are left alone; released
-//! `Delete` volumes it made go.
+//! get a volume pointing back at them, at once or once the scheduler selected their node;
+//! others are left alone; released `Delete` volumes it made go.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaimVolumeSource, PersistentVolumeStatus, Volume,
-};
-use kcm_testing::{MetaBuilder, PodSpecBuilder, pod, pvc};
+use k8s_openapi::api::core::v1::PersistentVolumeStatus;
+use kcm_testing::{MetaBuilder, pvc};
 
 use super::super::class::{IMMEDIATE, default_storage_class};
 use super::super::client::FakeVolumes;
@@ -47,31 +44,8 @@ fn claim_for(provisioner: Option<&str>, node: Option<&str>) -> PersistentVolumeC
     b.build()
 }
 
-fn consumer(node: Option<&str>) -> Pod {
-    let mut p = pod("web-0").namespace("default").with(|p| {
-        p.spec.get_or_insert_default().volumes = Some(vec![Volume {
-            name: "www".into(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: "www-web-0".into(),
-                read_only: None,
-            }),
-            ..Volume::default()
-        }]);
-    });
-    if let Some(node) = node {
-        p = p.node(node);
-    }
-    p.build()
-}
-
 async fn sync(p: &Provisioner, item: Item) {
     p.sync(&item).await.unwrap_or_else(|e| panic!("{e}"));
-}
-
-fn selected_node(claim: Option<PersistentVolumeClaim>) -> Option<String> {
-    claim
-        .and_then(|c| c.metadata.annotations)
-        .and_then(|a| a.get(SELECTED_NODE_ANNOTATION).cloned())
 }
 
 #[tokio::test]
@@ -148,28 +122,21 @@ async fn claims_not_asked_for_are_left_alone() {
     assert!(client.actions().is_empty());
 }
 
-/// As kube-scheduler's volume binding: a delayed-binding claim gets the node of its first
-/// scheduled consumer; provisioning waits for that and pins the volume to the node.
+/// A delayed-binding claim waits for the scheduler to select its node (a scheduled pod is not
+/// enough: the scheduler writes the annotation), then gets a volume pinned to that node.
 #[tokio::test]
-async fn wait_for_first_consumer_claims_get_their_consumers_node_then_a_volume_there() {
+async fn wait_for_first_consumer_claims_wait_for_their_selected_node_then_get_a_volume_there() {
     let (p, client, caches) = fixture(WAIT_FOR_FIRST_CONSUMER);
     let _ = caches
         .claims
         .add(Arc::new(claim_for(Some(PROVISIONER), None)));
-    let _ = caches.pods.add(Arc::new(consumer(None)));
     sync(&p, Item::Claim("default/www-web-0".into())).await;
-    assert!(client.actions().is_empty(), "no consumer scheduled yet");
-    let _ = caches.pods.update(Arc::new(consumer(Some("kcm-node-1"))));
-    sync(&p, Item::Claim("default/www-web-0".into())).await;
-    assert_eq!(client.actions(), ["update-claim default/www-web-0"]);
-    assert_eq!(
-        selected_node(client.claim("default/www-web-0")).as_deref(),
-        Some("kcm-node-1")
-    );
+    assert!(client.actions().is_empty(), "no node selected yet");
     let _ = caches
         .claims
         .update(Arc::new(claim_for(Some(PROVISIONER), Some("kcm-node-1"))));
     sync(&p, Item::Claim("default/www-web-0".into())).await;
+    assert_eq!(client.actions(), ["create-volume pvc-claim-uid"]);
     let pv = client.volumes().remove(0);
     let terms = pv
         .spec
@@ -183,42 +150,6 @@ async fn wait_for_first_consumer_claims_get_their_consumers_node_then_a_volume_t
             .as_ref()
             .and_then(|e| e[0].values.clone()),
         Some(vec!["kcm-node-1".to_owned()])
-    );
-}
-
-/// The claim the ephemeral volume controller makes for a pod's generic ephemeral volume gets
-/// that pod's node; a claim of that name the pod does not control is not the pod's.
-#[tokio::test]
-async fn ephemeral_claims_get_their_scheduled_pods_node() {
-    let (p, client, caches) = fixture(WAIT_FOR_FIRST_CONSUMER);
-    let owner = pod("web")
-        .namespace("default")
-        .uid("pod-uid")
-        .ephemeral_volume("scratch", pvc("").storage("1Gi"))
-        .node("kcm-node-2")
-        .build();
-    let _ = caches.pods.add(Arc::new(owner.clone()));
-    let foreign = pvc("web-scratch")
-        .namespace("default")
-        .uid("claim-uid")
-        .storage("1Gi")
-        .storage_class("standard")
-        .build();
-    let _ = caches.claims.add(Arc::new(foreign));
-    sync(&p, Item::Claim("default/web-scratch".into())).await;
-    assert!(client.actions().is_empty(), "not the pod's claim");
-    let owned = pvc("web-scratch")
-        .namespace("default")
-        .uid("claim-uid")
-        .storage("1Gi")
-        .storage_class("standard")
-        .owner(kcm_testing::controller_ref_of(&owner))
-        .build();
-    let _ = caches.claims.update(Arc::new(owned));
-    sync(&p, Item::Claim("default/web-scratch".into())).await;
-    assert_eq!(
-        selected_node(client.claim("default/web-scratch")).as_deref(),
-        Some("kcm-node-2")
     );
 }
 

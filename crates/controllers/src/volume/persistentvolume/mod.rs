@@ -18,7 +18,8 @@
 mod controller;
 pub mod index;
 mod sync;
-pub mod util;
+/// The matching rules, shared with the scheduler (upstream `component-helpers/storage/volume`).
+pub use kcm_machinery::storage::volume as util;
 
 pub use controller::{
     CLAIM_QUEUE_NAME, CONTROLLER_NAME, DEFAULT_PV_CLAIM_BINDER_SYNC_PERIOD, EVENT_COMPONENT,

@@ -1,16 +1,16 @@
-//! The matching rules of claims and volumes, as upstream's `component-helpers/storage/volume` (`FindMatchingVolume`, `CheckVolumeModeMismatches`, `CheckAccessModes`, `IsVolumeBoundToClaim`, the class helpers, `GetDefaultClass`) and `pkg/volume/util` (`CheckNodeAffinity`).
+//! The matching rules of claims and volumes, as upstream's `component-helpers/storage/volume` (`FindMatchingVolume`, `CheckVolumeModeMismatches`, `CheckAccessModes`, `IsVolumeBoundToClaim`, the class helpers, `GetDefaultClass`) and `pkg/volume/util` (`CheckNodeAffinity`): the PV controller and the scheduler's volume binding share them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::labels::Selector;
+use crate::quota::Amount;
+use crate::scheduling::node_affinity::ParsedNodeSelector;
 use k8s_openapi::api::core::v1::{
     Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     PersistentVolumeSpec,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
-use kcm_machinery::labels::Selector;
-use kcm_machinery::quota::Amount;
-use kcm_machinery::scheduling::node_affinity::ParsedNodeSelector;
 
 /// Set on a claim once its binding is complete (`AnnBindCompleted`).
 pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
@@ -266,7 +266,15 @@ pub fn find_matching_volume<'a>(
     node: Option<&Node>,
     delay_binding: bool,
 ) -> Result<Option<Arc<PersistentVolume>>, String> {
-    let spec = claim.spec.clone().unwrap_or_default();
+    let no_claim_spec;
+    let spec = match &claim.spec {
+        Some(spec) => spec,
+        None => {
+            no_claim_spec = PersistentVolumeClaimSpec::default();
+            &no_claim_spec
+        }
+    };
+    let no_volume_spec = PersistentVolumeSpec::default();
     let requested = requested_storage(claim);
     let requested_class = claim_class(claim);
     let selector = match &spec.selector {
@@ -287,12 +295,12 @@ pub fn find_matching_volume<'a>(
         if claim_ref(volume).is_some() && !is_volume_bound_to_claim(volume, claim) {
             continue;
         }
-        let volume_spec = volume.spec.clone().unwrap_or_default();
+        let volume_spec = volume.spec.as_ref().unwrap_or(&no_volume_spec);
         let capacity = volume_capacity(volume);
         if capacity < requested {
             continue;
         }
-        if volume_mode_mismatches(&spec, &volume_spec) {
+        if volume_mode_mismatches(spec, volume_spec) {
             continue;
         }
         if volume_spec
@@ -319,8 +327,10 @@ pub fn find_matching_volume<'a>(
         if volume_phase(volume) != "Available" {
             continue;
         }
-        let labels = volume.metadata.labels.clone().unwrap_or_default();
-        if selector.as_ref().is_some_and(|s| !s.matches(&labels)) {
+        if selector
+            .as_ref()
+            .is_some_and(|s| !s.matches_opt(volume.metadata.labels.as_ref()))
+        {
             continue;
         }
         if volume_class(volume) != requested_class || !node_affinity_valid {
@@ -370,5 +380,5 @@ pub fn check_volume_satisfies_claim(
 }
 
 #[cfg(test)]
-#[path = "util_tests.rs"]
+#[path = "volume_tests.rs"]
 mod tests;
