@@ -834,3 +834,188 @@ fn pods_with_claims_get_their_volumes_attached_and_detached(backend: &Backend) {
         .then_some(())
     });
 }
+
+kcm_up::on_each_backend!(
+    claims_bind_wait_for_their_consumer_stay_while_used_and_release:
+        up_binds_claims_to_volumes_protects_them_in_use_and_releases_them_sqlite,
+        up_binds_claims_to_volumes_protects_them_in_use_and_releases_them_etcd
+);
+
+/// The storage controllers with the simulated scheduler and CSI driver, as a user sees them:
+/// - a pre-created `Retain` volume binds to a matching claim; once the claim is deleted the
+///   volume is `Released` and a new matching claim stays `Pending`;
+/// - a `WaitForFirstConsumer` claim of a `kubernetes.io/no-provisioner` class stays `Pending`
+///   until its pod is scheduled, then binds to the volume on that pod's node, the only node
+///   the volume admits;
+/// - a claim in use, deleted, stays (with its deletion timestamp) until its pod is gone;
+/// - a generic ephemeral volume gets claim `<pod>-<volume>`, owned by the pod, bound, and
+///   garbage-collected with the pod; its `Delete` volume goes with it.
+fn claims_bind_wait_for_their_consumer_stay_while_used_and_release(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = start(backend, &dir.path().join("data"));
+    up.wait_nodes_ready();
+    let apply = |name: &str, yaml: &str| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, yaml).expect("manifest");
+        up.kubectl_ok(&["apply", "-f", &file.to_string_lossy()]);
+    };
+    let phase = |kind: &str, name: &str| up.jsonpath(&[kind, name], "{.status.phase}");
+
+    // ---- A pre-created Retain volume, bound and released.
+    apply(
+        "retain.yaml",
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: manual}\n\
+         provisioner: kubernetes.io/no-provisioner\n\
+         ---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: kept}\nspec:\n\
+         \x20 capacity: {storage: 2Gi}\n  accessModes: [ReadWriteOnce]\n\
+         \x20 storageClassName: manual\n  persistentVolumeReclaimPolicy: Retain\n\
+         \x20 hostPath: {path: /tmp/kept}\n\
+         ---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: first}\nspec:\n\
+         \x20 accessModes: [ReadWriteOnce]\n  storageClassName: manual\n\
+         \x20 resources: {requests: {storage: 1Gi}}\n",
+    );
+    up.wait_for("claim first Bound to kept", || {
+        (phase("pvc", "first") == "Bound"
+            && up.jsonpath(&["pvc", "first"], "{.spec.volumeName}") == "kept"
+            && phase("pv", "kept") == "Bound")
+            .then_some(())
+    });
+    up.kubectl_ok(&["delete", "pvc", "first", "--wait=true"]);
+    up.wait_for("volume kept Released", || {
+        (phase("pv", "kept") == "Released").then_some(())
+    });
+    apply(
+        "second.yaml",
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: second}\nspec:\n\
+         \x20 accessModes: [ReadWriteOnce]\n  storageClassName: manual\n\
+         \x20 resources: {requests: {storage: 1Gi}}\n",
+    );
+    // Once the PV controller has synced the new claim (its event says so), it is still pending.
+    let said = up.wait_for("an event on claim second", || {
+        let out = up.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=second",
+            "-o",
+            "jsonpath={.items[0].reason}",
+        ]);
+        (!out.is_empty()).then_some(out)
+    });
+    assert_eq!(
+        phase("pvc", "second"),
+        "Pending",
+        "a Released volume is not rebound ({said})"
+    );
+    assert_eq!(phase("pv", "kept"), "Released");
+
+    // ---- WaitForFirstConsumer: bound once the pod is scheduled, to the volume on its node.
+    apply(
+        "local.yaml",
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: local}\n\
+         provisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n\
+         ---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: disk-2}\nspec:\n\
+         \x20 capacity: {storage: 1Gi}\n  accessModes: [ReadWriteOnce]\n\
+         \x20 storageClassName: local\n  local: {path: /mnt/disk}\n  nodeAffinity:\n\
+         \x20   required:\n      nodeSelectorTerms:\n\
+         \x20     - matchExpressions:\n\
+         \x20       - {key: kubernetes.io/hostname, operator: In, values: [kcm-node-2]}\n\
+         ---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: near}\nspec:\n\
+         \x20 accessModes: [ReadWriteOnce]\n  storageClassName: local\n\
+         \x20 resources: {requests: {storage: 1Gi}}\n",
+    );
+    let waiting = up.wait_for("the WaitForFirstConsumer event", || {
+        let out = up.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=near,reason=WaitForFirstConsumer",
+            "-o",
+            "jsonpath={.items[0].message}",
+        ]);
+        (!out.is_empty()).then_some(out)
+    });
+    assert_eq!(
+        waiting,
+        "waiting for first consumer to be created before binding"
+    );
+    assert_eq!(phase("pvc", "near"), "Pending");
+    apply(
+        "user.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: user}\nspec:\n\
+         \x20 containers: [{name: c, image: nginx}]\n\
+         \x20 volumes: [{name: d, persistentVolumeClaim: {claimName: near}}]\n",
+    );
+    up.wait_for("pod user running", || {
+        (phase("pod", "user") == "Running").then_some(())
+    });
+    assert_eq!(
+        up.jsonpath(&["pod", "user"], "{.spec.nodeName}"),
+        "kcm-node-2"
+    );
+    assert_eq!(phase("pvc", "near"), "Bound");
+    assert_eq!(
+        up.jsonpath(&["pvc", "near"], "{.spec.volumeName}"),
+        "disk-2"
+    );
+    assert_eq!(
+        up.jsonpath(
+            &["pv", "disk-2"],
+            "{.metadata.annotations.pv\\.kubernetes\\.io/bound-by-controller}"
+        ),
+        "yes"
+    );
+
+    // ---- A claim in use stays until its pod is gone.
+    up.kubectl_ok(&["delete", "pvc", "near", "--wait=false"]);
+    up.wait_for("claim near marked for deletion", || {
+        (!up.jsonpath(&["pvc", "near"], "{.metadata.deletionTimestamp}")
+            .is_empty())
+        .then_some(())
+    });
+    assert_eq!(
+        up.jsonpath(&["pvc", "near"], "{.metadata.finalizers}"),
+        "[\"kubernetes.io/pvc-protection\"]",
+        "kept while its pod runs"
+    );
+    up.kubectl_ok(&["delete", "pod", "user", "--wait=true"]);
+    up.wait_for("claim near gone", || {
+        let (ok, _, err) = up.kubectl(&["get", "pvc", "near"]);
+        (!ok && err.contains("NotFound")).then_some(())
+    });
+
+    // ---- A generic ephemeral volume: its claim comes and goes with the pod.
+    apply(
+        "scratch.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: scratch}\nspec:\n\
+         \x20 containers: [{name: c, image: nginx}]\n\
+         \x20 volumes:\n  - name: tmp\n    ephemeral:\n      volumeClaimTemplate:\n\
+         \x20       spec:\n          accessModes: [ReadWriteOnce]\n\
+         \x20         resources: {requests: {storage: 1Gi}}\n",
+    );
+    up.wait_for("pod scratch running", || {
+        (phase("pod", "scratch") == "Running").then_some(())
+    });
+    assert_eq!(phase("pvc", "scratch-tmp"), "Bound");
+    assert_eq!(
+        up.jsonpath(
+            &["pvc", "scratch-tmp"],
+            "{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}"
+        ),
+        "Pod/scratch"
+    );
+    let provisioned = up.jsonpath(&["pvc", "scratch-tmp"], "{.spec.volumeName}");
+    assert_eq!(
+        up.jsonpath(
+            &["pv", &provisioned],
+            "{.spec.persistentVolumeReclaimPolicy}"
+        ),
+        "Delete"
+    );
+    up.kubectl_ok(&["delete", "pod", "scratch", "--wait=true"]);
+    up.wait_for("claim scratch-tmp and its volume gone", || {
+        let (claim, _, _) = up.kubectl(&["get", "pvc", "scratch-tmp"]);
+        let (volume, _, _) = up.kubectl(&["get", "pv", &provisioned]);
+        (!claim && !volume).then_some(())
+    });
+}
