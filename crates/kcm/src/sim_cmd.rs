@@ -143,7 +143,9 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
         tasks.push(tokio::spawn(
             async move { attacher.run(attacher_cancel).await },
         ));
-        tasks.push(tokio::spawn(async move { resizer.run(resizer_cancel).await }));
+        tasks.push(tokio::spawn(
+            async move { resizer.run(resizer_cancel).await },
+        ));
     }
     let simulator = Simulator::new(client, &factory, &broadcaster, args.simulator_config())
         .context("starting the simulator")?;

@@ -905,7 +905,10 @@ fn claims_grow_through_the_resizer_and_the_node(backend: &Backend) {
         "2Gi"
     );
     assert_eq!(
-        up.jsonpath(&["pvc", "data"], "{.status.allocatedResourceStatuses.storage}"),
+        up.jsonpath(
+            &["pvc", "data"],
+            "{.status.allocatedResourceStatuses.storage}"
+        ),
         "NodeResizePending"
     );
     let claim_events = || {

@@ -11,8 +11,7 @@
 use async_trait::async_trait;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    Binding, Namespace, Node, NodeStatus, ObjectReference, PersistentVolumeClaim, Pod,
-    PodCondition,
+    Binding, Namespace, Node, NodeStatus, ObjectReference, PersistentVolumeClaim, Pod, PodCondition,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;

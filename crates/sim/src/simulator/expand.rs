@@ -152,7 +152,12 @@ impl Simulator {
             .await
         {
             Ok(_) => {
-                tracing::info!(claim = key, node, size = new_size.0, "volume expanded on the node");
+                tracing::info!(
+                    claim = key,
+                    node,
+                    size = new_size.0,
+                    "volume expanded on the node"
+                );
                 Ok(())
             }
             Err(err) if err.is_not_found() => Ok(()),

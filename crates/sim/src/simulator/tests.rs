@@ -750,7 +750,10 @@ fn pod_with_claim(name: &str) -> Pod {
 
 /// The harness with claim and volume in the caches (and the claim in the fake), the volume
 /// attached to `kcm-node-0`.
-async fn start_with_claim(claim: PersistentVolumeClaim, volume: PersistentVolume) -> (Harness, VolumeInformers) {
+async fn start_with_claim(
+    claim: PersistentVolumeClaim,
+    volume: PersistentVolume,
+) -> (Harness, VolumeInformers) {
     let informers: VolumeInformers = (
         SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO),
         SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO),
@@ -821,7 +824,10 @@ async fn a_pod_starting_with_a_claim_pending_node_expansion_finishes_the_resize(
             }),
         ]
     );
-    assert_ne!(patches[1]["metadata"]["resourceVersion"], "3", "pinned to the first write");
+    assert_ne!(
+        patches[1]["metadata"]["resourceVersion"], "3",
+        "pinned to the first write"
+    );
     let status = h
         .fake
         .claim("default", "data")
@@ -843,7 +849,12 @@ async fn a_pod_starting_with_a_claim_pending_node_expansion_finishes_the_resize(
         .collect();
     let about: Vec<_> = events
         .iter()
-        .map(|e| (e.regarding.kind.clone().unwrap_or_default(), e.regarding.name.clone().unwrap_or_default()))
+        .map(|e| {
+            (
+                e.regarding.kind.clone().unwrap_or_default(),
+                e.regarding.name.clone().unwrap_or_default(),
+            )
+        })
         .collect();
     assert_eq!(
         about,
@@ -885,7 +896,11 @@ async fn a_running_pods_claim_is_expanded_once_the_resizer_is_done() {
 
     let resized = resized_claim(true);
     h.fake.put_claim(resized.clone());
-    informers.0.indexer().update(Arc::new(resized)).expect("claim");
+    informers
+        .0
+        .indexer()
+        .update(Arc::new(resized))
+        .expect("claim");
     informers
         .1
         .indexer()

@@ -41,11 +41,8 @@ pub trait VolumeClient: Send + Sync {
         patch: &serde_json::Value,
     ) -> Result<PersistentVolumeClaim>;
     /// Patches a PersistentVolume with an RFC 7386 merge patch.
-    async fn patch_volume(
-        &self,
-        name: &str,
-        patch: &serde_json::Value,
-    ) -> Result<PersistentVolume>;
+    async fn patch_volume(&self, name: &str, patch: &serde_json::Value)
+    -> Result<PersistentVolume>;
     /// Creates `driver` unless a CSIDriver of that name exists.
     async fn ensure_csi_driver(&self, driver: &CSIDriver) -> Result<()>;
     /// Replaces a VolumeAttachment's status (the external attacher's write).
@@ -213,7 +210,9 @@ where
     K: serde::Serialize + serde::de::DeserializeOwned + kube::Resource,
 {
     let current = base.meta().resource_version.clone();
-    if let Some(pinned) = patch.pointer("/metadata/resourceVersion").and_then(|v| v.as_str())
+    if let Some(pinned) = patch
+        .pointer("/metadata/resourceVersion")
+        .and_then(|v| v.as_str())
         && Some(pinned) != current.as_deref()
     {
         return Err(kube::Error::Api(
@@ -352,7 +351,11 @@ impl VolumeClient for FakeVolumes {
         let mut state = self.state();
         let key = claim_key(claim);
         state.actions.push(format!("patch-claim-status {key}"));
-        let base = state.claims.get(&key).cloned().unwrap_or_else(|| claim.clone());
+        let base = state
+            .claims
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| claim.clone());
         let patched = merge_patched(&base, patch, "persistentvolumeclaims", &key)?;
         state.claims.insert(key, patched.clone());
         Ok(patched)

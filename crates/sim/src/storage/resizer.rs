@@ -47,8 +47,8 @@ use super::resize_status::{
     CONTROLLER_RESIZE_ERROR, CONTROLLER_RESIZE_IN_PROGRESS, CONTROLLER_RESIZE_INFEASIBLE,
     FILE_SYSTEM_RESIZE_PENDING, FILE_SYSTEM_RESIZE_PENDING_MESSAGE, NODE_RESIZE_IN_PROGRESS,
     NODE_RESIZE_INFEASIBLE, NODE_RESIZE_PENDING, RESIZING, STORAGE, allocated, capacity,
-    claim_reference, has_true_condition, merge_resize_conditions, milli, requested,
-    resize_status, set_conditions, set_resize_status, status_patch, storage_of, true_condition,
+    claim_reference, has_true_condition, merge_resize_conditions, milli, requested, resize_status,
+    set_conditions, set_resize_status, status_patch, storage_of, true_condition,
 };
 use crate::NO_RESYNC;
 
@@ -119,9 +119,10 @@ pub fn can_expand(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> b
         return false;
     };
     let ours = spec.csi.as_ref().is_some_and(|c| c.driver == CSI_DRIVER);
-    let bound_here = spec.claim_ref.as_ref().is_some_and(|r| {
-        r.namespace == claim.metadata.namespace && r.uid == claim.metadata.uid
-    });
+    let bound_here = spec
+        .claim_ref
+        .as_ref()
+        .is_some_and(|r| r.namespace == claim.metadata.namespace && r.uid == claim.metadata.uid);
     ours && bound_here
 }
 
@@ -410,10 +411,15 @@ impl Resizer {
         let fault = self.fault(volume);
         // Expanding to the size already recorded changes no status fields.
         let same_size = allocated(claim).is_some_and(|a| milli(Some(a)) == milli(Some(&new_size)));
-        if same_size && resize_status(claim) == Some(CONTROLLER_RESIZE_INFEASIBLE) && fault.is_some()
+        if same_size
+            && resize_status(claim) == Some(CONTROLLER_RESIZE_INFEASIBLE)
+            && fault.is_some()
         {
             // Upstream's slow-retry set: the same infeasible expansion is not retried at once.
-            tracing::debug!(claim = key, "skipping an expansion that failed as infeasible");
+            tracing::debug!(
+                claim = key,
+                "skipping an expansion that failed as infeasible"
+            );
             return Ok(());
         }
         let claim = self
@@ -454,7 +460,12 @@ impl Resizer {
             FILE_SYSTEM_RESIZE_REQUIRED,
             "Require file system resize of volume on node".to_owned(),
         );
-        tracing::info!(claim = key, volume = pv_name, size = new_size.0, "volume resized; node expansion pending");
+        tracing::info!(
+            claim = key,
+            volume = pv_name,
+            size = new_size.0,
+            "volume resized; node expansion pending"
+        );
         Ok(())
     }
 

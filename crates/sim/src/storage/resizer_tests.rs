@@ -63,7 +63,11 @@ struct Harness {
 
 impl Harness {
     /// The claim in the cache and the fake; the volume in both unless `volume_in_api` is false.
-    async fn new(claim: PersistentVolumeClaim, volume: PersistentVolume, volume_in_api: bool) -> Self {
+    async fn new(
+        claim: PersistentVolumeClaim,
+        volume: PersistentVolume,
+        volume_in_api: bool,
+    ) -> Self {
         let client = Arc::new(FakeVolumes::new());
         let recorder = FakeRecorder::new();
         let claims = Indexer::new();
@@ -204,8 +208,16 @@ async fn a_grown_claim_is_resized_and_left_for_the_node() {
 #[tokio::test]
 async fn the_claim_is_marked_resizing_before_the_volume_is_expanded() {
     let h = Harness::new(claim("2Gi"), volume(CSI_DRIVER), false).await;
-    let err = h.resizer.sync(KEY).await.expect_err("the PV is not in the API");
-    assert!(err.to_string().contains("updating the volume's capacity for pv-1"), "{err}");
+    let err = h
+        .resizer
+        .sync(KEY)
+        .await
+        .expect_err("the PV is not in the API");
+    assert!(
+        err.to_string()
+            .contains("updating the volume's capacity for pv-1"),
+        "{err}"
+    );
     let written = h.claim();
     let status = written.status.clone().expect("status");
     assert_eq!(
@@ -246,7 +258,10 @@ async fn a_faulted_class_makes_the_expansion_infeasible_until_the_fault_goes() {
     h.classes
         .update(Arc::new(class(Some("no room for 2Gi"))))
         .expect("class");
-    h.resizer.sync(KEY).await.expect("a final error is recorded, not retried");
+    h.resizer
+        .sync(KEY)
+        .await
+        .expect("a final error is recorded, not retried");
     let written = h.claim();
     assert_eq!(resize_status(&written), Some(CONTROLLER_RESIZE_INFEASIBLE));
     assert_eq!(
@@ -301,7 +316,11 @@ async fn a_faulted_class_makes_the_expansion_infeasible_until_the_fault_goes() {
     let types: Vec<String> = conditions(&written).into_iter().map(|c| c.0).collect();
     assert_eq!(
         types,
-        vec!["Resizing", "ControllerResizeError", "FileSystemResizePending"],
+        vec![
+            "Resizing",
+            "ControllerResizeError",
+            "FileSystemResizePending"
+        ],
         "resize conditions are kept, as keepOldResizeConditions"
     );
 }
