@@ -13,6 +13,9 @@
 //! `pods/status`, a pod IP from the node's /24 ([`crate::ipam::PodIpAllocator`]; addresses
 //! found in pod statuses are reserved on start and released when a pod finishes or goes), and
 //! a final delete (grace period 0, uid precondition) for pods being deleted.
+//! With the claim and volume informers ([`Simulator::watch_volumes`]) a pod also waits for its
+//! attachable volumes, and a claim the resizer left `NodeResizePending` is expanded on the node
+//! of a pod using it (`expand`).
 //!
 //! The node's /24 is the Node's `spec.podCIDR`, as a kubelet takes it: set by the node IPAM
 //! controller (`--allocate-node-cidrs`); until the Node has one, its pods wait. On a cluster
@@ -473,7 +476,11 @@ impl ResourceEventHandler<PersistentVolumeClaim> for ClaimHandler {
         self.changed(&new);
     }
 
-    fn on_delete(&self, _obj: DeletedObject<PersistentVolumeClaim>) {}
+    fn on_delete(&self, obj: DeletedObject<PersistentVolumeClaim>) {
+        if let Some(uid) = obj.object().metadata.uid.as_deref() {
+            lock(&self.0.expanded).remove(uid);
+        }
+    }
 }
 
 /// Wakes a node's heartbeat when it matters: the node appeared, its heartbeat annotation
