@@ -9,7 +9,9 @@ use clap::{ArgAction, Args};
 use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_sim::node::{DEFAULT_NODE_PREFIX, NodeTemplate};
-use kcm_sim::storage::{Attacher, KubeVolumeClient, Provisioner, default_storage_class};
+use kcm_sim::storage::{
+    Attacher, KubeVolumeClient, Provisioner, Resizer, default_storage_class, resizer,
+};
 use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -127,13 +129,22 @@ pub async fn run(args: SimArgs) -> anyhow::Result<()> {
             &factory,
             Arc::new(KubeVolumeClient::new(client.clone())),
         ));
+        let resizer = Arc::new(Resizer::new(
+            &factory,
+            Arc::new(KubeVolumeClient::new(client.clone())),
+            broadcaster.recorder(&resizer::event_component(), None),
+        ));
         let cancel = cancel.clone();
         let attacher_cancel = cancel.clone();
+        let resizer_cancel = cancel.clone();
         tasks.push(tokio::spawn(async move {
             provisioner.run(Some(default_storage_class()), cancel).await
         }));
         tasks.push(tokio::spawn(
             async move { attacher.run(attacher_cancel).await },
+        ));
+        tasks.push(tokio::spawn(
+            async move { resizer.run(resizer_cancel).await },
         ));
     }
     let simulator = Simulator::new(client, &factory, &broadcaster, args.simulator_config())

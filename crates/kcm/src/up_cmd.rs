@@ -21,7 +21,9 @@ use kcm_controllers::manager::{
 use kcm_machinery::events::{EventBroadcaster, KubeEventSink};
 use kcm_machinery::informer::SharedInformerFactory;
 use kcm_sim::scheduler::DEFAULT_SCHEDULER_NAME;
-use kcm_sim::storage::{Attacher, KubeVolumeClient, Provisioner, default_storage_class};
+use kcm_sim::storage::{
+    Attacher, KubeVolumeClient, Provisioner, Resizer, default_storage_class, resizer,
+};
 use kcm_sim::{Scheduler, Simulator, SimulatorConfig};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -400,6 +402,11 @@ impl SimulatedNodes {
             factory,
             Arc::new(KubeVolumeClient::new(client.clone())),
         ));
+        let resizer = Arc::new(Resizer::new(
+            factory,
+            Arc::new(KubeVolumeClient::new(client.clone())),
+            events.recorder(&resizer::event_component(), None),
+        ));
         let simulator = Simulator::new(client, factory, &events, config)
             .context("starting the simulated nodes")?;
         let scheduler_running = Arc::new(AtomicBool::new(true));
@@ -411,6 +418,10 @@ impl SimulatedNodes {
             tokio::spawn({
                 let cancel = cancel.clone();
                 async move { attacher.run(cancel).await }
+            }),
+            tokio::spawn({
+                let cancel = cancel.clone();
+                async move { resizer.run(cancel).await }
             }),
             tokio::spawn({
                 let cancel = cancel.clone();

@@ -1019,3 +1019,136 @@ fn claims_bind_wait_for_their_consumer_stay_while_used_and_release(backend: &Bac
         (!claim && !volume).then_some(())
     });
 }
+
+kcm_up::on_each_backend!(
+    claims_grow_through_the_resizer_and_the_node:
+        up_expands_a_claim_through_the_resizer_then_on_the_node_of_its_next_pod_sqlite,
+        up_expands_a_claim_through_the_resizer_then_on_the_node_of_its_next_pod_etcd
+);
+
+/// Volume expansion with the simulated CSI driver, as a user drives it: a bound claim of the
+/// default class (`allowVolumeExpansion: true`) patched from 1Gi to 2Gi while no pod uses it is
+/// resized by the simulated external-resizer (the PV shows 2Gi, the claim
+/// `FileSystemResizePending` / `NodeResizePending` with its capacity still 1Gi); the next pod
+/// using it finishes the expansion on its node (capacity 2Gi, the conditions gone).
+fn claims_grow_through_the_resizer_and_the_node(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = start(backend, &dir.path().join("data"));
+    up.wait_nodes_ready();
+    let claim = dir.path().join("claim.yaml");
+    std::fs::write(
+        &claim,
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\n\
+         spec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
+    )
+    .expect("manifest");
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n\
+         \x20 containers: [{name: c, image: nginx}]\n\
+         \x20 volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]\n",
+    )
+    .expect("manifest");
+    up.kubectl_ok(&["apply", "-f", &claim.to_string_lossy()]);
+    up.kubectl_ok(&["apply", "-f", &pod.to_string_lossy()]);
+    up.wait_for("claim data bound and pod web running", || {
+        (up.jsonpath(&["pvc", "data"], "{.status.phase}") == "Bound"
+            && up.jsonpath(&["pod", "web"], "{.status.phase}") == "Running")
+            .then_some(())
+    });
+    assert_eq!(
+        up.jsonpath(&["storageclass", "standard"], "{.allowVolumeExpansion}"),
+        "true"
+    );
+    let pv = up.jsonpath(&["pvc", "data"], "{.spec.volumeName}");
+    up.kubectl_ok(&["delete", "pod", "web", "--wait=true"]);
+
+    up.kubectl_ok(&[
+        "patch",
+        "pvc",
+        "data",
+        "-p",
+        r#"{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}"#,
+    ]);
+    let condition = |type_: &str| {
+        up.jsonpath(
+            &["pvc", "data"],
+            &format!("{{.status.conditions[?(@.type==\"{type_}\")].status}}"),
+        )
+    };
+    up.wait_for("the claim pending its file system resize", || {
+        (condition("FileSystemResizePending") == "True").then_some(())
+    });
+    assert_eq!(up.jsonpath(&["pv", &pv], "{.spec.capacity.storage}"), "2Gi");
+    assert_eq!(
+        up.jsonpath(&["pvc", "data"], "{.status.capacity.storage}"),
+        "1Gi"
+    );
+    assert_eq!(
+        up.jsonpath(&["pvc", "data"], "{.status.allocatedResources.storage}"),
+        "2Gi"
+    );
+    assert_eq!(
+        up.jsonpath(
+            &["pvc", "data"],
+            "{.status.allocatedResourceStatuses.storage}"
+        ),
+        "NodeResizePending"
+    );
+    let claim_events = || {
+        up.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=data",
+            "-o",
+            "jsonpath={range .items[*]}{.reason}|{.source.component}|{.message}{\"\\n\"}{end}",
+        ])
+    };
+    let events = up.wait_for("the resizer's events", || {
+        let out = claim_events();
+        out.contains("FileSystemResizeRequired").then_some(out)
+    });
+    for want in [
+        format!("Resizing|external-resizer hostpath.sim.kcm.io|External resizer is resizing volume {pv}"),
+        "FileSystemResizeRequired|external-resizer hostpath.sim.kcm.io|Require file system resize of volume on node".to_owned(),
+    ] {
+        assert!(events.contains(&want), "{want} missing from\n{events}");
+    }
+    assert!(
+        !events.contains("FileSystemResizeSuccessful"),
+        "no pod uses the claim: {events}"
+    );
+
+    up.kubectl_ok(&["apply", "-f", &pod.to_string_lossy()]);
+    up.wait_for("the claim expanded on the node", || {
+        (up.jsonpath(&["pvc", "data"], "{.status.capacity.storage}") == "2Gi"
+            && condition("FileSystemResizePending").is_empty()
+            && condition("Resizing").is_empty())
+        .then_some(())
+    });
+    assert_eq!(
+        up.jsonpath(&["pvc", "data"], "{.status.allocatedResourceStatuses}"),
+        ""
+    );
+    let node = up.jsonpath(&["pod", "web"], "{.spec.nodeName}");
+    let pod_event = up.wait_for("the kubelet's event on the pod", || {
+        let out = up.kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=Pod,involvedObject.name=web,reason=FileSystemResizeSuccessful",
+            "-o",
+            "jsonpath={range .items[*]}{.source.component}|{.message}{end}",
+        ]);
+        (!out.is_empty()).then_some(out)
+    });
+    assert_eq!(
+        pod_event,
+        format!("kubelet|MountVolume.NodeExpandVolume succeeded for volume \"{pv}\" {node}")
+    );
+    up.wait_for("running again", || {
+        (up.jsonpath(&["pod", "web"], "{.status.phase}") == "Running").then_some(())
+    });
+}

@@ -11,7 +11,7 @@
 use async_trait::async_trait;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    Binding, Namespace, Node, NodeStatus, ObjectReference, Pod, PodCondition,
+    Binding, Namespace, Node, NodeStatus, ObjectReference, PersistentVolumeClaim, Pod, PodCondition,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -68,6 +68,15 @@ pub trait ClusterClient: Send + Sync {
 
     /// Replaces a Lease, guarded by its resourceVersion.
     async fn update_lease(&self, lease: &Lease) -> Result<Lease>;
+
+    /// Patches `claim`'s status (`persistentvolumeclaims/status`) with an RFC 7386 merge patch,
+    /// as the kubelet's `PatchPVCStatus` after a node expansion; a `metadata.resourceVersion`
+    /// in the patch is a precondition (a Conflict when the claim changed since).
+    async fn patch_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: &serde_json::Value,
+    ) -> Result<PersistentVolumeClaim>;
 }
 
 /// [`ClusterClient`] over a `kube::Client`.
@@ -226,6 +235,21 @@ impl ClusterClient for KubeClusterClient {
         self.leases(namespace_of(&lease.metadata))
             .replace(name_of(&lease.metadata), &PostParams::default(), lease)
             .await
+    }
+
+    async fn patch_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: &serde_json::Value,
+    ) -> Result<PersistentVolumeClaim> {
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), namespace_of(&claim.metadata));
+        api.patch_status(
+            name_of(&claim.metadata),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
     }
 }
 

@@ -15,7 +15,9 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{
+    Node, NodeStatus, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Time};
 use kube::Resource;
 use kube::api::{ListParams, WatchEvent, WatchParams};
@@ -96,6 +98,13 @@ pub enum Action {
         /// The Lease.
         lease: String,
     },
+    /// A `persistentvolumeclaims/status` patch.
+    PatchClaimStatus {
+        /// The claim.
+        claim: String,
+        /// The patch sent.
+        patch: serde_json::Value,
+    },
 }
 
 /// Which call an injected failure applies to.
@@ -150,6 +159,8 @@ struct State {
     nodes: Kind<Node>,
     leases: Kind<Lease>,
     namespaces: BTreeSet<String>,
+    /// Claims by `namespace/name`, put by tests (no watch: the tests fill claim caches by hand).
+    claims: BTreeMap<String, PersistentVolumeClaim>,
     actions: Vec<Action>,
     failures: HashMap<Verb, VecDeque<Status>>,
 }
@@ -246,6 +257,7 @@ impl FakeCluster {
             nodes: Kind::default(),
             leases: Kind::default(),
             namespaces: BTreeSet::from(["default".to_owned()]),
+            claims: BTreeMap::new(),
             actions: Vec::new(),
             failures: HashMap::new(),
         };
@@ -291,6 +303,16 @@ impl FakeCluster {
             .entry(verb)
             .or_default()
             .push_back(status);
+    }
+
+    /// Puts `claim` in the cluster as it is (what claim status patches apply to).
+    pub fn put_claim(&self, claim: PersistentVolumeClaim) {
+        self.lock().claims.insert(meta_key(&claim), claim);
+    }
+
+    /// The claim `namespace/name`.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<PersistentVolumeClaim> {
+        self.lock().claims.get(&key(namespace, name)).cloned()
     }
 
     /// Creates a pod as the API server would: uid, resourceVersion, creationTimestamp,
@@ -725,6 +747,38 @@ impl ClusterClient for FakeCluster {
         state.leases.objects.insert(k, lease.clone());
         state.leases.emit(rv, WatchEvent::Added(lease.clone()));
         Ok(lease)
+    }
+
+    async fn patch_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: &serde_json::Value,
+    ) -> Result<PersistentVolumeClaim> {
+        let mut state = self.lock();
+        let k = meta_key(claim);
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        state.actions.push(Action::PatchClaimStatus {
+            claim: k.clone(),
+            patch: patch.clone(),
+        });
+        let Some(stored) = state.claims.get(&k).cloned() else {
+            return Err(not_found("persistentvolumeclaims", &name));
+        };
+        if let Some(pinned) = patch
+            .pointer("/metadata/resourceVersion")
+            .and_then(serde_json::Value::as_str)
+            && Some(pinned) != stored.metadata.resource_version.as_deref()
+        {
+            return Err(stale("persistentvolumeclaims", &name));
+        }
+        let mut doc = serde_json::to_value(&stored).map_err(kube::Error::SerdeError)?;
+        json_patch::merge(&mut doc, patch);
+        let mut patched: PersistentVolumeClaim =
+            serde_json::from_value(doc).map_err(kube::Error::SerdeError)?;
+        let rv = state.next_rv();
+        patched.metadata.resource_version = Some(rv.to_string());
+        state.claims.insert(k, patched.clone());
+        Ok(patched)
     }
 
     async fn update_lease(&self, lease: &Lease) -> Result<Lease> {

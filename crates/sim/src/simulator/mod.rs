@@ -13,6 +13,9 @@
 //! `pods/status`, a pod IP from the node's /24 ([`crate::ipam::PodIpAllocator`]; addresses
 //! found in pod statuses are reserved on start and released when a pod finishes or goes), and
 //! a final delete (grace period 0, uid precondition) for pods being deleted.
+//! With the claim and volume informers ([`Simulator::watch_volumes`]) a pod also waits for its
+//! attachable volumes, and a claim the resizer left `NodeResizePending` is expanded on the node
+//! of a pod using it (`expand`).
 //!
 //! The node's /24 is the Node's `spec.podCIDR`, as a kubelet takes it: set by the node IPAM
 //! controller (`--allocate-node-cidrs`); until the Node has one, its pods wait. On a cluster
@@ -23,6 +26,7 @@
 //! queues (pods keyed `namespace/name`, nodes keyed by name) served by a fixed set of
 //! workers; timers are the queues' delayed adds, so no task lives per pod or per node.
 
+mod expand;
 mod nodes;
 mod pods;
 
@@ -133,6 +137,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Patching a claim's status after a node expansion failed.
+    #[error("updating claim {claim} status after expanding its volume: {source}")]
+    ClaimStatus {
+        /// The claim, `namespace/name`.
+        claim: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// The node's pod CIDR has no free address.
     #[error("pod {pod}: no free pod IP on node {node}")]
     NoPodIp {
@@ -225,6 +238,11 @@ struct Shared {
     /// Node name → keys (`namespace/name`) of the pods bound to it that mount claims, so a
     /// node's `volumesInUse` looks at those pods only. Never held across an `.await`.
     claim_pods: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
+    /// Claim uid → the size its volume was last expanded to on a node (the kubelet's actual
+    /// state of the world marking a volume resized), so a claim cache that has not caught up
+    /// with the kubelet's own status patch does not expand it again. Never held across an
+    /// `.await`.
+    expanded: Mutex<HashMap<String, crate::quantity::Quantity>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -281,14 +299,9 @@ impl Shared {
         replace
     }
 
-    /// The unique names (`kubernetes.io/csi/<driver>^<handle>`) of the volumes of `pod` that the
-    /// simulated CSI driver attaches: its claims' bound volumes with a CSI source of
-    /// [`CSI_DRIVER`], as the kubelet's volume manager finds the attachable ones.
-    fn attachable_volumes(&self, pod: &Pod) -> Vec<String> {
-        let Some((claims, volumes)) = self.volumes.get() else {
-            return Vec::new();
-        };
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    /// The claims `pod` mounts, by name: its `persistentVolumeClaim` volumes' claims and
+    /// `<pod>-<volume>` for each generic ephemeral volume.
+    fn claim_names(pod: &Pod) -> Vec<String> {
         let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
         pod.spec
             .iter()
@@ -298,6 +311,19 @@ impl Shared {
                 (None, Some(_)) => Some(format!("{pod_name}-{}", v.name)),
                 (None, None) => None,
             })
+            .collect()
+    }
+
+    /// The unique names (`kubernetes.io/csi/<driver>^<handle>`) of the volumes of `pod` that the
+    /// simulated CSI driver attaches: its claims' bound volumes with a CSI source of
+    /// [`CSI_DRIVER`], as the kubelet's volume manager finds the attachable ones.
+    fn attachable_volumes(&self, pod: &Pod) -> Vec<String> {
+        let Some((claims, volumes)) = self.volumes.get() else {
+            return Vec::new();
+        };
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        Self::claim_names(pod)
+            .into_iter()
             .filter_map(|claim| claims.get(namespace, &claim))
             .filter_map(|claim| claim.spec.as_ref().and_then(|s| s.volume_name.clone()))
             .filter_map(|pv| volumes.get_cluster(&pv))
@@ -329,6 +355,24 @@ impl Shared {
         in_use.sort_unstable();
         in_use.dedup();
         in_use
+    }
+
+    /// Queues the pods on simulated nodes that mount claim `namespace/name` (its volume waits
+    /// for a node expansion).
+    fn enqueue_pods_mounting(&self, namespace: &str, name: &str) {
+        let keys: Vec<String> = lock(&self.claim_pods)
+            .values()
+            .flat_map(|keys| keys.iter().cloned())
+            .collect();
+        for key in keys {
+            let pod = match split_meta_namespace_key(&key) {
+                Ok((Some(ns), pod_name)) if ns == namespace => self.pods.get(ns, pod_name),
+                _ => None,
+            };
+            if pod.is_some_and(|p| Self::claim_names(&p).iter().any(|c| c == name)) {
+                self.pod_queue.add(key);
+            }
+        }
     }
 
     /// Queues every pod bound to `node` (a node coming back to life).
@@ -398,6 +442,44 @@ impl ResourceEventHandler<Pod> for PodHandler {
                 .release(node, pod.metadata.uid.as_deref().unwrap_or_default());
         }
         self.volumes_changed(pod, true);
+    }
+}
+
+/// Wakes the pods of a claim whose volume waits for the node to expand it.
+struct ClaimHandler(Arc<Shared>);
+
+impl ClaimHandler {
+    fn changed(&self, claim: &PersistentVolumeClaim) {
+        let Some((_, volumes)) = self.0.volumes.get() else {
+            return;
+        };
+        let volume = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .and_then(|v| volumes.get_cluster(v));
+        if volume.is_some_and(|v| expand::needs_node_expansion(claim, &v)) {
+            self.0.enqueue_pods_mounting(
+                claim.metadata.namespace.as_deref().unwrap_or_default(),
+                claim.metadata.name.as_deref().unwrap_or_default(),
+            );
+        }
+    }
+}
+
+impl ResourceEventHandler<PersistentVolumeClaim> for ClaimHandler {
+    fn on_add(&self, claim: Arc<PersistentVolumeClaim>, _is_in_initial_list: bool) {
+        self.changed(&claim);
+    }
+
+    fn on_update(&self, _old: Arc<PersistentVolumeClaim>, new: Arc<PersistentVolumeClaim>) {
+        self.changed(&new);
+    }
+
+    fn on_delete(&self, obj: DeletedObject<PersistentVolumeClaim>) {
+        if let Some(uid) = obj.object().metadata.uid.as_deref() {
+            lock(&self.0.expanded).remove(uid);
+        }
     }
 }
 
@@ -486,14 +568,27 @@ impl Simulator {
 
     /// Gives the kubelets the claim and volume informers (started by the caller), so that a
     /// pod waits until its node lists its attachable volumes in `status.volumesAttached`
-    /// before it starts, and nodes report the volumes of their pods in `status.volumesInUse`,
-    /// as the kubelet's volume manager. A second call changes nothing.
+    /// before it starts, nodes report the volumes of their pods in `status.volumesInUse`, and
+    /// a claim left `NodeResizePending` by the resizer is expanded on the node of a pod using
+    /// it, as the kubelet's volume manager. A second call changes nothing.
     pub fn watch_volumes(
         &self,
         claims: &SharedIndexInformer<PersistentVolumeClaim>,
         volumes: &SharedIndexInformer<PersistentVolume>,
     ) {
-        let _ = self.shared.volumes.set((claims.lister(), volumes.lister()));
+        if self
+            .shared
+            .volumes
+            .set((claims.lister(), volumes.lister()))
+            .is_err()
+        {
+            return;
+        }
+        if let Err(err) = claims
+            .add_event_handler_with_resync_period(ClaimHandler(self.shared.clone()), NO_RESYNC)
+        {
+            tracing::error!(%err, "registering the simulator's claim event handler");
+        }
     }
 
     /// A simulator with every dependency given: the API seam, the pod and node informers
@@ -552,6 +647,7 @@ impl Simulator {
             nodes: nodes.lister(),
             volumes: OnceLock::new(),
             claim_pods: Mutex::new(HashMap::new()),
+            expanded: Mutex::new(HashMap::new()),
         });
         pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {

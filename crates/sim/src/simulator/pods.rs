@@ -175,6 +175,10 @@ impl Simulator {
             tracing::debug!(pod = key, node = node_name, "waiting for volumes to attach");
             return Ok(None);
         }
+        if pod.metadata.deletion_timestamp.is_none() {
+            // Mounting (or mounted): a volume the resizer grew is expanded on the node.
+            self.expand_volumes(&pod, node_name).await?;
+        }
         let (pod_ip, host_ip) = {
             let mut slot = lock(slot);
             let host_ip = slot.host_ip;

@@ -698,3 +698,227 @@ async fn a_pod_with_an_attachable_volume_waits_for_the_attach_and_its_node_repor
     assert!(h.fake.delete_pod_gracefully("default", "web", Some(0)));
     eventually("the volume no longer in use", || in_use(&h).is_empty()).await;
 }
+
+/// Claim `default/data` bound to `pv-1` with 1Gi; `resizing` leaves it as the resizer does
+/// (2Gi allocated, `NodeResizePending`, `Resizing` and `FileSystemResizePending`).
+fn resized_claim(resizing: bool) -> PersistentVolumeClaim {
+    let mut claim = serde_json::json!({
+        "metadata": {"name": "data", "namespace": "default", "uid": "c-1", "resourceVersion": "3"},
+        "spec": {"volumeName": "pv-1", "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}},
+    });
+    if resizing {
+        claim["spec"]["resources"]["requests"]["storage"] = "2Gi".into();
+        claim["status"]["allocatedResources"] = serde_json::json!({"storage": "2Gi"});
+        claim["status"]["allocatedResourceStatuses"] =
+            serde_json::json!({"storage": "NodeResizePending"});
+        claim["status"]["conditions"] = serde_json::json!([
+            {"type": "Ready", "status": "True"},
+            {"type": "Resizing", "status": "True"},
+            {"type": "FileSystemResizePending", "status": "True",
+             "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node."},
+        ]);
+    }
+    serde_json::from_value(claim).expect("claim")
+}
+
+/// Volume `pv-1` of the simulated driver with `size`.
+fn sized_volume(size: &str) -> PersistentVolume {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "pv-1"},
+        "spec": {
+            "capacity": {"storage": size},
+            "csi": {"driver": crate::storage::CSI_DRIVER, "volumeHandle": "pv-1"},
+        },
+    }))
+    .expect("volume")
+}
+
+/// A pod `name` mounting claim `data`.
+fn pod_with_claim(name: &str) -> Pod {
+    let mut p = pod(name, &[]);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.volumes = Some(vec![
+            serde_json::from_value(serde_json::json!(
+                {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}
+            ))
+            .expect("volume"),
+        ]);
+    }
+    p
+}
+
+/// The harness with claim and volume in the caches (and the claim in the fake), the volume
+/// attached to `kcm-node-0`.
+async fn start_with_claim(
+    claim: PersistentVolumeClaim,
+    volume: PersistentVolume,
+) -> (Harness, VolumeInformers) {
+    let informers: VolumeInformers = (
+        SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO),
+        SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO),
+    );
+    let fake = FakeCluster::new();
+    fake.put_claim(claim.clone());
+    informers.0.indexer().add(Arc::new(claim)).expect("claim");
+    informers.1.indexer().add(Arc::new(volume)).expect("volume");
+    let h = Harness::start_with_volumes(fake, config(1), Some(&informers)).await;
+    h.fake.update_node("kcm-node-0", |n| {
+        if let Some(status) = n.status.as_mut() {
+            status.volumes_attached = Some(vec![AttachedVolume {
+                name: "kubernetes.io/csi/hostpath.sim.kcm.io^pv-1".into(),
+                device_path: String::new(),
+            }]);
+        }
+    });
+    (h, informers)
+}
+
+fn claim_patches(h: &Harness) -> Vec<serde_json::Value> {
+    h.fake
+        .actions()
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::PatchClaimStatus { patch, .. } => Some(patch),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The node side of a resize, as the kubelet's `NodeExpander`: a claim left `NodeResizePending`
+/// stays so while no pod uses it; a pod starting with it marks it `NodeResizeInProgress`, then
+/// sets its capacity to the volume's size and drops the status entry and the resize conditions
+/// (other conditions stay), with `FileSystemResizeSuccessful` on the pod and the claim.
+#[tokio::test(start_paused = true)]
+async fn a_pod_starting_with_a_claim_pending_node_expansion_finishes_the_resize() {
+    let (h, _informers) = start_with_claim(resized_claim(true), sized_volume("2Gi")).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(claim_patches(&h).is_empty(), "no pod uses the claim yet");
+
+    h.run_pod(pod_with_claim("web"), "kcm-node-0").await;
+    eventually("the claim's capacity grown", || {
+        h.fake
+            .claim("default", "data")
+            .and_then(|c| c.status)
+            .and_then(|s| s.capacity)
+            .and_then(|c| c.get("storage").map(|q| q.0.clone()))
+            .as_deref()
+            == Some("2Gi")
+    })
+    .await;
+    let patches = claim_patches(&h);
+    assert_eq!(
+        patches,
+        vec![
+            serde_json::json!({
+                "metadata": {"resourceVersion": "3"},
+                "status": {"allocatedResourceStatuses": {"storage": "NodeResizeInProgress"}},
+            }),
+            serde_json::json!({
+                "metadata": {"resourceVersion": patches[1]["metadata"]["resourceVersion"].clone()},
+                "status": {
+                    "capacity": {"storage": "2Gi"},
+                    "allocatedResourceStatuses": null,
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }),
+        ]
+    );
+    assert_ne!(
+        patches[1]["metadata"]["resourceVersion"], "3",
+        "pinned to the first write"
+    );
+    let status = h
+        .fake
+        .claim("default", "data")
+        .and_then(|c| c.status)
+        .expect("status");
+    assert_eq!(status.allocated_resource_statuses, None);
+    let types: Vec<String> = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.type_)
+        .collect();
+    assert_eq!(types, vec!["Ready"]);
+    let events: Vec<_> = h
+        .recorder
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "FileSystemResizeSuccessful")
+        .collect();
+    let about: Vec<_> = events
+        .iter()
+        .map(|e| {
+            (
+                e.regarding.kind.clone().unwrap_or_default(),
+                e.regarding.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        about,
+        vec![
+            ("Pod".to_owned(), "web".to_owned()),
+            ("PersistentVolumeClaim".to_owned(), "data".to_owned()),
+        ]
+    );
+    for event in &events {
+        assert_eq!(event.type_, EventType::Normal);
+        assert_eq!(
+            event.message,
+            "MountVolume.NodeExpandVolume succeeded for volume \"pv-1\" kcm-node-0"
+        );
+    }
+    eventually("running", || {
+        h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    // Later syncs of the pod (the claim cache still shows the old status) expand nothing again.
+    h.fake.update_pod("default", "web", |p| {
+        p.metadata.labels = Some([("touched".to_owned(), "yes".to_owned())].into());
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(claim_patches(&h).len(), 2);
+}
+
+/// A running pod's mounted volume is expanded online once the resizer leaves its claim
+/// `NodeResizePending`.
+#[tokio::test(start_paused = true)]
+async fn a_running_pods_claim_is_expanded_once_the_resizer_is_done() {
+    let (h, informers) = start_with_claim(resized_claim(false), sized_volume("1Gi")).await;
+    h.run_pod(pod_with_claim("web"), "kcm-node-0").await;
+    eventually("running", || {
+        h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
+    assert!(claim_patches(&h).is_empty(), "nothing to expand");
+
+    let resized = resized_claim(true);
+    h.fake.put_claim(resized.clone());
+    informers
+        .0
+        .indexer()
+        .update(Arc::new(resized))
+        .expect("claim");
+    informers
+        .1
+        .indexer()
+        .update(Arc::new(sized_volume("2Gi")))
+        .expect("volume");
+    // The claim informer's update would queue the pod; the hand-filled cache does not.
+    h.fake.update_pod("default", "web", |p| {
+        p.metadata.labels = Some([("touched".to_owned(), "yes".to_owned())].into());
+    });
+    eventually("the claim's capacity grown", || {
+        h.fake
+            .claim("default", "data")
+            .and_then(|c| c.status)
+            .and_then(|s| s.capacity)
+            .and_then(|c| c.get("storage").map(|q| q.0.clone()))
+            .as_deref()
+            == Some("2Gi")
+    })
+    .await;
+    assert_eq!(claim_patches(&h).len(), 2);
+}

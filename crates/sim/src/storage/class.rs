@@ -29,7 +29,8 @@ pub const IMMEDIATE: &str = "Immediate";
 
 /// The default StorageClass `standard`: provisioner [`PROVISIONER`], marked default, volumes
 /// deleted with their claims, bound when the first consumer is scheduled (as kind's
-/// `standard` class).
+/// `standard` class), and expandable (`allowVolumeExpansion`: the simulated resizer grows
+/// its volumes).
 pub fn default_storage_class() -> StorageClass {
     StorageClass {
         metadata: ObjectMeta {
@@ -47,6 +48,7 @@ pub fn default_storage_class() -> StorageClass {
         provisioner: PROVISIONER.to_owned(),
         reclaim_policy: Some("Delete".to_owned()),
         volume_binding_mode: Some(WAIT_FOR_FIRST_CONSUMER.to_owned()),
+        allow_volume_expansion: Some(true),
         ..StorageClass::default()
     }
 }
@@ -127,6 +129,7 @@ mod tests {
         );
         assert_eq!(name(class_of(&claim(Some("gone")), &classes)), None);
         assert!(is_default(&classes[0]));
+        assert_eq!(classes[0].allow_volume_expansion, Some(true));
         assert_eq!(binding_mode(&classes[0]), WAIT_FOR_FIRST_CONSUMER);
         assert_eq!(binding_mode(&StorageClass::default()), IMMEDIATE);
     }

@@ -1,4 +1,4 @@
-//! The API calls of the simulated provisioner: [`VolumeClient`] over a `kube::Client`, and an in-memory fake.
+//! The API calls of the simulated provisioner, attacher and resizer: [`VolumeClient`] over a `kube::Client`, and an in-memory fake.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -8,12 +8,12 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass, VolumeAttachment};
 use kcm_machinery::controller::api_status::{self, ApiStatus};
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 
 /// The result of one API call.
 pub type Result<T, E = kube::Error> = std::result::Result<T, E>;
 
-/// What the provisioner writes.
+/// What the provisioner, the attacher and the resizer write.
 #[async_trait]
 pub trait VolumeClient: Send + Sync {
     /// Creates `class` unless a class of that name exists.
@@ -33,6 +33,16 @@ pub trait VolumeClient: Send + Sync {
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<PersistentVolumeClaim>;
+    /// Patches a claim's status (`persistentvolumeclaims/status`) with an RFC 7386 merge
+    /// patch; a `metadata.resourceVersion` in it is a precondition (a Conflict when stale).
+    async fn patch_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: &serde_json::Value,
+    ) -> Result<PersistentVolumeClaim>;
+    /// Patches a PersistentVolume with an RFC 7386 merge patch.
+    async fn patch_volume(&self, name: &str, patch: &serde_json::Value)
+    -> Result<PersistentVolume>;
     /// Creates `driver` unless a CSIDriver of that name exists.
     async fn ensure_csi_driver(&self, driver: &CSIDriver) -> Result<()>;
     /// Replaces a VolumeAttachment's status (the external attacher's write).
@@ -123,6 +133,27 @@ impl VolumeClient for KubeVolumeClient {
             .await
     }
 
+    async fn patch_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: &serde_json::Value,
+    ) -> Result<PersistentVolumeClaim> {
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        self.claims(claim)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+    }
+
+    async fn patch_volume(
+        &self,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<PersistentVolume> {
+        let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+    }
+
     async fn ensure_csi_driver(&self, driver: &CSIDriver) -> Result<()> {
         let api: Api<CSIDriver> = Api::all(self.client.clone());
         match api.create(&PostParams::default(), driver).await {
@@ -172,6 +203,38 @@ fn claim_key(claim: &PersistentVolumeClaim) -> String {
     )
 }
 
+/// `base` with the merge `patch` applied, as the API server does: a `metadata.resourceVersion`
+/// in the patch must match `base`'s (a Conflict otherwise); every write bumps it.
+fn merge_patched<K>(base: &K, patch: &serde_json::Value, resource: &str, name: &str) -> Result<K>
+where
+    K: serde::Serialize + serde::de::DeserializeOwned + kube::Resource,
+{
+    let current = base.meta().resource_version.clone();
+    if let Some(pinned) = patch
+        .pointer("/metadata/resourceVersion")
+        .and_then(|v| v.as_str())
+        && Some(pinned) != current.as_deref()
+    {
+        return Err(kube::Error::Api(
+            api_status::conflict(
+                resource,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
+            .boxed(),
+        ));
+    }
+    let mut doc = serde_json::to_value(base).map_err(kube::Error::SerdeError)?;
+    json_patch::merge(&mut doc, patch);
+    let mut patched: K = serde_json::from_value(doc).map_err(kube::Error::SerdeError)?;
+    let next = current
+        .and_then(|rv| rv.parse::<u64>().ok())
+        .unwrap_or(0)
+        .saturating_add(1);
+    patched.meta_mut().resource_version = Some(next.to_string());
+    Ok(patched)
+}
+
 impl FakeVolumes {
     /// An empty fake.
     pub fn new() -> Self {
@@ -200,6 +263,11 @@ impl FakeVolumes {
     /// The classes held.
     pub fn classes(&self) -> Vec<StorageClass> {
         self.state().classes.values().cloned().collect()
+    }
+
+    /// Puts `claim` in the fake as if the API server held it (what status patches apply to).
+    pub fn put_claim(&self, claim: PersistentVolumeClaim) {
+        self.state().claims.insert(claim_key(&claim), claim);
     }
 
     /// The latest version of VolumeAttachment `name` written.
@@ -273,6 +341,41 @@ impl VolumeClient for FakeVolumes {
             .push(format!("update-claim-status {}", claim_key(claim)));
         state.claims.insert(claim_key(claim), claim.clone());
         Ok(claim.clone())
+    }
+
+    async fn patch_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: &serde_json::Value,
+    ) -> Result<PersistentVolumeClaim> {
+        let mut state = self.state();
+        let key = claim_key(claim);
+        state.actions.push(format!("patch-claim-status {key}"));
+        let base = state
+            .claims
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| claim.clone());
+        let patched = merge_patched(&base, patch, "persistentvolumeclaims", &key)?;
+        state.claims.insert(key, patched.clone());
+        Ok(patched)
+    }
+
+    async fn patch_volume(
+        &self,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<PersistentVolume> {
+        let mut state = self.state();
+        state.actions.push(format!("patch-volume {name}"));
+        let Some(base) = state.volumes.get(name).cloned() else {
+            return Err(kube::Error::Api(
+                api_status::not_found("persistentvolumes", name).boxed(),
+            ));
+        };
+        let patched = merge_patched(&base, patch, "persistentvolumes", name)?;
+        state.volumes.insert(name.to_owned(), patched.clone());
+        Ok(patched)
     }
 
     async fn ensure_csi_driver(&self, driver: &CSIDriver) -> Result<()> {

@@ -3,17 +3,22 @@
 //! Where to start: [`Provisioner`]. [`class::default_storage_class`] is what `kcm up` and
 //! `kcm sim` create; [`client::VolumeClient`] is the seam the provisioner writes through.
 //! [`Attacher`] is the simulated driver's external attacher: it publishes the CSIDriver and marks
-//! the VolumeAttachments the attach/detach controller creates attached.
+//! the VolumeAttachments the attach/detach controller creates attached. [`Resizer`] is its external
+//! resizer: it expands the volumes of grown claims and leaves the file system to the node
+//! ([`resize_status`] holds the claim status both write).
 
 pub mod attacher;
 pub mod class;
 pub mod client;
 pub mod provisioner;
+pub mod resize_status;
+pub mod resizer;
 
 pub use attacher::{Attacher, CSI_DRIVER};
 pub use class::{DEFAULT_CLASS, PROVISIONER, default_storage_class};
 pub use client::{FakeVolumes, KubeVolumeClient, VolumeClient};
 pub use provisioner::{Item, Provisioner, StorageCaches};
+pub use resizer::Resizer;
 
 /// Runs `create` (an idempotent "ensure it exists") until it succeeds, at most 10 times a
 /// second apart: the API server may not serve the group yet. Carries on without it after the
