@@ -163,9 +163,10 @@ pub struct ServerConfig {
     pub write_stall_timeout: Duration,
     /// How often watches that asked for bookmarks get one (upstream: about a minute).
     pub bookmark_interval: Duration,
-    /// In-memory store: compact every this often, to the revision current one interval
-    /// earlier (the SQLite store compacts itself the same way, every 5 minutes).
-    pub memory_compaction_interval: Option<Duration>,
+    /// The in-memory and SQLite stores compact every this often, each time to the revision
+    /// current one interval earlier (kube-apiserver's `--etcd-compaction-interval`, 5 minutes);
+    /// `None` never.
+    pub compaction_interval: Option<Duration>,
     /// Revisions of history compaction keeps besides the last interval's (kine's
     /// `compactMinRetain`, 1000). 0, as kube-apiserver compacting etcd: with kine's floor an
     /// idle cluster (a few dozen writes a minute) would keep a `continue` token valid for
@@ -194,7 +195,7 @@ impl ServerConfig {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             write_stall_timeout: DEFAULT_REQUEST_TIMEOUT,
             bookmark_interval: Duration::from_secs(60),
-            memory_compaction_interval: Some(Duration::from_secs(5 * 60)),
+            compaction_interval: Some(Duration::from_secs(5 * 60)),
             compact_retain: 0,
             admission: crate::admission::AdmissionConfig::default(),
             service_ip_range: crate::registry::service_ip::ServiceIpRange::default(),
@@ -384,8 +385,7 @@ impl Server {
             crate::registry::service_alloc::SERVICE_REPAIR_INTERVAL,
             shutdown.clone(),
         ));
-        if let (StorageBackend::Memory, Some(every)) =
-            (&config.storage, config.memory_compaction_interval)
+        if let (StorageBackend::Memory, Some(every)) = (&config.storage, config.compaction_interval)
         {
             tracker.spawn(compact_periodically(
                 Arc::clone(&storage),
@@ -660,6 +660,7 @@ async fn open_backend(config: &ServerConfig) -> Result<Arc<dyn Storage>> {
         StorageBackend::Sqlite => {
             let options = SqliteOptions {
                 compact_retain: config.compact_retain,
+                compact_interval: config.compaction_interval,
                 ..SqliteOptions::default()
             };
             let sqlite = SqliteStorage::open(config.data_dir.join("state.db"), options)

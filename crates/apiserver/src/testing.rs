@@ -74,7 +74,7 @@ impl TestServer {
         config.listen = "127.0.0.1:0".parse().unwrap_or(config.listen);
         config.storage = storage;
         config.bookmark_interval = Duration::from_millis(200);
-        config.memory_compaction_interval = None;
+        config.compaction_interval = None;
         // No controller manager runs beside a test server: no `default` service account
         // ever appears and no node lifecycle controller lifts a new node's not-ready taint,
         // so ServiceAccount and TaintNodesByCondition are off, as in upstream's integration

@@ -51,6 +51,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         (None, StorageKind::Sqlite) => StorageBackend::Sqlite,
         (None, StorageKind::Memory) => StorageBackend::Memory,
     };
+    config.compaction_interval = args.etcd.compaction_interval();
     args.limits.apply(&mut config);
     config.admission = args.admission.config();
     let server = Server::start(config)

@@ -25,12 +25,18 @@ pub struct EtcdFlags {
     /// Client key for etcd (TLS), with --etcd-certfile.
     #[arg(long, value_name = "FILE", requires = "etcd_certfile")]
     pub etcd_keyfile: Option<PathBuf>,
-    /// How often etcd is compacted (Go duration; 0 never), as kube-apiserver's flag.
+    /// How often the store is compacted (Go duration; 0 never), as kube-apiserver's flag: etcd,
+    /// or without `--etcd-servers` the SQLite file.
     #[arg(long, value_name = "duration", default_value = "5m0s", value_parser = parse_interval)]
     pub etcd_compaction_interval: Duration,
 }
 
 impl EtcdFlags {
+    /// `--etcd-compaction-interval`, `None` for 0.
+    pub fn compaction_interval(&self) -> Option<Duration> {
+        (!self.etcd_compaction_interval.is_zero()).then_some(self.etcd_compaction_interval)
+    }
+
     /// The etcd store these flags ask for; `None` without `--etcd-servers`.
     pub fn options(&self) -> Option<EtcdOptions> {
         let endpoints: Vec<String> = self
@@ -49,8 +55,7 @@ impl EtcdFlags {
                 cert_file: self.etcd_certfile.clone(),
                 key_file: self.etcd_keyfile.clone(),
             },
-            compaction_interval: (!self.etcd_compaction_interval.is_zero())
-                .then_some(self.etcd_compaction_interval),
+            compaction_interval: self.compaction_interval(),
             ..EtcdOptions::new(endpoints)
         })
     }

@@ -515,6 +515,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         Some(etcd) => StorageBackend::Etcd(etcd),
         None => StorageBackend::Sqlite,
     };
+    config.compaction_interval = args.etcd.compaction_interval();
     args.limits.apply(&mut config);
     config.admission = args.admission.config();
     let server = Server::start(config).await.with_context(|| {

@@ -19,7 +19,7 @@ async fn server(tune: impl FnOnce(&mut ServerConfig)) -> (RunningServer, tempfil
     config.storage = StorageBackend::Memory;
     config.tls = false;
     config.token = Some(TOKEN.to_owned());
-    config.memory_compaction_interval = None;
+    config.compaction_interval = None;
     tune(&mut config);
     (Server::start(config).await.expect("server starts"), dir)
 }

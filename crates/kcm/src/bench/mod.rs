@@ -12,6 +12,8 @@ mod progress;
 mod prometheus;
 mod quantile;
 mod report;
+mod soak;
+mod soak_report;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -86,6 +88,27 @@ pub struct BenchArgs {
     /// Give up when not every pod is available after this long.
     #[arg(long, value_parser = crate::up_cmd::parse_duration, default_value = "10m")]
     pub timeout: Duration,
+    /// Instead of the Deployments, soak for this long: a steady churn of writes (ConfigMaps,
+    /// Secrets, Deployments' lives, Jobs, a CronJob, failing pods, node flaps, watches)
+    /// sampled for memory, database and WAL size, write latency and watch lag.
+    #[arg(long, value_parser = crate::up_cmd::parse_duration, value_name = "duration")]
+    pub soak: Option<Duration>,
+    /// The soak's own writes per second.
+    #[arg(long, default_value_t = 50.0, value_name = "writes/s")]
+    pub write_rate: f64,
+    /// How often the soak samples.
+    #[arg(long, value_parser = crate::up_cmd::parse_duration, default_value = "10s")]
+    pub sample_every: Duration,
+    /// How often the embedded store compacts (kube-apiserver's flag; 5m0s), e.g. shorter to
+    /// compress a soak's time.
+    #[arg(long, value_parser = crate::up_cmd::parse_duration, default_value = "5m")]
+    pub etcd_compaction_interval: Duration,
+}
+
+/// What one run produced.
+enum Outcome {
+    Bench(Box<Report>),
+    Soak(Box<soak_report::SoakReport>),
 }
 
 /// Where the controllers' and the nodes' metrics come from (embedded runs only).
@@ -125,9 +148,26 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     crate::up_cmd::init_logging()?;
     let cancel = CancellationToken::new();
     install_signal_handler(cancel.clone()).context("installing the signal handler")?;
-    let report = match &args.kubeconfig {
+    let outcome = match &args.kubeconfig {
         Some(path) => run_against(&args, path, &cancel).await?,
         None => run_embedded(&args, &cancel).await?,
+    };
+    let report = match outcome {
+        Outcome::Bench(report) => report,
+        Outcome::Soak(report) => {
+            print!("{}", report.summary.table());
+            let text = serde_json::to_string_pretty(&report).context("encoding the results")?;
+            std::fs::write(&args.json, text + "\n")
+                .with_context(|| format!("writing {}", args.json.display()))?;
+            std::fs::write(&args.svg, soak_report::svg(&report)?)
+                .with_context(|| format!("writing {}", args.svg.display()))?;
+            println!(
+                "\n  wrote {} and {}",
+                args.json.display(),
+                args.svg.display()
+            );
+            return Ok(());
+        }
     };
     print!("{}", report.table());
     write_outputs(&report, &args.json, &args.svg)?;
@@ -155,7 +195,7 @@ fn write_outputs(report: &Report, json: &Path, svg: &Path) -> anyhow::Result<()>
 }
 
 /// An in-process `kcm up` in a fresh temporary data dir, removed afterwards.
-async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::Result<Report> {
+async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::Result<Outcome> {
     let up = up_args(args)?;
     up.check_pod_network()?;
     let dir = tempfile::Builder::new()
@@ -165,6 +205,8 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
     let mut config = ServerConfig::new(dir.path());
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     config.storage = StorageBackend::Sqlite;
+    config.compaction_interval =
+        (!args.etcd_compaction_interval.is_zero()).then_some(args.etcd_compaction_interval);
     let server = Server::start(config)
         .await
         .context("starting the API server")?;
@@ -193,7 +235,27 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
         let client = server.client().context("the bench's client")?;
         wait_for_nodes(&client, args.nodes, cancel).await?;
         workload::create_namespace(&client, EMBEDDED_NAMESPACE).await?;
-        measure(&client, EMBEDDED_NAMESPACE, args, config, &sources, cancel).await
+        if let Some(duration) = args.soak {
+            let probes = soak::Probes {
+                process: Some(Process::current()),
+                database: Some(dir.path().join("state.db")),
+                storage: Some(Arc::clone(server.storage())),
+            };
+            let config = soak_config(args, duration, "embedded");
+            return soak::run(
+                &client,
+                EMBEDDED_NAMESPACE,
+                &soak_options(args, duration),
+                config,
+                &probes,
+                cancel,
+            )
+            .await
+            .map(|r| Outcome::Soak(Box::new(r)));
+        }
+        measure(&client, EMBEDDED_NAMESPACE, args, config, &sources, cancel)
+            .await
+            .map(|r| Outcome::Bench(Box::new(r)))
     }
     .await;
     let stopped = cluster.stop(cancel).await;
@@ -202,6 +264,27 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
     let report = result?;
     stopped?;
     Ok(report)
+}
+
+fn soak_options(args: &BenchArgs, duration: Duration) -> soak::SoakOptions {
+    soak::SoakOptions {
+        duration,
+        rate: args.write_rate,
+        sample_every: args.sample_every,
+    }
+}
+
+fn soak_config(args: &BenchArgs, duration: Duration, mode: &str) -> soak_report::SoakConfig {
+    let embedded = mode == "embedded";
+    soak_report::SoakConfig {
+        mode: mode.to_owned(),
+        duration_seconds: duration.as_secs_f64(),
+        writes_per_second: args.write_rate,
+        sample_seconds: args.sample_every.as_secs_f64(),
+        compaction_interval_seconds: embedded
+            .then_some(args.etcd_compaction_interval.as_secs_f64()),
+        nodes: embedded.then_some(args.nodes),
+    }
 }
 
 /// The `kcm up` flags of an embedded bench.
@@ -276,7 +359,7 @@ async fn run_against(
     args: &BenchArgs,
     kubeconfig: &Path,
     cancel: &CancellationToken,
-) -> anyhow::Result<Report> {
+) -> anyhow::Result<Outcome> {
     let kubeconfig_file = kube::config::Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig_file, &Default::default())
@@ -297,15 +380,28 @@ async fn run_against(
         kube_api_burst: None,
         pod_ready_delay_seconds: None,
     };
-    let result = measure(
-        &client,
-        &namespace,
-        args,
-        config,
-        &MetricSources::default(),
-        cancel,
-    )
-    .await;
+    let result = match args.soak {
+        Some(duration) => soak::run(
+            &client,
+            &namespace,
+            &soak_options(args, duration),
+            soak_config(args, duration, "kubeconfig"),
+            &soak::Probes::default(),
+            cancel,
+        )
+        .await
+        .map(|r| Outcome::Soak(Box::new(r))),
+        None => measure(
+            &client,
+            &namespace,
+            args,
+            config,
+            &MetricSources::default(),
+            cancel,
+        )
+        .await
+        .map(|r| Outcome::Bench(Box::new(r))),
+    };
     if let Err(err) = workload::delete_namespace(&client, &namespace).await {
         eprintln!("kcm bench: cleaning up: {err:#}");
     }

@@ -60,7 +60,7 @@ pub fn server_config(data_dir: &Path, storage: StorageBackend, tls: bool) -> Ser
     config.storage = storage;
     config.tls = tls;
     config.bookmark_interval = Duration::from_millis(200);
-    config.memory_compaction_interval = None;
+    config.compaction_interval = None;
     config.admission =
         AdmissionConfig::default().disabling(&[SERVICE_ACCOUNT, TAINT_NODES_BY_CONDITION]);
     config
