@@ -1220,6 +1220,8 @@ pub fn persistentvolume_binder_controller() -> ControllerDescriptor {
         PERSISTENTVOLUME_BINDER_CONTROLLER,
         |ctx: ControllerContext| async move {
             let flags = &ctx.options.persistentvolume_binder;
+            let controller_metrics =
+                Arc::new(crate::volume::persistentvolume::metrics::PvMetrics::new());
             let controller = Arc::new(
                 crate::volume::persistentvolume::PersistentVolumeController::new(
                     &ctx.factory,
@@ -1229,9 +1231,14 @@ pub fn persistentvolume_binder_controller() -> ControllerDescriptor {
                         resync_period: flags.pvclaimbinder_sync_period.0,
                         enable_dynamic_provisioning: flags.enable_dynamic_provisioning,
                         metrics: Some(ctx.workqueue_metrics()),
+                        controller_metrics: Some(Arc::clone(&controller_metrics)),
                     },
                 ),
             );
+            ctx.metrics.with_registry(|registry| {
+                controller_metrics.register(registry);
+                controller.register_state_metrics(registry);
+            });
             Ok(Some(StartedController::new(
                 controller.run(ctx.cancel.clone()),
             )))

@@ -17,6 +17,7 @@
 
 mod controller;
 pub mod index;
+pub mod metrics;
 mod sync;
 pub mod util;
 
