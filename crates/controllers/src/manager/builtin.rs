@@ -1220,6 +1220,8 @@ pub fn persistentvolume_binder_controller() -> ControllerDescriptor {
         PERSISTENTVOLUME_BINDER_CONTROLLER,
         |ctx: ControllerContext| async move {
             let flags = &ctx.options.persistentvolume_binder;
+            let controller_metrics =
+                Arc::new(crate::volume::persistentvolume::metrics::PvMetrics::new());
             let controller = Arc::new(
                 crate::volume::persistentvolume::PersistentVolumeController::new(
                     &ctx.factory,
@@ -1229,9 +1231,14 @@ pub fn persistentvolume_binder_controller() -> ControllerDescriptor {
                         resync_period: flags.pvclaimbinder_sync_period.0,
                         enable_dynamic_provisioning: flags.enable_dynamic_provisioning,
                         metrics: Some(ctx.workqueue_metrics()),
+                        controller_metrics: Some(Arc::clone(&controller_metrics)),
                     },
                 ),
             );
+            ctx.metrics.with_registry(|registry| {
+                controller_metrics.register(registry);
+                controller.register_state_metrics(registry);
+            });
             Ok(Some(StartedController::new(
                 controller.run(ctx.cancel.clone()),
             )))
@@ -1252,6 +1259,8 @@ pub fn persistentvolume_attach_detach_controller() -> ControllerDescriptor {
             let flags = &ctx.options.attach_detach;
             let period = flags.attach_detach_reconcile_sync_period.0;
             crate::volume::attachdetach::reconciler::validate_reconcile_sync_period(period)?;
+            let controller_metrics =
+                Arc::new(crate::volume::attachdetach::metrics::AttachDetachMetrics::new());
             let controller = Arc::new(crate::volume::attachdetach::AttachDetachController::new(
                 &ctx.factory,
                 ctx.client.clone(),
@@ -1260,8 +1269,13 @@ pub fn persistentvolume_attach_detach_controller() -> ControllerDescriptor {
                     reconcile_sync_period: flags.attach_detach_reconcile_sync_period.0,
                     disable_reconcile_sync: flags.disable_attach_detach_reconcile_sync,
                     metrics: Some(ctx.workqueue_metrics()),
+                    controller_metrics: Some(Arc::clone(&controller_metrics)),
                 },
             ));
+            ctx.metrics.with_registry(|registry| {
+                controller_metrics.register(registry);
+                controller.register_state_metrics(registry);
+            });
             Ok(Some(StartedController::new(
                 controller.run(ctx.cancel.clone()),
             )))

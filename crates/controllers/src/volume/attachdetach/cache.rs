@@ -19,6 +19,13 @@ pub struct VolumeToAttach {
     pub node_name: String,
     /// The pods (`namespace/name`) on the node that use it; never empty.
     pub pods: BTreeSet<String>,
+    /// Whether the volume may be attached to several nodes at once, as upstream's
+    /// `util.IsMultiAttachAllowed` of its spec ([`super::multi_attach::is_multi_attach_allowed`]).
+    pub multi_attach_allowed: bool,
+    /// Whether the Multi-Attach error was reported for this (volume, node), so it is reported
+    /// once, not on every reconciler pass (upstream `MultiAttachErrorReported`); it lasts as
+    /// long as the volume stays desired on the node.
+    pub multi_attach_error_reported: bool,
 }
 
 /// Volumes pods scheduled to controller-managed nodes need, as upstream's `DesiredStateOfWorld`.
@@ -31,8 +38,17 @@ pub struct DesiredStateOfWorld {
 }
 
 impl DesiredStateOfWorld {
-    /// Records that `pod` on `node` needs the volume (upstream `AddPod`).
-    pub fn add_pod(&mut self, pod: &str, node: &str, driver: &str, handle: &str, pv_name: &str) {
+    /// Records that `pod` on `node` needs the volume (upstream `AddPod`); a volume already
+    /// desired on the node keeps its spec and its Multi-Attach report.
+    pub fn add_pod(
+        &mut self,
+        pod: &str,
+        node: &str,
+        driver: &str,
+        handle: &str,
+        pv_name: &str,
+        multi_attach_allowed: bool,
+    ) {
         let volume_name = super::naming::unique_volume_name(driver, handle);
         let volumes = self.nodes.entry(node.to_owned()).or_default();
         let volume = volumes
@@ -44,8 +60,33 @@ impl DesiredStateOfWorld {
                 pv_name: pv_name.to_owned(),
                 node_name: node.to_owned(),
                 pods: BTreeSet::new(),
+                multi_attach_allowed,
+                multi_attach_error_reported: false,
             });
         volume.pods.insert(pod.to_owned());
+    }
+
+    /// Remembers that the Multi-Attach error of the volume on `node` was reported (upstream
+    /// `SetMultiAttachError`).
+    pub fn set_multi_attach_error(&mut self, volume_name: &str, node: &str) {
+        if let Some(v) = self
+            .nodes
+            .get_mut(node)
+            .and_then(|v| v.get_mut(volume_name))
+        {
+            v.multi_attach_error_reported = true;
+        }
+    }
+
+    /// The pods (`namespace/name`, sorted) that want `volume_name` on any of `nodes` (upstream
+    /// `GetVolumePodsOnNodes`).
+    pub fn volume_pods_on_nodes(&self, nodes: &[String], volume_name: &str) -> Vec<String> {
+        let pods: BTreeSet<&String> = nodes
+            .iter()
+            .filter_map(|n| self.volume(volume_name, n))
+            .flat_map(|v| v.pods.iter())
+            .collect();
+        pods.into_iter().cloned().collect()
     }
 
     /// Forgets `pod` on `node` everywhere; volumes left without pods go (upstream `DeletePod`).
@@ -103,6 +144,12 @@ pub struct AttachedVolume {
     pub detach_requested_at: Option<Instant>,
     /// Whether the node's `status.volumesAttached` should list it; false once a detach begins.
     pub report_as_attached: bool,
+    /// The PersistentVolume, empty while the spec is unknown (a volume found only in the node's
+    /// `status.volumesAttached`, upstream's nil `VolumeSpec`).
+    pub pv_name: String,
+    /// As [`VolumeToAttach::multi_attach_allowed`]; true while the spec is unknown, as
+    /// upstream's `IsMultiAttachAllowed(nil)`.
+    pub multi_attach_allowed: bool,
 }
 
 /// Volumes attached to nodes, as upstream's `ActualStateOfWorld`.
@@ -123,7 +170,31 @@ impl ActualStateOfWorld {
             node_name: volume.node_name.clone(),
             detach_requested_at: None,
             report_as_attached: true,
+            pv_name: volume.pv_name.clone(),
+            multi_attach_allowed: volume.pv_name.is_empty() || volume.multi_attach_allowed,
         });
+    }
+
+    /// Gives an attached volume found without a spec the desired state's spec, as upstream's
+    /// `populateDesiredStateOfWorld` marking the volumes pods use attached again.
+    pub fn update_spec(&mut self, volume: &VolumeToAttach) {
+        if let Some(v) = self
+            .attached
+            .get_mut(&(volume.node_name.clone(), volume.volume_name.clone()))
+            && v.pv_name.is_empty()
+        {
+            v.pv_name = volume.pv_name.clone();
+            v.multi_attach_allowed = volume.multi_attach_allowed;
+        }
+    }
+
+    /// The nodes `volume_name` is attached to, sorted (upstream `GetNodesForAttachedVolume`).
+    pub fn nodes_for_attached_volume(&self, volume_name: &str) -> Vec<String> {
+        self.attached
+            .values()
+            .filter(|v| v.volume_name == volume_name)
+            .map(|v| v.node_name.clone())
+            .collect()
     }
 
     /// Stops listing the volume in the node's status before detaching it (upstream
@@ -209,8 +280,8 @@ mod tests {
     #[test]
     fn a_volume_stays_desired_until_its_last_pod_goes() {
         let mut dsw = DesiredStateOfWorld::default();
-        dsw.add_pod("ns/a", "n1", "d", "h", "pv");
-        dsw.add_pod("ns/b", "n1", "d", "h", "pv");
+        dsw.add_pod("ns/a", "n1", "d", "h", "pv", true);
+        dsw.add_pod("ns/b", "n1", "d", "h", "pv", true);
         let name = crate::volume::attachdetach::naming::unique_volume_name("d", "h");
         assert_eq!(dsw.volumes_to_attach().count(), 1);
         dsw.delete_pod("ns/a", "n1");
@@ -223,7 +294,7 @@ mod tests {
     #[test]
     fn detach_request_time_is_kept_from_the_first_request_until_reset() {
         let mut dsw = DesiredStateOfWorld::default();
-        dsw.add_pod("ns/a", "n1", "d", "h", "pv");
+        dsw.add_pod("ns/a", "n1", "d", "h", "pv", true);
         let v = dsw.volumes_to_attach().next().cloned().expect("desired");
         let mut asw = ActualStateOfWorld::default();
         asw.mark_attached(&v);

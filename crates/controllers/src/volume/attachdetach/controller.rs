@@ -28,8 +28,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::cache::{ActualStateOfWorld, DesiredStateOfWorld, VolumeToAttach};
 use super::client::{ApiAttachDetachClient, AttachDetachClient};
+use super::metrics::{
+    ACTUAL_STATE_OF_WORLD, AttachDetachMetrics, DESIRED_STATE_OF_WORLD, VolumeCount,
+};
+use super::multi_attach::{MultiAttachError, is_multi_attach_allowed};
 use super::naming::{CSI_PLUGIN_NAME, attachment_name, unique_volume_name};
-use super::reconciler::{DEFAULT_RECONCILE_SYNC_PERIOD, NodeView, Operation, reconcile};
+use super::reconciler::{
+    DEFAULT_RECONCILE_SYNC_PERIOD, NodeView, Operation, OperationState, reconcile,
+};
 use super::{CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION, CONTROLLER_NAME};
 use crate::volume::common::{
     POD_PVC_INDEX, add_pod_pvc_indexer, is_pod_terminated, is_scheduled, pod_volumes,
@@ -86,6 +92,8 @@ pub struct AttachDetachControllerOptions {
     pub disable_reconcile_sync: bool,
     /// Where the PVC queue records its `workqueue_*` metrics; `None` records nothing.
     pub metrics: Option<Arc<WorkqueueMetrics>>,
+    /// Where forced detaches are counted; `None` counts nothing.
+    pub controller_metrics: Option<Arc<AttachDetachMetrics>>,
 }
 
 impl Default for AttachDetachControllerOptions {
@@ -94,6 +102,7 @@ impl Default for AttachDetachControllerOptions {
             reconcile_sync_period: DEFAULT_RECONCILE_SYNC_PERIOD,
             disable_reconcile_sync: false,
             metrics: None,
+            controller_metrics: None,
         }
     }
 }
@@ -126,7 +135,7 @@ pub struct AttachDetachCaches {
 
 /// An operation's bookkeeping, as upstream's `nestedpendingoperations`.
 #[derive(Clone, Copy, Debug, Default)]
-struct OperationState {
+struct PendingOperation {
     /// An attach or detach of this (volume, node) is running.
     running: bool,
     /// After a failure: no new operation before this instant.
@@ -145,7 +154,7 @@ struct State {
     /// Nodes whose annotation leaves attach and detach to this controller.
     managed_nodes: BTreeSet<String>,
     /// (unique volume name, node) → operation state; entries idle and not backing off go.
-    operations: BTreeMap<(String, String), OperationState>,
+    operations: BTreeMap<(String, String), PendingOperation>,
     /// Nodes whose `status.volumesAttached` must be written (upstream's
     /// `nodesToUpdateStatusFor`).
     nodes_to_update: BTreeSet<String>,
@@ -156,9 +165,7 @@ struct State {
 impl State {
     /// Whether an operation for (volume, node) runs or backs off at `now`.
     fn pending(&self, volume: &str, node: &str, now: Instant) -> bool {
-        self.operations
-            .get(&(volume.to_owned(), node.to_owned()))
-            .is_some_and(|op| op.running || op.retry_at.is_some_and(|at| now < at))
+        operation_state(&self.operations, volume, Some(node), now) != OperationState::Idle
     }
 
     /// Records that an operation finished: `Ok` forgets it, `Err` backs it off exponentially.
@@ -176,6 +183,43 @@ impl State {
             (op.backoff * 2).min(MAX_BACKOFF)
         };
         op.retry_at = Some(now + op.backoff);
+    }
+}
+
+/// What runs for `volume` on `node`, or (`None`) on any node, at `now`: running wins over
+/// backing off.
+fn operation_state(
+    operations: &BTreeMap<(String, String), PendingOperation>,
+    volume: &str,
+    node: Option<&str>,
+    now: Instant,
+) -> OperationState {
+    let of = |op: &PendingOperation| {
+        if op.running {
+            OperationState::Running
+        } else if op.retry_at.is_some_and(|at| now < at) {
+            OperationState::BackingOff
+        } else {
+            OperationState::Idle
+        }
+    };
+    match node {
+        Some(node) => operations
+            .get(&(volume.to_owned(), node.to_owned()))
+            .map_or(OperationState::Idle, of),
+        None => operations
+            .range((volume.to_owned(), String::new())..)
+            .take_while(|((v, _), _)| v == volume)
+            .map(|(_, op)| of(op))
+            .fold(OperationState::Idle, |acc, s| match (acc, s) {
+                (OperationState::Running, _) | (_, OperationState::Running) => {
+                    OperationState::Running
+                }
+                (OperationState::BackingOff, _) | (_, OperationState::BackingOff) => {
+                    OperationState::BackingOff
+                }
+                _ => OperationState::Idle,
+            }),
     }
 }
 
@@ -326,6 +370,18 @@ impl AttachDetachController {
         &self.handlers
     }
 
+    /// Registers the collector of `attachdetach_controller_total_volumes` and
+    /// `storage_count_attachable_volumes_in_use` over this controller, as upstream's
+    /// `metrics.Register` in `Run`.
+    pub fn register_state_metrics(
+        self: &Arc<Self>,
+        registry: &mut prometheus_client::registry::Registry,
+    ) {
+        registry.register_collector(Box::new(super::metrics::AttachDetachStateCollector::new(
+            Arc::downgrade(self),
+        )));
+    }
+
     /// Waits for the caches, fills the actual and desired states from them, then runs the
     /// reconciler, the populator and the claim worker until `cancel` fires, as upstream's
     /// `Run`.
@@ -422,6 +478,8 @@ impl AttachDetachController {
                     pv_name: String::new(),
                     node_name: node_name.clone(),
                     pods: BTreeSet::new(),
+                    multi_attach_allowed: true,
+                    multi_attach_error_reported: false,
                 });
             }
         }
@@ -430,12 +488,10 @@ impl AttachDetachController {
             let Some(pv_name) = va.spec.source.persistent_volume_name.as_deref() else {
                 continue;
             };
-            let Some(csi) = self
-                .caches
-                .volumes
-                .get_by_key(pv_name)
-                .and_then(|pv| pv.spec.as_ref().and_then(|s| s.csi.clone()))
-            else {
+            let Some(pv) = self.caches.volumes.get_by_key(pv_name) else {
+                continue;
+            };
+            let Some(csi) = pv.spec.as_ref().and_then(|s| s.csi.clone()) else {
                 continue;
             };
             if !attached || self.caches.nodes.get_by_key(&va.spec.node_name).is_none() {
@@ -449,6 +505,8 @@ impl AttachDetachController {
                 pv_name: pv_name.to_owned(),
                 node_name: va.spec.node_name.clone(),
                 pods: BTreeSet::new(),
+                multi_attach_allowed: is_multi_attach_allowed(&pv),
+                multi_attach_error_reported: false,
             });
             state.nodes_to_update.insert(va.spec.node_name.clone());
         }
@@ -460,6 +518,11 @@ impl AttachDetachController {
         let mut state = lock(&self.state);
         for pod in self.caches.pods.list() {
             self.handlers.process_pod_volumes_locked(&mut state, &pod);
+        }
+        // Volumes found attached in node statuses learn their spec from the pods using them.
+        let state = &mut *state;
+        for volume in state.dsw.volumes_to_attach() {
+            state.asw.update_spec(volume);
         }
     }
 
@@ -509,23 +572,20 @@ impl AttachDetachController {
     /// starts only once its node no longer lists the volume), then start the operations.
     pub async fn reconcile_once(self: &Arc<Self>) {
         let now = Instant::now();
-        let ops = {
+        let (ops, multi_attach_errors) = {
             let mut state = lock(&self.state);
             self.sync_states_locked(&mut state, now);
             let state = &mut *state;
             let nodes = &self.caches.nodes;
             let operations = &state.operations;
-            let ops = reconcile(
-                &state.dsw,
+            let pass = reconcile(
+                &mut state.dsw,
                 &mut state.asw,
                 |name| nodes.get_by_key(name).map(|n| node_view(&n)),
-                |volume, node| {
-                    operations
-                        .get(&(volume.to_owned(), node.to_owned()))
-                        .is_some_and(|op| op.running || op.retry_at.is_some_and(|at| now < at))
-                },
+                |volume, node| operation_state(operations, volume, node, now),
                 now,
             );
+            let ops = pass.operations;
             for op in &ops {
                 let (volume, node) = match op {
                     Operation::Attach(v) => (&v.volume_name, &v.node_name),
@@ -545,8 +605,11 @@ impl AttachDetachController {
                     .or_default()
                     .running = true;
             }
-            ops
+            (ops, pass.multi_attach_errors)
         };
+        for report in &multi_attach_errors {
+            self.report_multi_attach_error(report);
+        }
         let failed_nodes = self.update_node_statuses().await;
         for op in ops {
             match op {
@@ -559,12 +622,24 @@ impl AttachDetachController {
                     driver,
                     volume_handle,
                     node_name,
+                    forced,
                 } => {
                     if failed_nodes.contains(&node_name) {
                         // Upstream: no detach while the node may still list the volume.
                         let mut state = lock(&self.state);
                         state.finish(&volume_name, &node_name, false, Instant::now());
                         continue;
+                    }
+                    if let Some(reason) = forced {
+                        tracing::info!(
+                            volume = volume_name,
+                            node = node_name,
+                            reason = reason.as_str(),
+                            "attacherDetacher.DetachVolume started: force detaching"
+                        );
+                        if let Some(metrics) = &self.options.controller_metrics {
+                            metrics.forced_detach(reason);
+                        }
                     }
                     let this = Arc::clone(self);
                     tokio::spawn(async move {
@@ -824,6 +899,86 @@ impl AttachDetachController {
         state.finish(&volume_name, &node, result.is_ok(), Instant::now());
     }
 
+    /// Tells the pods waiting for a volume another node holds exclusively why it is not
+    /// attached, with a `FailedAttachVolume` warning each, and logs the details, as upstream's
+    /// `reportMultiAttachError`.
+    fn report_multi_attach_error(&self, report: &MultiAttachError) {
+        report.log();
+        for (key, message) in report.events() {
+            if let Some(pod) = self.caches.pods.get_by_key(&key) {
+                self.recorder.event(
+                    &pod_reference(&pod),
+                    EventType::Warning,
+                    FAILED_ATTACH_VOLUME,
+                    message,
+                );
+            }
+        }
+    }
+
+    /// The volumes of each `state` (desired, actual) by plugin, as upstream's
+    /// `getTotalVolumesCount`; attached volumes whose spec is unknown are not counted, as
+    /// upstream cannot find their plugin.
+    pub fn total_volumes_count(&self) -> VolumeCount {
+        let state = lock(&self.state);
+        let mut counts = VolumeCount::new();
+        for v in state.dsw.volumes_to_attach() {
+            *counts
+                .entry((
+                    DESIRED_STATE_OF_WORLD.to_owned(),
+                    csi_plugin_name(&v.driver),
+                ))
+                .or_default() += 1;
+        }
+        for v in state
+            .asw
+            .attached_volumes()
+            .filter(|v| !v.pv_name.is_empty())
+        {
+            *counts
+                .entry((ACTUAL_STATE_OF_WORLD.to_owned(), csi_plugin_name(&v.driver)))
+                .or_default() += 1;
+        }
+        counts
+    }
+
+    /// The volumes scheduled pods use on each node by plugin, as upstream's
+    /// `getVolumeInUseCount`: every volume of a pod with a node whose spec the attachable
+    /// plugins (here CSI) know, a bound claim's CSI PersistentVolume, whether or not its driver
+    /// needs attaching.
+    pub fn volumes_in_use_count(&self) -> VolumeCount {
+        let mut counts = VolumeCount::new();
+        for pod in self.caches.pods.list() {
+            let Some(node) = pod_node(&pod).filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+            for volume in pod_volumes(&pod) {
+                let Some(pv) = self.claim_volume(namespace, &pod, volume) else {
+                    continue;
+                };
+                let Some(csi) = pv.spec.as_ref().and_then(|s| s.csi.as_ref()) else {
+                    continue;
+                };
+                *counts
+                    .entry((node.to_owned(), csi_plugin_name(&csi.driver)))
+                    .or_default() += 1;
+            }
+        }
+        counts
+    }
+
+    /// The PersistentVolume a pod volume's bound claim names, if any (upstream's
+    /// `CreateVolumeSpec` for claims).
+    fn claim_volume(
+        &self,
+        namespace: &str,
+        pod: &Pod,
+        volume: &k8s_openapi::api::core::v1::Volume,
+    ) -> Option<Arc<PersistentVolume>> {
+        claim_volume(&self.caches, namespace, pod, volume)
+    }
+
     /// Whether `driver` needs attaching: no CSIDriver object, or one whose `attachRequired`
     /// is not false, as the CSI plugin's `skipAttach`.
     fn attach_required(&self, driver: &str) -> bool {
@@ -846,6 +1001,37 @@ fn attach_required(drivers: &Indexer<CSIDriver>, driver: &str) -> bool {
     drivers
         .get_by_key(driver)
         .is_none_or(|d| d.spec.attach_required != Some(false))
+}
+
+/// The CSI plugin's fully qualified name for a driver's volumes in metrics,
+/// `kubernetes.io/csi:<driver>`, as upstream's `GetFullQualifiedPluginNameForVolume`.
+pub(crate) fn csi_plugin_name(driver: &str) -> String {
+    format!("{CSI_PLUGIN_NAME}:{driver}")
+}
+
+/// The PersistentVolume bound to the claim a pod volume uses (a `persistentVolumeClaim` or a
+/// generic ephemeral volume's), if the claim is bound and the volume cached.
+fn claim_volume(
+    caches: &AttachDetachCaches,
+    namespace: &str,
+    pod: &Pod,
+    volume: &k8s_openapi::api::core::v1::Volume,
+) -> Option<Arc<PersistentVolume>> {
+    let claim_name = match (&volume.persistent_volume_claim, &volume.ephemeral) {
+        (Some(source), _) => source.claim_name.clone(),
+        (None, Some(_)) => volume_claim_name(pod, volume),
+        (None, None) => return None,
+    };
+    let claim = caches
+        .claims
+        .get_by_key(&object_key(namespace, &claim_name))?;
+    let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let pv_name = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.clone())
+        .filter(|n| bound && !n.is_empty())?;
+    caches.volumes.get_by_key(&pv_name)
 }
 
 /// `kubernetes.io/csi/<driver>^<handle>` split into driver and handle.
@@ -949,36 +1135,24 @@ impl AttachDetachEventHandlers {
         }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         for volume in pod_volumes(pod) {
-            let claim_name = match (&volume.persistent_volume_claim, &volume.ephemeral) {
-                (Some(source), _) => source.claim_name.clone(),
-                (None, Some(_)) => volume_claim_name(pod, volume),
-                (None, None) => continue,
-            };
-            let claim_key = object_key(namespace, &claim_name);
-            let Some(claim) = self.caches.claims.get_by_key(&claim_key) else {
+            let Some(pv) = claim_volume(&self.caches, namespace, pod, volume) else {
                 continue;
             };
-            let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-            let Some(pv_name) = claim
-                .spec
-                .as_ref()
-                .and_then(|s| s.volume_name.clone())
-                .filter(|n| bound && !n.is_empty())
-            else {
-                continue;
-            };
-            let Some(pv) = self.caches.volumes.get_by_key(&pv_name) else {
-                continue;
-            };
+            let pv_name = pv.metadata.name.clone().unwrap_or_default();
             let Some(csi) = pv.spec.as_ref().and_then(|s| s.csi.as_ref()) else {
                 continue;
             };
             if !attach_required(&self.caches.drivers, &csi.driver) {
                 continue;
             }
-            state
-                .dsw
-                .add_pod(&key, node, &csi.driver, &csi.volume_handle, &pv_name);
+            state.dsw.add_pod(
+                &key,
+                node,
+                &csi.driver,
+                &csi.volume_handle,
+                &pv_name,
+                is_multi_attach_allowed(&pv),
+            );
         }
     }
 

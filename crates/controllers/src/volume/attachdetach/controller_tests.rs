@@ -11,6 +11,7 @@ use tokio::time::Duration;
 
 use super::*;
 use crate::volume::attachdetach::client::{Action, FakeAttachDetachClient, Verb};
+use crate::volume::attachdetach::reconciler::ForceDetachReason;
 
 const DRIVER: &str = "hostpath.csi.example.com";
 const NODE: &str = "node-1";
@@ -457,4 +458,278 @@ async fn a_failed_node_status_update_holds_the_detach_back() {
     f.pass(Duration::from_millis(800)).await;
     f.pass(Duration::from_millis(100)).await;
     assert_eq!(f.count(Verb::DeleteVolumeAttachment), 1);
+}
+
+// Multi-Attach, after upstream's `reconciler_test.go`.
+
+fn csi_volume_with_modes(name: &str, driver: &str, modes: &[&str]) -> Arc<PersistentVolume> {
+    from(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": modes,
+            "csi": {"driver": driver, "volumeHandle": format!("handle-{name}")},
+        },
+    }))
+}
+
+fn created(f: &Fixture) -> Vec<String> {
+    f.client
+        .actions()
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::CreateVolumeAttachment(va) => Some(va.spec.node_name),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `(type, reason, pod, message)` of every event.
+fn events(f: &Fixture) -> Vec<(EventType, String, String, String)> {
+    f.recorder
+        .events()
+        .into_iter()
+        .map(|e| {
+            (
+                e.type_,
+                e.reason,
+                e.regarding.name.unwrap_or_default(),
+                e.message,
+            )
+        })
+        .collect()
+}
+
+/// Upstream's `Test_Run_OneVolumeAttachAndDetachMultipleNodesWithReadWriteOnce`: two pods on
+/// two nodes want one ReadWriteOnce volume at once; it is attached to one node only, the
+/// other pod is told why once, and the attach proceeds when the first node lets it go.
+#[tokio::test(start_paused = true)]
+async fn a_read_write_once_volume_is_attached_to_one_node_until_the_other_detaches() {
+    let f = Fixture::new();
+    f.caches
+        .volumes
+        .update(csi_volume_with_modes("pv", DRIVER, &["ReadWriteOnce"]))
+        .expect("update");
+    f.add_node(node("node-2", true, &[]));
+    let p1 = pod("p1", NODE, "c");
+    f.add_pod(p1.clone());
+    f.add_pod(pod("p2", "node-2", "c"));
+    f.pass(Duration::from_millis(100)).await;
+    assert_eq!(created(&f), [NODE], "one attach for both pods");
+    f.attacher(None);
+    for _ in 0..5 {
+        f.pass(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        created(&f),
+        [NODE],
+        "never a second node while the first holds it"
+    );
+    assert_eq!(
+        events(&f),
+        [
+            (
+                EventType::Normal,
+                SUCCESSFUL_ATTACH_VOLUME.to_owned(),
+                "p1".to_owned(),
+                "AttachVolume.Attach succeeded for volume \"pv\" ".to_owned()
+            ),
+            (
+                EventType::Warning,
+                FAILED_ATTACH_VOLUME.to_owned(),
+                "p2".to_owned(),
+                "Multi-Attach error for volume \"pv\" Volume is already used by pod(s) p1"
+                    .to_owned()
+            ),
+        ],
+        "reported once, not on every pass"
+    );
+
+    // p1 goes and node-1 does not mount the volume: detached, then attached to node-2.
+    f.delete_pod(&p1);
+    f.pass(Duration::from_millis(100)).await;
+    assert_eq!(f.count(Verb::DeleteVolumeAttachment), 1);
+    assert_eq!(created(&f), [NODE], "not before the detach completes");
+    f.attacher(None);
+    f.pass(Duration::from_millis(200)).await;
+    f.pass(Duration::from_millis(100)).await;
+    assert_eq!(created(&f), [NODE, "node-2"]);
+    f.attacher(None);
+    f.pass(Duration::from_millis(200)).await;
+    assert_eq!(
+        f.controller.volumes_to_report("node-2"),
+        vec![volume_name()]
+    );
+    assert!(f.controller.volumes_to_report(NODE).is_empty());
+    assert_eq!(events(&f).len(), 3);
+    assert_eq!(events(&f)[2].1, SUCCESSFUL_ATTACH_VOLUME);
+    assert_eq!(events(&f)[2].2, "p2");
+}
+
+/// A pod wanting a volume still mounted on the node its old pod left: no pod there wants it,
+/// so the pod is told the volume is exclusively attached elsewhere.
+#[tokio::test(start_paused = true)]
+async fn a_volume_still_mounted_by_a_node_no_pod_wants_is_reported_exclusively_attached() {
+    let f = Fixture::new();
+    f.caches
+        .volumes
+        .update(csi_volume_with_modes("pv", DRIVER, &["ReadWriteOncePod"]))
+        .expect("update");
+    let p1 = pod("p1", NODE, "c");
+    f.add_pod(p1.clone());
+    f.pass(Duration::from_millis(100)).await;
+    f.attacher(None);
+    f.pass(Duration::from_millis(200)).await;
+    f.add_node(node(NODE, true, &[&volume_name()]));
+    f.delete_pod(&p1);
+    f.add_node(node("node-2", true, &[]));
+    f.add_pod(pod("p2", "node-2", "c"));
+    for _ in 0..3 {
+        f.pass(Duration::from_millis(100)).await;
+    }
+    assert_eq!(f.count(Verb::DeleteVolumeAttachment), 0, "still mounted");
+    assert_eq!(created(&f), [NODE]);
+    assert_eq!(
+        events(&f).last(),
+        Some(&(
+            EventType::Warning,
+            FAILED_ATTACH_VOLUME.to_owned(),
+            "p2".to_owned(),
+            "Multi-Attach error for volume \"pv\" Volume is already exclusively attached to one node and can't be attached to another".to_owned()
+        ))
+    );
+    assert_eq!(events(&f).len(), 2);
+}
+
+/// Upstream's `Test_Run_OneVolumeAttachAndDetachMultipleNodesWithReadWriteMany`.
+#[tokio::test(start_paused = true)]
+async fn a_read_write_many_volume_is_attached_to_both_nodes() {
+    let f = Fixture::new();
+    f.caches
+        .volumes
+        .update(csi_volume_with_modes("pv", DRIVER, &["ReadWriteMany"]))
+        .expect("update");
+    f.add_node(node("node-2", true, &[]));
+    f.add_pod(pod("p1", NODE, "c"));
+    f.add_pod(pod("p2", "node-2", "c"));
+    f.pass(Duration::from_millis(100)).await;
+    assert_eq!(created(&f), [NODE, "node-2"]);
+    f.attacher(None);
+    f.pass(Duration::from_millis(200)).await;
+    assert!(events(&f).iter().all(|e| e.1 == SUCCESSFUL_ATTACH_VOLUME));
+    assert_eq!(events(&f).len(), 2);
+}
+
+// Metrics.
+
+fn fixture_with_metrics() -> (Fixture, Arc<AttachDetachMetrics>) {
+    let m = Arc::new(AttachDetachMetrics::new());
+    let f = Fixture::with_options(AttachDetachControllerOptions {
+        controller_metrics: Some(Arc::clone(&m)),
+        ..AttachDetachControllerOptions::default()
+    });
+    (f, m)
+}
+
+/// Upstream's `Test_Run_OneVolumeDetachOnOutOfServiceTaintedNode` and
+/// `Test_Run_Positive_OneDesiredVolumeAttachThenDetachWithMountedVolume`: a detach that does
+/// not wait for the unmount is counted with its reason.
+#[tokio::test(start_paused = true)]
+async fn forced_detaches_are_counted_by_reason() {
+    let (f, m) = fixture_with_metrics();
+    let p = pod("p", NODE, "c");
+    f.add_pod(p.clone());
+    f.pass(Duration::from_millis(100)).await;
+    f.attacher(None);
+    f.pass(Duration::from_millis(200)).await;
+    // Still mounted, and the node is out of service: detached at once.
+    let tainted: Arc<Node> = from(json!({
+        "metadata": {"name": NODE, "annotations": {CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION: "true"}},
+        "spec": {"taints": [{"key": "node.kubernetes.io/out-of-service", "effect": "NoExecute"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "False"}], "volumesInUse": [volume_name()]},
+    }));
+    f.add_node(tainted);
+    f.delete_pod(&p);
+    f.pass(Duration::from_millis(100)).await;
+    assert_eq!(f.count(Verb::DeleteVolumeAttachment), 1);
+    assert_eq!(m.forced_detaches(ForceDetachReason::OutOfService), 1);
+    assert_eq!(m.forced_detaches(ForceDetachReason::Timeout), 0);
+
+    // Mounted on an unhealthy node: forced off once the unmount wait is over.
+    let (f, m) = fixture_with_metrics();
+    let p = pod("p", NODE, "c");
+    f.add_pod(p.clone());
+    f.pass(Duration::from_millis(100)).await;
+    f.attacher(None);
+    f.pass(Duration::from_millis(200)).await;
+    let unhealthy: Arc<Node> = from(json!({
+        "metadata": {"name": NODE, "annotations": {CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION: "true"}},
+        "status": {"conditions": [{"type": "Ready", "status": "Unknown"}], "volumesInUse": [volume_name()]},
+    }));
+    f.add_node(unhealthy);
+    f.delete_pod(&p);
+    f.pass(Duration::from_millis(100)).await;
+    assert_eq!(f.count(Verb::DeleteVolumeAttachment), 0);
+    tokio::time::advance(crate::volume::attachdetach::reconciler::MAX_WAIT_FOR_UNMOUNT).await;
+    f.pass(Duration::from_millis(100)).await;
+    assert_eq!(f.count(Verb::DeleteVolumeAttachment), 1);
+    assert_eq!(m.forced_detaches(ForceDetachReason::Timeout), 1);
+    assert_eq!(m.forced_detaches(ForceDetachReason::OutOfService), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_state_collector_counts_desired_attached_and_in_use_volumes() {
+    let (f, m) = fixture_with_metrics();
+    let mut registry = prometheus_client::registry::Registry::default();
+    m.register(&mut registry);
+    f.controller.register_state_metrics(&mut registry);
+    let encode = |registry: &prometheus_client::registry::Registry| {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+        text
+    };
+    assert!(!encode(&registry).contains("attachdetach_controller_total_volumes{"));
+    f.add_pod(pod("p", NODE, "c"));
+    f.pass(Duration::from_millis(100)).await;
+    let plugin = format!("kubernetes.io/csi:{DRIVER}");
+    let text = encode(&registry);
+    for line in [
+        format!(
+            "attachdetach_controller_total_volumes{{plugin_name=\"{plugin}\",state=\"desired_state_of_world\"}} 1"
+        ),
+        format!(
+            "storage_count_attachable_volumes_in_use{{node=\"{NODE}\",volume_plugin=\"{plugin}\"}} 1"
+        ),
+    ] {
+        assert!(text.contains(&line), "missing {line} in\n{text}");
+    }
+    assert!(!text.contains("actual_state_of_world"), "{text}");
+    f.attacher(None);
+    f.pass(Duration::from_millis(200)).await;
+    let text = encode(&registry);
+    let actual = format!(
+        "attachdetach_controller_total_volumes{{plugin_name=\"{plugin}\",state=\"actual_state_of_world\"}} 1"
+    );
+    assert!(text.contains(&actual), "missing {actual} in\n{text}");
+    // A volume known only from a node's status has no spec: not counted, as upstream.
+    let mut n = (*node(NODE, true, &[])).clone();
+    if let Some(status) = n.status.as_mut() {
+        status.volumes_attached = Some(vec![k8s_openapi::api::core::v1::AttachedVolume {
+            name: unique_volume_name(DRIVER, "old"),
+            device_path: String::new(),
+        }]);
+    }
+    f.add_node(Arc::new(n));
+    f.controller.populate_actual_state_of_world();
+    assert_eq!(
+        f.controller
+            .total_volumes_count()
+            .get(&("actual_state_of_world".to_owned(), plugin.clone())),
+        Some(&1)
+    );
+    m.forced_detach(ForceDetachReason::Timeout);
+    assert!(
+        encode(&registry).contains(
+            "attach_detach_controller_attachdetach_controller_forced_detaches_total{reason=\"timeout\"} 1"
+        )
+    );
 }

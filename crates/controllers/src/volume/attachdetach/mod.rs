@@ -12,6 +12,10 @@
 //! keeps the nodes' `status.volumesAttached` in step and re-checks attached volumes every
 //! `--attach-detach-reconcile-sync-period`; [`client`] is its API seam.
 //!
+//! [`multi_attach`] keeps a volume that may be attached to one node only (access modes only
+//! `ReadWriteOnce` / `ReadWriteOncePod`) off a second node while the first holds it, telling
+//! the waiting pods why; [`metrics`] exposes upstream's `attachdetach_controller_*` families.
+//!
 //! kcm models no in-tree volume plugins and no CSI migration: only PersistentVolumes with
 //! `spec.csi` whose driver needs attaching (no CSIDriver object, or `attachRequired` not false)
 //! are attached, as upstream's CSI plugin decides with `CanAttach`.
@@ -19,6 +23,8 @@
 pub mod cache;
 pub mod client;
 mod controller;
+pub mod metrics;
+pub mod multi_attach;
 pub mod naming;
 pub mod reconciler;
 

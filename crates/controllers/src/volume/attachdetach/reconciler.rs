@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use tokio::time::{Duration, Instant};
 
 use super::cache::{ActualStateOfWorld, DesiredStateOfWorld, VolumeToAttach};
+use super::multi_attach::MultiAttachError;
 
 /// How long a detach waits for the node to unmount before an unhealthy node's volume is forced
 /// off, upstream's `reconcilerMaxWaitForUnmountDuration`.
@@ -27,6 +28,28 @@ pub struct NodeView {
     pub out_of_service: bool,
 }
 
+/// Why a detach skips the check that the node has unmounted the volume (the `reason` label
+/// of `attach_detach_controller_attachdetach_controller_forced_detaches`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ForceDetachReason {
+    /// Detach was wanted for longer than [`MAX_WAIT_FOR_UNMOUNT`], upstream's
+    /// `ForceDetachReasonTimeout`.
+    Timeout,
+    /// The node carries the `node.kubernetes.io/out-of-service` taint, upstream's
+    /// `ForceDetachReasonOutOfService`.
+    OutOfService,
+}
+
+impl ForceDetachReason {
+    /// The label value, as upstream's constants.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForceDetachReason::Timeout => "timeout",
+            ForceDetachReason::OutOfService => "out-of-service",
+        }
+    }
+}
+
 /// An operation the reconciler starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -43,56 +66,121 @@ pub enum Operation {
         volume_handle: String,
         /// The node.
         node_name: String,
+        /// Set when the detach does not wait for the node to unmount (upstream's
+        /// `verifySafeToDetach` false), with why.
+        forced: Option<ForceDetachReason>,
     },
+}
+
+/// Whether an operation is running for a volume (on a node, or on any node), as the reconciler
+/// asks upstream's `nestedpendingoperations`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OperationState {
+    /// Nothing runs and nothing backs off: an operation may start.
+    #[default]
+    Idle,
+    /// An attach or detach runs.
+    Running,
+    /// The last operation failed and its back-off has not passed.
+    BackingOff,
+}
+
+/// What one reconciler pass decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// The operations to start, detaches first.
+    pub operations: Vec<Operation>,
+    /// Volumes not attached because another node holds them exclusively, each reported once
+    /// per (volume, node).
+    pub multi_attach_errors: Vec<MultiAttachError>,
 }
 
 /// One reconcile pass, as upstream's `reconciler.reconcile`: detaches first, so that a volume
 /// moving between nodes frees its old node before the new attach, then attaches.
 ///
 /// `node` returns a node's view, `None` for a node gone (treated as unhealthy, not mounting);
-/// `pending` says whether an operation is already running for (volume, node). Detach marks the
-/// volume no longer reported as attached in `asw`; the caller updates the node's status before
-/// starting it.
+/// `pending(volume, node)` says whether an operation runs or backs off for the volume on
+/// `node`, or (`None`) on any node: operations of a volume that may not be attached to several
+/// nodes are keyed by the volume alone, as upstream's. Detach marks the volume no longer
+/// reported as attached in `asw`; the caller updates the node's status before starting it. A
+/// volume that may be attached to one node only and is attached (or still detaching)
+/// elsewhere is not attached; its Multi-Attach error is returned the first time.
 pub fn reconcile(
-    dsw: &DesiredStateOfWorld,
+    dsw: &mut DesiredStateOfWorld,
     asw: &mut ActualStateOfWorld,
     node: impl Fn(&str) -> Option<NodeView>,
-    pending: impl Fn(&str, &str) -> bool,
+    pending: impl Fn(&str, Option<&str>) -> OperationState,
     now: Instant,
-) -> Vec<Operation> {
-    let mut ops = Vec::new();
+) -> Pass {
+    let mut pass = Pass::default();
+    // Operations started by this pass, keyed as `pending` is: (volume, Some(node)) for
+    // volumes that may be attached to several nodes, (volume, None) for the others.
+    let mut started: BTreeSet<(String, Option<String>)> = BTreeSet::new();
+    let key =
+        |volume: &str, node: &str, multi: bool| (volume.to_owned(), multi.then(|| node.to_owned()));
     let attached: Vec<_> = asw.attached_volumes().cloned().collect();
     for v in attached {
-        if dsw.volume_exists(&v.volume_name, &v.node_name) || pending(&v.volume_name, &v.node_name)
-        {
+        if dsw.volume_exists(&v.volume_name, &v.node_name) {
+            continue;
+        }
+        let k = key(&v.volume_name, &v.node_name, v.multi_attach_allowed);
+        if started.contains(&k) || pending(&v.volume_name, k.1.as_deref()) != OperationState::Idle {
             continue;
         }
         let elapsed = asw.set_detach_request_time(&v.volume_name, &v.node_name, now);
         let view = node(&v.node_name).unwrap_or_default();
-        let force = !view.healthy && elapsed > MAX_WAIT_FOR_UNMOUNT;
+        let timeout = elapsed > MAX_WAIT_FOR_UNMOUNT;
+        let force = !view.healthy && timeout;
         let mounted = view.volumes_in_use.contains(&v.volume_name);
         if mounted && !force && !view.out_of_service {
             continue;
         }
         asw.remove_from_report(&v.volume_name, &v.node_name);
-        ops.push(Operation::Detach {
+        let forced = if timeout {
+            Some(ForceDetachReason::Timeout)
+        } else if view.out_of_service {
+            Some(ForceDetachReason::OutOfService)
+        } else {
+            None
+        };
+        started.insert(k);
+        pass.operations.push(Operation::Detach {
             volume_name: v.volume_name,
             driver: v.driver,
             volume_handle: v.volume_handle,
             node_name: v.node_name,
+            forced,
         });
     }
-    for v in dsw.volumes_to_attach() {
+    let desired: Vec<VolumeToAttach> = dsw.volumes_to_attach().cloned().collect();
+    for v in desired {
+        let k = key(&v.volume_name, &v.node_name, v.multi_attach_allowed);
+        let state = pending(&v.volume_name, k.1.as_deref());
+        if started.contains(&k) || state == OperationState::Running {
+            continue;
+        }
         if asw.is_attached(&v.volume_name, &v.node_name) {
             asw.reset_detach_request_time(&v.volume_name, &v.node_name);
             continue;
         }
-        if pending(&v.volume_name, &v.node_name) {
+        if !v.multi_attach_allowed {
+            let nodes = asw.nodes_for_attached_volume(&v.volume_name);
+            if !nodes.is_empty() {
+                if !v.multi_attach_error_reported {
+                    pass.multi_attach_errors
+                        .push(MultiAttachError::new(dsw, &v, &nodes));
+                    dsw.set_multi_attach_error(&v.volume_name, &v.node_name);
+                }
+                continue;
+            }
+        }
+        if state == OperationState::BackingOff {
             continue;
         }
-        ops.push(Operation::Attach(v.clone()));
+        started.insert(k);
+        pass.operations.push(Operation::Attach(v));
     }
-    ops
+    pass
 }
 
 /// Upstream's check of `--attach-detach-reconcile-sync-period`.
@@ -110,6 +198,25 @@ pub fn validate_reconcile_sync_period(period: Duration) -> std::result::Result<(
 mod tests {
     use super::*;
 
+    fn idle(_: &str, _: Option<&str>) -> OperationState {
+        OperationState::Idle
+    }
+
+    fn running(_: &str, _: Option<&str>) -> OperationState {
+        OperationState::Running
+    }
+
+    /// The operations of one pass.
+    fn reconcile(
+        dsw: &mut DesiredStateOfWorld,
+        asw: &mut ActualStateOfWorld,
+        node: impl Fn(&str) -> Option<NodeView>,
+        pending: impl Fn(&str, Option<&str>) -> OperationState,
+        now: Instant,
+    ) -> Vec<Operation> {
+        super::reconcile(dsw, asw, node, pending, now).operations
+    }
+
     fn healthy(in_use: &[&str]) -> NodeView {
         NodeView {
             volumes_in_use: in_use.iter().map(|s| s.to_string()).collect(),
@@ -121,7 +228,7 @@ mod tests {
     /// One pod on n1 needing volume h of driver d, attached.
     fn attached_world() -> (DesiredStateOfWorld, ActualStateOfWorld, String) {
         let mut dsw = DesiredStateOfWorld::default();
-        dsw.add_pod("ns/p", "n1", "d", "h", "pv");
+        dsw.add_pod("ns/p", "n1", "d", "h", "pv", true);
         let v = dsw.volumes_to_attach().next().cloned().expect("desired");
         let mut asw = ActualStateOfWorld::default();
         asw.mark_attached(&v);
@@ -137,14 +244,14 @@ mod tests {
     #[test]
     fn a_desired_volume_not_attached_is_attached_once() {
         let mut dsw = DesiredStateOfWorld::default();
-        dsw.add_pod("ns/p", "n1", "d", "h", "pv");
+        dsw.add_pod("ns/p", "n1", "d", "h", "pv", true);
         let mut asw = ActualStateOfWorld::default();
         let now = Instant::now();
-        let ops = reconcile(&dsw, &mut asw, |_| Some(healthy(&[])), |_, _| false, now);
+        let ops = reconcile(&mut dsw, &mut asw, |_| Some(healthy(&[])), idle, now);
         assert!(
             matches!(&ops[..], [Operation::Attach(v)] if v.node_name == "n1" && v.pv_name == "pv")
         );
-        let ops = reconcile(&dsw, &mut asw, |_| Some(healthy(&[])), |_, _| true, now);
+        let ops = reconcile(&mut dsw, &mut asw, |_| Some(healthy(&[])), running, now);
         assert!(
             ops.is_empty(),
             "an attach already pending is not started again"
@@ -155,9 +262,9 @@ mod tests {
     fn a_volume_no_pod_needs_and_not_in_use_is_detached() {
         let (mut dsw, mut asw, name) = attached_world();
         let now = Instant::now();
-        assert!(reconcile(&dsw, &mut asw, |_| Some(healthy(&[])), |_, _| false, now).is_empty());
+        assert!(reconcile(&mut dsw, &mut asw, |_| Some(healthy(&[])), idle, now).is_empty());
         dsw.delete_pod("ns/p", "n1");
-        let ops = reconcile(&dsw, &mut asw, |_| Some(healthy(&[])), |_, _| false, now);
+        let ops = reconcile(&mut dsw, &mut asw, |_| Some(healthy(&[])), idle, now);
         assert_eq!(detaches(&ops), 1);
         assert!(
             asw.volumes_to_report("n1").is_empty(),
@@ -177,10 +284,10 @@ mod tests {
         let view = healthy(&[&name]);
         assert_eq!(
             detaches(&reconcile(
-                &dsw,
+                &mut dsw,
                 &mut asw,
                 |_| Some(view.clone()),
-                |_, _| false,
+                idle,
                 t0
             )),
             0
@@ -188,10 +295,10 @@ mod tests {
         let late = t0 + MAX_WAIT_FOR_UNMOUNT + Duration::from_secs(1);
         assert_eq!(
             detaches(&reconcile(
-                &dsw,
+                &mut dsw,
                 &mut asw,
                 |_| Some(view.clone()),
-                |_, _| false,
+                idle,
                 late
             )),
             0
@@ -210,10 +317,10 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(
             detaches(&reconcile(
-                &dsw,
+                &mut dsw,
                 &mut asw,
                 |_| Some(view.clone()),
-                |_, _| false,
+                idle,
                 t0
             )),
             0
@@ -221,10 +328,10 @@ mod tests {
         let early = t0 + MAX_WAIT_FOR_UNMOUNT;
         assert_eq!(
             detaches(&reconcile(
-                &dsw,
+                &mut dsw,
                 &mut asw,
                 |_| Some(view.clone()),
-                |_, _| false,
+                idle,
                 early
             )),
             0
@@ -232,10 +339,10 @@ mod tests {
         let late = early + Duration::from_secs(1);
         assert_eq!(
             detaches(&reconcile(
-                &dsw,
+                &mut dsw,
                 &mut asw,
                 |_| Some(view.clone()),
-                |_, _| false,
+                idle,
                 late
             )),
             1
@@ -252,10 +359,10 @@ mod tests {
         };
         assert_eq!(
             detaches(&reconcile(
-                &dsw,
+                &mut dsw,
                 &mut asw,
                 |_| Some(view.clone()),
-                |_, _| false,
+                idle,
                 Instant::now()
             )),
             1
@@ -271,23 +378,23 @@ mod tests {
             ..healthy(&[&name])
         };
         let t0 = Instant::now();
-        reconcile(&dsw, &mut asw, |_| Some(view.clone()), |_, _| false, t0);
-        dsw.add_pod("ns/q", "n1", "d", "h", "pv");
+        reconcile(&mut dsw, &mut asw, |_| Some(view.clone()), idle, t0);
+        dsw.add_pod("ns/q", "n1", "d", "h", "pv", true);
         reconcile(
-            &dsw,
+            &mut dsw,
             &mut asw,
             |_| Some(view.clone()),
-            |_, _| false,
+            idle,
             t0 + Duration::from_secs(60),
         );
         dsw.delete_pod("ns/q", "n1");
         let t1 = t0 + MAX_WAIT_FOR_UNMOUNT + Duration::from_secs(10);
         assert_eq!(
             detaches(&reconcile(
-                &dsw,
+                &mut dsw,
                 &mut asw,
                 |_| Some(view.clone()),
-                |_, _| false,
+                idle,
                 t1
             )),
             0

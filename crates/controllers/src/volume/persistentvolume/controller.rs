@@ -19,6 +19,7 @@ use kcm_machinery::workqueue::{
 use tokio_util::sync::CancellationToken;
 
 use super::index::{ClaimCache, VolumeIndex};
+use super::metrics::{PvMetrics, PvStateCollector};
 use super::util::{claim_key, claim_ref, claim_ref_key};
 use super::{Error, Result};
 use crate::volume::client::{ApiStorageClient, StorageClient};
@@ -60,6 +61,9 @@ pub struct PersistentVolumeControllerOptions {
     pub enable_dynamic_provisioning: bool,
     /// Where the queues record their `workqueue_*` metrics; `None` records nothing.
     pub metrics: Option<Arc<WorkqueueMetrics>>,
+    /// Where provision and delete operations and retroactive class assignments are recorded;
+    /// `None` records nothing.
+    pub controller_metrics: Option<Arc<PvMetrics>>,
 }
 
 impl Default for PersistentVolumeControllerOptions {
@@ -68,6 +72,7 @@ impl Default for PersistentVolumeControllerOptions {
             resync_period: DEFAULT_PV_CLAIM_BINDER_SYNC_PERIOD,
             enable_dynamic_provisioning: true,
             metrics: None,
+            controller_metrics: None,
         }
     }
 }
@@ -295,6 +300,20 @@ impl PersistentVolumeController {
         );
     }
 
+    /// Registers the collector of the `pv_collector_*` gauges over this controller's caches,
+    /// as upstream's `metrics.Register` in `Run`.
+    pub fn register_state_metrics(
+        self: &Arc<Self>,
+        registry: &mut prometheus_client::registry::Registry,
+    ) {
+        registry.register_collector(Box::new(PvStateCollector::new(Arc::downgrade(self))));
+    }
+
+    /// The operation metrics, when recorded.
+    pub(super) fn pv_metrics(&self) -> Option<&PvMetrics> {
+        self.options.controller_metrics.as_deref()
+    }
+
     /// Copies the informers' volumes and claims into the controller's caches, as upstream's
     /// `initializeCaches`.
     pub fn initialize_caches(&self) {
@@ -361,6 +380,10 @@ impl PersistentVolumeController {
             return Ok(());
         };
         self.claims.delete(key);
+        // A provisioning never finished by a binding is not timed any further.
+        if let Some(metrics) = self.pv_metrics() {
+            metrics.operation_forgotten(key);
+        }
         // Sync the volume now rather than at the next resync, so it is released at once.
         if let Some(volume) = claim
             .spec
@@ -390,6 +413,10 @@ impl PersistentVolumeController {
             return Ok(());
         };
         self.volumes.delete(name);
+        // The end of a deletion: its latency, from the first attempt.
+        if let Some(metrics) = self.pv_metrics() {
+            metrics.record_operation(name, false);
+        }
         if let Some(claim_ref) = claim_ref(&volume) {
             self.claim_queue.add(claim_ref_key(claim_ref));
         }

@@ -949,3 +949,188 @@ async fn older_informer_copies_do_not_undo_the_controllers_writes() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(f.client.actions().is_empty());
 }
+
+// Metrics (upstream `pv_controller_test.go`'s operation timestamp cases and the collector).
+
+fn with_metrics(
+    volumes: Vec<PersistentVolume>,
+    claims: Vec<PersistentVolumeClaim>,
+    classes: Vec<StorageClass>,
+) -> (Fixture, Arc<metrics::PvMetrics>) {
+    let m = Arc::new(metrics::PvMetrics::new());
+    let f = fixture_with(
+        volumes,
+        claims,
+        classes,
+        PersistentVolumeControllerOptions {
+            controller_metrics: Some(Arc::clone(&m)),
+            ..PersistentVolumeControllerOptions::default()
+        },
+    );
+    (f, m)
+}
+
+fn encode(m: &metrics::PvMetrics) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    m.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    text
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_provisioning_is_timed_from_its_first_attempt_until_the_claim_is_bound() {
+    let (f, m) = with_metrics(
+        vec![],
+        vec![with_class(claim("c", "1Gi"), "fast")],
+        vec![class("fast", EXTERNAL, "Immediate")],
+    );
+    f.sync_claim("default/c").await;
+    assert!(m.operation_pending("default/c"));
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    f.sync_claim("default/c").await;
+    // The external provisioner's volume, pre-bound to the claim.
+    let mut v = with_spec(volume("pvc-c", "1Gi"), |s| {
+        s.storage_class_name = Some("fast".into());
+        s.claim_ref = Some(k8s_openapi::api::core::v1::ObjectReference {
+            namespace: Some("default".into()),
+            name: Some("c".into()),
+            uid: Some("uid-c".into()),
+            ..Default::default()
+        });
+    });
+    v.metadata.annotations =
+        Some([(ANN_DYNAMICALLY_PROVISIONED.to_owned(), EXTERNAL.to_owned())].into());
+    f.client.insert_volume(v.clone());
+    f.ctrl.store_volume(&v);
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    f.sync_claim("default/c").await;
+    assert!(
+        !m.operation_pending("default/c"),
+        "bound: the provisioning is over"
+    );
+    let text = encode(&m);
+    for line in [
+        "volume_operation_total_seconds_count{plugin_name=\"example.com/provisioner\",operation_name=\"provision\"} 1",
+        "volume_operation_total_seconds_sum{plugin_name=\"example.com/provisioner\",operation_name=\"provision\"} 5.0",
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+    assert!(
+        !text.contains("volume_operation_total_errors_total{"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_deleted_before_it_is_bound_is_no_longer_timed() {
+    let (f, m) = with_metrics(
+        vec![],
+        vec![with_class(claim("c", "1Gi"), "fast")],
+        vec![class("fast", EXTERNAL, "Immediate")],
+    );
+    f.sync_claim("default/c").await;
+    assert!(m.operation_pending("default/c"));
+    let c = f.listers.claims.get_by_key("default/c").expect("cached");
+    f.listers.claims.delete(&c).expect("delete");
+    f.ctrl.claim_work("default/c").await.expect("claim work");
+    assert!(!m.operation_pending("default/c"));
+}
+
+#[tokio::test]
+async fn a_failed_deletion_counts_an_error_and_a_deleted_volume_its_latency() {
+    let failing = released(bound_volume("bad", "1Gi", "c", "uid-c"), "Delete");
+    let tmp = with_spec(
+        released(bound_volume("v", "1Gi", "c2", "uid-c2"), "Delete"),
+        |s| {
+            s.host_path = Some(HostPathVolumeSource {
+                path: "/tmp/data".into(),
+                type_: None,
+            })
+        },
+    );
+    let (f, m) = with_metrics(vec![failing, tmp], vec![], vec![]);
+    f.ctrl
+        .sync_volume(&f.ctrl.volumes.get("bad").expect("cached"))
+        .await
+        .expect_err("no deleter");
+    // The hostPath deleter refuses a path outside /tmp: an error of its plugin.
+    assert_eq!(
+        m.operation_errors("kubernetes.io/host-path", metrics::OPERATION_DELETE),
+        1
+    );
+    f.sync_volume("v").await;
+    assert_eq!(f.writes().last(), Some(&Action::DeleteVolume("v".into())));
+    assert!(m.operation_pending("v"), "timed until the deletion is seen");
+    let v = f.listers.volumes.get_by_key("v").expect("cached");
+    f.listers.volumes.delete(&v).expect("delete");
+    f.ctrl.volume_work("v").await.expect("volume work");
+    assert!(!m.operation_pending("v"));
+    let text = encode(&m);
+    assert!(
+        text.contains("volume_operation_total_seconds_count{plugin_name=\"kubernetes.io/host-path\",operation_name=\"delete\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("volume_operation_total_errors_total{plugin_name=\"kubernetes.io/host-path\",operation_name=\"delete\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_retroactive_default_class_assignment_is_counted() {
+    let mut standard = class("standard", EXTERNAL, "Immediate");
+    standard.metadata.annotations = Some(
+        [(
+            IS_DEFAULT_STORAGE_CLASS_ANNOTATION.to_owned(),
+            "true".to_owned(),
+        )]
+        .into(),
+    );
+    let (f, m) = with_metrics(
+        vec![],
+        vec![claim("c", "1Gi"), with_class(claim("d", "1Gi"), "standard")],
+        vec![standard],
+    );
+    f.sync_claim("default/c").await;
+    f.sync_claim("default/d").await;
+    assert_eq!(
+        m.retroactive_counts(),
+        (1, 0),
+        "a claim with a class is not counted"
+    );
+    let text = encode(&m);
+    assert!(text.contains("retroactive_storageclass_total 1"), "{text}");
+    assert!(
+        text.contains("retroactive_storageclass_errors_total 0"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_pv_collector_counts_the_controllers_caches_while_the_controller_lives() {
+    let f = fixture(
+        vec![bound_volume("a", "1Gi", "c", "uid-c"), volume("b", "1Gi")],
+        vec![bound_claim("c", "1Gi", "a"), claim("d", "1Gi")],
+        vec![],
+    );
+    let ctrl = Arc::new(f.ctrl);
+    let mut registry = prometheus_client::registry::Registry::default();
+    ctrl.register_state_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    for line in [
+        "pv_collector_bound_pv_count{storage_class=\"\"} 1",
+        "pv_collector_unbound_pv_count{storage_class=\"\"} 1",
+        "pv_collector_total_pv_count{plugin_name=\"kubernetes.io/host-path\",volume_mode=\"Filesystem\"} 2",
+        "pv_collector_bound_pvc_count{namespace=\"default\",storage_class=\"\",volume_attributes_class=\"\"} 1",
+        "pv_collector_unbound_pvc_count{namespace=\"default\",storage_class=\"\",volume_attributes_class=\"\"} 1",
+        "# TYPE pv_collector_bound_pv_count gauge",
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+    drop(ctrl);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(!text.contains("pv_collector"), "{text}");
+}

@@ -6,7 +6,8 @@
 //! volume or are provisioned; bound claims are checked and go `Lost` when their volume is
 //! gone) and `sync_volume` (volumes go `Available`, `Bound` or `Released`, and released ones
 //! are reclaimed by their policy). [`util`] holds the matching rules (`FindMatchingVolume`),
-//! [`index`] the controller's own caches, newer than the informers'.
+//! [`index`] the controller's own caches, newer than the informers'; [`metrics`] upstream's
+//! `pv_collector_*`, `volume_operation_total_*` and `retroactive_storageclass_*` families.
 //!
 //! kcm has no in-tree volume plugins: a class whose provisioner is not `kubernetes.io/...` is
 //! left to its external provisioner (the claim is annotated
@@ -17,6 +18,7 @@
 
 mod controller;
 pub mod index;
+pub mod metrics;
 mod sync;
 /// The matching rules, shared with the scheduler (upstream `component-helpers/storage/volume`).
 pub use kcm_machinery::storage::volume as util;

@@ -9,6 +9,7 @@ use kube::Resource;
 
 use super::controller::PersistentVolumeController;
 use super::events::*;
+use super::metrics::{OPERATION_DELETE, OPERATION_PROVISION, PLUGIN_NAME_NOT_AVAILABLE};
 use super::util::{
     ANN_BETA_STORAGE_PROVISIONER, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER,
     ANN_DYNAMICALLY_PROVISIONED, ANN_MIGRATED_TO, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER,
@@ -126,9 +127,20 @@ impl PersistentVolumeController {
                 })?;
             if let Some(volume) = found {
                 tracing::debug!(claim = key, volume = %name_of(&volume), "Found a volume for the claim, binding");
-                return self.bind(&volume, claim).await;
+                let bound = self.bind(&volume, claim).await;
+                // The end of a provisioning (if one was timed), or a failed attempt of it.
+                if let Some(metrics) = self.pv_metrics() {
+                    metrics.record_operation(&key, bound.is_err());
+                }
+                return bound;
             }
-            if self.assign_default_storage_class(claim).await? {
+            let assigned = self.assign_default_storage_class(claim).await;
+            if let Some(metrics) = self.pv_metrics()
+                && !matches!(assigned, Ok(false))
+            {
+                metrics.retroactive_storage_class(assigned.is_ok());
+            }
+            if assigned? {
                 // The update's event syncs the claim again, with its class.
                 return Ok(());
             }
@@ -655,10 +667,19 @@ impl PersistentVolumeController {
             );
             return Ok(());
         }
+        // From here on the provisioning is timed, from its first attempt until the claim is
+        // bound; each failed attempt counts an error (upstream's `operationTimestamps`).
+        let key = claim_key(claim);
+        if let Some(metrics) = self.pv_metrics() {
+            metrics.operation_started(&key, provisioner, OPERATION_PROVISION);
+        }
         // Both paths announce the provisioner on the claim first.
         let claim = match self.set_claim_provisioner(claim, provisioner).await {
             Ok(claim) => claim,
             Err(err) => {
+                if let Some(metrics) = self.pv_metrics() {
+                    metrics.record_operation(&key, true);
+                }
                 self.claim_event(
                     claim,
                     EventType::Warning,
@@ -679,6 +700,9 @@ impl PersistentVolumeController {
                     "Failed to create provisioner: provisioning in volume plugin \"{HOST_PATH_PLUGIN}\" is disabled"
                 ),
             );
+            if let Some(metrics) = self.pv_metrics() {
+                metrics.record_operation(&key, true);
+            }
             return Ok(());
         }
         self.claim_event(
@@ -750,7 +774,25 @@ impl PersistentVolumeController {
                 Ok(())
             }
             "Recycle" => self.recycle_volume(volume).await,
-            "Delete" => self.delete_volume_operation(volume).await,
+            "Delete" => {
+                // Timed from the first attempt until the volume's deletion is seen; each
+                // failed attempt counts an error.
+                let name = name_of(volume);
+                if let Some(metrics) = self.pv_metrics() {
+                    metrics.operation_started(
+                        &name,
+                        &self.provisioner_name_of_volume(volume),
+                        OPERATION_DELETE,
+                    );
+                }
+                let deleted = self.delete_volume_operation(volume).await;
+                if let Some(metrics) = self.pv_metrics()
+                    && deleted.is_err()
+                {
+                    metrics.record_operation(&name, true);
+                }
+                deleted
+            }
             _ => {
                 self.update_volume_phase_with_event(
                     volume,
@@ -832,6 +874,29 @@ impl PersistentVolumeController {
         )
         .await?;
         Ok(())
+    }
+
+    /// The `plugin_name` of a volume's deletion, as upstream's `getProvisionerNameFromVolume`:
+    /// the in-tree deleter's name, else (an external provisioner) the provisioner of the
+    /// volume's class, rather than the volume's annotation, to bound the label's values; `N/A`
+    /// when neither is known.
+    fn provisioner_name_of_volume(&self, volume: &PersistentVolume) -> String {
+        match self.find_deleter(volume) {
+            Ok(Deleter::InTree) => HOST_PATH_PLUGIN.to_owned(),
+            Ok(Deleter::External) => {
+                let class = volume
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.storage_class_name.as_deref())
+                    .unwrap_or_default();
+                self.listers
+                    .classes
+                    .get_by_key(class)
+                    .map(|c| c.provisioner.clone())
+                    .unwrap_or_else(|| PLUGIN_NAME_NOT_AVAILABLE.to_owned())
+            }
+            Err(_) => PLUGIN_NAME_NOT_AVAILABLE.to_owned(),
+        }
     }
 
     /// Finds who deletes a released volume, as `findDeletablePlugin`: the provisioner that
