@@ -26,7 +26,7 @@ use kcm_machinery::workqueue::{QueueConfig, RateLimitingQueue, default_controlle
 use tokio_util::sync::CancellationToken;
 
 use super::client::VolumeClient;
-use crate::NO_RESYNC;
+use super::{Synced, watch};
 
 /// The simulated CSI driver: `spec.csi.driver` of the volumes the simulated provisioner makes,
 /// the VolumeAttachments' `spec.attacher`, and the published CSIDriver's name.
@@ -119,7 +119,7 @@ pub struct Attacher {
     classes: Indexer<StorageClass>,
     /// VolumeAttachment names to look at.
     queue: RateLimitingQueue<String>,
-    synced: Vec<Arc<dyn Fn() -> bool + Send + Sync>>,
+    synced: Vec<Synced>,
 }
 
 impl std::fmt::Debug for Attacher {
@@ -202,26 +202,10 @@ impl Attacher {
             queue: attacher.queue.clone(),
             attachments: attacher.attachments.clone(),
         };
-        for err in [
-            attachments
-                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
-                .err(),
-            volumes
-                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
-                .err(),
-            classes
-                .add_event_handler_with_resync_period(handlers, NO_RESYNC)
-                .err(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            tracing::error!(%err, "registering an attacher event handler");
-        }
         attacher.synced = vec![
-            Arc::new(move || attachments.has_synced()),
-            Arc::new(move || volumes.has_synced()),
-            Arc::new(move || classes.has_synced()),
+            watch("attacher", &attachments, handlers.clone()),
+            watch("attacher", &volumes, handlers.clone()),
+            watch("attacher", &classes, handlers),
         ];
         attacher
     }

@@ -47,3 +47,24 @@ where
     }
     true
 }
+
+/// Whether an informer has synced, as the storage loops keep it.
+pub(crate) type Synced = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Registers `handler` on `informer` (logging a refusal, as the loop runs on without it) and
+/// returns the informer's sync check.
+pub(crate) fn watch<K, H>(
+    what: &str,
+    informer: &kcm_machinery::informer::SharedIndexInformer<K>,
+    handler: H,
+) -> Synced
+where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+    H: kcm_machinery::informer::ResourceEventHandler<K> + Send + Sync + 'static,
+{
+    if let Err(err) = informer.add_event_handler_with_resync_period(handler, crate::NO_RESYNC) {
+        tracing::error!(%err, "registering a {what} event handler");
+    }
+    let informer = informer.clone();
+    std::sync::Arc::new(move || informer.has_synced())
+}

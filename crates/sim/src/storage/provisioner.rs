@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use super::attacher::CSI_DRIVER;
 use super::class::{PROVISIONER, WAIT_FOR_FIRST_CONSUMER, binding_mode};
 use super::client::VolumeClient;
-use crate::NO_RESYNC;
+use super::{Synced, watch};
 
 /// The annotation naming the node a `WaitForFirstConsumer` claim is provisioned on (set by
 /// kube-scheduler upstream; read here when present).
@@ -97,7 +97,7 @@ pub struct Provisioner {
     client: Arc<dyn VolumeClient>,
     caches: StorageCaches,
     queue: RateLimitingQueue<Item>,
-    synced: Vec<Arc<dyn Fn() -> bool + Send + Sync>>,
+    synced: Vec<Synced>,
 }
 
 impl std::fmt::Debug for Provisioner {
@@ -270,26 +270,10 @@ impl Provisioner {
         };
         let mut provisioner = Self::with_caches(caches, client);
         let handlers = provisioner.handlers();
-        for err in [
-            claims
-                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
-                .err(),
-            volumes
-                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
-                .err(),
-            classes
-                .add_event_handler_with_resync_period(handlers, NO_RESYNC)
-                .err(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            tracing::error!(%err, "registering a provisioner event handler");
-        }
         provisioner.synced = vec![
-            Arc::new(move || claims.has_synced()),
-            Arc::new(move || volumes.has_synced()),
-            Arc::new(move || classes.has_synced()),
+            watch("provisioner", &claims, handlers.clone()),
+            watch("provisioner", &volumes, handlers.clone()),
+            watch("provisioner", &classes, handlers),
         ];
         provisioner
     }

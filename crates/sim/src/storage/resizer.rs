@@ -50,7 +50,7 @@ use super::resize_status::{
     claim_reference, has_true_condition, merge_resize_conditions, milli, requested, resize_status,
     set_conditions, set_resize_status, status_patch, storage_of, true_condition,
 };
-use crate::NO_RESYNC;
+use super::{Synced, watch};
 
 /// Fault annotation on a PersistentVolume or its StorageClass: its claims' control-plane resize
 /// fails with this message (a final `OutOfRange` error, so `ControllerResizeInfeasible`).
@@ -179,7 +179,7 @@ pub struct Resizer {
     classes: Indexer<StorageClass>,
     /// Claim keys (`namespace/name`) to look at.
     queue: RateLimitingQueue<String>,
-    synced: Vec<Arc<dyn Fn() -> bool + Send + Sync>>,
+    synced: Vec<Synced>,
 }
 
 impl std::fmt::Debug for Resizer {
@@ -288,26 +288,10 @@ impl Resizer {
             queue: resizer.queue.clone(),
             claims: resizer.claims.clone(),
         };
-        for err in [
-            claims
-                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
-                .err(),
-            volumes
-                .add_event_handler_with_resync_period(handlers.clone(), NO_RESYNC)
-                .err(),
-            classes
-                .add_event_handler_with_resync_period(handlers, NO_RESYNC)
-                .err(),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            tracing::error!(%err, "registering a resizer event handler");
-        }
         resizer.synced = vec![
-            Arc::new(move || claims.has_synced()),
-            Arc::new(move || volumes.has_synced()),
-            Arc::new(move || classes.has_synced()),
+            watch("resizer", &claims, handlers.clone()),
+            watch("resizer", &volumes, handlers.clone()),
+            watch("resizer", &classes, handlers),
         ];
         resizer
     }
