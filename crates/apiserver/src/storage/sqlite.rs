@@ -1003,6 +1003,13 @@ impl Writer {
 
     /// Asks for vacuum steps if the free list is over its threshold.
     fn check_free_pages(&mut self) {
+        let incremental = self
+            .conn
+            .query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0))
+            .is_ok_and(|mode| mode == maintenance::AUTO_VACUUM_INCREMENTAL);
+        if !incremental {
+            return;
+        }
         match Pages::read(&self.conn) {
             Ok(pages) => {
                 if pages.freelist_count > self.options.vacuum_free_pages {
@@ -1014,17 +1021,27 @@ impl Writer {
     }
 
     /// Gives back one step of free pages; when none are left, asks for a checkpoint so the
-    /// database file itself shrinks.
+    /// database file itself shrinks. A step that frees nothing (a file left without auto-vacuum) ends the vacuum, so it can
+    /// never spin.
     fn vacuum_step(&mut self) {
         #[cfg(test)]
         self.log.push(Tx::Vacuum);
-        let outcome = maintenance::incremental_vacuum(&self.conn, self.options.vacuum_step_pages)
-            .and_then(|()| Pages::read(&self.conn));
+        let outcome = Pages::read(&self.conn).and_then(|before| {
+            maintenance::incremental_vacuum(&self.conn, self.options.vacuum_step_pages)?;
+            Ok((before, Pages::read(&self.conn)?))
+        });
         match outcome {
-            Ok(pages) if pages.freelist_count > 0 => {}
-            Ok(_) => {
+            Ok((_, after)) if after.freelist_count == 0 => {
                 self.vacuum = false;
                 self.checkpoint = true;
+            }
+            Ok((before, after)) if after.freelist_count < before.freelist_count => {}
+            Ok((_, after)) => {
+                tracing::debug!(
+                    free_pages = after.freelist_count,
+                    "sqlite incremental vacuum freed nothing: the file has no auto-vacuum"
+                );
+                self.vacuum = false;
             }
             Err(err) => {
                 tracing::warn!(error = %err, "sqlite incremental vacuum failed");
@@ -2181,6 +2198,65 @@ mod tests {
         );
         assert!(matches!(compacted.try_recv(), Ok(Ok(()))));
         assert_eq!(*writer.shared.compacted.borrow(), 50);
+    }
+
+    #[test]
+    fn a_file_left_without_auto_vacuum_is_never_vacuumed_in_a_loop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        // An old file, made before auto-vacuum, too big (anything is, with a limit of 0) to
+        // convert at open.
+        Connection::open(&path)
+            .and_then(|c| c.execute_batch("CREATE TABLE old (x)"))
+            .expect("old file");
+        let mut writer = test_writer(
+            &path,
+            SqliteMaintenance {
+                checkpoint_wal_bytes: u64::MAX,
+                vacuum_free_pages: 0,
+                ..SqliteMaintenance::default()
+            },
+        );
+        let (tx, mut rx) = mpsc::channel(512);
+        for i in 0..100 {
+            let (reply, _) = oneshot::channel();
+            tx.try_send(Command::Write {
+                write: Write::Create {
+                    key: format!("/k/{i}"),
+                    value: big_value(i),
+                },
+                reply,
+            })
+            .expect("queue");
+        }
+        run_until_idle(&mut writer, &mut rx);
+        for i in 0..100 {
+            let (reply, _) = oneshot::channel();
+            tx.try_send(Command::Write {
+                write: Write::Delete {
+                    key: format!("/k/{i}"),
+                    expected: i64::try_from(i + 1).expect("revision"),
+                },
+                reply,
+            })
+            .expect("queue");
+        }
+        let (reply, _) = oneshot::channel();
+        tx.try_send(Command::Compact {
+            target: CompactTarget::Retain(0),
+            reply,
+        })
+        .expect("queue");
+        tx.try_send(Command::Maintain { reply: None })
+            .expect("queue");
+        run_until_idle(&mut writer, &mut rx);
+        assert_eq!(*writer.shared.compacted.borrow(), 200);
+        let pages = Pages::read(&writer.conn).expect("pages");
+        assert!(
+            pages.freelist_count > 0,
+            "compaction freed pages: {pages:?}"
+        );
+        assert!(!writer.log.contains(&Tx::Vacuum), "{:?}", writer.log);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,7 +46,7 @@ pub(super) fn checkpoint_truncate(
 
 /// SQLite's `PRAGMA auto_vacuum` values.
 const AUTO_VACUUM_NONE: i64 = 0;
-const AUTO_VACUUM_INCREMENTAL: i64 = 2;
+pub(super) const AUTO_VACUUM_INCREMENTAL: i64 = 2;
 
 /// How [`prepare_auto_vacuum`] left the database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
