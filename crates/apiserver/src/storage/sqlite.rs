@@ -2230,12 +2230,12 @@ mod tests {
             .expect("queue");
         }
         run_until_idle(&mut writer, &mut rx);
-        for i in 0..100 {
+        for i in 0..100_i64 {
             let (reply, _) = oneshot::channel();
             tx.try_send(Command::Write {
                 write: Write::Delete {
                     key: format!("/k/{i}"),
-                    expected: i64::try_from(i + 1).expect("revision"),
+                    expected: i + 1,
                 },
                 reply,
             })
