@@ -28,7 +28,7 @@ pub mod watch_cache;
 pub use etcd::{EtcdOptions, EtcdStorage, EtcdTls};
 pub use hub::DEFAULT_WATCHER_BUFFER;
 pub use memory::MemoryStorage;
-pub use sqlite::{SqliteOptions, SqliteStorage, Synchronous};
+pub use sqlite::{SqliteMaintenance, SqliteOptions, SqliteStats, SqliteStorage, Synchronous};
 pub use watch_cache::{DEFAULT_WATCH_CACHE_BYTES, DEFAULT_WATCH_CACHE_CAPACITY, WatchCache};
 
 /// A revision: the store's global logical clock, and every object's `resourceVersion`.

@@ -36,18 +36,63 @@
 //! Watches poll nothing: all writes go through this process, so the writer feeds an in-memory
 //! hub with a ring of recent events; a watch from older than the ring reads its backlog from
 //! the log table.
+//!
+//! # Keeping the file bounded
+//!
+//! kine leaves the file to SQLite: nothing checkpoints the WAL, and a steady stream of
+//! overlapping read transactions keeps SQLite's automatic (PASSIVE) checkpoints from ever
+//! resetting it, so it grows without bound (kine#582); rows deleted by compaction leave free
+//! pages that are never given back (kine#607); and compaction runs its batches back to back,
+//! holding writers off for as long as it takes (k3s#13720). Here (defaults in
+//! [`SqliteMaintenance`]):
+//!
+//! - **Reads are chunked.** A list reads at most [`SqliteOptions::read_chunk`] (500) keys, and
+//!   a watch backlog at most that many revisions, per read transaction, then goes on in a new
+//!   one at the same revision; every transaction re-checks the compacted revision, so a read
+//!   either joins into one consistent answer or fails with [`Error::Compacted`]. No reader
+//!   keeps one WAL snapshot for longer than one chunk (a `get` is one indexed row).
+//! - **Checkpoints cannot be starved.** The writer runs `PRAGMA wal_checkpoint(TRUNCATE)` every
+//!   minute, after a commit that leaves the `-wal` file at 16 MiB or more, and after a vacuum.
+//!   It waits for readers still on the WAL at most 50 ms (the busy handler; every write waits
+//!   with it), then gives up until the next trigger; the size trigger then waits until the WAL
+//!   has grown another 16 MiB. Since a reader lets go within one chunk, a later attempt
+//!   completes and the WAL is truncated to zero bytes.
+//! - **Space is given back.** A new file is created with `auto_vacuum=INCREMENTAL`; an
+//!   existing one without auto-vacuum is converted (one VACUUM) at open if it is at most
+//!   256 MiB, otherwise left as is with a warning (its free pages are reused by later writes;
+//!   convert it offline with `PRAGMA auto_vacuum=INCREMENTAL; VACUUM;`). After a compaction
+//!   finishes, once `freelist_count` passes 2,048 pages, the writer runs
+//!   `PRAGMA incremental_vacuum(256)` steps until no page is free, then checkpoints so the
+//!   file itself shrinks.
+//! - **Compaction holds the write lock briefly.** Each batch is its own transaction of at
+//!   most kine's 1,000 revisions and fewer when the previous batch took longer than 50 ms
+//!   (`sqlite/compact_pacer.rs`); never fewer than 10.
+//! - **Writes come first.** Compaction batches, vacuum steps and checkpoints are steps of
+//!   background work on the writer thread; between two steps the writer commits every queued
+//!   write, so a write waits behind one step at most.
+//!
+//! [`SqliteStorage::stats`] reports the figures (file and WAL sizes, pages, free pages, live
+//! and stored rows, revisions) for soak tests; [`SqliteStorage::maintain`] runs the upkeep now.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
 };
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot, watch};
+
+mod compact_pacer;
+mod maintenance;
+
+use compact_pacer::CompactPacer;
+pub use maintenance::SqliteStats;
+use maintenance::{AutoVacuum, Pages, file_len, wal_path};
 
 use super::hub::{Backlog, DEFAULT_WATCHER_BUFFER, WatchHub};
 use super::memory::read_revision;
@@ -57,9 +102,11 @@ use super::{
 
 /// The most writes committed in one transaction.
 const MAX_BATCH: usize = 256;
-/// Revisions compacted per transaction, so compaction never holds the write lock for long
-/// (kine's `compactBatchSize`).
+/// The most revisions compacted per transaction (kine's `compactBatchSize`); fewer when a
+/// batch takes longer than [`SqliteMaintenance::compact_batch_budget`].
 const COMPACT_BATCH: Revision = 1000;
+/// The fewest revisions compacted per transaction, however slow.
+const COMPACT_BATCH_MIN: Revision = 10;
 /// How long a connection waits for a lock held by another connection before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The queue of writes waiting for the writer thread.
@@ -160,6 +207,17 @@ pub enum SqliteError {
         /// The key or prefix it was about.
         key: String,
     },
+    /// A compaction batch failed; the compaction stopped at the previous batch.
+    #[error("sqlite compaction of revisions {from}..={to} failed")]
+    Compact {
+        /// The compacted revision before the batch.
+        from: Revision,
+        /// The revision the batch compacted to.
+        to: Revision,
+        /// What SQLite said (shared by every caller waiting for the compaction).
+        #[source]
+        source: Arc<rusqlite::Error>,
+    },
     /// The writer thread could not be started.
     #[error("starting the sqlite writer thread")]
     Spawn {
@@ -225,6 +283,50 @@ pub struct SqliteOptions {
     pub watcher_buffer: usize,
     /// How many idle reader connections are kept open.
     pub max_idle_readers: usize,
+    /// A list reads at most this many keys, and a watch backlog at most this many revisions,
+    /// in one read transaction; a longer read goes on in a new one at the same revision. This
+    /// bounds how long one reader keeps the WAL from being checkpointed.
+    pub read_chunk: usize,
+    /// WAL checkpoints, vacuuming and the pace of compaction.
+    pub maintenance: SqliteMaintenance,
+}
+
+/// The store's upkeep (see the module doc's "Keeping the file bounded").
+#[derive(Clone, Debug)]
+pub struct SqliteMaintenance {
+    /// How often the writer runs a TRUNCATE checkpoint whatever the WAL's size; `None` leaves
+    /// it to the size trigger.
+    pub checkpoint_interval: Option<Duration>,
+    /// A checkpoint is also run after a commit that leaves the WAL at least this big.
+    pub checkpoint_wal_bytes: u64,
+    /// How long a checkpoint waits for readers still on the WAL before giving up until the
+    /// next trigger (the writer, and so every write, waits with it).
+    pub checkpoint_wait: Duration,
+    /// After a compaction, free pages are given back to the file system once there are more
+    /// than this many.
+    pub vacuum_free_pages: u64,
+    /// Free pages given back per step (one short transaction each, writes served between).
+    pub vacuum_step_pages: u32,
+    /// How long one compaction transaction should hold the write lock; batches shrink below
+    /// kine's 1,000 revisions to stay within it.
+    pub compact_batch_budget: Duration,
+    /// An existing database without auto-vacuum is converted (rewritten by VACUUM) at open
+    /// only when it is at most this big.
+    pub convert_max_bytes: u64,
+}
+
+impl Default for SqliteMaintenance {
+    fn default() -> Self {
+        SqliteMaintenance {
+            checkpoint_interval: Some(Duration::from_secs(60)),
+            checkpoint_wal_bytes: 16 << 20,
+            checkpoint_wait: Duration::from_millis(50),
+            vacuum_free_pages: 2048,
+            vacuum_step_pages: 256,
+            compact_batch_budget: Duration::from_millis(50),
+            convert_max_bytes: 256 << 20,
+        }
+    }
 }
 
 impl Default for SqliteOptions {
@@ -236,6 +338,8 @@ impl Default for SqliteOptions {
             watch_ring: 1000,
             watcher_buffer: DEFAULT_WATCHER_BUFFER,
             max_idle_readers: 4,
+            read_chunk: 500,
+            maintenance: SqliteMaintenance::default(),
         }
     }
 }
@@ -246,8 +350,10 @@ pub struct SqliteStorage {
     writes: mpsc::Sender<Command>,
     readers: Arc<ReaderPool>,
     shared: Arc<Shared>,
-    /// The automatic compaction task, stopped on drop.
-    compactor: Option<tokio::task::AbortHandle>,
+    /// Rows or revisions per read transaction ([`SqliteOptions::read_chunk`]), at least 1.
+    read_chunk: usize,
+    /// The automatic compaction and checkpoint tasks, stopped on drop.
+    tasks: Vec<tokio::task::AbortHandle>,
 }
 
 /// State shared by the store, its writer thread and the reader tasks.
@@ -278,6 +384,9 @@ enum Command {
         target: CompactTarget,
         reply: oneshot::Sender<Result<()>>,
     },
+    /// Checkpoint now, vacuum if the free list is over its threshold; reply (if asked) once
+    /// the writer has no compaction, vacuum or checkpoint left to do.
+    Maintain { reply: Option<oneshot::Sender<()>> },
 }
 
 enum Write {
@@ -340,8 +449,9 @@ impl SqliteStorage {
         let path = path.as_ref().to_path_buf();
         let sync = options.synchronous;
         let open_path = path.clone();
+        let convert_max = options.maintenance.convert_max_bytes;
         let (conn, revision, compacted) =
-            tokio::task::spawn_blocking(move || open_writer(&open_path, sync))
+            tokio::task::spawn_blocking(move || open_writer(&open_path, sync, convert_max))
                 .await
                 .map_err(|source| SqliteError::Task {
                     op: "open",
@@ -354,19 +464,29 @@ impl SqliteStorage {
             hub: WatchHub::new(revision, options.watch_ring, options.watcher_buffer),
         });
         let (writes, queue) = mpsc::channel(WRITE_QUEUE);
-        let writer = Writer {
+        let writer = Writer::new(
             conn,
-            shared: Arc::clone(&shared),
-        };
+            Arc::clone(&shared),
+            &path,
+            options.maintenance.clone(),
+        );
         std::thread::Builder::new()
             .name("kcm-sqlite-writer".into())
             .spawn(move || writer.run(queue))
             .map_err(|source| SqliteError::Spawn { source })?;
-        let compactor = options.compact_interval.map(|every| {
+        let mut tasks = Vec::new();
+        if let Some(every) = options.compact_interval {
             let (writes, shared) = (writes.downgrade(), Arc::downgrade(&shared));
             let retain = options.compact_retain.max(0);
-            tokio::spawn(compact_periodically(writes, shared, every, retain)).abort_handle()
-        });
+            tasks.push(
+                tokio::spawn(compact_periodically(writes, shared, every, retain)).abort_handle(),
+            );
+        }
+        if let Some(every) = options.maintenance.checkpoint_interval {
+            tasks.push(
+                tokio::spawn(checkpoint_periodically(writes.downgrade(), every)).abort_handle(),
+            );
+        }
         Ok(SqliteStorage {
             writes,
             readers: Arc::new(ReaderPool {
@@ -375,8 +495,47 @@ impl SqliteStorage {
                 max_idle: options.max_idle_readers,
             }),
             shared,
-            compactor,
+            read_chunk: options.read_chunk.max(1),
+            tasks,
         })
+    }
+
+    /// Runs the writer's upkeep now — a TRUNCATE checkpoint, and an incremental vacuum if the
+    /// free list is over [`SqliteMaintenance::vacuum_free_pages`] — and returns once the
+    /// writer has no compaction, vacuum or checkpoint left (writes go on being served
+    /// between its steps). The periodic and size triggers do the same without waiting.
+    pub async fn maintain(&self) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        let stopped = || SqliteError::WriterStopped {
+            op: "maintain",
+            key: String::new(),
+        };
+        self.writes
+            .send(Command::Maintain { reply: Some(reply) })
+            .await
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped().into())
+    }
+
+    /// The store's figures (file and WAL sizes, pages, rows, revisions), for soak tests and
+    /// operators. Counts every key, so it is not for a hot path.
+    pub async fn stats(&self) -> Result<SqliteStats> {
+        let current = self.shared.revision.load(Ordering::Acquire);
+        let path = self.readers.path.clone();
+        let mut stats = self
+            .read("stats", "", |conn| {
+                let tx = conn.transaction().map_err(query_err("stats", ""))?;
+                let compacted = compacted_in(&tx).map_err(query_err("stats", ""))?;
+                drop(tx);
+                let mut stats = maintenance::read_stats(conn).map_err(query_err("stats", ""))?;
+                stats.compacted_revision = compacted;
+                Ok(stats)
+            })
+            .await?;
+        stats.current_revision = current;
+        stats.db_file_bytes = file_len(&path);
+        stats.wal_file_bytes = file_len(&wal_path(&path));
+        Ok(stats)
     }
 
     /// Compacts so that `retain` revisions of history remain (as the automatic compaction
@@ -446,7 +605,7 @@ impl SqliteStorage {
 
 impl Drop for SqliteStorage {
     fn drop(&mut self) {
-        if let Some(task) = &self.compactor {
+        for task in &self.tasks {
             task.abort();
         }
     }
@@ -466,9 +625,14 @@ fn plan_without_bound_values(conn: &Connection) -> rusqlite::Result<()> {
     .map(|_| ())
 }
 
-/// Opens the write connection, creates the schema and reads the current and compacted
-/// revisions.
-fn open_writer(path: &Path, sync: Synchronous) -> Result<(Connection, Revision, Revision)> {
+/// Opens the write connection, makes the file incremental-vacuum (see
+/// [`maintenance::prepare_auto_vacuum`]), creates the schema and reads the current and
+/// compacted revisions.
+fn open_writer(
+    path: &Path,
+    sync: Synchronous,
+    convert_max_bytes: u64,
+) -> Result<(Connection, Revision, Revision)> {
     let open_err = |source| SqliteError::Open {
         path: path.to_path_buf(),
         source,
@@ -482,6 +646,22 @@ fn open_writer(path: &Path, sync: Synchronous) -> Result<(Connection, Revision, 
     let conn = Connection::open(path).map_err(open_err)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
     plan_without_bound_values(&conn).map_err(open_err)?;
+    // Before the journal mode and the schema: a new file's auto-vacuum mode is fixed when its
+    // first table is created.
+    match maintenance::prepare_auto_vacuum(&conn, convert_max_bytes).map_err(open_err)? {
+        AutoVacuum::Incremental | AutoVacuum::Full => {}
+        AutoVacuum::Converted => tracing::info!(
+            path = %path.display(),
+            "converted sqlite store to auto_vacuum=INCREMENTAL"
+        ),
+        AutoVacuum::LeftAsIs => tracing::warn!(
+            path = %path.display(),
+            max_bytes = convert_max_bytes,
+            "sqlite store has no auto-vacuum and is too big to convert while opening: space \
+             freed by compaction is reused but not returned; convert it offline with \
+             `PRAGMA auto_vacuum=INCREMENTAL; VACUUM;`"
+        ),
+    }
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(open_err)?;
@@ -560,47 +740,157 @@ fn latest_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Latest>> 
         .optional()
 }
 
-/// The writer thread: the only connection that writes.
+/// The writer thread: the only connection that writes, and the only one that compacts,
+/// vacuums and checkpoints.
+///
+/// Writes come first: between two steps of background work (one compaction batch, one
+/// vacuum step or one checkpoint) the writer commits whatever writes are queued, so a write
+/// waits behind at most one step however long the compaction is.
 struct Writer {
     conn: Connection,
     shared: Arc<Shared>,
+    /// The database's `-wal` file, measured after commits for the size trigger.
+    wal: PathBuf,
+    options: SqliteMaintenance,
+    /// A command taken from the queue while draining a write batch, handled next.
+    pending: Option<Command>,
+    /// The compaction in progress, advanced one batch per step.
+    compaction: Option<Compaction>,
+    pacer: CompactPacer,
+    /// Free pages are to be given back, one step at a time.
+    vacuum: bool,
+    /// A checkpoint is to run.
+    checkpoint: bool,
+    /// The WAL size from which the size trigger fires again: the threshold, or after a
+    /// checkpoint that readers kept from completing, a threshold more than the WAL had then
+    /// (so a long reader does not make every commit wait for a checkpoint).
+    wal_trigger: u64,
+    /// Callers of [`SqliteStorage::maintain`], answered when no background work is left.
+    idle_waiters: Vec<oneshot::Sender<()>>,
+    /// Every transaction the writer ran, in order, for tests to assert on.
+    #[cfg(test)]
+    log: Vec<Tx>,
+}
+
+/// A compaction in progress.
+struct Compaction {
+    /// The revision to compact to: the largest any waiter asked for.
+    target: Revision,
+    /// Callers with the revision each waits for; answered as the compaction passes it.
+    waiters: Vec<(Revision, oneshot::Sender<Result<()>>)>,
+}
+
+/// One transaction of the writer, as recorded for tests.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tx {
+    /// A batch of this many writes.
+    Writes(usize),
+    /// A compaction batch from one compacted revision to the next.
+    Compact { from: Revision, to: Revision },
+    /// An incremental vacuum step.
+    Vacuum,
+    /// A TRUNCATE checkpoint, and whether readers kept it from completing.
+    Checkpoint { busy: bool },
 }
 
 impl Writer {
+    fn new(conn: Connection, shared: Arc<Shared>, db: &Path, options: SqliteMaintenance) -> Self {
+        Writer {
+            conn,
+            shared,
+            wal: wal_path(db),
+            pacer: CompactPacer::new(
+                COMPACT_BATCH_MIN,
+                COMPACT_BATCH,
+                options.compact_batch_budget,
+            ),
+            wal_trigger: options.checkpoint_wal_bytes,
+            options,
+            pending: None,
+            compaction: None,
+            vacuum: false,
+            checkpoint: false,
+            idle_waiters: Vec::new(),
+            #[cfg(test)]
+            log: Vec::new(),
+        }
+    }
+
     fn run(mut self, mut queue: mpsc::Receiver<Command>) {
-        let mut pending = None;
-        loop {
-            let first = match pending.take() {
-                Some(cmd) => cmd,
-                None => match queue.blocking_recv() {
-                    Some(cmd) => cmd,
-                    None => return,
-                },
-            };
-            match first {
-                Command::Compact { target, reply } => {
-                    let _ = reply.send(self.compact(target));
-                }
-                Command::Write { write, reply } => {
-                    let mut batch = vec![(write, reply)];
-                    while batch.len() < MAX_BATCH {
-                        match queue.try_recv() {
-                            Ok(Command::Write { write, reply }) => batch.push((write, reply)),
-                            Ok(other) => {
-                                pending = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
+        while self.step(&mut queue, true) {}
+    }
+
+    fn has_background_work(&self) -> bool {
+        self.compaction.is_some() || self.vacuum || self.checkpoint
+    }
+
+    /// Handles the next command (waiting for one only if `block` and nothing else is to be
+    /// done), then runs one step of background work. Returns false once the store is gone.
+    fn step(&mut self, queue: &mut mpsc::Receiver<Command>, block: bool) -> bool {
+        let next = match self.pending.take() {
+            Some(cmd) => Some(cmd),
+            None if block && !self.has_background_work() => match queue.blocking_recv() {
+                Some(cmd) => Some(cmd),
+                None => return false,
+            },
+            None => match queue.try_recv() {
+                Ok(cmd) => Some(cmd),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => return false,
+            },
+        };
+        match next {
+            Some(Command::Write { write, reply }) => {
+                let mut batch = vec![(write, reply)];
+                while batch.len() < MAX_BATCH {
+                    match queue.try_recv() {
+                        Ok(Command::Write { write, reply }) => batch.push((write, reply)),
+                        Ok(other) => {
+                            self.pending = Some(other);
+                            break;
                         }
+                        Err(_) => break,
                     }
-                    self.commit_batch(batch);
+                }
+                self.commit_batch(batch);
+                if file_len(&self.wal) >= self.wal_trigger {
+                    self.checkpoint = true;
                 }
             }
+            Some(Command::Compact { target, reply }) => self.start_compaction(target, reply),
+            Some(Command::Maintain { reply }) => {
+                self.checkpoint = true;
+                self.check_free_pages();
+                self.idle_waiters.extend(reply);
+            }
+            None => {}
+        }
+        self.background_step();
+        if !self.has_background_work() {
+            for waiter in self.idle_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+        true
+    }
+
+    /// One step of background work: a compaction batch, else a vacuum step, else a
+    /// checkpoint.
+    fn background_step(&mut self) {
+        if self.compaction.is_some() {
+            self.compact_batch();
+        } else if self.vacuum {
+            self.vacuum_step();
+        } else if self.checkpoint {
+            self.checkpoint_now();
         }
     }
 
     /// Applies a batch of writes in one transaction, then publishes and acknowledges them.
     fn commit_batch(&mut self, batch: Vec<(Write, oneshot::Sender<Result<Event>>)>) {
+        #[cfg(test)]
+        self.log.push(Tx::Writes(batch.len()));
         let mut outcomes: Vec<Result<Event>> = Vec::with_capacity(batch.len());
         let commit = self
             .conn
@@ -639,41 +929,168 @@ impl Writer {
         }
     }
 
-    /// Compacts in batches of [`COMPACT_BATCH`] revisions, each its own transaction.
-    fn compact(&mut self, target: CompactTarget) -> Result<()> {
+    /// Resolves a compaction request and joins it to the compaction in progress (or starts
+    /// one); answers at once if there is nothing to do.
+    fn start_compaction(&mut self, target: CompactTarget, reply: oneshot::Sender<Result<()>>) {
         let current = self.shared.revision.load(Ordering::Acquire);
-        let mut done = *self.shared.compacted.borrow();
+        let done = *self.shared.compacted.borrow();
         let target = match target {
             CompactTarget::Exact(rev) if rev > current => {
-                return Err(Error::FutureRevision {
+                let _ = reply.send(Err(Error::FutureRevision {
                     requested: rev,
                     current,
-                });
+                }));
+                return;
             }
             CompactTarget::Exact(rev) => rev,
             CompactTarget::Retain(retain) => current - retain,
             CompactTarget::Observed { revision, retain } => revision.min(current - retain),
         };
-        while done < target {
-            let upto = (done + COMPACT_BATCH).min(target);
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(query_err("compact", ""))?;
-            let deleted = tx
-                .prepare_cached(COMPACT_SQL)
-                .and_then(|mut s| s.execute(params![done, upto]))
-                .map_err(query_err("compact", ""))?;
-            tx.prepare_cached(SET_COMPACT_REV_SQL)
-                .and_then(|mut s| s.execute([upto]))
-                .map_err(query_err("compact", ""))?;
-            tx.commit().map_err(query_err("compact", ""))?;
-            tracing::debug!(from = done, to = upto, deleted, "compacted sqlite store");
-            done = upto;
-            self.shared.compacted.send_replace(done);
+        if target <= done {
+            let _ = reply.send(Ok(()));
+            return;
         }
-        Ok(())
+        let job = self.compaction.get_or_insert_with(|| Compaction {
+            target,
+            waiters: Vec::new(),
+        });
+        job.target = job.target.max(target);
+        job.waiters.push((target, reply));
     }
+
+    /// Compacts one batch of the compaction in progress, in its own transaction, sized by
+    /// the pacer so it holds the write lock about [`SqliteMaintenance::compact_batch_budget`].
+    fn compact_batch(&mut self) {
+        let Some(mut job) = self.compaction.take() else {
+            return;
+        };
+        let from = *self.shared.compacted.borrow();
+        let to = from.saturating_add(self.pacer.next()).min(job.target);
+        #[cfg(test)]
+        self.log.push(Tx::Compact { from, to });
+        let started = Instant::now();
+        match compact_range(&mut self.conn, from, to) {
+            Ok(deleted) => {
+                self.pacer.record(to - from, started.elapsed());
+                tracing::debug!(from, to, deleted, "compacted sqlite store");
+                self.shared.compacted.send_replace(to);
+                let (reached, waiting) = std::mem::take(&mut job.waiters)
+                    .into_iter()
+                    .partition::<Vec<_>, _>(|(rev, _)| *rev <= to);
+                for (_, reply) in reached {
+                    let _ = reply.send(Ok(()));
+                }
+                job.waiters = waiting;
+                if to < job.target {
+                    self.compaction = Some(job);
+                } else {
+                    self.check_free_pages();
+                }
+            }
+            Err(err) => {
+                let source = Arc::new(err);
+                for (_, reply) in job.waiters {
+                    let _ = reply.send(Err(SqliteError::Compact {
+                        from,
+                        to,
+                        source: Arc::clone(&source),
+                    }
+                    .into()));
+                }
+            }
+        }
+    }
+
+    /// Asks for vacuum steps if the free list is over its threshold.
+    fn check_free_pages(&mut self) {
+        let incremental = self
+            .conn
+            .query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0))
+            .is_ok_and(|mode| mode == maintenance::AUTO_VACUUM_INCREMENTAL);
+        if !incremental {
+            return;
+        }
+        match Pages::read(&self.conn) {
+            Ok(pages) => {
+                if pages.freelist_count > self.options.vacuum_free_pages {
+                    self.vacuum = true;
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "reading sqlite free pages failed"),
+        }
+    }
+
+    /// Gives back one step of free pages; when none are left, asks for a checkpoint so the
+    /// database file itself shrinks. A step that frees nothing (a file left without auto-vacuum) ends the vacuum, so it can
+    /// never spin.
+    fn vacuum_step(&mut self) {
+        #[cfg(test)]
+        self.log.push(Tx::Vacuum);
+        let outcome = Pages::read(&self.conn).and_then(|before| {
+            maintenance::incremental_vacuum(&self.conn, self.options.vacuum_step_pages)?;
+            Ok((before, Pages::read(&self.conn)?))
+        });
+        match outcome {
+            Ok((_, after)) if after.freelist_count == 0 => {
+                self.vacuum = false;
+                self.checkpoint = true;
+            }
+            Ok((before, after)) if after.freelist_count < before.freelist_count => {}
+            Ok((_, after)) => {
+                tracing::debug!(
+                    free_pages = after.freelist_count,
+                    "sqlite incremental vacuum freed nothing: the file has no auto-vacuum"
+                );
+                self.vacuum = false;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "sqlite incremental vacuum failed");
+                self.vacuum = false;
+            }
+        }
+    }
+
+    /// Runs a TRUNCATE checkpoint, waiting for readers at most
+    /// [`SqliteMaintenance::checkpoint_wait`].
+    fn checkpoint_now(&mut self) {
+        self.checkpoint = false;
+        let outcome = maintenance::checkpoint_truncate(
+            &self.conn,
+            self.options.checkpoint_wait,
+            BUSY_TIMEOUT,
+        );
+        #[cfg(test)]
+        self.log.push(Tx::Checkpoint {
+            busy: outcome.as_ref().map_or(true, |c| c.busy),
+        });
+        match outcome {
+            Ok(c) if !c.busy => {
+                self.wal_trigger = self.options.checkpoint_wal_bytes;
+                tracing::debug!(frames = c.checkpointed_frames, "checkpointed sqlite WAL");
+            }
+            Ok(c) => {
+                let wal = file_len(&self.wal);
+                self.wal_trigger = wal.saturating_add(self.options.checkpoint_wal_bytes);
+                tracing::debug!(
+                    frames = c.log_frames,
+                    checkpointed = c.checkpointed_frames,
+                    wal_bytes = wal,
+                    "sqlite WAL checkpoint kept from completing by a reader"
+                );
+            }
+            Err(err) => tracing::warn!(error = %err, "sqlite WAL checkpoint failed"),
+        }
+    }
+}
+
+/// Deletes, in one IMMEDIATE transaction, the rows compaction from `from` to `to` removes and
+/// records `to` as the compacted revision; returns the rows deleted.
+fn compact_range(conn: &mut Connection, from: Revision, to: Revision) -> rusqlite::Result<usize> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let deleted = tx.prepare_cached(COMPACT_SQL)?.execute(params![from, to])?;
+    tx.prepare_cached(SET_COMPACT_REV_SQL)?.execute([to])?;
+    tx.commit()?;
+    Ok(deleted)
 }
 
 /// Applies one write inside the batch transaction; returns its event.
@@ -914,18 +1331,79 @@ fn compacted_in(tx: &Transaction<'_>) -> rusqlite::Result<Revision> {
         .query_row([], |r| r.get(0))
 }
 
-fn list_in_snapshot(
+/// Lists in read transactions of at most `chunk` keys each, all at the revision the first
+/// one resolved, so no reader holds one WAL snapshot for a whole large list. The pages join
+/// into one consistent list: a key's newest row at or below that revision stays put until
+/// compaction passes the revision, and each transaction re-checks that it has not
+/// (compaction records its revision in the transaction that deletes the rows), failing with
+/// [`Error::Compacted`] otherwise, as a list at a compacted revision does. `between` runs
+/// between two transactions (a test seam; nothing in the store).
+fn list_in_chunks(
     conn: &mut Connection,
     opts: &ListOptions,
     current: Revision,
+    chunk: usize,
+    between: &mut dyn FnMut(),
 ) -> Result<ListResult> {
-    let tx = conn
-        .transaction()
-        .map_err(query_err("list", &opts.prefix))?;
-    let compacted = compacted_in(&tx).map_err(query_err("list", &opts.prefix))?;
-    let rev = read_revision(opts.revision, current, compacted)?;
-    let (range, args) = name_range("mkv.name", &opts.prefix, opts.start_after.as_deref());
+    let prefix = opts.prefix.as_str();
     let limit = opts.limit.filter(|&l| l > 0);
+    // One key past the limit tells whether there are more.
+    let wanted = limit.map(|l| l.saturating_add(1));
+    let chunk = chunk.max(1);
+    let mut kvs: Vec<KeyValue> = Vec::new();
+    let mut rev = None;
+    loop {
+        let tx = conn.transaction().map_err(query_err("list", prefix))?;
+        let compacted = compacted_in(&tx).map_err(query_err("list", prefix))?;
+        let at = match rev {
+            None => read_revision(opts.revision, current, compacted)?,
+            Some(at) if at < compacted => {
+                return Err(Error::Compacted {
+                    requested: at,
+                    compacted,
+                });
+            }
+            Some(at) => at,
+        };
+        rev = Some(at);
+        let start_after = kvs
+            .last()
+            .map(|kv| kv.key.to_string())
+            .or_else(|| opts.start_after.clone());
+        let take = wanted.map_or(chunk, |w| w.saturating_sub(kvs.len()).min(chunk));
+        let page = list_page(&tx, prefix, start_after.as_deref(), at, take)?;
+        let last_chunk = page.len() < take || wanted.is_some_and(|w| kvs.len() + page.len() >= w);
+        kvs.extend(page);
+        if last_chunk {
+            let more = limit.is_some_and(|l| kvs.len() > l);
+            if let Some(l) = limit {
+                kvs.truncate(l);
+            }
+            let remaining = match kvs.last() {
+                Some(last) if more => count_after(&tx, prefix, &last.key, at)?,
+                _ => 0,
+            };
+            return Ok(ListResult {
+                kvs,
+                revision: at,
+                more,
+                remaining,
+            });
+        }
+        drop(tx);
+        between();
+    }
+}
+
+/// Up to `take` live keys under `prefix` after `start_after`, as of `rev`, in key order.
+fn list_page(
+    tx: &Transaction<'_>,
+    prefix: &str,
+    start_after: Option<&str>,
+    rev: Revision,
+    take: usize,
+) -> Result<Vec<KeyValue>> {
+    let (range, args) = name_range("mkv.name", prefix, start_after);
     let sql = format!(
         // The subquery yields each name's newest row at `rev` in name order (from the index),
         // so the outer query streams without a sort and stops at the limit.
@@ -937,42 +1415,23 @@ fn list_in_snapshot(
          ORDER BY maxkv.name ASC
          LIMIT ?"
     );
-    let sql_limit = limit.map_or(-1, |l| {
-        i64::try_from(l).unwrap_or(i64::MAX - 1).saturating_add(1)
-    });
-    let mut stmt = tx
-        .prepare_cached(&sql)
-        .map_err(query_err("list", &opts.prefix))?;
+    let sql_limit = i64::try_from(take).unwrap_or(i64::MAX);
+    let mut stmt = tx.prepare_cached(&sql).map_err(query_err("list", prefix))?;
     let mut params: Vec<&dyn rusqlite::ToSql> =
         args.iter().map(|a| a as &dyn rusqlite::ToSql).collect();
     params.push(&rev);
     params.push(&sql_limit);
-    let mut kvs = stmt
-        .query_map(params.as_slice(), |r| {
-            let value: Option<Vec<u8>> = r.get(3)?;
-            Ok(KeyValue {
-                mod_revision: r.get(0)?,
-                key: Arc::from(r.get::<_, String>(1)?),
-                create_revision: r.get(2)?,
-                value: Bytes::from(value.unwrap_or_default()),
-            })
+    stmt.query_map(params.as_slice(), |r| {
+        let value: Option<Vec<u8>> = r.get(3)?;
+        Ok(KeyValue {
+            mod_revision: r.get(0)?,
+            key: Arc::from(r.get::<_, String>(1)?),
+            create_revision: r.get(2)?,
+            value: Bytes::from(value.unwrap_or_default()),
         })
-        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-        .map_err(query_err("list", &opts.prefix))?;
-    let more = limit.is_some_and(|l| kvs.len() > l);
-    if let Some(l) = limit {
-        kvs.truncate(l);
-    }
-    let remaining = match kvs.last() {
-        Some(last) if more => count_after(&tx, &opts.prefix, &last.key, rev)?,
-        _ => 0,
-    };
-    Ok(ListResult {
-        kvs,
-        revision: rev,
-        more,
-        remaining,
     })
+    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+    .map_err(query_err("list", prefix))
 }
 
 /// How many live keys under `prefix` sort after `after` as of `rev` (inside the list's
@@ -996,21 +1455,47 @@ fn count_after(tx: &Transaction<'_>, prefix: &str, after: &str, rev: Revision) -
     Ok(u64::try_from(count).unwrap_or_default())
 }
 
-/// The events under `prefix` in `(after, upto]`, read from the log in one snapshot.
-fn events_in_snapshot(
+/// The events under `prefix` in `(after, upto]`, read from the log in read transactions of
+/// at most `chunk` revisions each (for the same reason, and with the same compaction check,
+/// as [`list_in_chunks`]; `between` likewise).
+fn events_in_chunks(
     conn: &mut Connection,
     prefix: &str,
     after: Revision,
     upto: Revision,
+    chunk: usize,
+    between: &mut dyn FnMut(),
 ) -> Result<Vec<Event>> {
-    let tx = conn.transaction().map_err(query_err("watch", prefix))?;
-    let compacted = compacted_in(&tx).map_err(query_err("watch", prefix))?;
-    if after < compacted {
-        return Err(Error::Compacted {
-            requested: after,
-            compacted,
-        });
+    let chunk = Revision::try_from(chunk.max(1)).unwrap_or(Revision::MAX);
+    let mut events = Vec::new();
+    let mut from = after;
+    loop {
+        let tx = conn.transaction().map_err(query_err("watch", prefix))?;
+        let compacted = compacted_in(&tx).map_err(query_err("watch", prefix))?;
+        if after < compacted {
+            return Err(Error::Compacted {
+                requested: after,
+                compacted,
+            });
+        }
+        let to = from.saturating_add(chunk).min(upto);
+        events.extend(events_between(&tx, prefix, from, to)?);
+        if to >= upto {
+            return Ok(events);
+        }
+        from = to;
+        drop(tx);
+        between();
     }
+}
+
+/// The events under `prefix` in `(after, upto]`, inside the caller's transaction.
+fn events_between(
+    tx: &Transaction<'_>,
+    prefix: &str,
+    after: Revision,
+    upto: Revision,
+) -> Result<Vec<Event>> {
     // `+name` keeps SQLite on the id range (the recent history) instead of the name index.
     let (range, args) = name_range("+name", prefix, None);
     let sql = format!(
@@ -1072,6 +1557,27 @@ async fn compact_periodically(
     }
 }
 
+/// Asks the writer for a checkpoint every `every` (see [`SqliteMaintenance`]), until the store
+/// is dropped.
+async fn checkpoint_periodically(writes: mpsc::WeakSender<Command>, every: Duration) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let Some(writes) = writes.upgrade() else {
+            return;
+        };
+        if writes
+            .send(Command::Maintain { reply: None })
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
 #[async_trait]
 impl Storage for SqliteStorage {
     fn backend(&self) -> &'static str {
@@ -1114,8 +1620,9 @@ impl Storage for SqliteStorage {
         // Read the current revision before the snapshot opens: every row up to it is committed.
         let current = self.shared.revision.load(Ordering::Acquire);
         let prefix = opts.prefix.clone();
+        let chunk = self.read_chunk;
         self.read("list", &prefix, move |conn| {
-            list_in_snapshot(conn, &opts, current)
+            list_in_chunks(conn, &opts, current, chunk, &mut || {})
         })
         .await
     }
@@ -1162,8 +1669,9 @@ impl Storage for SqliteStorage {
             Backlog::Ready(events) => events,
             Backlog::Missing { upto } => {
                 let owned = prefix.to_string();
+                let chunk = self.read_chunk;
                 self.read("watch", prefix, move |conn| {
-                    events_in_snapshot(conn, &owned, after, upto)
+                    events_in_chunks(conn, &owned, after, upto, chunk, &mut || {})
                 })
                 .await?
             }
@@ -1187,7 +1695,7 @@ mod tests {
     fn a_cached_statement_is_not_compiled_again_for_each_new_key() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (conn, _, _) =
-            open_writer(&dir.path().join("state.db"), Synchronous::Normal).expect("open");
+            open_writer(&dir.path().join("state.db"), Synchronous::Normal, 0).expect("open");
         for i in 0..20 {
             latest_row(&conn, &format!("/registry/core/pods/default/p{i}")).expect("read");
         }
@@ -1444,5 +1952,431 @@ mod tests {
                 .map(|e| e.revision()),
             Some(r)
         );
+    }
+
+    /// A value big enough that a few hundred writes make a WAL of megabytes.
+    fn big_value(i: usize) -> Bytes {
+        Bytes::from(format!("{i:04}").repeat(1024))
+    }
+
+    /// Applies writes straight on a write connection, as the writer does, one transaction.
+    fn write_all(conn: &mut Connection, writes: impl IntoIterator<Item = Write>) {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .expect("begin");
+        for write in writes {
+            apply(&tx, &write).expect("write");
+        }
+        tx.commit().expect("commit");
+    }
+
+    fn reader(path: &Path) -> Connection {
+        let pool = ReaderPool {
+            path: path.to_path_buf(),
+            idle: Mutex::new(Vec::new()),
+            max_idle: 0,
+        };
+        pool.take("test", "").expect("reader")
+    }
+
+    #[test]
+    fn a_long_list_lets_checkpoints_truncate_the_wal_between_its_chunks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        let (mut writer, _, _) = open_writer(&path, Synchronous::Normal, 0).expect("open");
+        write_all(
+            &mut writer,
+            (0..25).map(|i| Write::Create {
+                key: format!("/k/{i:02}"),
+                value: Bytes::from(format!("{i}")),
+            }),
+        );
+        let mut list_conn = reader(&path);
+        let wal = wal_path(&path);
+        let mut checkpoints = Vec::new();
+        let mut next = 0;
+        let listed = list_in_chunks(
+            &mut list_conn,
+            &ListOptions {
+                prefix: "/k/".into(),
+                ..ListOptions::default()
+            },
+            25,
+            10,
+            &mut || {
+                // Many writes while the list is only part-way through.
+                write_all(
+                    &mut writer,
+                    (next..next + 200).map(|i| Write::Create {
+                        key: format!("/other/{i}"),
+                        value: big_value(i),
+                    }),
+                );
+                next += 200;
+                let before = file_len(&wal);
+                let done = maintenance::checkpoint_truncate(&writer, Duration::ZERO, BUSY_TIMEOUT)
+                    .expect("checkpoint");
+                checkpoints.push((before, done.busy, file_len(&wal)));
+            },
+        )
+        .expect("list");
+        assert_eq!(listed.revision, 25);
+        assert_eq!(
+            listed
+                .kvs
+                .iter()
+                .map(|kv| kv.key.to_string())
+                .collect::<Vec<_>>(),
+            (0..25).map(|i| format!("/k/{i:02}")).collect::<Vec<_>>(),
+            "the list is the state at its revision, whatever was written between its chunks"
+        );
+        assert_eq!(
+            checkpoints.len(),
+            2,
+            "keys 0-9, 10-19 and 20-24 in three chunks"
+        );
+        for (before, busy, after) in checkpoints {
+            assert!(before > 500_000, "the WAL had grown to {before} bytes");
+            assert!(!busy, "the list held a snapshot between its chunks");
+            assert_eq!(after, 0, "the WAL was not truncated");
+        }
+    }
+
+    #[test]
+    fn a_watch_backlog_is_read_in_chunks_of_revisions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        let (mut writer, _, _) = open_writer(&path, Synchronous::Normal, 0).expect("open");
+        write_all(
+            &mut writer,
+            (0..25).map(|i| Write::Create {
+                key: format!("/k/{i:02}"),
+                value: Bytes::from(format!("{i}")),
+            }),
+        );
+        let mut conn = reader(&path);
+        let mut gaps = 0;
+        let events =
+            events_in_chunks(&mut conn, "/k/", 2, 25, 10, &mut || gaps += 1).expect("backlog");
+        assert_eq!(
+            events.iter().map(Event::revision).collect::<Vec<_>>(),
+            (3..=25).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            gaps, 2,
+            "revisions 3-12, 13-22 and 23-25 in three transactions"
+        );
+    }
+
+    #[test]
+    fn a_chunked_list_fails_rather_than_mixing_revisions_when_compaction_passes_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        let (mut writer, _, _) = open_writer(&path, Synchronous::Normal, 0).expect("open");
+        write_all(
+            &mut writer,
+            (0..4).map(|i| Write::Create {
+                key: format!("/k/{i}"),
+                value: Bytes::from_static(b"v"),
+            }),
+        );
+        let mut conn = reader(&path);
+        let err = list_in_chunks(
+            &mut conn,
+            &ListOptions {
+                prefix: "/k/".into(),
+                ..ListOptions::default()
+            },
+            4,
+            2,
+            &mut || {
+                write_all(
+                    &mut writer,
+                    [Write::Update {
+                        key: "/k/3".into(),
+                        expected: 4,
+                        value: Bytes::from_static(b"w"),
+                    }],
+                );
+                compact_range(&mut writer, 0, 5).expect("compact");
+            },
+        )
+        .expect_err("compacted under the list");
+        assert!(
+            matches!(
+                err,
+                Error::Compacted {
+                    requested: 4,
+                    compacted: 5
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    fn test_writer(path: &Path, maintenance: SqliteMaintenance) -> Writer {
+        let (conn, revision, compacted) = open_writer(path, Synchronous::Normal, 0).expect("open");
+        let shared = Arc::new(Shared {
+            revision: AtomicI64::new(revision),
+            compacted: watch::Sender::new(compacted),
+            hub: WatchHub::new(revision, 16, 16),
+        });
+        Writer::new(conn, shared, path, maintenance)
+    }
+
+    fn queue_create(queue: &mpsc::Sender<Command>, key: &str) {
+        let (reply, _) = oneshot::channel();
+        queue
+            .try_send(Command::Write {
+                write: Write::Create {
+                    key: key.into(),
+                    value: Bytes::from_static(b"v"),
+                },
+                reply,
+            })
+            .expect("queue");
+    }
+
+    /// Steps the writer (never blocking) until it has nothing queued and nothing to do.
+    fn run_until_idle(writer: &mut Writer, queue: &mut mpsc::Receiver<Command>) {
+        for _ in 0..10_000 {
+            if queue.is_empty() && writer.pending.is_none() && !writer.has_background_work() {
+                return;
+            }
+            assert!(writer.step(queue, false), "writer stopped");
+        }
+        panic!("the writer never went idle");
+    }
+
+    #[test]
+    fn writes_queued_behind_a_compaction_wait_for_one_batch_at_most() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut writer = test_writer(
+            &dir.path().join("state.db"),
+            SqliteMaintenance {
+                checkpoint_wal_bytes: u64::MAX,
+                ..SqliteMaintenance::default()
+            },
+        );
+        // Batches of exactly ten revisions, however fast or slow.
+        writer.pacer = CompactPacer::new(10, 10, Duration::MAX);
+        let (tx, mut rx) = mpsc::channel(128);
+        for i in 0..50 {
+            queue_create(&tx, &format!("/k/{i}"));
+        }
+        run_until_idle(&mut writer, &mut rx);
+        writer.log.clear();
+
+        let (reply, mut compacted) = oneshot::channel();
+        tx.try_send(Command::Compact {
+            target: CompactTarget::Exact(50),
+            reply,
+        })
+        .expect("queue");
+        queue_create(&tx, "/a");
+        queue_create(&tx, "/b");
+        assert!(writer.step(&mut rx, false));
+        assert!(writer.step(&mut rx, false));
+        // A write that arrives while the compaction is part-way.
+        queue_create(&tx, "/c");
+        assert!(
+            compacted.try_recv().is_err(),
+            "answered before the compaction finished"
+        );
+        run_until_idle(&mut writer, &mut rx);
+        assert_eq!(
+            writer.log,
+            vec![
+                Tx::Compact { from: 0, to: 10 },
+                Tx::Writes(2),
+                Tx::Compact { from: 10, to: 20 },
+                Tx::Writes(1),
+                Tx::Compact { from: 20, to: 30 },
+                Tx::Compact { from: 30, to: 40 },
+                Tx::Compact { from: 40, to: 50 },
+            ]
+        );
+        assert!(matches!(compacted.try_recv(), Ok(Ok(()))));
+        assert_eq!(*writer.shared.compacted.borrow(), 50);
+    }
+
+    #[test]
+    fn a_file_left_without_auto_vacuum_is_never_vacuumed_in_a_loop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        // An old file, made before auto-vacuum, too big (anything is, with a limit of 0) to
+        // convert at open.
+        Connection::open(&path)
+            .and_then(|c| c.execute_batch("CREATE TABLE old (x)"))
+            .expect("old file");
+        let mut writer = test_writer(
+            &path,
+            SqliteMaintenance {
+                checkpoint_wal_bytes: u64::MAX,
+                vacuum_free_pages: 0,
+                ..SqliteMaintenance::default()
+            },
+        );
+        let (tx, mut rx) = mpsc::channel(512);
+        for i in 0..100 {
+            let (reply, _) = oneshot::channel();
+            tx.try_send(Command::Write {
+                write: Write::Create {
+                    key: format!("/k/{i}"),
+                    value: big_value(i),
+                },
+                reply,
+            })
+            .expect("queue");
+        }
+        run_until_idle(&mut writer, &mut rx);
+        for i in 0..100_i64 {
+            let (reply, _) = oneshot::channel();
+            tx.try_send(Command::Write {
+                write: Write::Delete {
+                    key: format!("/k/{i}"),
+                    expected: i + 1,
+                },
+                reply,
+            })
+            .expect("queue");
+        }
+        let (reply, _) = oneshot::channel();
+        tx.try_send(Command::Compact {
+            target: CompactTarget::Retain(0),
+            reply,
+        })
+        .expect("queue");
+        tx.try_send(Command::Maintain { reply: None })
+            .expect("queue");
+        run_until_idle(&mut writer, &mut rx);
+        assert_eq!(*writer.shared.compacted.borrow(), 200);
+        let pages = Pages::read(&writer.conn).expect("pages");
+        assert!(
+            pages.freelist_count > 0,
+            "compaction freed pages: {pages:?}"
+        );
+        assert!(!writer.log.contains(&Tx::Vacuum), "{:?}", writer.log);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_is_truncated_once_a_long_reader_lets_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        let threshold = 256 << 10;
+        let store = SqliteStorage::open(
+            &path,
+            SqliteOptions {
+                synchronous: Synchronous::Normal,
+                compact_interval: None,
+                maintenance: SqliteMaintenance {
+                    checkpoint_interval: None,
+                    checkpoint_wal_bytes: threshold,
+                    checkpoint_wait: Duration::ZERO,
+                    ..SqliteMaintenance::default()
+                },
+                ..SqliteOptions::default()
+            },
+        )
+        .await
+        .expect("open");
+        let write_many = |from: usize| {
+            let store = &store;
+            async move {
+                for i in from..from + 300 {
+                    store
+                        .create(&format!("/k/{i}"), big_value(i))
+                        .await
+                        .expect("create");
+                }
+            }
+        };
+        // Without readers, a commit that takes the WAL past the threshold truncates it (the
+        // writer acknowledges a write before it checks, so allow one write's frames).
+        let bound = threshold + (64 << 10);
+        write_many(0).await;
+        let wal = store.stats().await.expect("stats").wal_file_bytes;
+        assert!(wal < bound, "WAL of {wal} bytes without readers");
+
+        // A reader holding one snapshot keeps every checkpoint from completing.
+        let long_reader = Connection::open(&path).expect("reader");
+        long_reader
+            .execute_batch("BEGIN; SELECT COUNT(*) FROM kine;")
+            .expect("snapshot");
+        write_many(300).await;
+        let wal = store.stats().await.expect("stats").wal_file_bytes;
+        assert!(
+            wal > 2 * threshold,
+            "WAL of {wal} bytes under a long reader"
+        );
+
+        // Once it lets go, the next checkpoint empties the WAL.
+        long_reader.execute_batch("COMMIT").expect("end snapshot");
+        store.maintain().await.expect("maintain");
+        assert_eq!(store.stats().await.expect("stats").wal_file_bytes, 0);
+        write_many(600).await;
+        let wal = store.stats().await.expect("stats").wal_file_bytes;
+        assert!(wal < bound, "WAL of {wal} bytes after the reader went");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn compaction_then_maintenance_gives_the_space_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SqliteStorage::open(
+            dir.path().join("state.db"),
+            SqliteOptions {
+                synchronous: Synchronous::Normal,
+                compact_interval: None,
+                maintenance: SqliteMaintenance {
+                    checkpoint_interval: None,
+                    vacuum_free_pages: 16,
+                    vacuum_step_pages: 32,
+                    ..SqliteMaintenance::default()
+                },
+                ..SqliteOptions::default()
+            },
+        )
+        .await
+        .expect("open");
+        let keep = store
+            .create("/keep", Bytes::from_static(b"v"))
+            .await
+            .expect("create");
+        let mut rev = keep;
+        // Many revisions of one churning key, and keys created and deleted.
+        for i in 0..200 {
+            rev = store
+                .create(&format!("/gone/{i}"), big_value(i))
+                .await
+                .expect("create");
+            rev = store
+                .delete(&format!("/gone/{i}"), rev)
+                .await
+                .expect("delete")
+                .0;
+        }
+        let before = store.stats().await.expect("stats");
+        assert_eq!(before.stored_rows, 401);
+        assert_eq!(before.live_rows, 1);
+        store.compact(rev).await.expect("compact");
+        store.maintain().await.expect("maintain");
+        let after = store.stats().await.expect("stats");
+        assert_eq!(after.stored_rows, 1);
+        assert_eq!(after.live_rows, 1);
+        assert_eq!(after.compacted_revision, rev);
+        assert_eq!(after.current_revision, rev);
+        assert_eq!(after.freelist_count, 0, "free pages left: {after:?}");
+        assert!(
+            after.page_count * 10 < before.page_count,
+            "pages before {} after {}",
+            before.page_count,
+            after.page_count
+        );
+        assert!(
+            after.db_file_bytes * 10 < before.page_count * before.page_size,
+            "file of {} bytes after checkpoint",
+            after.db_file_bytes
+        );
+        assert_eq!(after.wal_file_bytes, 0);
     }
 }
