@@ -26,6 +26,23 @@ check() { # description expected command...
   echo "FAIL $what: want '$want', got '$got'"; failed=1
 }
 jp() { kubectl get "$1" "$2" -o jsonpath="$3"; }
+# A 1Gi ReadWriteOnce claim of the default class, and a pod using the claim of its name.
+claim() { kubectl apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: $1}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+EOF
+}
+pod() { kubectl apply -f - > /dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  containers: [{name: c, image: nginx}]
+  volumes: [{name: d, persistentVolumeClaim: {claimName: $1}}]
+EOF
+}
 for i in $(seq 60); do
   [ "$(kubectl get nodes --no-headers 2>/dev/null | grep -c ' Ready')" -ge 3 ] && break; sleep 1
 done
@@ -63,19 +80,7 @@ check "the Released volume is not rebound" "Pending Released" \
   bash -c "echo \$(kubectl get pvc second -o jsonpath='{.status.phase}') \$(kubectl get pv kept -o jsonpath='{.status.phase}')"
 
 # 2. A Delete class (the simulator's default) provisions, attaches, and deletes.
-kubectl apply -f - > /dev/null <<EOF
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: dyn}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: dyn}
-spec:
-  containers: [{name: c, image: nginx}]
-  volumes: [{name: d, persistentVolumeClaim: {claimName: dyn}}]
-EOF
+claim dyn; pod dyn
 check "dynamic claim bound, pod running" "Bound Running" \
   bash -c "echo \$(kubectl get pvc dyn -o jsonpath='{.status.phase}') \$(kubectl get pod dyn -o jsonpath='{.status.phase}')"
 PV=$(jp pvc dyn '{.spec.volumeName}'); NODE=$(jp pod dyn '{.spec.nodeName}')
@@ -94,33 +99,14 @@ check "its Delete volume gone" "" bash -c "kubectl get pv $PV -o name 2>/dev/nul
 check "VolumeAttachment gone" "" kubectl get volumeattachments -o name
 
 # 4. Expansion 1Gi -> 2Gi: FileSystemResizePending, then the new capacity on the next pod.
-kubectl apply -f - > /dev/null <<EOF
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: grow}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: grow}
-spec:
-  containers: [{name: c, image: nginx}]
-  volumes: [{name: d, persistentVolumeClaim: {claimName: grow}}]
-EOF
+claim grow; pod grow
 check "claim grow bound" "Bound" jp pvc grow '{.status.phase}'
 kubectl delete pod grow > /dev/null
 kubectl patch pvc grow -p '{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}' > /dev/null
 check "FileSystemResizePending, capacity still 1Gi" "True 1Gi" \
   jp pvc grow '{.status.conditions[?(@.type=="FileSystemResizePending")].status} {.status.capacity.storage}'
 check "volume resized" "2Gi" jp pv "$(jp pvc grow '{.spec.volumeName}')" '{.spec.capacity.storage}'
-kubectl apply -f - > /dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: grow}
-spec:
-  containers: [{name: c, image: nginx}]
-  volumes: [{name: d, persistentVolumeClaim: {claimName: grow}}]
-EOF
+pod grow
 check "capacity 2Gi once a pod uses it" "2Gi " jp pvc grow '{.status.capacity.storage} {.status.conditions}'
 
 # 5. A StatefulSet with claim templates, 0 -> 3 -> 0, claims deleted on scale-down.

@@ -1,12 +1,12 @@
-//! What the storage controllers share about pods and claims: the pod-to-claim index (upstream's `volume/common`), the naming and ownership rules of generic ephemeral volumes (`component-helpers/storage/ephemeral`) and when a pod is done with its volumes (`volume/util.IsPodTerminated`).
+//! What the storage controllers share about pods and claims: the pod-to-claim index (upstream's `volume/common`), the naming and ownership rules of generic ephemeral volumes (re-exported from `kcm_machinery::storage::ephemeral`, upstream's `component-helpers/storage/ephemeral`) and when a pod is done with its volumes (`volume/util.IsPodTerminated`).
 
-use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod, Volume};
-use kcm_machinery::controller::controller_ref::get_controller_of;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Volume};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{IndexFunc, Indexers};
+use kcm_machinery::storage::ephemeral::pod_volume_claim;
+pub use kcm_machinery::storage::ephemeral::{NotOwnedByPod, volume_claim_name, volume_is_for_pod};
 
 /// The name of the pod index by the claims a pod uses (upstream's `PodPVCIndex`).
 pub const POD_PVC_INDEX: &str = "pod-pvc-index";
@@ -16,17 +16,9 @@ pub const POD_PVC_INDEX: &str = "pod-pvc-index";
 pub fn pod_pvc_index(pod: &Pod) -> Vec<String> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     pod_volumes(pod)
-        .filter_map(|volume| {
-            if let Some(source) = &volume.persistent_volume_claim {
-                Some(source.claim_name.clone())
-            } else if volume.ephemeral.is_some() {
-                Some(volume_claim_name(pod, volume))
-            } else {
-                None
-            }
-        })
-        .filter(|claim| !claim.is_empty())
-        .map(|claim| format!("{namespace}/{claim}"))
+        .filter_map(|volume| pod_volume_claim(pod, volume))
+        .filter(|claim| !claim.name.is_empty())
+        .map(|claim| format!("{namespace}/{}", claim.name))
         .collect()
 }
 
@@ -47,60 +39,6 @@ pub fn pod_volumes(pod: &Pod) -> impl Iterator<Item = &Volume> {
     pod.spec
         .iter()
         .flat_map(|spec| spec.volumes.iter().flatten())
-}
-
-/// The name of the claim a generic ephemeral volume gets: `<pod>-<volume>`, as upstream's
-/// `ephemeral.VolumeClaimName`. Deterministic, so nothing else is needed to find it; whether a
-/// claim of that name really is the pod's is [`volume_is_for_pod`]'s question.
-pub fn volume_claim_name(pod: &Pod, volume: &Volume) -> String {
-    format!(
-        "{}-{}",
-        pod.metadata.name.as_deref().unwrap_or_default(),
-        volume.name
-    )
-}
-
-/// A claim with an ephemeral volume's name that the pod does not control.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NotOwnedByPod {
-    /// The claim, `namespace/name`.
-    pub claim: String,
-    /// The pod, `namespace/name`.
-    pub pod: String,
-}
-
-impl fmt::Display for NotOwnedByPod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "PVC {} was not created for pod {} (pod is not owner)",
-            self.claim, self.pod
-        )
-    }
-}
-
-impl std::error::Error for NotOwnedByPod {}
-
-/// Checks that `claim` is the one made for `pod`'s ephemeral volume: same namespace and
-/// controlled by the pod (its UID), as upstream's `ephemeral.VolumeIsForPod`.
-pub fn volume_is_for_pod(pod: &Pod, claim: &PersistentVolumeClaim) -> Result<(), NotOwnedByPod> {
-    let pod_namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let claim_namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-    let controlled = get_controller_of(&claim.metadata)
-        .is_some_and(|owner| Some(owner.uid.as_str()) == pod.metadata.uid.as_deref());
-    if claim_namespace != pod_namespace || !controlled {
-        return Err(NotOwnedByPod {
-            claim: format!(
-                "{claim_namespace}/{}",
-                claim.metadata.name.as_deref().unwrap_or_default()
-            ),
-            pod: format!(
-                "{pod_namespace}/{}",
-                pod.metadata.name.as_deref().unwrap_or_default()
-            ),
-        });
-    }
-    Ok(())
 }
 
 /// Whether `pod` is done with its volumes: `Succeeded` or `Failed`, or being deleted with no
@@ -135,9 +73,7 @@ pub fn is_scheduled(pod: &Pod) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use kcm_testing::{
-        MetaBuilder, PodSpecBuilder, container_status, controller_ref_of, owner_ref_of, pod, pvc,
-    };
+    use kcm_testing::{MetaBuilder, PodSpecBuilder, container_status, pod, pvc};
 
     use super::*;
 
@@ -168,45 +104,6 @@ mod tests {
         add_pod_pvc_indexer(&pods).expect("second is a no-op");
         let users = pods.by_index(POD_PVC_INDEX, "ns/c").expect("indexed");
         assert_eq!(users.len(), 1);
-    }
-
-    /// Upstream `TestVolumeIsForPod`'s facts: the pod must be the claim's controller, in the same
-    /// namespace; the error names both.
-    #[test]
-    fn a_claim_is_for_the_pod_that_controls_it() {
-        let p = pod("web").namespace("ns").uid("u1").build();
-        let other = pod("other").namespace("ns").uid("u2").build();
-        let owned = pvc("web-v")
-            .namespace("ns")
-            .owner(controller_ref_of(&p))
-            .build();
-        assert_eq!(volume_is_for_pod(&p, &owned), Ok(()));
-        let not_controller = pvc("web-v")
-            .namespace("ns")
-            .owner(owner_ref_of(&p).build())
-            .build();
-        let foreign = pvc("web-v")
-            .namespace("ns")
-            .owner(controller_ref_of(&other))
-            .build();
-        let elsewhere = pvc("web-v")
-            .namespace("elsewhere")
-            .owner(controller_ref_of(&p))
-            .build();
-        for claim in [
-            &not_controller,
-            &foreign,
-            &elsewhere,
-            &pvc("web-v").namespace("ns").build(),
-        ] {
-            assert!(volume_is_for_pod(&p, claim).is_err(), "{claim:?}");
-        }
-        assert_eq!(
-            volume_is_for_pod(&p, &foreign)
-                .expect_err("foreign")
-                .to_string(),
-            "PVC ns/web-v was not created for pod ns/web (pod is not owner)"
-        );
     }
 
     #[test]

@@ -241,7 +241,7 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
                 database: Some(dir.path().join("state.db")),
                 storage: Some(Arc::clone(server.storage())),
             };
-            let config = soak_config(args, duration, "embedded");
+            let config = soak_config(args, duration, true);
             return soak::run(
                 &client,
                 EMBEDDED_NAMESPACE,
@@ -274,10 +274,10 @@ fn soak_options(args: &BenchArgs, duration: Duration) -> soak::SoakOptions {
     }
 }
 
-fn soak_config(args: &BenchArgs, duration: Duration, mode: &str) -> soak_report::SoakConfig {
-    let embedded = mode == "embedded";
+/// The soak's configuration as recorded; `embedded` runs also record the cluster's shape.
+fn soak_config(args: &BenchArgs, duration: Duration, embedded: bool) -> soak_report::SoakConfig {
     soak_report::SoakConfig {
-        mode: mode.to_owned(),
+        mode: if embedded { "embedded" } else { "kubeconfig" }.to_owned(),
         duration_seconds: duration.as_secs_f64(),
         writes_per_second: args.write_rate,
         sample_seconds: args.sample_every.as_secs_f64(),
@@ -385,7 +385,7 @@ async fn run_against(
             &client,
             &namespace,
             &soak_options(args, duration),
-            soak_config(args, duration, "kubeconfig"),
+            soak_config(args, duration, false),
             &soak::Probes::default(),
             cancel,
         )

@@ -11,7 +11,7 @@
 //! throughout. Each ConfigMap update carries a sequence number a long-lived watch looks for:
 //! the time from the write's acknowledgement to its event is the watch lag.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -212,7 +212,7 @@ struct Window {
     /// ConfigMap sequence numbers acknowledged and not yet seen on the watch, with when.
     acked: HashMap<u64, Instant>,
     /// Sequence numbers seen on the watch before their acknowledgement.
-    seen_early: HashMap<u64, Instant>,
+    seen_early: HashSet<u64>,
     deployments: HashMap<u32, Stage>,
 }
 
@@ -227,8 +227,7 @@ impl Shared {
 
     fn acked(&self, seq: u64, at: Instant) {
         let mut w = self.window();
-        if let Some(seen) = w.seen_early.remove(&seq) {
-            let _ = seen;
+        if w.seen_early.remove(&seq) {
             w.lags.push(0.0);
         } else {
             w.acked.insert(seq, at);
@@ -241,7 +240,7 @@ impl Shared {
             w.lags
                 .push(at.saturating_duration_since(acked).as_secs_f64());
         } else if w.seen_early.len() < 100_000 {
-            w.seen_early.insert(seq, at);
+            w.seen_early.insert(seq);
         }
     }
 }
@@ -418,7 +417,7 @@ async fn take_sample(
         failed,
         skipped,
         watch_lag: Latencies::of(&mut lags),
-        sockets: probes.process.as_ref().and(open_sockets()),
+        sockets: probes.process.as_ref().and_then(|_| open_sockets()),
     }
 }
 

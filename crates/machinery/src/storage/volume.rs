@@ -203,6 +203,20 @@ pub fn claim_ref_key(claim_ref: &ObjectReference) -> String {
     )
 }
 
+/// A reference to `claim`, as a volume's `claimRef` or an event's subject (upstream's
+/// `reference.GetReference`).
+pub fn claim_reference(claim: &PersistentVolumeClaim) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("PersistentVolumeClaim".to_owned()),
+        namespace: claim.metadata.namespace.clone(),
+        name: claim.metadata.name.clone(),
+        uid: claim.metadata.uid.clone(),
+        resource_version: claim.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
 /// The volume's claim reference, if any.
 pub fn claim_ref(volume: &PersistentVolume) -> Option<&ObjectReference> {
     volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref())
@@ -362,15 +376,33 @@ pub fn check_volume_satisfies_claim(
     if volume_class(volume) != claim_class(claim) {
         return Err("storageClassName does not match".to_owned());
     }
-    let claim_spec = claim.spec.clone().unwrap_or_default();
-    let volume_spec = volume.spec.clone().unwrap_or_default();
-    let vac = |v: &Option<String>| v.clone().unwrap_or_default();
-    if vac(&claim_spec.volume_attributes_class_name)
-        != vac(&volume_spec.volume_attributes_class_name)
+    let (no_claim_spec, no_volume_spec);
+    let claim_spec = match &claim.spec {
+        Some(spec) => spec,
+        None => {
+            no_claim_spec = PersistentVolumeClaimSpec::default();
+            &no_claim_spec
+        }
+    };
+    let volume_spec = match &volume.spec {
+        Some(spec) => spec,
+        None => {
+            no_volume_spec = PersistentVolumeSpec::default();
+            &no_volume_spec
+        }
+    };
+    if claim_spec
+        .volume_attributes_class_name
+        .as_deref()
+        .unwrap_or_default()
+        != volume_spec
+            .volume_attributes_class_name
+            .as_deref()
+            .unwrap_or_default()
     {
         return Err("volumeAttributesClassName does not match".to_owned());
     }
-    if volume_mode_mismatches(&claim_spec, &volume_spec) {
+    if volume_mode_mismatches(claim_spec, volume_spec) {
         return Err("incompatible volumeMode".to_owned());
     }
     if !access_modes_satisfied(claim, volume) {

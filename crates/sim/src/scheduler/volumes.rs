@@ -22,17 +22,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, Volume,
-};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kcm_machinery::controller::api_status::error_message;
 use kcm_machinery::informer::Indexer;
-use kcm_machinery::scheduling::node_affinity::ParsedNodeSelector;
+use kcm_machinery::storage::ephemeral::{PodVolumeClaim, pod_volume_claim, volume_is_for_pod};
 use kcm_machinery::storage::volume::{
-    ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, claim_class, claim_phase,
-    find_matching_volume, has_annotation, is_volume_bound_to_claim, requested_storage,
-    volume_class,
+    ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, check_node_affinity,
+    claim_class, claim_key, claim_phase, claim_reference, find_matching_volume, has_annotation,
+    is_volume_bound_to_claim, requested_storage, volume_class,
 };
 
 use crate::storage::class::NO_PROVISIONER;
@@ -55,30 +53,12 @@ pub const DEFAULT_BIND_TIMEOUT: Duration = Duration::from_secs(600);
 /// How often the binding cycle checks the claims (upstream polls every second).
 pub const BIND_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The claim a pod volume names: its own claim, `<pod>-<volume>` for a generic ephemeral
-/// volume (`ephemeral.VolumeClaimName`), or none.
-pub fn volume_claim(pod: &Pod, volume: &Volume) -> Option<(String, bool)> {
-    if let Some(claim) = &volume.persistent_volume_claim {
-        return Some((claim.claim_name.clone(), false));
-    }
-    volume.ephemeral.as_ref().map(|_| {
-        (
-            format!(
-                "{}-{}",
-                pod.metadata.name.as_deref().unwrap_or_default(),
-                volume.name
-            ),
-            true,
-        )
-    })
-}
-
 /// Whether the pod uses any claim, so the volume binding has work to do.
 pub fn uses_claims(pod: &Pod) -> bool {
     pod.spec
         .as_ref()
         .and_then(|s| s.volumes.as_ref())
-        .is_some_and(|vs| vs.iter().any(|v| volume_claim(pod, v).is_some()))
+        .is_some_and(|vs| vs.iter().any(|v| pod_volume_claim(pod, v).is_some()))
 }
 
 /// What PreFilter found: the pod's claims by binding state, and the volumes delayed claims
@@ -142,17 +122,6 @@ impl std::fmt::Debug for VolumeBinding {
     }
 }
 
-fn claim_key(namespace: &str, name: &str) -> String {
-    format!("{namespace}/{name}")
-}
-
-fn key_of(claim: &PersistentVolumeClaim) -> String {
-    claim_key(
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        claim.metadata.name.as_deref().unwrap_or_default(),
-    )
-}
-
 fn volume_name(claim: &PersistentVolumeClaim) -> &str {
     claim
         .spec
@@ -164,15 +133,6 @@ fn volume_name(claim: &PersistentVolumeClaim) -> &str {
 /// Whether the PV controller finished binding the claim (`isPVCFullyBound`).
 fn fully_bound(claim: &PersistentVolumeClaim) -> bool {
     !volume_name(claim).is_empty() && has_annotation(&claim.metadata, ANN_BIND_COMPLETED)
-}
-
-fn admits(volume: &PersistentVolume, node: &Node) -> bool {
-    volume
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_affinity.as_ref())
-        .and_then(|a| a.required.as_ref())
-        .is_none_or(|required| ParsedNodeSelector::new(required).matches(node))
 }
 
 /// Whether a class's `allowedTopologies` admit a node with these labels
@@ -193,19 +153,6 @@ fn topology_admits(class: &StorageClass, node: &Node) -> bool {
                     .is_some_and(|v| req.values.contains(v))
             })
     })
-}
-
-/// A reference to `claim` as a volume's `claimRef` (`reference.GetReference`).
-pub fn claim_reference(claim: &PersistentVolumeClaim) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("PersistentVolumeClaim".to_owned()),
-        namespace: claim.metadata.namespace.clone(),
-        name: claim.metadata.name.clone(),
-        uid: claim.metadata.uid.clone(),
-        resource_version: claim.metadata.resource_version.clone(),
-        field_path: None,
-    }
 }
 
 /// `volume` bound to `claim` as the scheduler writes it (`GetBindVolumeToClaim`), or `None`
@@ -291,11 +238,11 @@ impl VolumeBinding {
             .and_then(|s| s.volumes.as_deref())
             .unwrap_or_default()
         {
-            let Some((name, ephemeral)) = volume_claim(pod, volume) else {
+            let Some(PodVolumeClaim { name, ephemeral }) = pod_volume_claim(pod, volume) else {
                 continue;
             };
             any = true;
-            let Some(claim) = self.claims.get_by_key(&claim_key(namespace, &name)) else {
+            let Some(claim) = self.claims.get_by_key(&format!("{namespace}/{name}")) else {
                 return PreFilter::Unresolvable(if ephemeral {
                     format!(
                         "waiting for ephemeral volume controller to create the persistentvolumeclaim {name:?}"
@@ -315,11 +262,8 @@ impl VolumeBinding {
                     "persistentvolumeclaim {name:?} is being deleted"
                 ));
             }
-            if ephemeral && !owned_by(&claim, pod) {
-                return PreFilter::Unresolvable(format!(
-                    "PVC {namespace}/{name} was not created for pod {namespace}/{} (pod is not owner)",
-                    pod.metadata.name.as_deref().unwrap_or_default()
-                ));
+            if ephemeral && let Err(err) = volume_is_for_pod(pod, &claim) {
+                return PreFilter::Unresolvable(err.to_string());
             }
             if fully_bound(&claim) {
                 claims.bound.push(claim);
@@ -364,7 +308,7 @@ impl VolumeBinding {
         for claim in &claims.bound {
             match self.volumes.get_by_key(volume_name(claim)) {
                 None => pvs_found = false,
-                Some(volume) if !admits(&volume, node) => bound_satisfied = false,
+                Some(volume) if !check_node_affinity(&volume, node) => bound_satisfied = false,
                 Some(_) => {}
             }
         }
@@ -394,7 +338,7 @@ impl VolumeBinding {
             let assumed = self.assumed();
             let mut chosen: HashSet<String> = HashSet::new();
             for claim in to_match {
-                let key = key_of(&claim);
+                let key = claim_key(&claim);
                 let candidates = claims
                     .unbound_volumes
                     .get(claim_class(&claim))
@@ -455,7 +399,7 @@ impl VolumeBinding {
         for (claim, volume) in &volumes.static_bindings {
             assumed.insert(
                 volume.metadata.name.clone().unwrap_or_default(),
-                key_of(claim),
+                claim_key(claim),
             );
         }
     }
@@ -467,7 +411,7 @@ impl VolumeBinding {
             let name = volume.metadata.name.as_deref().unwrap_or_default();
             if assumed
                 .get(name)
-                .is_some_and(|holder| *holder == key_of(claim))
+                .is_some_and(|holder| *holder == claim_key(claim))
             {
                 assumed.remove(name);
             }
@@ -536,7 +480,7 @@ impl VolumeBinding {
             .map(|(c, _)| c)
             .chain(&volumes.dynamic_provisions);
         for claim in claims {
-            let key = key_of(claim);
+            let key = claim_key(claim);
             let Some(current) = self.claims.get_by_key(&key) else {
                 return Err(format!(
                     "binding volumes: failed to check binding: cannot get pvc {key:?}: persistentvolumeclaim {:?} not found",
@@ -580,17 +524,6 @@ impl VolumeBinding {
         }
         Ok(done)
     }
-}
-
-/// Whether the pod is the claim's controller (`ephemeral.VolumeIsForPod`).
-fn owned_by(claim: &PersistentVolumeClaim, pod: &Pod) -> bool {
-    claim
-        .metadata
-        .owner_references
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .any(|r| r.controller == Some(true) && Some(&r.uid) == pod.metadata.uid.as_ref())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{
     EphemeralVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    PersistentVolumeClaimVolumeSource, PodSpec, VolumeNodeAffinity,
+    PersistentVolumeClaimVolumeSource, PodSpec, Volume, VolumeNodeAffinity,
 };
 use k8s_openapi::api::core::v1::{TopologySelectorLabelRequirement, TopologySelectorTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -1,9 +1,7 @@
-//! The simulated default StorageClass `standard` and how claims find their class.
+//! The simulated default StorageClass `standard` and the class facts the simulator reads.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -18,7 +16,7 @@ pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 pub const DEFAULT_CLASS: &str = "standard";
 
 /// The annotation marking the cluster's default StorageClass.
-pub const IS_DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
+pub use kcm_machinery::storage::volume::IS_DEFAULT_STORAGE_CLASS_ANNOTATION as IS_DEFAULT_CLASS_ANNOTATION;
 
 /// `volumeBindingMode: WaitForFirstConsumer`: provision once a pod using the claim is
 /// scheduled, on that pod's node.
@@ -53,40 +51,6 @@ pub fn default_storage_class() -> StorageClass {
     }
 }
 
-/// Whether `class` is marked default.
-pub fn is_default(class: &StorageClass) -> bool {
-    class
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(IS_DEFAULT_CLASS_ANNOTATION))
-        .is_some_and(|v| v == "true")
-}
-
-/// The class of `claim`: the one it names, or (naming none) the default class, as the
-/// `DefaultStorageClass` admission plugin would have set it. When several are default, the
-/// newest wins (then the name), as upstream's `GetDefaultClass`.
-pub fn class_of<'a>(
-    claim: &PersistentVolumeClaim,
-    classes: &'a [Arc<StorageClass>],
-) -> Option<&'a Arc<StorageClass>> {
-    match claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.storage_class_name.as_deref())
-    {
-        Some("") => None,
-        Some(name) => classes
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name)),
-        None => classes.iter().filter(|c| is_default(c)).max_by(|a, b| {
-            let t = |c: &StorageClass| c.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            t(a).cmp(&t(b))
-                .then_with(|| b.metadata.name.cmp(&a.metadata.name))
-        }),
-    }
-}
-
 /// The binding mode of `class`, `Immediate` when unset.
 pub fn binding_mode(class: &StorageClass) -> &str {
     class.volume_binding_mode.as_deref().unwrap_or(IMMEDIATE)
@@ -94,43 +58,16 @@ pub fn binding_mode(class: &StorageClass) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use kcm_machinery::storage::volume::is_default_class;
+
     use super::*;
 
-    fn claim(class: Option<&str>) -> PersistentVolumeClaim {
-        PersistentVolumeClaim {
-            spec: Some(k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
-                storage_class_name: class.map(str::to_owned),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
     #[test]
-    fn claims_find_their_class() {
-        let standard = Arc::new(default_storage_class());
-        let mut fast = default_storage_class();
-        fast.metadata.name = Some("fast".into());
-        fast.metadata.annotations = None;
-        let classes = vec![standard, Arc::new(fast)];
-        let name = |c: Option<&Arc<StorageClass>>| c.and_then(|c| c.metadata.name.clone());
-        assert_eq!(
-            name(class_of(&claim(None), &classes)).as_deref(),
-            Some("standard")
-        );
-        assert_eq!(
-            name(class_of(&claim(Some("fast")), &classes)).as_deref(),
-            Some("fast")
-        );
-        assert_eq!(
-            name(class_of(&claim(Some("")), &classes)),
-            None,
-            "explicitly no class"
-        );
-        assert_eq!(name(class_of(&claim(Some("gone")), &classes)), None);
-        assert!(is_default(&classes[0]));
-        assert_eq!(classes[0].allow_volume_expansion, Some(true));
-        assert_eq!(binding_mode(&classes[0]), WAIT_FOR_FIRST_CONSUMER);
+    fn the_default_class_is_default_expandable_and_waits_for_its_consumer() {
+        let standard = default_storage_class();
+        assert!(is_default_class(&standard));
+        assert_eq!(standard.allow_volume_expansion, Some(true));
+        assert_eq!(binding_mode(&standard), WAIT_FOR_FIRST_CONSUMER);
         assert_eq!(binding_mode(&StorageClass::default()), IMMEDIATE);
     }
 }

@@ -21,8 +21,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec,
-    VolumeNodeAffinity,
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, VolumeNodeAffinity,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -32,6 +31,7 @@ use kcm_machinery::controller::{ErrorPolicy, run_controller};
 use kcm_machinery::informer::{
     DeletedObject, Indexer, ResourceEventHandler, SharedInformerFactory,
 };
+use kcm_machinery::storage::volume::claim_reference;
 use kcm_machinery::workqueue::{QueueConfig, RateLimitingQueue, default_controller_rate_limiter};
 use tokio_util::sync::CancellationToken;
 
@@ -40,16 +40,15 @@ use super::class::{PROVISIONER, WAIT_FOR_FIRST_CONSUMER, binding_mode};
 use super::client::VolumeClient;
 use super::{Synced, watch};
 
-/// The annotation naming the node a `WaitForFirstConsumer` claim is provisioned on (set by
-/// kube-scheduler upstream; read here when present).
-pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
-/// The annotation a provisioner stamps on the PVs it made.
-pub const PROVISIONED_BY_ANNOTATION: &str = "pv.kubernetes.io/provisioned-by";
-/// The annotation by which the PV controller asks a provisioner for a claim's volume.
-pub const STORAGE_PROVISIONER_ANNOTATION: &str = "volume.kubernetes.io/storage-provisioner";
 /// The deprecated beta spelling of [`STORAGE_PROVISIONER_ANNOTATION`].
-pub const BETA_STORAGE_PROVISIONER_ANNOTATION: &str =
-    "volume.beta.kubernetes.io/storage-provisioner";
+pub use kcm_machinery::storage::volume::ANN_BETA_STORAGE_PROVISIONER as BETA_STORAGE_PROVISIONER_ANNOTATION;
+/// The annotation a provisioner stamps on the PVs it made.
+pub use kcm_machinery::storage::volume::ANN_DYNAMICALLY_PROVISIONED as PROVISIONED_BY_ANNOTATION;
+/// The annotation naming the node a `WaitForFirstConsumer` claim is provisioned on (set by
+/// the scheduler's volume binding).
+pub use kcm_machinery::storage::volume::ANN_SELECTED_NODE as SELECTED_NODE_ANNOTATION;
+/// The annotation by which the PV controller asks a provisioner for a claim's volume.
+pub use kcm_machinery::storage::volume::ANN_STORAGE_PROVISIONER as STORAGE_PROVISIONER_ANNOTATION;
 /// The finalizer an external provisioner keeps on the `Delete` volumes it made until it has
 /// deleted their storage.
 pub const PROVISIONER_FINALIZER: &str = "external-provisioner.volume.kubernetes.io/finalizer";
@@ -226,15 +225,7 @@ pub fn new_volume(
                 .clone()
                 .filter(|m| !m.is_empty())
                 .or_else(|| Some(vec!["ReadWriteOnce".to_owned()])),
-            claim_ref: Some(ObjectReference {
-                api_version: Some("v1".to_owned()),
-                kind: Some("PersistentVolumeClaim".to_owned()),
-                namespace: claim.metadata.namespace.clone(),
-                name: claim.metadata.name.clone(),
-                uid: claim.metadata.uid.clone(),
-                resource_version: claim.metadata.resource_version.clone(),
-                ..ObjectReference::default()
-            }),
+            claim_ref: Some(claim_reference(claim)),
             persistent_volume_reclaim_policy: Some(reclaim_policy),
             storage_class_name: class.metadata.name.clone(),
             volume_mode: spec
