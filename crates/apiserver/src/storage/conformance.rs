@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 
-use super::{Error, Event, KeyValue, ListOptions, Revision, Storage, WatchStream};
+use super::{Error, Event, KeyValue, ListOptions, Revision, Storage, StorageStats, WatchStream};
 
 /// Expands to one `#[tokio::test]` per conformance case, each on a store made by `$make`
 /// (an async expression yielding `(guard, Arc<dyn Storage>)`). `suite!(optional $make)` takes
@@ -46,6 +46,7 @@ macro_rules! suite {
             compaction_keeps_current_state_and_window,
             compaction_rejects_old_reads_and_watches,
             compaction_of_a_future_revision_fails,
+            stats_count_live_keys_and_shrink_with_compaction,
             concurrent_guarded_updates_have_one_winner_per_version,
             concurrent_creates_get_distinct_revisions_and_watch_sees_all,
         );
@@ -71,6 +72,7 @@ macro_rules! suite {
             compaction_keeps_current_state_and_window,
             compaction_rejects_old_reads_and_watches,
             compaction_of_a_future_revision_fails,
+            stats_count_live_keys_and_shrink_with_compaction,
             concurrent_guarded_updates_have_one_winner_per_version,
             concurrent_creates_get_distinct_revisions_and_watch_sees_all,
         );
@@ -846,4 +848,67 @@ pub(crate) async fn concurrent_creates_get_distinct_revisions_and_watch_sees_all
     );
     let list = store.list(list_opts("/m/")).await.expect("list");
     assert_eq!(list.kvs.len(), TASKS * PER_TASK);
+}
+
+/// A store that reports its size counts the keys that exist, keeps every version until a
+/// compaction, and gives the history's rows and bytes back when compacted.
+pub(crate) async fn stats_count_live_keys_and_shrink_with_compaction(store: Arc<dyn Storage>) {
+    let Some(empty) = store.stats().await.expect("stats") else {
+        return; // A store that cannot tell.
+    };
+    let a1 = store
+        .create("/registry/stats/a", Bytes::from(vec![b'a'; 1000]))
+        .await
+        .expect("create");
+    let a2 = store
+        .update("/registry/stats/a", a1, Bytes::from(vec![b'b'; 1000]))
+        .await
+        .expect("update");
+    store
+        .update("/registry/stats/a", a2, Bytes::from(vec![b'c'; 1000]))
+        .await
+        .expect("update");
+    let b1 = store
+        .create("/registry/stats/b", val("b1"))
+        .await
+        .expect("create");
+    store.delete("/registry/stats/b", b1).await.expect("delete");
+    let last = store
+        .create("/registry/stats/c", val("c1"))
+        .await
+        .expect("create");
+    let before = store.stats().await.expect("stats").unwrap_or_default();
+    let grown = |f: fn(&StorageStats) -> Option<u64>| {
+        f(&before).unwrap_or_default() - f(&empty).unwrap_or_default()
+    };
+    if before.live_keys.is_some() {
+        assert_eq!(grown(|s| s.live_keys), 2, "a and c exist: {before:?}");
+    }
+    if before.stored_rows.is_some() {
+        assert!(
+            grown(|s| s.stored_rows) >= 5,
+            "every version is kept: {before:?}"
+        );
+    }
+    if before.stored_value_bytes.is_some() {
+        assert!(grown(|s| s.stored_value_bytes) >= 3000, "{before:?}");
+    }
+
+    store.compact(last).await.expect("compact");
+    let after = store.stats().await.expect("stats").unwrap_or_default();
+    assert_eq!(
+        after.live_keys, before.live_keys,
+        "compaction keeps what exists"
+    );
+    if let (Some(b), Some(a)) = (before.stored_rows, after.stored_rows) {
+        assert!(
+            a < b,
+            "compaction drops old versions: {before:?} -> {after:?}"
+        );
+    }
+    if let (Some(b), Some(a)) = (before.stored_value_bytes, after.stored_value_bytes) {
+        // a's two old 1000-byte versions go; its current 1000 bytes stay.
+        assert!(a + 1000 < b, "{before:?} -> {after:?}");
+        assert!(a >= 1000, "{after:?}");
+    }
 }

@@ -15,7 +15,8 @@ use bytes::Bytes;
 
 use super::hub::{Backlog, DEFAULT_WATCHER_BUFFER, WatchHub};
 use super::{
-    Error, Event, KeyValue, ListOptions, ListResult, Result, Revision, Storage, WatchStream,
+    Error, Event, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StorageStats,
+    WatchStream,
 };
 
 /// A revisioned key-value store held entirely in memory.
@@ -155,6 +156,29 @@ pub(crate) fn read_revision(
 impl Storage for MemoryStorage {
     fn backend(&self) -> &'static str {
         "memory"
+    }
+
+    /// Counted under the lock: one pass over every kept version.
+    async fn stats(&self) -> Result<Option<StorageStats>> {
+        let state = self.lock();
+        let (mut live, mut rows, mut bytes) = (0u64, 0u64, 0u64);
+        for versions in state.keys.values() {
+            if versions.last().is_some_and(|v| v.value.is_some()) {
+                live += 1;
+            }
+            rows += versions.len() as u64;
+            bytes += versions
+                .iter()
+                .filter_map(|v| v.value.as_ref())
+                .map(|v| v.len() as u64)
+                .sum::<u64>();
+        }
+        Ok(Some(StorageStats {
+            live_keys: Some(live),
+            stored_rows: Some(rows),
+            stored_value_bytes: Some(bytes),
+            ..StorageStats::default()
+        }))
     }
 
     async fn current_revision(&self) -> Result<Revision> {

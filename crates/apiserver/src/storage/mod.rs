@@ -241,4 +241,29 @@ pub trait Storage: Send + Sync + 'static {
     /// later changes are still readable, and [`Storage::compacted_revision`] is `revision`.
     /// Current values are always kept.
     async fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// The store's size figures, for operators and the soak harness; `None` when the store
+    /// cannot tell. Reading them may walk the whole store: not for hot paths.
+    async fn stats(&self) -> Result<Option<StorageStats>> {
+        Ok(None)
+    }
+}
+
+/// How big a store is. Each figure is `None` where the backend cannot tell it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StorageStats {
+    /// Bytes the store takes on disk: the SQLite file (without its WAL), etcd's database
+    /// (`dbSize`, what kube-apiserver reports as `apiserver_storage_size_bytes`).
+    pub db_bytes: Option<u64>,
+    /// Bytes of the write-ahead log next to the database (SQLite's `-wal` file).
+    pub wal_bytes: Option<u64>,
+    /// Bytes the database holds in use (etcd's `dbSizeInUse`; SQLite's pages less its
+    /// free pages).
+    pub db_in_use_bytes: Option<u64>,
+    /// Keys that exist now (the objects stored).
+    pub live_keys: Option<u64>,
+    /// Versions kept: every key's current version plus history not yet compacted away.
+    pub stored_rows: Option<u64>,
+    /// Bytes of the values of every kept version: the live data plus the retained revisions.
+    pub stored_value_bytes: Option<u64>,
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Storage, WatchStream};
+use super::{
+    Error, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StorageStats, WatchStream,
+};
 
 /// etcd's default `--max-request-bytes` (1.5 MiB).
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 3 * 512 * 1024;
@@ -59,6 +61,10 @@ impl SizeLimited {
 impl Storage for SizeLimited {
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+
+    async fn stats(&self) -> Result<Option<StorageStats>> {
+        self.inner.stats().await
     }
 
     async fn current_revision(&self) -> Result<Revision> {

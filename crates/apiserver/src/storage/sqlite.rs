@@ -97,7 +97,8 @@ use maintenance::{AutoVacuum, Pages, file_len, wal_path};
 use super::hub::{Backlog, DEFAULT_WATCHER_BUFFER, WatchHub};
 use super::memory::read_revision;
 use super::{
-    Error, Event, KeyValue, ListOptions, ListResult, Result, Revision, Storage, WatchStream,
+    Error, Event, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StorageStats,
+    WatchStream,
 };
 
 /// The most writes committed in one transaction.
@@ -1582,6 +1583,19 @@ async fn checkpoint_periodically(writes: mpsc::WeakSender<Command>, every: Durat
 impl Storage for SqliteStorage {
     fn backend(&self) -> &'static str {
         "SQLite"
+    }
+
+    async fn stats(&self) -> Result<Option<StorageStats>> {
+        let s = SqliteStorage::stats(self).await?;
+        let pages_in_use = s.page_count.saturating_sub(s.freelist_count);
+        Ok(Some(StorageStats {
+            db_bytes: Some(s.db_file_bytes),
+            wal_bytes: Some(s.wal_file_bytes),
+            db_in_use_bytes: Some(pages_in_use.saturating_mul(s.page_size)),
+            live_keys: Some(s.live_rows),
+            stored_rows: Some(s.stored_rows),
+            stored_value_bytes: Some(s.stored_value_bytes),
+        }))
     }
 
     async fn current_revision(&self) -> Result<Revision> {

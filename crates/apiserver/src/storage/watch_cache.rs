@@ -24,7 +24,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use super::hub::{Backlog, DEFAULT_WATCHER_BUFFER, WatchHub};
-use super::{Error, KeyValue, ListOptions, ListResult, Result, Revision, Storage, WatchStream};
+use super::{
+    Error, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StorageStats, WatchStream,
+};
 
 /// How many recent events a watch cache keeps unless told otherwise.
 pub const DEFAULT_WATCH_CACHE_CAPACITY: usize = 10_000;
@@ -125,6 +127,10 @@ async fn feed(inner: Arc<dyn Storage>, hub: Arc<WatchHub>, mut source: WatchStre
 impl Storage for WatchCache {
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+
+    async fn stats(&self) -> Result<Option<StorageStats>> {
+        self.inner.stats().await
     }
 
     async fn current_revision(&self) -> Result<Revision> {

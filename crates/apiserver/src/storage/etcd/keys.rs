@@ -15,7 +15,7 @@
 //! use short keys like `/a`) are stored verbatim; they must not start with the etcd prefix.
 
 /// The storage layer's root for API objects (the layout every backend shares).
-const STORAGE_ROOT: &str = "/registry/";
+pub(crate) const STORAGE_ROOT: &str = "/registry/";
 
 /// The segment that names the core group in storage keys and is left out in etcd.
 const CORE_SEGMENT: &str = "core/";

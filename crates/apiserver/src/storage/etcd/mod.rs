@@ -37,7 +37,8 @@ use etcd_client::{
 use futures::StreamExt;
 
 use super::{
-    Error, Event, KeyValue, ListOptions, ListResult, Result, Revision, Storage, WatchStream,
+    Error, Event, KeyValue, ListOptions, ListResult, Result, Revision, Storage, StorageStats,
+    WatchStream,
 };
 use keys::KeyMapper;
 
@@ -494,6 +495,35 @@ fn guard(key: &str, expected: Revision) -> [Compare; 2] {
 impl Storage for EtcdStorage {
     fn backend(&self) -> &'static str {
         "etcd"
+    }
+
+    /// etcd's `dbSize` and `dbSizeInUse` (from the member this client talks to), and the
+    /// keys under the prefix; etcd does not tell how many old revisions it keeps.
+    async fn stats(&self) -> Result<Option<StorageStats>> {
+        let status = bounded(self.timeout, "read the status", "", || {
+            let mut maintenance = self.client.maintenance_client();
+            async move { maintenance.status().await }
+        })
+        .await?;
+        let prefix = self.keys.to_etcd(keys::STORAGE_ROOT);
+        let counted = bounded(self.timeout, "count the keys", &prefix, || {
+            let mut kv = self.kv();
+            let prefix = prefix.clone();
+            async move {
+                kv.get(
+                    prefix,
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )
+                .await
+            }
+        })
+        .await?;
+        Ok(Some(StorageStats {
+            db_bytes: u64::try_from(status.db_size()).ok(),
+            db_in_use_bytes: u64::try_from(status.raft_used_db_size()).ok(),
+            live_keys: u64::try_from(counted.count()).ok(),
+            ..StorageStats::default()
+        }))
     }
 
     async fn current_revision(&self) -> Result<Revision> {

@@ -171,6 +171,9 @@ pub struct SqliteStats {
     pub live_rows: u64,
     /// Rows in the log: live rows plus history not yet compacted away.
     pub stored_rows: u64,
+    /// Bytes of every row's value and previous value: the live data plus the retained
+    /// revisions, which the file should not outgrow by much.
+    pub stored_value_bytes: u64,
     /// The compacted revision.
     pub compacted_revision: Revision,
     /// The current revision.
@@ -188,6 +191,10 @@ pub(super) fn read_stats(conn: &mut Connection) -> rusqlite::Result<SqliteStats>
         Ok(u64::try_from(n).unwrap_or_default())
     };
     let stored_rows = count("SELECT COUNT(*) FROM kine")?;
+    let stored_value_bytes = count(
+        "SELECT COALESCE(SUM(COALESCE(LENGTH(value), 0) + COALESCE(LENGTH(old_value), 0)), 0) \
+         FROM kine",
+    )?;
     let live_rows = count(
         "SELECT COUNT(*) FROM (SELECT MAX(id) AS id FROM kine GROUP BY name) AS m \
          JOIN kine AS k ON k.id = m.id WHERE k.deleted = 0",
@@ -198,6 +205,7 @@ pub(super) fn read_stats(conn: &mut Connection) -> rusqlite::Result<SqliteStats>
         page_size: pages.page_size,
         live_rows,
         stored_rows,
+        stored_value_bytes,
         ..SqliteStats::default()
     })
 }
