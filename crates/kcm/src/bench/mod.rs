@@ -4,8 +4,10 @@
 //! SQLite as `kcm up` uses, port 0), so the CPU and memory it reports are the whole cluster's
 //! and the controllers' work-queue and client metrics are read directly. With `--kubeconfig`
 //! it drives any cluster (`kcm apiserver` + `kcm run` + `kcm sim`, or a real one) and measures
-//! the time only; it deletes the namespace it created at the end.
+//! the time only; it deletes the namespace it created at the end. `--soak --kill-every` runs
+//! the `kcm up` as a child process instead, to `kill -9` and restart it.
 
+mod child;
 mod plot;
 mod process;
 mod progress;
@@ -99,10 +101,16 @@ pub struct BenchArgs {
     /// How often the soak samples.
     #[arg(long, value_parser = crate::up_cmd::parse_duration, default_value = "10s")]
     pub sample_every: Duration,
-    /// How often the embedded store compacts (kube-apiserver's flag; 5m0s), e.g. shorter to
+    /// With --soak: `kill -9` the cluster this often and start it again on the same data
+    /// (the cluster runs as a child `kcm up`).
+    #[arg(long, value_parser = crate::up_cmd::parse_duration, value_name = "duration",
+          requires = "soak", conflicts_with = "kubeconfig")]
+    pub kill_every: Option<Duration>,
+    /// The embedded cluster's store: `--etcd-servers` for etcd (under a fresh prefix unless
+    /// `--etcd-prefix` is given), else SQLite; `--etcd-compaction-interval` (5m0s) shorter to
     /// compress a soak's time.
-    #[arg(long, value_parser = crate::up_cmd::parse_duration, default_value = "5m")]
-    pub etcd_compaction_interval: Duration,
+    #[command(flatten)]
+    pub etcd: crate::etcd_flags::EtcdFlags,
 }
 
 /// What one run produced.
@@ -148,9 +156,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     crate::up_cmd::init_logging()?;
     let cancel = CancellationToken::new();
     install_signal_handler(cancel.clone()).context("installing the signal handler")?;
-    let outcome = match &args.kubeconfig {
-        Some(path) => run_against(&args, path, &cancel).await?,
-        None => run_embedded(&args, &cancel).await?,
+    let outcome = match (&args.kubeconfig, args.soak.zip(args.kill_every)) {
+        (Some(path), _) => run_against(&args, path, &cancel).await?,
+        (None, Some((duration, every))) => run_child(&args, duration, every, &cancel).await?,
+        (None, None) => run_embedded(&args, &cancel).await?,
     };
     let report = match outcome {
         Outcome::Bench(report) => report,
@@ -204,9 +213,12 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
         .context("creating a temporary data dir")?;
     let mut config = ServerConfig::new(dir.path());
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-    config.storage = StorageBackend::Sqlite;
-    config.compaction_interval =
-        (!args.etcd_compaction_interval.is_zero()).then_some(args.etcd_compaction_interval);
+    let etcd = etcd_options(args);
+    config.storage = match &etcd {
+        Some(options) => StorageBackend::Etcd(options.clone()),
+        None => StorageBackend::Sqlite,
+    };
+    config.compaction_interval = args.etcd.compaction_interval();
     let server = Server::start(config)
         .await
         .context("starting the API server")?;
@@ -236,9 +248,9 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
         wait_for_nodes(&client, args.nodes, cancel).await?;
         workload::create_namespace(&client, EMBEDDED_NAMESPACE).await?;
         if let Some(duration) = args.soak {
-            let probes = soak::Probes {
+            let mut probes = soak::Probes {
                 process: Some(Process::current()),
-                database: Some(dir.path().join("state.db")),
+                database: etcd.is_none().then(|| dir.path().join("state.db")),
                 storage: Some(Arc::clone(server.storage())),
             };
             let config = soak_config(args, duration, true);
@@ -247,7 +259,8 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
                 EMBEDDED_NAMESPACE,
                 &soak_options(args, duration),
                 config,
-                &probes,
+                &mut probes,
+                None,
                 cancel,
             )
             .await
@@ -276,15 +289,113 @@ fn soak_options(args: &BenchArgs, duration: Duration) -> soak::SoakOptions {
 
 /// The soak's configuration as recorded; `embedded` runs also record the cluster's shape.
 fn soak_config(args: &BenchArgs, duration: Duration, embedded: bool) -> soak_report::SoakConfig {
+    let storage = if args.etcd.options().is_some() {
+        "etcd"
+    } else {
+        "sqlite"
+    };
     soak_report::SoakConfig {
-        mode: if embedded { "embedded" } else { "kubeconfig" }.to_owned(),
+        mode: match (embedded, args.kill_every) {
+            (false, _) => "kubeconfig",
+            (true, None) => "embedded",
+            (true, Some(_)) => "child",
+        }
+        .to_owned(),
         duration_seconds: duration.as_secs_f64(),
         writes_per_second: args.write_rate,
         sample_seconds: args.sample_every.as_secs_f64(),
         compaction_interval_seconds: embedded
-            .then_some(args.etcd_compaction_interval.as_secs_f64()),
+            .then_some(args.etcd.etcd_compaction_interval.as_secs_f64()),
         nodes: embedded.then_some(args.nodes),
+        storage: embedded.then(|| storage.to_owned()),
+        kill_every_seconds: args.kill_every.map(|d| d.as_secs_f64()),
     }
+}
+
+/// `--etcd-servers` as the embedded cluster's store, under a prefix of its own unless
+/// `--etcd-prefix` names one: a bench never writes into a cluster's `/registry`.
+fn etcd_options(args: &BenchArgs) -> Option<kcm_apiserver::storage::EtcdOptions> {
+    let mut options = args.etcd.options()?;
+    if args.etcd.etcd_prefix == kcm_apiserver::storage::etcd::DEFAULT_ETCD_PREFIX {
+        options.prefix = bench_prefix();
+    }
+    Some(options)
+}
+
+fn bench_prefix() -> String {
+    format!(
+        "/kcm-bench-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
+}
+
+/// The `kcm up` flags of a child cluster: the embedded cluster's, and its store's.
+fn child_up_args(args: &BenchArgs) -> Vec<String> {
+    let mut out = vec![
+        format!("--nodes={}", args.nodes),
+        format!("--cluster-cidr={}", args.cluster_cidr),
+        format!("--node-cidr-mask-size={}", args.node_cidr_mask_size),
+        format!("--pod-ready-delay={}ms", args.pod_ready_delay.as_millis()),
+        format!("--kube-api-qps={}", args.qps),
+        format!("--kube-api-burst={}", args.burst),
+        format!(
+            "--etcd-compaction-interval={}s",
+            args.etcd.etcd_compaction_interval.as_secs()
+        ),
+    ];
+    if let Some(options) = etcd_options(args) {
+        out.push(format!(
+            "--etcd-servers={}",
+            args.etcd.etcd_servers.join(",")
+        ));
+        // One prefix for every restart: the child comes back to its own data.
+        out.push(format!("--etcd-prefix={}", options.prefix));
+        let files = [
+            ("--etcd-cafile", &args.etcd.etcd_cafile),
+            ("--etcd-certfile", &args.etcd.etcd_certfile),
+            ("--etcd-keyfile", &args.etcd.etcd_keyfile),
+        ];
+        for (flag, file) in files {
+            if let Some(file) = file {
+                out.push(format!("{flag}={}", file.display()));
+            }
+        }
+    }
+    out
+}
+
+/// A soak against a child `kcm up` that is `kill -9`ed and restarted every `every`.
+async fn run_child(
+    args: &BenchArgs,
+    duration: Duration,
+    every: Duration,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Outcome> {
+    let up_args = child_up_args(args);
+    let etcd = up_args.iter().any(|a| a.starts_with("--etcd-servers="));
+    let (mut child, client) = child::ChildCluster::start(up_args, cancel).await?;
+    wait_for_nodes(&client, args.nodes, cancel).await?;
+    workload::create_namespace(&client, EMBEDDED_NAMESPACE).await?;
+    let mut probes = soak::Probes {
+        process: child.process(),
+        database: (!etcd).then(|| child.database()),
+        storage: None,
+    };
+    let killer = soak::Killer {
+        every,
+        child: &mut child,
+    };
+    soak::run(
+        &client,
+        EMBEDDED_NAMESPACE,
+        &soak_options(args, duration),
+        soak_config(args, duration, true),
+        &mut probes,
+        Some(killer),
+        cancel,
+    )
+    .await
+    .map(|r| Outcome::Soak(Box::new(r)))
 }
 
 /// The `kcm up` flags of an embedded bench.
@@ -386,7 +497,8 @@ async fn run_against(
             &namespace,
             &soak_options(args, duration),
             soak_config(args, duration, false),
-            &soak::Probes::default(),
+            &mut soak::Probes::default(),
+            None,
             cancel,
         )
         .await
@@ -584,6 +696,62 @@ mod tests {
             (100, -1.0, 5)
         );
         assert_eq!(up.pod_ready_delay, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn a_killed_soak_runs_kcm_up_with_the_same_cluster_and_store() {
+        #[derive(Parser)]
+        struct Up {
+            #[command(flatten)]
+            up: UpArgs,
+        }
+        let parse_up = |args: Vec<String>| {
+            let argv = std::iter::once("kcm-up".to_owned()).chain(args);
+            Up::try_parse_from(argv)
+                .expect("kcm up takes the child's flags")
+                .up
+        };
+        assert!(
+            Cli::try_parse_from(["kcm", "--kill-every=10m"]).is_err(),
+            "only with --soak"
+        );
+        let cli = Cli::try_parse_from([
+            "kcm",
+            "--soak=20m",
+            "--kill-every=10m",
+            "--nodes=4",
+            "--etcd-compaction-interval=1m",
+        ])
+        .expect("flags");
+        assert_eq!(cli.args.kill_every, Some(Duration::from_secs(600)));
+        let up = parse_up(child_up_args(&cli.args));
+        assert_eq!(up.nodes, 4);
+        assert_eq!(up.etcd.compaction_interval(), Some(Duration::from_secs(60)));
+        assert!(up.etcd.options().is_none(), "SQLite");
+
+        let cli = Cli::try_parse_from([
+            "kcm",
+            "--soak=20m",
+            "--kill-every=10m",
+            "--etcd-servers=http://127.0.0.1:2379",
+        ])
+        .expect("flags");
+        let up = parse_up(child_up_args(&cli.args));
+        let etcd = up.etcd.options().expect("etcd");
+        assert_eq!(etcd.endpoints, ["http://127.0.0.1:2379"]);
+        assert!(
+            etcd.prefix.starts_with("/kcm-bench-"),
+            "never /registry: {}",
+            etcd.prefix
+        );
+        let cli = Cli::try_parse_from([
+            "kcm",
+            "--soak=1m",
+            "--etcd-servers=http://127.0.0.1:2379",
+            "--etcd-prefix=/mine",
+        ])
+        .expect("flags");
+        assert_eq!(etcd_options(&cli.args).expect("etcd").prefix, "/mine");
     }
 
     #[test]

@@ -32,6 +32,24 @@ impl Process {
         }
     }
 
+    /// Process `pid` (a child the bench started).
+    pub fn of(pid: u32) -> Self {
+        Self {
+            dir: PathBuf::from(format!("/proc/{pid}")),
+        }
+    }
+
+    /// Sockets it holds open (its `fd/` links to `socket:[…]`); `None` where unreadable.
+    pub fn sockets(&self) -> Option<u64> {
+        let dir = std::fs::read_dir(self.dir.join("fd")).ok()?;
+        Some(
+            dir.filter_map(Result::ok)
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                .count() as u64,
+        )
+    }
+
     /// Its usage now; `None` where `/proc` is missing or unreadable (not Linux).
     pub fn usage(&self) -> Option<Usage> {
         let stat = std::fs::read_to_string(self.dir.join("stat")).ok()?;
@@ -92,5 +110,16 @@ mod tests {
         assert!(usage.rss_bytes > 0);
         assert!(usage.peak_rss_bytes >= usage.rss_bytes);
         assert!(usage.cpu_seconds >= 0.0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_listening_socket_is_counted() {
+        let me = Process::of(std::process::id());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        // Other tests' threads open and close sockets too: only this one is certain.
+        assert!(me.sockets().expect("/proc/<pid>/fd") >= 1);
+        drop(listener);
+        assert_eq!(Process::of(u32::MAX).sockets(), None, "no such process");
     }
 }

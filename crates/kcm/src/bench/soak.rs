@@ -9,7 +9,12 @@
 //! and a node flap through the simulator's `sim.kcm.io/heartbeat=stopped` (one node down for
 //! 30 s every 2 minutes; a ConfigMap update when it is not time). A CronJob runs every minute
 //! throughout. Each ConfigMap update carries a sequence number a long-lived watch looks for:
-//! the time from the write's acknowledgement to its event is the watch lag.
+//! the time from the write's acknowledgement to its event is the watch lag, and one never seen
+//! within a minute is a missed event.
+//!
+//! With `--kill-every`, the server is a child `kcm up` ([`ChildCluster`]) that the soak
+//! `kill -9`s and restarts on schedule. After each restart it checks that every ConfigMap and
+//! Secret it wrote is at least at the resourceVersion of its last acknowledged write.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -30,8 +35,9 @@ use tokio::sync::Semaphore;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+use super::child::ChildCluster;
 use super::process::Process;
-use super::soak_report::{Latencies, SoakConfig, SoakReport, SoakSample, SoakSummary};
+use super::soak_report::{Latencies, Restart, SoakConfig, SoakReport, SoakSample, SoakSummary};
 use super::workload::MANAGED_BY;
 
 /// ConfigMaps and Secrets updated in turn.
@@ -48,6 +54,8 @@ const NODE_DOWN_FOR: Duration = Duration::from_secs(30);
 const NODE_FLAP_EVERY: Duration = Duration::from_secs(120);
 /// The simulator's fault annotation silencing a node's kubelet.
 const HEARTBEAT_ANNOTATION: &str = "sim.kcm.io/heartbeat";
+/// An acknowledged ConfigMap write not seen on the watch within this long is missed.
+const MISSED_AFTER: Duration = Duration::from_secs(60);
 
 /// One step of the churn.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +111,9 @@ impl Stage {
 #[derive(Debug, Default)]
 pub struct Churn {
     n: u64,
+    /// The next ConfigMap and Secret to update: each kind takes its objects in turn.
+    cm_turn: u32,
+    secret_turn: u32,
     jobs: u64,
     deployment_turn: u32,
     fail_turn: u32,
@@ -127,10 +138,13 @@ impl Churn {
     pub fn next(&mut self, elapsed: Duration) -> Op {
         let n = self.n;
         self.n += 1;
-        let i = (n % u64::from(OBJECTS)) as u32;
         match n % 20 {
-            0..=9 => Op::ConfigMap { i, seq: n },
-            10..=13 => Op::Secret { i, seq: n },
+            0..=9 => self.config_map(n),
+            10..=13 => {
+                let i = self.secret_turn % OBJECTS;
+                self.secret_turn += 1;
+                Op::Secret { i, seq: n }
+            }
             14 | 15 => {
                 let slot = self.deployment_turn % DEPLOYMENT_SLOTS;
                 self.deployment_turn += 1;
@@ -146,8 +160,17 @@ impl Churn {
                 Op::FailPod { slot }
             }
             18 => Op::Watch,
-            _ => self.flap(elapsed).unwrap_or(Op::ConfigMap { i, seq: n }),
+            _ => match self.flap(elapsed) {
+                Some(op) => op,
+                None => self.config_map(n),
+            },
         }
+    }
+
+    fn config_map(&mut self, seq: u64) -> Op {
+        let i = self.cm_turn % OBJECTS;
+        self.cm_turn += 1;
+        Op::ConfigMap { i, seq }
     }
 
     fn flap(&mut self, elapsed: Duration) -> Option<Op> {
@@ -186,8 +209,16 @@ pub struct Probes {
     pub process: Option<Process>,
     /// The SQLite database file (its WAL is `<file>-wal`).
     pub database: Option<PathBuf>,
-    /// The store, for its compacted revision.
+    /// The store, for its compacted revision and its size figures.
     pub storage: Option<Arc<dyn kcm_apiserver::storage::Storage>>,
+}
+
+/// Kills and restarts the child server on schedule (`--kill-every`).
+pub struct Killer<'a> {
+    /// Time between kills.
+    pub every: Duration,
+    /// The server.
+    pub child: &'a mut ChildCluster,
 }
 
 /// How the soak runs.
@@ -213,7 +244,17 @@ struct Window {
     acked: HashMap<u64, Instant>,
     /// Sequence numbers seen on the watch before their acknowledgement.
     seen_early: HashSet<u64>,
+    /// Acknowledged sequence numbers never seen within [`MISSED_AFTER`].
+    missed: u64,
     deployments: HashMap<u32, Stage>,
+    /// Odd while the server is being killed and restarted; a write that fails across a change
+    /// was cut off, not failed.
+    epoch: u64,
+    /// Writes cut off by a kill.
+    interrupted: u64,
+    /// The highest resourceVersion acknowledged per ConfigMap and Secret (`cm/NAME`,
+    /// `secret/NAME`).
+    acknowledged: HashMap<String, u64>,
 }
 
 struct Shared {
@@ -223,6 +264,37 @@ struct Shared {
 impl Shared {
     fn window(&self) -> MutexGuard<'_, Window> {
         self.window.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records the resourceVersion a write of `key` was acknowledged with.
+    fn acknowledged(&self, key: String, resource_version: Option<&str>) {
+        let Some(rv) = resource_version.and_then(|v| v.parse::<u64>().ok()) else {
+            return;
+        };
+        let mut w = self.window();
+        let known = w.acknowledged.entry(key).or_default();
+        *known = (*known).max(rv);
+    }
+
+    /// Forgets acknowledgements older than [`MISSED_AFTER`], counting them as missed.
+    fn expire_acked(&self, now: Instant) {
+        let mut w = self.window();
+        let before = w.acked.len();
+        w.acked
+            .retain(|_, at| now.saturating_duration_since(*at) < MISSED_AFTER);
+        w.missed += (before - w.acked.len()) as u64;
+    }
+
+    /// Counts a failed write begun in `epoch`.
+    fn failed(&self, epoch: u64) -> bool {
+        let mut w = self.window();
+        if w.epoch != epoch || w.epoch % 2 == 1 {
+            w.interrupted += 1;
+            false
+        } else {
+            w.failed += 1;
+            true
+        }
     }
 
     fn acked(&self, seq: u64, at: Instant) {
@@ -250,13 +322,15 @@ fn labels() -> serde_json::Value {
     json!({ key: value, "kcm.io/soak": "true" })
 }
 
-/// Runs the soak in `namespace` (already created) and returns its report.
+/// Runs the soak in `namespace` (already created) and returns its report; with `killer`, the
+/// server is killed and restarted on its schedule.
 pub async fn run(
     client: &kube::Client,
     namespace: &str,
     options: &SoakOptions,
     config: SoakConfig,
-    probes: &Probes,
+    probes: &mut Probes,
+    mut killer: Option<Killer<'_>>,
     cancel: &CancellationToken,
 ) -> anyhow::Result<SoakReport> {
     setup(client, namespace).await?;
@@ -290,6 +364,8 @@ pub async fn run(
         None => None,
     };
     let mut last_line = Instant::now();
+    let mut restarts = Vec::new();
+    let mut next_kill = killer.as_ref().map(|k| start + k.every);
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
@@ -306,18 +382,18 @@ pub async fn run(
             let shared = shared.clone();
             tokio::spawn(async move {
                 let began = Instant::now();
+                let epoch = shared.window().epoch;
                 let result = execute(&client, &namespace, &op, &shared).await;
                 let took = began.elapsed().as_secs_f64();
-                let mut w = shared.window();
                 match result {
-                    Ok(true) => w.latencies.push(took),
+                    Ok(true) => shared.window().latencies.push(took),
                     Ok(false) => {}
                     Err(err) => {
+                        let first = shared.window().failed == 0;
                         // One line per window: the count goes into the sample.
-                        if w.failed == 0 {
+                        if shared.failed(epoch) && first {
                             tracing::warn!(?op, error = %format!("{err:#}"), "soak write failed");
                         }
-                        w.failed += 1;
                     }
                 }
                 drop(permit);
@@ -325,6 +401,19 @@ pub async fn run(
         } else {
             // The cluster is slower than the rate: the write is skipped.
             shared.window().skipped += 1;
+        }
+        if let (Some(k), Some(at)) = (killer.as_mut(), next_kill)
+            && Instant::now() >= at
+        {
+            next_kill = Some(at + k.every);
+            let restart = kill_and_check(client, namespace, &shared, k, elapsed, cancel).await?;
+            eprintln!(
+                "soak {:>6.0} s  killed and restarted the server in {:.1} s: {} of {} objects \
+                 behind their acknowledged writes",
+                restart.t, restart.seconds, restart.lost_writes, restart.checked
+            );
+            restarts.push(restart);
+            probes.process = k.child.process();
         }
         if Instant::now() >= next_sample {
             next_sample += options.sample_every;
@@ -349,10 +438,75 @@ pub async fn run(
     watcher.abort();
     let warmup = WARMUP.min(options.duration / 6).as_secs_f64();
     Ok(SoakReport {
-        summary: SoakSummary::of(&samples, warmup),
+        summary: SoakSummary::of(&samples, &restarts, warmup),
         config,
         samples,
+        restarts,
     })
+}
+
+/// `kill -9`s and restarts the server, then compares every ConfigMap's and Secret's
+/// resourceVersion with the last one a write of it was acknowledged with.
+async fn kill_and_check(
+    client: &kube::Client,
+    namespace: &str,
+    shared: &Shared,
+    killer: &mut Killer<'_>,
+    elapsed: Duration,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Restart> {
+    shared.window().epoch += 1;
+    let took = killer.child.kill_and_restart(cancel).await;
+    shared.window().epoch += 1;
+    let took = took?;
+    let stored = stored_versions(client, namespace).await?;
+    let acknowledged = shared.window().acknowledged.clone();
+    Ok(Restart {
+        t: elapsed.as_secs_f64(),
+        seconds: took.as_secs_f64(),
+        checked: acknowledged.len() as u64,
+        lost_writes: behind(&acknowledged, &stored),
+    })
+}
+
+/// Objects of `acknowledged` whose stored resourceVersion is older, or that are gone.
+fn behind(acknowledged: &HashMap<String, u64>, stored: &HashMap<String, u64>) -> u64 {
+    acknowledged
+        .iter()
+        .filter(|(key, rv)| stored.get(*key).is_none_or(|now| now < *rv))
+        .count() as u64
+}
+
+/// The resourceVersions of the soak's ConfigMaps and Secrets, keyed as
+/// [`Shared::acknowledged`] keys them.
+async fn stored_versions(
+    client: &kube::Client,
+    namespace: &str,
+) -> anyhow::Result<HashMap<String, u64>> {
+    let lp = ListParams::default().labels("kcm.io/soak=true");
+    let mut out = HashMap::new();
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .list_metadata(&lp)
+        .await
+        .context("listing the soak's ConfigMaps after a restart")?;
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace)
+        .list_metadata(&lp)
+        .await
+        .context("listing the soak's Secrets after a restart")?;
+    let metas = cms
+        .items
+        .into_iter()
+        .map(|o| ("cm", o.metadata))
+        .chain(secrets.items.into_iter().map(|o| ("secret", o.metadata)));
+    for (kind, meta) in metas {
+        if let (Some(name), Some(rv)) = (
+            meta.name,
+            meta.resource_version.and_then(|v| v.parse::<u64>().ok()),
+        ) {
+            out.insert(format!("{kind}/{name}"), rv);
+        }
+    }
+    Ok(out)
 }
 
 /// One progress line: time, RSS, database, WAL, write p99, failures.
@@ -383,20 +537,25 @@ async fn take_sample(
     elapsed: Duration,
     compacted: bool,
 ) -> SoakSample {
-    let (mut latencies, failed, skipped, mut lags) = {
+    // Acknowledgements never seen within a minute are missed events (compacted away, or a
+    // watch that did not resume where it left off); dropping them keeps the map bounded.
+    shared.expire_acked(Instant::now());
+    let (mut latencies, failed, skipped, mut lags, missed, interrupted) = {
         let mut w = shared.window();
-        // Acknowledgements never seen within a minute are dropped (their event was compacted
-        // away or the watch restarted), so the map stays bounded.
-        let now = Instant::now();
-        w.acked
-            .retain(|_, at| now.saturating_duration_since(*at) < Duration::from_secs(60));
         (
             std::mem::take(&mut w.latencies),
             std::mem::take(&mut w.failed),
             std::mem::take(&mut w.skipped),
             std::mem::take(&mut w.lags),
+            std::mem::take(&mut w.missed),
+            std::mem::take(&mut w.interrupted),
         )
     };
+    let stats = match &probes.storage {
+        Some(storage) => storage.stats().await.ok().flatten(),
+        None => None,
+    }
+    .unwrap_or_default();
     let usage = probes.process.as_ref().and_then(Process::usage);
     let file_size = |p: &PathBuf| std::fs::metadata(p).ok().map(|m| m.len());
     let wal = probes.database.as_ref().map(|p| {
@@ -408,28 +567,27 @@ async fn take_sample(
         t: elapsed.as_secs_f64(),
         rss_bytes: usage.map(|u| u.rss_bytes),
         cpu_seconds: usage.map(|u| u.cpu_seconds),
-        db_bytes: probes.database.as_ref().and_then(file_size),
+        // The file when there is one (SQLite), else what the store says (etcd's dbSize).
+        db_bytes: probes
+            .database
+            .as_ref()
+            .and_then(file_size)
+            .or(stats.db_bytes),
         wal_bytes: wal.as_ref().map(|w| file_size(w).unwrap_or(0)),
         live_objects: live_objects(client, namespace).await,
-        stored_rows: None,
+        stored_rows: stats.stored_rows,
+        live_keys: stats.live_keys,
+        stored_value_bytes: stats.stored_value_bytes,
+        db_in_use_bytes: stats.db_in_use_bytes,
         compacted,
         writes: Latencies::of(&mut latencies),
         failed,
         skipped,
+        interrupted,
         watch_lag: Latencies::of(&mut lags),
-        sockets: probes.process.as_ref().and_then(|_| open_sockets()),
+        missed_events: missed,
+        sockets: probes.process.as_ref().and_then(Process::sockets),
     }
-}
-
-/// Sockets this process holds (`/proc/self/fd` links to `socket:[…]`).
-fn open_sockets() -> Option<u64> {
-    let dir = std::fs::read_dir("/proc/self/fd").ok()?;
-    Some(
-        dir.filter_map(Result::ok)
-            .filter_map(|e| std::fs::read_link(e.path()).ok())
-            .filter(|target| target.to_string_lossy().starts_with("socket:"))
-            .count() as u64,
-    )
 }
 
 /// The soak's objects alive in its namespace: pods, ReplicaSets, Deployments, Jobs,
@@ -547,23 +705,33 @@ async fn execute(
     let pp = PatchParams::default();
     match op {
         Op::ConfigMap { i, seq } => {
-            Api::<ConfigMap>::namespaced(client.clone(), namespace)
+            let name = format!("soak-cm-{i}");
+            let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace)
                 .patch(
-                    &format!("soak-cm-{i}"),
+                    &name,
                     &pp,
                     &Patch::Merge(json!({"data": {"seq": seq.to_string()}})),
                 )
                 .await?;
             shared.acked(*seq, Instant::now());
+            shared.acknowledged(
+                format!("cm/{name}"),
+                cm.metadata.resource_version.as_deref(),
+            );
         }
         Op::Secret { i, seq } => {
-            Api::<Secret>::namespaced(client.clone(), namespace)
+            let name = format!("soak-secret-{i}");
+            let secret = Api::<Secret>::namespaced(client.clone(), namespace)
                 .patch(
-                    &format!("soak-secret-{i}"),
+                    &name,
                     &pp,
                     &Patch::Merge(json!({"stringData": {"seq": seq.to_string()}})),
                 )
                 .await?;
+            shared.acknowledged(
+                format!("secret/{name}"),
+                secret.metadata.resource_version.as_deref(),
+            );
         }
         Op::Deployment { slot } => {
             let name = format!("soak-d-{slot}");
@@ -723,6 +891,17 @@ mod tests {
             .take(6)
             .collect();
         assert_eq!(slots, [0, 1, 2, 3, 4, 0]);
+        // Every ConfigMap and Secret is updated, each in turn.
+        let objects = |secret: bool| -> HashSet<u32> {
+            ops.iter()
+                .filter_map(|o| match (o, secret) {
+                    (Op::ConfigMap { i, .. }, false) | (Op::Secret { i, .. }, true) => Some(*i),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(objects(false).len(), OBJECTS as usize);
+        assert_eq!(objects(true).len(), OBJECTS as usize);
     }
 
     #[test]
@@ -760,6 +939,66 @@ mod tests {
         assert_eq!(flaps(&mut churn, 60), [], "every 2 minutes");
         assert_eq!(flaps(&mut churn, 120), [Op::NodeDown { name: "b".into() }]);
         assert_eq!(churn.down_node(), Some("b"));
+    }
+
+    fn shared() -> Shared {
+        Shared {
+            window: Mutex::new(Window::default()),
+        }
+    }
+
+    #[test]
+    fn an_acknowledgement_never_seen_within_a_minute_is_missed() {
+        let shared = shared();
+        let t0 = Instant::now();
+        shared.acked(1, t0);
+        shared.acked(2, t0 + Duration::from_secs(30));
+        shared.expire_acked(t0 + Duration::from_secs(59));
+        assert_eq!(shared.window().missed, 0);
+        shared.expire_acked(t0 + Duration::from_secs(61));
+        assert_eq!(shared.window().missed, 1, "seq 1 expired");
+        shared.seen(2, t0 + Duration::from_secs(62));
+        shared.expire_acked(t0 + Duration::from_secs(200));
+        let w = shared.window();
+        assert_eq!(w.missed, 1, "seq 2 was seen");
+        assert!(w.acked.is_empty());
+    }
+
+    #[test]
+    fn a_write_failing_across_a_kill_is_cut_off_not_failed() {
+        let shared = shared();
+        assert!(shared.failed(0), "no kill: a failure");
+        shared.window().epoch = 1; // killing
+        assert!(!shared.failed(0), "begun before the kill");
+        assert!(!shared.failed(1), "begun while the server was down");
+        shared.window().epoch = 2; // restarted
+        assert!(!shared.failed(1), "begun while down, ended after");
+        assert!(shared.failed(2), "begun and failed after the restart");
+        let w = shared.window();
+        assert_eq!((w.failed, w.interrupted), (2, 3));
+    }
+
+    #[test]
+    fn acknowledged_versions_keep_the_highest_and_find_what_was_lost() {
+        let shared = shared();
+        shared.acknowledged("cm/a".into(), Some("10"));
+        shared.acknowledged("cm/a".into(), Some("7")); // answered late: not lower
+        shared.acknowledged("cm/b".into(), Some("12"));
+        shared.acknowledged("secret/c".into(), Some("15"));
+        shared.acknowledged("cm/d".into(), Some("not a number"));
+        shared.acknowledged("cm/e".into(), None);
+        let acknowledged = shared.window().acknowledged.clone();
+        assert_eq!(acknowledged.len(), 3);
+        assert_eq!(acknowledged["cm/a"], 10);
+        let stored: HashMap<String, u64> = [
+            ("cm/a".to_owned(), 11),     // written again since: fine
+            ("cm/b".to_owned(), 12),     // exactly the acknowledged write
+            ("secret/c".to_owned(), 14), // older than acknowledged: lost
+        ]
+        .into();
+        assert_eq!(behind(&acknowledged, &stored), 1);
+        let without_b: HashMap<String, u64> = [("cm/a".to_owned(), 10)].into();
+        assert_eq!(behind(&acknowledged, &without_b), 2, "gone counts as lost");
     }
 
     #[test]

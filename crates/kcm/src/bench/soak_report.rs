@@ -56,6 +56,13 @@ pub struct SoakSample {
     pub live_objects: Option<u64>,
     /// Rows the store holds (every kept revision), when the store tells.
     pub stored_rows: Option<u64>,
+    /// Keys the store holds now (every object of the cluster), when the store tells.
+    pub live_keys: Option<u64>,
+    /// Bytes of every kept version's value: the live data plus the retained revisions, the
+    /// size the database file is bounded against.
+    pub stored_value_bytes: Option<u64>,
+    /// Bytes of the database in use (etcd's `dbSizeInUse`; SQLite's pages less free ones).
+    pub db_in_use_bytes: Option<u64>,
     /// Whether the store compacted during the window.
     pub compacted: bool,
     /// The soak's own writes in the window.
@@ -65,8 +72,13 @@ pub struct SoakSample {
     /// Writes not sent in the window because too many were outstanding (the cluster fell
     /// behind the rate).
     pub skipped: u64,
+    /// Writes that failed because the server was being killed and restarted (not
+    /// acknowledged, so not lost): counted apart from `failed`.
+    pub interrupted: u64,
     /// From a write's acknowledgement to its watch event, seconds.
     pub watch_lag: Latencies,
+    /// Acknowledged ConfigMap writes the long-lived watch never delivered within a minute.
+    pub missed_events: u64,
     /// Sockets the measured process holds open.
     pub sockets: Option<u64>,
 }
@@ -98,12 +110,38 @@ pub struct SoakSummary {
     pub write_max: f64,
     /// The worst window's watch lag p99, seconds.
     pub watch_lag_p99_max: f64,
+    /// Acknowledged writes the watch never delivered, all windows.
+    pub missed_events: u64,
+    /// Writes cut off by a kill, all windows.
+    pub interrupted: u64,
+    /// The largest ratio of the database (file, or etcd's `dbSize`) to the values it keeps
+    /// (issue 44: at most 3).
+    pub db_over_stored_max: Option<f64>,
+    /// Kills and restarts of the server.
+    pub restarts: usize,
+    /// Acknowledged writes not found after a restart, all restarts.
+    pub lost_writes: u64,
+    /// The longest restart, from the kill to the API answering again, seconds.
+    pub restart_max_seconds: Option<f64>,
+}
+
+/// One kill and restart of the server (`--kill-every`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Restart {
+    /// Seconds since the soak started, at the kill.
+    pub t: f64,
+    /// From the kill to the API answering again, seconds.
+    pub seconds: f64,
+    /// Objects whose last acknowledged write was looked for.
+    pub checked: u64,
+    /// Of those, objects older than their last acknowledged write (or gone).
+    pub lost_writes: u64,
 }
 
 impl SoakSummary {
     /// Reads the summary off `samples`; RSS drift counts from the first sample at or after
     /// `warmup` seconds.
-    pub fn of(samples: &[SoakSample], warmup: f64) -> Self {
+    pub fn of(samples: &[SoakSample], restarts: &[Restart], warmup: f64) -> Self {
         let after: Vec<&SoakSample> = samples.iter().filter(|s| s.t >= warmup).collect();
         let rss_first = after.iter().find_map(|s| s.rss_bytes);
         let rss_max = after.iter().filter_map(|s| s.rss_bytes).max();
@@ -129,6 +167,17 @@ impl SoakSummary {
                 .then(|| compacting.iter().copied().fold(0.0, f64::max)),
             write_max: samples.iter().map(|s| s.writes.max).fold(0.0, f64::max),
             watch_lag_p99_max: samples.iter().map(|s| s.watch_lag.p99).fold(0.0, f64::max),
+            missed_events: samples.iter().map(|s| s.missed_events).sum(),
+            interrupted: samples.iter().map(|s| s.interrupted).sum(),
+            db_over_stored_max: samples
+                .iter()
+                .filter_map(|s| s.db_bytes.zip(s.stored_value_bytes))
+                .filter(|(_, stored)| *stored > 0)
+                .map(|(db, stored)| db as f64 / stored as f64)
+                .reduce(f64::max),
+            restarts: restarts.len(),
+            lost_writes: restarts.iter().map(|r| r.lost_writes).sum(),
+            restart_max_seconds: restarts.iter().map(|r| r.seconds).reduce(f64::max),
         }
     }
 
@@ -163,9 +212,25 @@ impl SoakSummary {
             self.write_max * 1e3
         ));
         out.push_str(&format!(
-            "  watch lag p99 max    {:.1} ms\n",
-            self.watch_lag_p99_max * 1e3
+            "  database / kept data {}\n",
+            self.db_over_stored_max
+                .map_or("-".to_owned(), |r| format!("{r:.2}x max"))
         ));
+        out.push_str(&format!(
+            "  watch lag p99 max    {:.1} ms  ({} acknowledged writes never seen)\n",
+            self.watch_lag_p99_max * 1e3,
+            self.missed_events
+        ));
+        if self.restarts > 0 {
+            out.push_str(&format!(
+                "  kills                {} (longest restart {}), {} acknowledged writes lost, {} writes cut off\n",
+                self.restarts,
+                self.restart_max_seconds
+                    .map_or("-".to_owned(), |s| format!("{s:.1} s")),
+                self.lost_writes,
+                self.interrupted
+            ));
+        }
         out
     }
 }
@@ -185,6 +250,10 @@ pub struct SoakConfig {
     pub compaction_interval_seconds: Option<f64>,
     /// Simulated nodes (embedded).
     pub nodes: Option<usize>,
+    /// `sqlite` or `etcd` (embedded).
+    pub storage: Option<String>,
+    /// Seconds between kills of the server (`--kill-every`).
+    pub kill_every_seconds: Option<f64>,
 }
 
 /// The JSON document of a soak.
@@ -196,6 +265,8 @@ pub struct SoakReport {
     pub summary: SoakSummary,
     /// Every window.
     pub samples: Vec<SoakSample>,
+    /// Every kill and restart.
+    pub restarts: Vec<Restart>,
 }
 
 /// Width and height of the SVG, pixels.
@@ -314,7 +385,7 @@ mod tests {
             sample(900.0, 108, 0.005, false),
             sample(1200.0, 104, 0.007, true),
         ];
-        let s = SoakSummary::of(&samples, 600.0);
+        let s = SoakSummary::of(&samples, &[], 600.0);
         assert_eq!(s.rss_after_warmup_bytes, Some(100));
         assert!((s.rss_drift.expect("drift") - 0.08).abs() < 1e-9);
         assert_eq!(s.db_max_bytes, Some(200));
@@ -329,6 +400,52 @@ mod tests {
     }
 
     #[test]
+    fn summary_bounds_the_file_by_the_kept_data_and_sums_restarts() {
+        let mut a = sample(10.0, 100, 0.01, false);
+        a.db_bytes = Some(3000);
+        a.stored_value_bytes = Some(1000);
+        a.missed_events = 2;
+        let mut b = sample(20.0, 100, 0.01, true);
+        b.db_bytes = Some(2000);
+        b.stored_value_bytes = Some(1000);
+        b.interrupted = 7;
+        let mut c = sample(30.0, 100, 0.01, false);
+        c.stored_value_bytes = Some(0); // an empty store divides nothing
+        let restarts = [
+            Restart {
+                t: 12.0,
+                seconds: 4.5,
+                checked: 40,
+                lost_writes: 0,
+            },
+            Restart {
+                t: 24.0,
+                seconds: 6.0,
+                checked: 40,
+                lost_writes: 1,
+            },
+        ];
+        let s = SoakSummary::of(&[a, b, c], &restarts, 0.0);
+        assert_eq!(s.db_over_stored_max, Some(3.0));
+        assert_eq!((s.missed_events, s.interrupted), (2, 7));
+        assert_eq!((s.restarts, s.lost_writes), (2, 1));
+        assert_eq!(s.restart_max_seconds, Some(6.0));
+        let table = s.table();
+        assert!(table.contains("3.00x max"), "{table}");
+        assert!(
+            table.contains("kills                2 (longest restart 6.0 s)"),
+            "{table}"
+        );
+        assert!(table.contains("1 acknowledged writes lost"), "{table}");
+        let none = SoakSummary::of(&[], &[], 0.0);
+        assert_eq!(
+            (none.db_over_stored_max, none.restart_max_seconds),
+            (None, None)
+        );
+        assert!(!none.table().contains("kills"));
+    }
+
+    #[test]
     fn plot_has_four_panels() {
         let report = SoakReport {
             config: SoakConfig {
@@ -337,6 +454,7 @@ mod tests {
                 ..SoakConfig::default()
             },
             summary: SoakSummary::default(),
+            restarts: Vec::new(),
             samples: vec![
                 sample(10.0, 1 << 20, 0.01, false),
                 sample(20.0, 2 << 20, 0.02, true),
