@@ -176,6 +176,9 @@ pub struct ServerConfig {
     pub admission: crate::admission::AdmissionConfig,
     /// Where Service cluster IPs come from (`--service-cluster-ip-range`, `10.96.0.0/12`).
     pub service_ip_range: crate::registry::service_ip::ServiceIpRange,
+    /// Events are deleted this long after their last write (kube-apiserver's `--event-ttl`,
+    /// 1h); `None` keeps them.
+    pub event_ttl: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -199,6 +202,7 @@ impl ServerConfig {
             compact_retain: 0,
             admission: crate::admission::AdmissionConfig::default(),
             service_ip_range: crate::registry::service_ip::ServiceIpRange::default(),
+            event_ttl: Some(crate::registry::event_ttl::DEFAULT_EVENT_TTL),
         }
     }
 }
@@ -385,6 +389,13 @@ impl Server {
             crate::registry::service_alloc::SERVICE_REPAIR_INTERVAL,
             shutdown.clone(),
         ));
+        if let Some(ttl) = config.event_ttl {
+            tracker.spawn(crate::registry::event_ttl::expire_events(
+                Arc::clone(&storage),
+                ttl,
+                shutdown.clone(),
+            ));
+        }
         if let (StorageBackend::Memory, Some(every)) = (&config.storage, config.compaction_interval)
         {
             tracker.spawn(compact_periodically(

@@ -32,6 +32,9 @@ pub struct LimitArgs {
         default_value = kcm_apiserver::registry::service_ip::SERVICE_CIDR
     )]
     pub service_cluster_ip_range: ServiceIpRange,
+    /// How long events are kept after their last write (kube-apiserver's flag; 0 keeps them).
+    #[arg(long, value_name = "duration", default_value = "1h0m0s", value_parser = parse_timeout)]
+    pub event_ttl: Duration,
 }
 
 impl LimitArgs {
@@ -42,6 +45,7 @@ impl LimitArgs {
         config.max_mutating_requests_inflight = self.max_mutating_requests_inflight;
         config.request_timeout = self.request_timeout;
         config.service_ip_range = self.service_cluster_ip_range.clone();
+        config.event_ttl = (!self.event_ttl.is_zero()).then_some(self.event_ttl);
     }
 }
 
@@ -82,6 +86,8 @@ mod tests {
         assert_eq!(config.request_timeout, defaults.request_timeout);
         assert_eq!(config.service_ip_range.as_str(), "10.96.0.0/12");
         assert_eq!(config.service_ip_range, defaults.service_ip_range);
+        assert_eq!(config.event_ttl, Some(Duration::from_secs(3600)));
+        assert_eq!(config.event_ttl, defaults.event_ttl);
     }
 
     #[test]
@@ -106,5 +112,14 @@ mod tests {
         let cli = Cli::parse_from(["kcm", "--request-timeout=0"]);
         assert_eq!(cli.limits.request_timeout, Duration::ZERO);
         assert!(Cli::try_parse_from(["kcm", "--request-timeout=soon"]).is_err());
+        let mut config = ServerConfig::new("/tmp/unused");
+        Cli::parse_from(["kcm", "--event-ttl=0"])
+            .limits
+            .apply(&mut config);
+        assert_eq!(config.event_ttl, None, "0 keeps events");
+        Cli::parse_from(["kcm", "--event-ttl=10m"])
+            .limits
+            .apply(&mut config);
+        assert_eq!(config.event_ttl, Some(Duration::from_secs(600)));
     }
 }

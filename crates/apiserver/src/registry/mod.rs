@@ -23,6 +23,7 @@ pub mod create;
 pub mod custom;
 pub mod delete;
 pub mod event_cache;
+pub mod event_ttl;
 pub mod eviction;
 pub mod field_selector;
 pub mod generation;
