@@ -32,6 +32,7 @@ use super::names::{
 use super::names::{
     LEGACY_SERVICEACCOUNT_TOKEN_CLEANER, LEGACY_SERVICEACCOUNT_TOKEN_CLEANER_CONTROLLER,
 };
+use super::names::{NOT_BUILT_CONTROLLERS, PendingController};
 use super::names::{PERSISTENTVOLUME_ATTACH_DETACH, PERSISTENTVOLUME_ATTACH_DETACH_CONTROLLER};
 use super::names::{PERSISTENTVOLUME_EXPANDER, PERSISTENTVOLUME_EXPANDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
@@ -160,8 +161,41 @@ impl ControllerRegistry {
                 tracing::error!(%err, "built-in controller not registered");
             }
         }
+        for pending in NOT_BUILT_CONTROLLERS {
+            if let Err(err) = registry.register(not_built_controller(pending)) {
+                tracing::error!(%err, "built-in controller not registered");
+            }
+        }
         registry
     }
+}
+
+/// A controller of kube-controller-manager v1.36 kcm does not implement yet: listed and
+/// accepted by `--controllers`, gated as upstream's descriptor (so `*` leaves it off while its
+/// gate is off), and, when it would start, logged with a warning and skipped. A cloud one is
+/// skipped without a cloud first, as upstream's.
+pub fn not_built_controller(pending: PendingController) -> ControllerDescriptor {
+    let names = pending.names;
+    let mut descriptor = ControllerDescriptor::new(names.name, move |ctx: ControllerContext| {
+        let name = names.name;
+        async move {
+            if pending.cloud && ctx.cloud.is_none() {
+                tracing::info!(controller = name, "Skipping a cloud provider controller");
+                return Ok(None);
+            }
+            tracing::warn!(
+                controller = name,
+                "controller is not built yet in kcm; skipping it"
+            );
+            Ok(None)
+        }
+    })
+    .with_aliases(names.aliases)
+    .with_required_feature_gates(pending.required_feature_gates);
+    if names.disabled_by_default {
+        descriptor = descriptor.disabled_by_default();
+    }
+    descriptor
 }
 
 /// `replicaset-controller` (alias `replicaset`): ReplicaSets and Pods informers,
@@ -1320,9 +1354,23 @@ mod tests {
         let registered: BTreeSet<String> = registry.known_names();
         let named: BTreeSet<String> = BUILTIN_CONTROLLERS
             .iter()
+            .chain(NOT_BUILT_CONTROLLERS.iter().map(|c| &c.names))
             .map(|c| c.name.to_owned())
             .collect();
         assert_eq!(registered, named);
+        for pending in NOT_BUILT_CONTROLLERS {
+            let descriptor = registry.get(pending.names.name).expect("registered");
+            assert_eq!(descriptor.aliases(), pending.names.aliases);
+            assert_eq!(
+                descriptor.is_disabled_by_default(),
+                pending.names.disabled_by_default
+            );
+            assert_eq!(
+                descriptor.required_feature_gates(),
+                pending.required_feature_gates
+            );
+            assert_eq!(descriptor.service_account(), None, "it makes no client");
+        }
         for names in BUILTIN_CONTROLLERS {
             let descriptor = registry.get(names.name).expect("registered");
             assert_eq!(descriptor.aliases(), names.aliases, "{}", names.name);
