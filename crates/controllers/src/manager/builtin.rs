@@ -81,7 +81,7 @@ use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
 use crate::servicecidrs::{ServiceCidrController, ServiceCidrControllerOptions};
-use crate::servicelb::{ServiceLbController, ServiceLbControllerOptions};
+use crate::servicelb::{ServiceLbController, ServiceLbControllerOptions, ServiceLbMetrics};
 use crate::statefulset::{StatefulSetController, StatefulSetControllerOptions};
 use crate::tainteviction::TaintEvictionController;
 use crate::ttl::{TtlController, TtlControllerOptions, WORKERS as TTL_WORKERS};
@@ -1078,6 +1078,9 @@ pub fn service_lb_controller() -> ControllerDescriptor {
             );
             return Ok(None);
         };
+        let controller_metrics = Arc::new(ServiceLbMetrics::new());
+        ctx.metrics
+            .with_registry(|registry| controller_metrics.register(registry));
         let controller = Arc::new(ServiceLbController::new(
             &ctx.factory,
             ctx.client.clone(),
@@ -1086,6 +1089,7 @@ pub fn service_lb_controller() -> ControllerDescriptor {
             ServiceLbControllerOptions {
                 cluster_name: ctx.options.kube_cloud_shared.cluster_name.clone(),
                 metrics: Some(ctx.workqueue_metrics()),
+                controller_metrics: Some(controller_metrics),
             },
         ));
         let workers = ctx.options.service.concurrent_service_syncs.max(1) as usize;
