@@ -649,9 +649,15 @@ impl ServiceLbController {
             return false;
         }
         let started = tokio::time::Instant::now();
+        if let Some(metrics) = &self.controller_metrics {
+            metrics.count_update_hosts();
+        }
         let retry = self.update_load_balancer_hosts(service, hosts).await;
         if let Some(metrics) = &self.controller_metrics {
             metrics.observe_update_hosts(started.elapsed());
+            if retry {
+                metrics.count_node_sync_error();
+            }
         }
         retry
     }

@@ -590,10 +590,11 @@ async fn a_failed_service_is_retried_through_the_queue() {
     assert_eq!(f.cloud.calls().len(), 1);
 }
 
-/// Upstream's `nodeSyncLatency` is observed once per node sync pass, and
-/// `updateLoadBalancerHostLatency` once per load balancer whose hosts were updated.
+/// Upstream's `nodeSyncLatency` is observed once per node sync pass;
+/// `updateLoadBalancerHostLatency` and `loadBalancerSyncCount` once per load balancer whose
+/// hosts were updated, `nodeSyncErrorCount` once per failed update.
 #[tokio::test]
-async fn node_sync_records_its_latencies() {
+async fn node_sync_records_its_metrics() {
     use crate::servicelb::ServiceLbMetrics;
     use prometheus_client::encoding::text::encode;
     use prometheus_client::registry::Registry;
@@ -631,6 +632,29 @@ async fn node_sync_records_its_latencies() {
     );
     assert!(
         text.contains("service_controller_update_loadbalancer_host_latency_seconds_count 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("service_controller_loadbalancer_sync_total 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("service_controller_nodesync_error_total 0"),
+        "{text}"
+    );
+
+    // A failed host update counts as a node sync error.
+    nodes.add(Arc::new(node("node1", "True"))).expect("node");
+    *cloud.fail_update.lock().expect("lock") = Some(CloudError::Failed("busy".to_owned()));
+    controller.node_sync().await;
+    let mut text = String::new();
+    encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains("service_controller_loadbalancer_sync_total 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("service_controller_nodesync_error_total 1"),
         "{text}"
     );
 }
