@@ -269,15 +269,17 @@ impl FeatureGates {
         if let Some(&value) = self.set.get(spec.name) {
             return value;
         }
+        if spec.lock_to_default || spec.name == ALL_ALPHA || spec.name == ALL_BETA {
+            return spec.default;
+        }
+        // Upstream's `setUnsetAlphaGates`/`setUnsetBetaGates`: gates not set by name follow
+        // the meta gate of their stage.
         let meta = match spec.pre_release {
             Alpha => self.set.get(ALL_ALPHA),
             Beta => self.set.get(ALL_BETA),
             Ga | Deprecated => None,
         };
-        match meta {
-            Some(&value) if !spec.lock_to_default && spec.name != ALL_ALPHA => value,
-            _ => spec.default,
-        }
+        meta.copied().unwrap_or(spec.default)
     }
 
     /// The gates of `required` that are off, in order.

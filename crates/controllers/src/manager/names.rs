@@ -3,6 +3,8 @@
 //! A leaf: the flags ([`super::options`]) list these names in `--controllers`' help, and the
 //! descriptors ([`super::builtin`]) register under them, without either depending on the other.
 
+use super::feature_gates as gates;
+
 /// One controller's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ControllerNames {
@@ -501,8 +503,6 @@ pub struct PendingController {
     /// Whether it is a cloud controller, skipped without a cloud (`isCloudProviderController`).
     pub cloud: bool,
 }
-
-use super::feature_gates as gates;
 
 /// Upstream's controllers that kcm does not implement yet, sorted by name. Most sit behind
 /// gates that are off by default in v1.36, so `*` does not start them upstream either.
