@@ -238,8 +238,9 @@ fn help_reads_like_kube_controller_managers() {
         "The Kubernetes controller manager is a daemon",
         "Generic flags:",
         "--controllers <strings>",
-        "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
-        "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
+        "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, kube-apiserver-serving-clustertrustbundle-publisher-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, node-route-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, replicaset-controller, replicationcontroller-controller, resourcepoolstatusrequest-controller, resourcequota-controller, root-ca-certificate-publisher-controller, selinux-warning-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+        "Disabled-by-default controllers: bootstrap-signer-controller, selinux-warning-controller, token-cleaner-controller",
+        "--feature-gates <colonSeparatedMultimapStringString>",
         "DaemonSet controller flags:",
         "--concurrent-daemonset-syncs <int32>",
         "StatefulSet controller flags:",
@@ -280,22 +281,50 @@ fn unknown_controllers_are_refused_listing_the_known_ones() {
              certificatesigningrequest-approving-controller, \
              certificatesigningrequest-cleaner-controller, \
              certificatesigningrequest-signing-controller, \
-             cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, \
-             disruption-controller, endpoints-controller, endpointslice-controller, \
-             endpointslice-mirroring-controller, ephemeral-volume-controller, \
-             garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, \
+             cloud-node-lifecycle-controller, \
+             clusterrole-aggregation-controller, \
+             cronjob-controller, \
+             daemonset-controller, \
+             deployment-controller, \
+             disruption-controller, \
+             endpoints-controller, \
+             endpointslice-controller, \
+             endpointslice-mirroring-controller, \
+             ephemeral-volume-controller, \
+             garbage-collector-controller, \
+             horizontal-pod-autoscaler-controller, \
+             job-controller, \
+             kube-apiserver-serving-clustertrustbundle-publisher-controller, \
              legacy-serviceaccount-token-cleaner-controller, \
-             namespace-controller, node-ipam-controller, node-lifecycle-controller, \
+             namespace-controller, \
+             node-ipam-controller, \
+             node-lifecycle-controller, \
+             node-route-controller, \
              persistentvolume-attach-detach-controller, \
-             persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, \
-             persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, \
-             replicaset-controller, replicationcontroller-controller, resourcequota-controller, \
-             root-ca-certificate-publisher-controller, service-cidr-controller, \
+             persistentvolume-binder-controller, \
+             persistentvolume-expander-controller, \
+             persistentvolume-protection-controller, \
+             persistentvolumeclaim-protection-controller, \
+             pod-garbage-collector-controller, \
+             podcertificaterequest-cleaner-controller, \
+             podgroup-protection-controller, \
+             replicaset-controller, \
+             replicationcontroller-controller, \
+             resourcepoolstatusrequest-controller, \
+             resourcequota-controller, \
+             root-ca-certificate-publisher-controller, \
+             selinux-warning-controller, \
+             service-cidr-controller, \
              service-lb-controller, \
-             serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, \
+             serviceaccount-controller, \
+             serviceaccount-token-controller, \
+             statefulset-controller, \
+             storage-version-migrator-controller, \
+             storageversion-garbage-collector-controller, \
              taint-eviction-controller, \
              token-cleaner-controller, \
-             ttl-after-finished-controller, ttl-controller, \
+             ttl-after-finished-controller, \
+             ttl-controller, \
              validatingadmissionpolicy-status-controller, \
              volumeattributesclass-protection-controller"
         ),

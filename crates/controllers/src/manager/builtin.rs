@@ -32,6 +32,7 @@ use super::names::{
 use super::names::{
     LEGACY_SERVICEACCOUNT_TOKEN_CLEANER, LEGACY_SERVICEACCOUNT_TOKEN_CLEANER_CONTROLLER,
 };
+use super::names::{NOT_BUILT_CONTROLLERS, PendingController};
 use super::names::{PERSISTENTVOLUME_ATTACH_DETACH, PERSISTENTVOLUME_ATTACH_DETACH_CONTROLLER};
 use super::names::{PERSISTENTVOLUME_EXPANDER, PERSISTENTVOLUME_EXPANDER_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
@@ -80,7 +81,7 @@ use crate::serviceaccount::{
     SERVICE_ACCOUNT_WORKERS, ServiceAccountsController, ServiceAccountsControllerOptions,
 };
 use crate::servicecidrs::{ServiceCidrController, ServiceCidrControllerOptions};
-use crate::servicelb::{ServiceLbController, ServiceLbControllerOptions};
+use crate::servicelb::{ServiceLbController, ServiceLbControllerOptions, ServiceLbMetrics};
 use crate::statefulset::{StatefulSetController, StatefulSetControllerOptions};
 use crate::tainteviction::TaintEvictionController;
 use crate::ttl::{TtlController, TtlControllerOptions, WORKERS as TTL_WORKERS};
@@ -160,8 +161,41 @@ impl ControllerRegistry {
                 tracing::error!(%err, "built-in controller not registered");
             }
         }
+        for pending in NOT_BUILT_CONTROLLERS {
+            if let Err(err) = registry.register(not_built_controller(pending)) {
+                tracing::error!(%err, "built-in controller not registered");
+            }
+        }
         registry
     }
+}
+
+/// A controller of kube-controller-manager v1.36 kcm does not implement yet: listed and
+/// accepted by `--controllers`, gated as upstream's descriptor (so `*` leaves it off while its
+/// gate is off), and, when it would start, logged with a warning and skipped. A cloud one is
+/// skipped without a cloud first, as upstream's.
+pub fn not_built_controller(pending: PendingController) -> ControllerDescriptor {
+    let names = pending.names;
+    let mut descriptor = ControllerDescriptor::new(names.name, move |ctx: ControllerContext| {
+        let name = names.name;
+        async move {
+            if pending.cloud && ctx.cloud.is_none() {
+                tracing::info!(controller = name, "Skipping a cloud provider controller");
+                return Ok(None);
+            }
+            tracing::warn!(
+                controller = name,
+                "controller is not built yet in kcm; skipping it"
+            );
+            Ok(None)
+        }
+    })
+    .with_aliases(names.aliases)
+    .with_required_feature_gates(pending.required_feature_gates);
+    if names.disabled_by_default {
+        descriptor = descriptor.disabled_by_default();
+    }
+    descriptor
 }
 
 /// `replicaset-controller` (alias `replicaset`): ReplicaSets and Pods informers,
@@ -1044,6 +1078,9 @@ pub fn service_lb_controller() -> ControllerDescriptor {
             );
             return Ok(None);
         };
+        let controller_metrics = Arc::new(ServiceLbMetrics::new());
+        ctx.metrics
+            .with_registry(|registry| controller_metrics.register(registry));
         let controller = Arc::new(ServiceLbController::new(
             &ctx.factory,
             ctx.client.clone(),
@@ -1052,6 +1089,7 @@ pub fn service_lb_controller() -> ControllerDescriptor {
             ServiceLbControllerOptions {
                 cluster_name: ctx.options.kube_cloud_shared.cluster_name.clone(),
                 metrics: Some(ctx.workqueue_metrics()),
+                controller_metrics: Some(controller_metrics),
             },
         ));
         let workers = ctx.options.service.concurrent_service_syncs.max(1) as usize;
@@ -1320,9 +1358,23 @@ mod tests {
         let registered: BTreeSet<String> = registry.known_names();
         let named: BTreeSet<String> = BUILTIN_CONTROLLERS
             .iter()
+            .chain(NOT_BUILT_CONTROLLERS.iter().map(|c| &c.names))
             .map(|c| c.name.to_owned())
             .collect();
         assert_eq!(registered, named);
+        for pending in NOT_BUILT_CONTROLLERS {
+            let descriptor = registry.get(pending.names.name).expect("registered");
+            assert_eq!(descriptor.aliases(), pending.names.aliases);
+            assert_eq!(
+                descriptor.is_disabled_by_default(),
+                pending.names.disabled_by_default
+            );
+            assert_eq!(
+                descriptor.required_feature_gates(),
+                pending.required_feature_gates
+            );
+            assert_eq!(descriptor.service_account(), None, "it makes no client");
+        }
         for names in BUILTIN_CONTROLLERS {
             let descriptor = registry.get(names.name).expect("registered");
             assert_eq!(descriptor.aliases(), names.aliases, "{}", names.name);

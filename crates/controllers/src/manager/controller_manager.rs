@@ -226,8 +226,10 @@ impl ControllerManager {
 
     /// The controllers that will be started, in start order.
     pub fn enabled_controllers(&self) -> Vec<String> {
+        let gates = self.options.feature_gates();
         self.registry
             .enabled(&self.selection)
+            .filter(|d| gates.missing(d.required_feature_gates()).is_empty())
             .map(|d| d.name().to_owned())
             .collect()
     }
@@ -699,6 +701,7 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
         ControllerClients::Root(Arc::new(factory_of_clients))
     };
 
+    let feature_gates = options.feature_gates();
     let mut started: Vec<(String, StartedController)> = Vec::new();
     for descriptor in shared.registry.iter() {
         let name = descriptor.name().to_owned();
@@ -707,6 +710,16 @@ async fn run_controllers(shared: Arc<Shared>, parent: CancellationToken) {
             .is_enabled(&name, descriptor.is_disabled_by_default())
         {
             tracing::info!(controller = %name, "Warning: controller is disabled");
+            continue;
+        }
+        let missing = feature_gates.missing(descriptor.required_feature_gates());
+        if !missing.is_empty() {
+            tracing::info!(
+                controller = %name,
+                required_feature_gates = ?descriptor.required_feature_gates(),
+                disabled = ?missing,
+                "Controller is disabled by a feature gate"
+            );
             continue;
         }
         tracing::debug!(controller = %name, "Starting controller");

@@ -550,3 +550,91 @@ async fn embedders_get_the_informers_the_controllers_use() {
     );
     assert!(pods.is_stopped(), "stopped with the manager");
 }
+
+/// Upstream's `ControllerDescriptor.requiredFeatureGates`: a controller whose gates are not all
+/// on is skipped ("Controller is disabled by a feature gate"), and `--feature-gates` turns it
+/// on; a controller kcm does not build yet is skipped without failing the manager.
+#[tokio::test(start_paused = true)]
+async fn feature_gates_decide_which_gated_controllers_start() {
+    use crate::manager::builtin::not_built_controller;
+    use crate::manager::feature_gates::{GENERIC_WORKLOAD, SELINUX_CHANGE_POLICY};
+    use crate::manager::names::NOT_BUILT_CONTROLLERS;
+
+    let registry = |journal: &Journal| {
+        let podgroup = NOT_BUILT_CONTROLLERS
+            .into_iter()
+            .find(|c| c.names.name == "podgroup-protection-controller")
+            .expect("listed");
+        ControllerRegistry::new()
+            .with(
+                recording("alpha-controller", journal)
+                    .with_required_feature_gates(&[GENERIC_WORKLOAD]),
+            )
+            .and_then(|r| {
+                r.with(
+                    recording("beta-controller", journal)
+                        .with_required_feature_gates(&[SELINUX_CHANGE_POLICY]),
+                )
+            })
+            .and_then(|r| r.with(not_built_controller(podgroup)))
+            .expect("registry")
+    };
+
+    let journal = Journal::default();
+    let manager = ControllerManager::new(options(&["--leader-elect=false"]), registry(&journal))
+        .expect("manager");
+    assert_eq!(manager.enabled_controllers(), ["beta-controller"]);
+
+    let manager = ControllerManager::new(
+        options(&[
+            "--leader-elect=false",
+            "--feature-gates=GenericWorkload=true",
+            "--feature-gates=SELinuxChangePolicy=false",
+        ]),
+        registry(&journal),
+    )
+    .expect("manager");
+    assert_eq!(
+        manager.enabled_controllers(),
+        ["alpha-controller", "podgroup-protection-controller"]
+    );
+    let cancel = CancellationToken::new();
+    let running = manager
+        .with_kube_config(unreachable_config())
+        .start(cancel.clone())
+        .await
+        .expect("start");
+    assert!(
+        eventually(Duration::from_secs(5), || journal
+            .count("init alpha-controller")
+            == 1)
+        .await
+    );
+    assert_eq!(journal.count("init beta-controller"), 0, "its gate is off");
+    cancel.cancel();
+    with_timeout(running.wait())
+        .await
+        .expect("stops")
+        .expect("a skipped controller is no failure");
+}
+
+#[test]
+fn a_refused_feature_gate_fails_flag_parsing_with_upstreams_message() {
+    for (arg, want) in [
+        (
+            "--feature-gates=Nope=true",
+            "unrecognized feature gate: Nope",
+        ),
+        (
+            "--feature-gates=DynamicResourceAllocation=false",
+            "cannot set feature gate DynamicResourceAllocation to false, feature is locked to true",
+        ),
+        (
+            "--feature-gates=GenericWorkload=yes",
+            "invalid value of GenericWorkload=yes, err: strconv.ParseBool: parsing \"yes\": invalid syntax",
+        ),
+    ] {
+        let err = Cli::try_parse_from(["kcm-run", arg]).expect_err(arg);
+        assert!(err.to_string().contains(want), "{arg}: {err}");
+    }
+}

@@ -32,6 +32,7 @@ pub mod delegated_auth;
 pub mod duration;
 pub mod error;
 pub mod events;
+pub mod feature_gates;
 pub mod health;
 pub mod metrics;
 pub mod names;

@@ -3,6 +3,8 @@
 //! A leaf: the flags ([`super::options`]) list these names in `--controllers`' help, and the
 //! descriptors ([`super::builtin`]) register under them, without either depending on the other.
 
+use super::feature_gates as gates;
+
 /// One controller's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ControllerNames {
@@ -490,13 +492,125 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 42] = [
     VALIDATINGADMISSIONPOLICY_STATUS,
 ];
 
-/// The canonical names of [`BUILTIN_CONTROLLERS`], sorted, and those `*` leaves off (upstream's
-/// `KnownControllers` and `ControllersDisabledByDefault`).
+/// A kube-controller-manager v1.36 controller kcm lists, accepts in `--controllers` and
+/// skips with a warning: it is not built yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingController {
+    /// Its names, as upstream's descriptor.
+    pub names: ControllerNames,
+    /// The feature gates upstream's descriptor requires (`requiredFeatureGates`).
+    pub required_feature_gates: &'static [&'static str],
+    /// Whether it is a cloud controller, skipped without a cloud (`isCloudProviderController`).
+    pub cloud: bool,
+}
+
+/// Upstream's controllers that kcm does not implement yet, sorted by name. Most sit behind
+/// gates that are off by default in v1.36, so `*` does not start them upstream either.
+pub const NOT_BUILT_CONTROLLERS: [PendingController; 8] = [
+    PendingController {
+        names: ControllerNames {
+            name: "kube-apiserver-serving-clustertrustbundle-publisher-controller",
+            aliases: &[],
+            disabled_by_default: false,
+            service_account: "kube-apiserver-serving-clustertrustbundle-publisher",
+        },
+        required_feature_gates: &[gates::CLUSTER_TRUST_BUNDLE],
+        cloud: false,
+    },
+    PendingController {
+        names: ControllerNames {
+            name: "node-route-controller",
+            aliases: &["route"],
+            disabled_by_default: false,
+            service_account: "route-controller",
+        },
+        required_feature_gates: &[],
+        cloud: true,
+    },
+    PendingController {
+        names: ControllerNames {
+            name: "podcertificaterequest-cleaner-controller",
+            aliases: &[],
+            disabled_by_default: false,
+            service_account: "podcertificaterequestcleaner",
+        },
+        required_feature_gates: &[gates::POD_CERTIFICATE_REQUEST],
+        cloud: false,
+    },
+    PendingController {
+        names: ControllerNames {
+            name: "podgroup-protection-controller",
+            aliases: &[],
+            disabled_by_default: false,
+            service_account: "podgroup-protection-controller",
+        },
+        required_feature_gates: &[gates::GENERIC_WORKLOAD],
+        cloud: false,
+    },
+    PendingController {
+        names: ControllerNames {
+            name: "resourcepoolstatusrequest-controller",
+            aliases: &[],
+            disabled_by_default: false,
+            service_account: "resourcepoolstatusrequest-controller",
+        },
+        required_feature_gates: &[gates::DRA_RESOURCE_POOL_STATUS],
+        cloud: false,
+    },
+    // Disabled by default upstream too; it needs the volume plugins' SELinux support
+    // (`selinux_warning_controller_selinux_volume_conflict` and `SELinuxLabelConflict`
+    // events), which kcm does not have.
+    PendingController {
+        names: ControllerNames {
+            name: "selinux-warning-controller",
+            aliases: &[],
+            disabled_by_default: true,
+            service_account: "selinux-warning-controller",
+        },
+        required_feature_gates: &[gates::SELINUX_CHANGE_POLICY],
+        cloud: false,
+    },
+    PendingController {
+        names: ControllerNames {
+            name: "storage-version-migrator-controller",
+            aliases: &[],
+            disabled_by_default: false,
+            service_account: "storage-version-migrator-controller",
+        },
+        required_feature_gates: &[gates::STORAGE_VERSION_MIGRATOR],
+        cloud: false,
+    },
+    PendingController {
+        names: ControllerNames {
+            name: "storageversion-garbage-collector-controller",
+            aliases: &["storage-version-gc"],
+            disabled_by_default: false,
+            service_account: "storage-version-garbage-collector",
+        },
+        required_feature_gates: &[gates::API_SERVER_IDENTITY, gates::STORAGE_VERSION_API],
+        cloud: false,
+    },
+];
+
+/// The canonical names of [`NOT_BUILT_CONTROLLERS`], sorted.
+pub fn not_built_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = NOT_BUILT_CONTROLLERS.iter().map(|c| c.names.name).collect();
+    names.sort_unstable();
+    names
+}
+
+/// The canonical names of [`BUILTIN_CONTROLLERS`] and [`NOT_BUILT_CONTROLLERS`], sorted, and
+/// those `*` leaves off (upstream's `KnownControllers` and `ControllersDisabledByDefault`: every
+/// descriptor, whatever its feature gates).
 pub fn builtin_names() -> (Vec<&'static str>, Vec<&'static str>) {
-    let mut all: Vec<&str> = BUILTIN_CONTROLLERS.iter().map(|c| c.name).collect();
+    let every = || {
+        BUILTIN_CONTROLLERS
+            .iter()
+            .chain(NOT_BUILT_CONTROLLERS.iter().map(|c| &c.names))
+    };
+    let mut all: Vec<&str> = every().map(|c| c.name).collect();
     all.sort_unstable();
-    let mut off: Vec<&str> = BUILTIN_CONTROLLERS
-        .iter()
+    let mut off: Vec<&str> = every()
         .filter(|c| c.disabled_by_default)
         .map(|c| c.name)
         .collect();
@@ -531,25 +645,33 @@ mod tests {
                 "garbage-collector-controller",
                 "horizontal-pod-autoscaler-controller",
                 "job-controller",
+                "kube-apiserver-serving-clustertrustbundle-publisher-controller",
                 "legacy-serviceaccount-token-cleaner-controller",
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
+                "node-route-controller",
                 "persistentvolume-attach-detach-controller",
                 "persistentvolume-binder-controller",
                 "persistentvolume-expander-controller",
                 "persistentvolume-protection-controller",
                 "persistentvolumeclaim-protection-controller",
                 "pod-garbage-collector-controller",
+                "podcertificaterequest-cleaner-controller",
+                "podgroup-protection-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "resourcepoolstatusrequest-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
+                "selinux-warning-controller",
                 "service-cidr-controller",
                 "service-lb-controller",
                 "serviceaccount-controller",
                 "serviceaccount-token-controller",
                 "statefulset-controller",
+                "storage-version-migrator-controller",
+                "storageversion-garbage-collector-controller",
                 "taint-eviction-controller",
                 "token-cleaner-controller",
                 "ttl-after-finished-controller",
@@ -560,7 +682,16 @@ mod tests {
         );
         assert_eq!(
             off,
-            ["bootstrap-signer-controller", "token-cleaner-controller"]
+            [
+                "bootstrap-signer-controller",
+                "selinux-warning-controller",
+                "token-cleaner-controller"
+            ]
+        );
+        assert_eq!(
+            not_built_names(),
+            NOT_BUILT_CONTROLLERS.map(|c| c.names.name),
+            "kept sorted"
         );
     }
 }

@@ -9,7 +9,8 @@ use kcm_machinery::leaderelection::LeaderElectionConfig;
 
 use super::duration::GoDuration;
 use super::error::{Error, Result};
-use super::names::builtin_names;
+use super::feature_gates::FeatureGates;
+use super::names::{builtin_names, not_built_names};
 
 /// Default `--secure-port` of kube-controller-manager.
 pub const DEFAULT_SECURE_PORT: u16 = 10257;
@@ -134,6 +135,17 @@ pub struct GenericFlags {
         help = controllers_help()
     )]
     pub controllers: Vec<String>,
+
+    /// `--feature-gates`, each occurrence as given (checked when parsed); see
+    /// [`ManagerOptions::feature_gates`].
+    #[arg(
+        long,
+        value_name = "colonSeparatedMultimapStringString",
+        action = clap::ArgAction::Append,
+        value_parser = super::feature_gates::parse_feature_gates_arg,
+        help = super::feature_gates::feature_gates_help()
+    )]
+    pub feature_gates: Vec<String>,
 
     /// Burst of the client-side rate limiter on requests to the API server.
     #[arg(
@@ -1413,15 +1425,18 @@ pub struct MiscFlags {
     pub master: Option<String>,
 }
 
-/// The `--controllers` help, listing the registered controllers as kube-controller-manager does.
+/// The `--controllers` help, listing the registered controllers as kube-controller-manager does,
+/// then those kcm accepts but does not build yet.
 pub fn controllers_help() -> String {
     let (all, off) = builtin_names();
     format!(
         "A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' \
          enables the controller named 'foo', '-foo' disables the controller named 'foo'.\n\
-         All controllers: {}\nDisabled-by-default controllers: {}",
+         All controllers: {}\nDisabled-by-default controllers: {}\n\
+         Not built yet in kcm (accepted; skipped with a warning): {}",
         all.join(", "),
-        off.join(", ")
+        off.join(", "),
+        not_built_names().join(", ")
     )
 }
 
@@ -1435,11 +1450,19 @@ pub fn parse_go_bool(value: &str) -> std::result::Result<bool, String> {
 }
 
 impl ManagerOptions {
+    /// The gates `--feature-gates` sets (every occurrence, in order), as checked by
+    /// [`Self::validate`]; every gate at its default if they do not parse.
+    pub fn feature_gates(&self) -> FeatureGates {
+        FeatureGates::parse_all(&self.generic.feature_gates).unwrap_or_default()
+    }
+
     /// Checks the options, as kube-controller-manager's `Validate`: the resource lock must be
     /// `leases`, and the leader election timings must satisfy client-go's rules. (That every
     /// `--controllers` entry names a known controller or alias is checked against the
     /// registry: [`ControllerRegistry::select`](super::ControllerRegistry::select).)
     pub fn validate(&self) -> Result<()> {
+        FeatureGates::parse_all(&self.generic.feature_gates)
+            .map_err(|err| Error::InvalidOption(format!("--feature-gates: {err}")))?;
         let le = &self.leader_election;
         if le.leader_elect {
             if le.resource_lock != RESOURCE_LOCK_LEASES {
@@ -2026,8 +2049,11 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, replicaset-controller, replicationcontroller-controller, resourcequota-controller, root-ca-certificate-publisher-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
-            "Disabled-by-default controllers: bootstrap-signer-controller, token-cleaner-controller",
+            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, kube-apiserver-serving-clustertrustbundle-publisher-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, node-route-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, replicaset-controller, replicationcontroller-controller, resourcepoolstatusrequest-controller, resourcequota-controller, root-ca-certificate-publisher-controller, selinux-warning-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+            "Disabled-by-default controllers: bootstrap-signer-controller, selinux-warning-controller, token-cleaner-controller",
+            "Not built yet in kcm (accepted; skipped with a warning): kube-apiserver-serving-clustertrustbundle-publisher-controller, node-route-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, resourcepoolstatusrequest-controller, selinux-warning-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller",
+            "--feature-gates <colonSeparatedMultimapStringString>",
+            "kube:GenericWorkload=true|false (ALPHA - default=false)",
             "--concurrent-validating-admission-policy-status-syncs <int32>",
             "--concurrent-service-syncs <int32>",
             "--cloud-provider <string>",

@@ -73,6 +73,8 @@ pub struct ControllerDescriptor {
     /// Its service account in `kube-system` under `--use-service-account-credentials`
     /// (`None`: it uses the manager's own client).
     service_account: Option<String>,
+    /// Feature gates that must all be on for it to start (upstream's `requiredFeatureGates`).
+    required_feature_gates: Vec<&'static str>,
     /// Builds the controller.
     init: InitFn,
 }
@@ -84,6 +86,7 @@ impl std::fmt::Debug for ControllerDescriptor {
             .field("aliases", &self.aliases)
             .field("disabled_by_default", &self.disabled_by_default)
             .field("service_account", &self.service_account)
+            .field("required_feature_gates", &self.required_feature_gates)
             .finish_non_exhaustive()
     }
 }
@@ -100,6 +103,7 @@ impl ControllerDescriptor {
             aliases: Vec::new(),
             disabled_by_default: false,
             service_account: None,
+            required_feature_gates: Vec::new(),
             init: Arc::new(move |ctx| Box::pin(init(ctx))),
         }
     }
@@ -116,6 +120,18 @@ impl ControllerDescriptor {
     pub fn with_service_account(mut self, name: &str) -> Self {
         self.service_account = Some(name.to_owned());
         self
+    }
+
+    /// Starts the controller only when every gate of `gates` is on (`--feature-gates`);
+    /// otherwise the manager logs "Controller is disabled by a feature gate" and skips it.
+    pub fn with_required_feature_gates(mut self, gates: &[&'static str]) -> Self {
+        self.required_feature_gates.extend_from_slice(gates);
+        self
+    }
+
+    /// The feature gates it requires.
+    pub fn required_feature_gates(&self) -> &[&'static str] {
+        &self.required_feature_gates
     }
 
     /// Makes `*` skip this controller; it runs only when named.
@@ -333,25 +349,33 @@ mod tests {
                 "garbage-collector-controller",
                 "horizontal-pod-autoscaler-controller",
                 "job-controller",
+                "kube-apiserver-serving-clustertrustbundle-publisher-controller",
                 "legacy-serviceaccount-token-cleaner-controller",
                 "namespace-controller",
                 "node-ipam-controller",
                 "node-lifecycle-controller",
+                "node-route-controller",
                 "persistentvolume-attach-detach-controller",
                 "persistentvolume-binder-controller",
                 "persistentvolume-expander-controller",
                 "persistentvolume-protection-controller",
                 "persistentvolumeclaim-protection-controller",
                 "pod-garbage-collector-controller",
+                "podcertificaterequest-cleaner-controller",
+                "podgroup-protection-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "resourcepoolstatusrequest-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
+                "selinux-warning-controller",
                 "service-cidr-controller",
                 "service-lb-controller",
                 "serviceaccount-controller",
                 "serviceaccount-token-controller",
                 "statefulset-controller",
+                "storage-version-migrator-controller",
+                "storageversion-garbage-collector-controller",
                 "taint-eviction-controller",
                 "token-cleaner-controller",
                 "ttl-after-finished-controller",
@@ -379,6 +403,11 @@ mod tests {
             ("ephemeral-volume", "ephemeral-volume-controller"),
             ("service", "service-lb-controller"),
             ("cloud-node-lifecycle", "cloud-node-lifecycle-controller"),
+            ("route", "node-route-controller"),
+            (
+                "storage-version-gc",
+                "storageversion-garbage-collector-controller",
+            ),
             (
                 "root-ca-cert-publisher",
                 "root-ca-certificate-publisher-controller",
@@ -408,7 +437,11 @@ mod tests {
         );
         assert_eq!(
             registry.disabled_by_default(),
-            ["bootstrap-signer-controller", "token-cleaner-controller"]
+            [
+                "bootstrap-signer-controller",
+                "selinux-warning-controller",
+                "token-cleaner-controller"
+            ]
         );
     }
 

@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ApiServiceLbClient, ServiceLbClient};
+use super::metrics::ServiceLbMetrics;
 use super::predicates::{
     LOAD_BALANCER_CLEANUP_FINALIZER, has_lb_finalizer, is_backend, needs_cleanup, needs_update,
     should_sync_node, wants_load_balancer,
@@ -62,6 +63,9 @@ pub struct ServiceLbControllerOptions {
     pub cluster_name: String,
     /// Where the queue records its `workqueue_*` metrics; `None` records nothing.
     pub metrics: Option<Arc<WorkqueueMetrics>>,
+    /// Where the node sync records its `service_controller_*` latencies; `None` records
+    /// nothing.
+    pub controller_metrics: Option<Arc<ServiceLbMetrics>>,
 }
 
 impl Default for ServiceLbControllerOptions {
@@ -69,6 +73,7 @@ impl Default for ServiceLbControllerOptions {
         Self {
             cluster_name: "kubernetes".to_owned(),
             metrics: None,
+            controller_metrics: None,
         }
     }
 }
@@ -78,6 +83,7 @@ impl std::fmt::Debug for ServiceLbControllerOptions {
         f.debug_struct("ServiceLbControllerOptions")
             .field("cluster_name", &self.cluster_name)
             .field("metrics", &self.metrics.is_some())
+            .field("controller_metrics", &self.controller_metrics.is_some())
             .finish()
     }
 }
@@ -126,6 +132,8 @@ pub struct ServiceLbController {
     cache: Mutex<HashMap<String, Arc<Service>>>,
     /// The node sync's memory.
     node_sync: Mutex<NodeSyncState>,
+    /// The `service_controller_*` latency histograms.
+    controller_metrics: Option<Arc<ServiceLbMetrics>>,
 }
 
 impl std::fmt::Debug for ServiceLbController {
@@ -207,6 +215,7 @@ impl ServiceLbController {
         recorder: Arc<dyn EventRecorder>,
         options: ServiceLbControllerOptions,
     ) -> Self {
+        let controller_metrics = options.controller_metrics;
         let queue = RateLimitingQueue::with_config(
             ItemExponentialFailureRateLimiter::new(MIN_RETRY_DELAY, MAX_RETRY_DELAY),
             QueueConfig {
@@ -230,6 +239,7 @@ impl ServiceLbController {
             queue,
             cache: Mutex::new(HashMap::new()),
             node_sync: Mutex::new(NodeSyncState::default()),
+            controller_metrics,
         }
     }
 
@@ -583,6 +593,17 @@ impl ServiceLbController {
     /// and retries the Services whose update failed last time (upstream's
     /// `triggerNodeSync` + `nodeSyncInternal`).
     pub async fn node_sync(&self) {
+        let started = tokio::time::Instant::now();
+        self.node_sync_internal().await;
+        let took = started.elapsed();
+        tracing::debug!("It took {} seconds to finish syncNodes", took.as_secs_f64());
+        if let Some(metrics) = &self.controller_metrics {
+            metrics.observe_node_sync(took);
+        }
+    }
+
+    /// One node sync pass (upstream's `nodeSyncInternal` without its latency).
+    async fn node_sync_internal(&self) {
         let hosts = self.backends();
         let names: BTreeSet<String> = hosts
             .iter()
@@ -627,6 +648,23 @@ impl ServiceLbController {
         if !wants_load_balancer(service) {
             return false;
         }
+        let started = tokio::time::Instant::now();
+        if let Some(metrics) = &self.controller_metrics {
+            metrics.count_update_hosts();
+        }
+        let retry = self.update_load_balancer_hosts(service, hosts).await;
+        if let Some(metrics) = &self.controller_metrics {
+            metrics.observe_update_hosts(started.elapsed());
+            if retry {
+                metrics.count_node_sync_error();
+            }
+        }
+        retry
+    }
+
+    /// Points one load balancer at `hosts`; true if it should be retried (upstream's
+    /// `lockedUpdateLoadBalancerHosts`, its latency recorded by the caller).
+    async fn update_load_balancer_hosts(&self, service: &Service, hosts: &[Arc<Node>]) -> bool {
         match self
             .balancer
             .update_load_balancer(&self.cluster_name, service, hosts)

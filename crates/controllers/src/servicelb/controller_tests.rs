@@ -589,3 +589,72 @@ async fn a_failed_service_is_retried_through_the_queue() {
     assert!(f.controller.process_next_work_item().await);
     assert_eq!(f.cloud.calls().len(), 1);
 }
+
+/// Upstream's `nodeSyncLatency` is observed once per node sync pass;
+/// `updateLoadBalancerHostLatency` and `loadBalancerSyncCount` once per load balancer whose
+/// hosts were updated, `nodeSyncErrorCount` once per failed update.
+#[tokio::test]
+async fn node_sync_records_its_metrics() {
+    use crate::servicelb::ServiceLbMetrics;
+    use prometheus_client::encoding::text::encode;
+    use prometheus_client::registry::Registry;
+
+    let services = Indexer::new();
+    let nodes = Indexer::new();
+    let cloud = Arc::new(FakeBalancer::default());
+    let metrics = Arc::new(ServiceLbMetrics::new());
+    let controller = ServiceLbController::with_cache(
+        services.clone(),
+        nodes.clone(),
+        Arc::new(FakeServiceLbClient::new()),
+        cloud.clone(),
+        Arc::new(FakeRecorder::new()),
+        ServiceLbControllerOptions {
+            controller_metrics: Some(Arc::clone(&metrics)),
+            ..ServiceLbControllerOptions::default()
+        },
+    );
+    nodes.add(Arc::new(node("node0", "True"))).expect("node");
+    services
+        .add(Arc::new(service("lb", "LoadBalancer", "TCP")))
+        .expect("add");
+    controller.sync("default/lb").await.expect("ensure");
+    controller.node_sync().await; // full sync: one host update
+    controller.node_sync().await; // unchanged: no host update
+
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let mut text = String::new();
+    encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains("service_controller_nodesync_latency_seconds_count 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("service_controller_update_loadbalancer_host_latency_seconds_count 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("service_controller_loadbalancer_sync_total 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("service_controller_nodesync_error_total 0"),
+        "{text}"
+    );
+
+    // A failed host update counts as a node sync error.
+    nodes.add(Arc::new(node("node1", "True"))).expect("node");
+    *cloud.fail_update.lock().expect("lock") = Some(CloudError::Failed("busy".to_owned()));
+    controller.node_sync().await;
+    let mut text = String::new();
+    encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains("service_controller_loadbalancer_sync_total 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("service_controller_nodesync_error_total 1"),
+        "{text}"
+    );
+}

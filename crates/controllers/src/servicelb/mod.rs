@@ -11,11 +11,13 @@
 //! balancer at the ready nodes when they change.
 //!
 //! - `controller`: constants, the controller, `Run`, `syncService` and the node sync.
+//! - [`metrics`]: the `service_controller_*` latency histograms.
 //! - [`predicates`]: which Services and changes matter, which nodes are backends.
 //! - [`client`]: the `/status` merge patch, with a recording fake.
 
 pub mod client;
 mod controller;
+pub mod metrics;
 pub mod predicates;
 
 pub use client::{ApiServiceLbClient, FakeServiceLbClient, ServiceLbClient};
@@ -24,6 +26,7 @@ pub use controller::{
     Operation, QUEUE_NAME, SERVICE_SYNC_PERIOD, ServiceLbController, ServiceLbControllerOptions,
     ServiceLbEventHandlers,
 };
+pub use metrics::ServiceLbMetrics;
 
 use kcm_machinery::controller::api_status::error_message;
 
