@@ -345,6 +345,7 @@ mod tests {
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "resourceclaim-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
                 "service-cidr-controller",

@@ -20,7 +20,8 @@ pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-na
 
 /// The annotation of a claim made by the scheduler for extended resources (source label
 /// `extended_resource`).
-pub const EXTENDED_RESOURCE_CLAIM_ANNOTATION: &str = "resource.kubernetes.io/extended-resource-claim";
+pub const EXTENDED_RESOURCE_CLAIM_ANNOTATION: &str =
+    "resource.kubernetes.io/extended-resource-claim";
 
 /// The finalizer the scheduler adds when it allocates a claim (upstream's `resourceapi.Finalizer`):
 /// the controller may clear such an allocation once nobody uses it.
@@ -39,7 +40,9 @@ pub enum NameError {
         pod: String,
     },
     /// Neither a claim nor a template name (`ErrAPIUnsupported`).
-    #[error("pod \"{pod}\", spec.resourceClaim {entry:?}: resource claim reference uses an unsupported API")]
+    #[error(
+        "pod \"{pod}\", spec.resourceClaim {entry:?}: resource claim reference uses an unsupported API"
+    )]
     ApiUnsupported {
         /// The pod, `namespace/name`.
         pod: String,
@@ -68,14 +71,20 @@ pub(crate) fn ns_name(namespace: Option<&str>, name: Option<&str>) -> String {
 }
 
 fn pod_ref(pod: &Pod) -> String {
-    ns_name(pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref())
+    ns_name(
+        pod.metadata.namespace.as_deref(),
+        pod.metadata.name.as_deref(),
+    )
 }
 
 /// The claim name `entry` of `pod` refers to, as upstream's `resourceclaim.Name`: a plain
 /// `resourceClaimName` as is (no owner check); a template entry through the pod's
 /// `status.resourceClaimStatuses`, with the owner to be checked, `None` when the status says no
 /// claim is needed.
-pub fn claim_name(pod: &Pod, entry: &PodResourceClaim) -> Result<(Option<String>, bool), NameError> {
+pub fn claim_name(
+    pod: &Pod,
+    entry: &PodResourceClaim,
+) -> Result<(Option<String>, bool), NameError> {
     if let Some(name) = &entry.resource_claim_name {
         return Ok((Some(name.clone()), false));
     }

@@ -25,8 +25,10 @@ pub trait ResourceClaimClient: Send + Sync {
     ) -> Result<ResourceClaim, kube::Error>;
 
     /// Replaces the claim's status (`UpdateStatus`, failing on a stale resourceVersion).
-    async fn update_claim_status(&self, claim: &ResourceClaim)
-    -> Result<ResourceClaim, kube::Error>;
+    async fn update_claim_status(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, kube::Error>;
 
     /// Replaces the claim (`Update`), to drop a finalizer.
     async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, kube::Error>;

@@ -359,7 +359,10 @@ impl ResourceClaimController {
             return Ok(());
         };
         if pod.metadata.deletion_timestamp.is_some() {
-            tracing::trace!(pod = pod_key, "nothing to do for pod, it is marked for deletion");
+            tracing::trace!(
+                pod = pod_key,
+                "nothing to do for pod, it is marked for deletion"
+            );
             return Ok(());
         }
 
@@ -399,7 +402,10 @@ impl ResourceClaimController {
 
         let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         if node_name.is_none_or(str::is_empty) {
-            tracing::trace!(pod = pod_key, "nothing to do for pod, scheduler will deal with it");
+            tracing::trace!(
+                pod = pod_key,
+                "nothing to do for pod, scheduler will deal with it"
+            );
             return Ok(());
         }
 
@@ -408,10 +414,7 @@ impl ResourceClaimController {
             let Some(claim_name) = claim_name else {
                 continue;
             };
-            let Some(claim) = self
-                .claims
-                .get_by_key(&format!("{namespace}/{claim_name}"))
-            else {
+            let Some(claim) = self.claims.get_by_key(&format!("{namespace}/{claim_name}")) else {
                 return Ok(());
             };
             if check_owner {
@@ -445,7 +448,11 @@ impl ResourceClaimController {
                 {
                     match check_owner.then(|| is_for_pod(pod, &claim)).transpose() {
                         Ok(_) => {
-                            tracing::trace!(pod_claim = entry.name, claim = name, "claim already created");
+                            tracing::trace!(
+                                pod_claim = entry.name,
+                                claim = name,
+                                "claim already created"
+                            );
                             return Ok(());
                         }
                         Err(err) => tracing::error!(
@@ -560,9 +567,10 @@ impl ResourceClaimController {
         {
             let shared = self.shared();
             for claim in shared.created.values() {
-                let known = candidates
-                    .iter()
-                    .any(|c| c.metadata.name == claim.metadata.name && c.metadata.namespace == claim.metadata.namespace);
+                let known = candidates.iter().any(|c| {
+                    c.metadata.name == claim.metadata.name
+                        && c.metadata.namespace == claim.metadata.namespace
+                });
                 if !known && claim_pod_owner_index(claim).iter().any(|u| u == uid) {
                     candidates.push(Arc::clone(claim));
                 }
@@ -590,7 +598,9 @@ impl ResourceClaimController {
     /// Adds `pod` to the claim's `status.reservedFor` (upstream's `reserveForPod`).
     async fn reserve_for_pod(&self, pod: &Pod, claim: &ResourceClaim) -> Result<()> {
         let mut claim = claim.clone();
-        let status = claim.status.get_or_insert_with(ResourceClaimStatus::default);
+        let status = claim
+            .status
+            .get_or_insert_with(ResourceClaimStatus::default);
         status
             .reserved_for
             .get_or_insert_with(Vec::new)
@@ -626,11 +636,17 @@ impl ResourceClaimController {
         let pod_key = format!("{namespace}/{}", entry.name);
         match self.pods.get_by_key(&pod_key) {
             Some(pod) if pod.metadata.uid.as_deref() != Some(entry.uid.as_str()) => {
-                tracing::trace!(pod = pod_key, "remove reservation because pod got replaced with new instance");
+                tracing::trace!(
+                    pod = pod_key,
+                    "remove reservation because pod got replaced with new instance"
+                );
                 Ok(false)
             }
             Some(pod) if is_pod_done(&pod) => {
-                tracing::trace!(pod = pod_key, "remove reservation because pod will not run anymore");
+                tracing::trace!(
+                    pod = pod_key,
+                    "remove reservation because pod will not run anymore"
+                );
                 Ok(false)
             }
             Some(_) => Ok(true),
@@ -645,9 +661,13 @@ impl ResourceClaimController {
                         pod: pod_key.clone(),
                         source,
                     })?;
-                let same = pod.is_some_and(|p| p.metadata.uid.as_deref() == Some(entry.uid.as_str()));
+                let same =
+                    pod.is_some_and(|p| p.metadata.uid.as_deref() == Some(entry.uid.as_str()));
                 if !same {
-                    tracing::trace!(pod = pod_key, "remove reservation because pod is gone or got replaced");
+                    tracing::trace!(
+                        pod = pod_key,
+                        "remove reservation because pod is gone or got replaced"
+                    );
                 }
                 Ok(same)
             }
@@ -666,7 +686,8 @@ impl ResourceClaimController {
         let reserved = reserved_for(&claim);
         let mut valid = Vec::with_capacity(reserved.len());
         for entry in reserved {
-            let is_pod = entry.api_group.as_deref().is_none_or(str::is_empty) && entry.resource == "pods";
+            let is_pod =
+                entry.api_group.as_deref().is_none_or(str::is_empty) && entry.resource == "pods";
             // Other consumers are kept: the controller cannot look them up.
             if !is_pod || self.keep_reservation(namespace, entry).await? {
                 valid.push(entry.clone());
@@ -689,7 +710,9 @@ impl ResourceClaimController {
         );
         if valid.len() < reserved.len() {
             let mut updated = (*claim).clone();
-            let status = updated.status.get_or_insert_with(ResourceClaimStatus::default);
+            let status = updated
+                .status
+                .get_or_insert_with(ResourceClaimStatus::default);
             let unused = valid.is_empty();
             status.reserved_for = (!unused).then_some(valid.clone());
             // The transition from used to unused deallocates what the scheduler allocated, so
@@ -708,7 +731,10 @@ impl ResourceClaimController {
             if has_finalizer(&updated) && !is_allocated(&updated) {
                 self.remove_finalizer(updated, &claim_key).await?;
             }
-        } else if has_finalizer(&claim) && claim.metadata.deletion_timestamp.is_some() && valid.is_empty() {
+        } else if has_finalizer(&claim)
+            && claim.metadata.deletion_timestamp.is_some()
+            && valid.is_empty()
+        {
             let mut updated = (*claim).clone();
             if is_allocated(&updated) {
                 // Allocated, unused and now deleted: the allocation goes first.
@@ -734,8 +760,14 @@ impl ResourceClaimController {
                 Some(owner) => {
                     match self.pods.get_by_key(&format!("{namespace}/{}", owner.name)) {
                         Some(pod) => {
-                            if pod.metadata.uid.as_deref() != Some(owner.uid.as_str()) || is_pod_done(&pod) {
-                                tracing::debug!(claim = claim_key, pod = owner.name, "deleting unused generated claim");
+                            if pod.metadata.uid.as_deref() != Some(owner.uid.as_str())
+                                || is_pod_done(&pod)
+                            {
+                                tracing::debug!(
+                                    claim = claim_key,
+                                    pod = owner.name,
+                                    "deleting unused generated claim"
+                                );
                                 self.client.delete_claim(namespace, name).await.map_err(
                                     |source| Error::Delete {
                                         claim: claim_key.clone(),
@@ -743,13 +775,20 @@ impl ResourceClaimController {
                                     },
                                 )?;
                             } else {
-                                tracing::trace!(claim = claim_key, "wrong pod content, not deleting claim");
+                                tracing::trace!(
+                                    claim = claim_key,
+                                    "wrong pod content, not deleting claim"
+                                );
                             }
                         }
                         None => {
                             // Perhaps not known *yet*; the garbage collector handles a pod
                             // that is truly gone.
-                            tracing::trace!(claim = claim_key, pod = owner.name, "pod for claim not found");
+                            tracing::trace!(
+                                claim = claim_key,
+                                pod = owner.name,
+                                "pod for claim not found"
+                            );
                         }
                     }
                 }
@@ -873,7 +912,8 @@ impl ResourceClaimEventHandlers {
             if !scheduled {
                 continue;
             }
-            if is_allocated(&claim) && !is_reserved_for_pod(pod, &claim) && can_be_reserved(&claim) {
+            if is_allocated(&claim) && !is_reserved_for_pod(pod, &claim) && can_be_reserved(&claim)
+            {
                 return true;
             }
         }

@@ -37,26 +37,31 @@ fn test_pod_with_resource() -> Pod {
         .namespace(NAMESPACE)
         .uid("uidpod1")
         .with(|p| {
-            p.spec.get_or_insert_with(Default::default).resource_claims = Some(vec![PodResourceClaim {
-                name: POD_CLAIM.to_owned(),
-                resource_claim_template_name: Some(TEMPLATE.to_owned()),
-                ..PodResourceClaim::default()
-            }]);
+            p.spec.get_or_insert_with(Default::default).resource_claims =
+                Some(vec![PodResourceClaim {
+                    name: POD_CLAIM.to_owned(),
+                    resource_claim_template_name: Some(TEMPLATE.to_owned()),
+                    ..PodResourceClaim::default()
+                }]);
         })
         .build()
 }
 
 /// Upstream's `otherTestPod`.
 fn other_test_pod() -> Pod {
-    pod("test-pod-II").namespace(NAMESPACE).uid("uidpod1-II").build()
+    pod("test-pod-II")
+        .namespace(NAMESPACE)
+        .uid("uidpod1-II")
+        .build()
 }
 
 fn with_claim_status(mut pod: Pod, claim: &str) -> Pod {
-    pod.status.get_or_insert_with(Default::default).resource_claim_statuses =
-        Some(vec![PodResourceClaimStatus {
-            name: POD_CLAIM.to_owned(),
-            resource_claim_name: Some(claim.to_owned()),
-        }]);
+    pod.status
+        .get_or_insert_with(Default::default)
+        .resource_claim_statuses = Some(vec![PodResourceClaimStatus {
+        name: POD_CLAIM.to_owned(),
+        resource_claim_name: Some(claim.to_owned()),
+    }]);
     pod
 }
 
@@ -137,7 +142,8 @@ fn templated_claim(spec: ResourceClaimSpec) -> ResourceClaim {
 }
 
 fn allocate(mut claim: ResourceClaim) -> ResourceClaim {
-    claim.status.get_or_insert_with(Default::default).allocation = Some(AllocationResult::default());
+    claim.status.get_or_insert_with(Default::default).allocation =
+        Some(AllocationResult::default());
     claim
 }
 
@@ -263,7 +269,9 @@ impl Fixture {
     }
 
     fn add_template(&self, template: ResourceClaimTemplate) {
-        self.templates.add(Arc::new(template)).expect("add template");
+        self.templates
+            .add(Arc::new(template))
+            .expect("add template");
     }
 
     /// `(success, success with admin access, failure, failure with admin access)`.
@@ -278,6 +286,7 @@ impl Fixture {
 }
 
 /// One row of upstream's `TestSyncHandler` (the pod rows; PodGroups are not served).
+#[derive(Default)]
 struct Case {
     name: &'static str,
     key: String,
@@ -298,26 +307,6 @@ struct Case {
     want_statuses: Option<Vec<(&'static str, &'static str)>>,
     want_error: Option<&'static str>,
     want_metrics: (u64, u64, u64, u64),
-}
-
-impl Default for Case {
-    fn default() -> Self {
-        Self {
-            name: "",
-            key: String::new(),
-            admin_access: false,
-            pods: Vec::new(),
-            pods_later: Vec::new(),
-            claims: Vec::new(),
-            claims_in_cache: Vec::new(),
-            templates: Vec::new(),
-            create_conflict: false,
-            want_claims: Vec::new(),
-            want_statuses: None,
-            want_error: None,
-            want_metrics: (0, 0, 0, 0),
-        }
-    }
 }
 
 fn sorted(mut claims: Vec<ResourceClaim>) -> Vec<ResourceClaim> {
@@ -425,8 +414,9 @@ async fn sync_handler_as_upstream() {
             key: pod_key(&pod_with_resource),
             pods: vec![{
                 let mut pod = pod_with_resource.clone();
-                pod.metadata.deletion_timestamp =
-                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(deleted_at()));
+                pod.metadata.deletion_timestamp = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(deleted_at()),
+                );
                 pod
             }],
             ..Case::default()
@@ -498,7 +488,10 @@ async fn sync_handler_as_upstream() {
             name: "dont-clear-reserved-structured",
             key: claim_key(&claim_reserved),
             pods: vec![pod_with_resource.clone()],
-            claims: vec![reserve(structured(claim_reserved.clone()), &other_test_pod())],
+            claims: vec![reserve(
+                structured(claim_reserved.clone()),
+                &other_test_pod(),
+            )],
             want_claims: vec![structured(claim_reserved.clone())],
             ..Case::default()
         },
@@ -506,14 +499,18 @@ async fn sync_handler_as_upstream() {
             name: "clear-reserved-structured-deleted",
             key: claim_key(&claim_reserved),
             claims: vec![deleting(structured(claim_reserved.clone()))],
-            want_claims: vec![without_finalizer(deallocate(deleting(claim_allocated.clone())))],
+            want_claims: vec![without_finalizer(deallocate(deleting(
+                claim_allocated.clone(),
+            )))],
             ..Case::default()
         },
         Case {
             name: "structured-deleted",
             key: claim_key(&claim_reserved),
             claims: vec![deleting(structured(claim_allocated.clone()))],
-            want_claims: vec![without_finalizer(deallocate(deleting(claim_allocated.clone())))],
+            want_claims: vec![without_finalizer(deallocate(deleting(
+                claim_allocated.clone(),
+            )))],
             ..Case::default()
         },
         Case {
@@ -646,8 +643,18 @@ async fn sync_handler_as_upstream() {
             })
             .into_iter()
             .collect();
-        assert_eq!(f.client.pod_statuses(), want_statuses, "{}: statuses", case.name);
-        assert_eq!(f.create_metrics(), case.want_metrics, "{}: metrics", case.name);
+        assert_eq!(
+            f.client.pod_statuses(),
+            want_statuses,
+            "{}: statuses",
+            case.name
+        );
+        assert_eq!(
+            f.create_metrics(),
+            case.want_metrics,
+            "{}: metrics",
+            case.name
+        );
     }
 }
 
@@ -736,7 +743,10 @@ async fn pod_events_queue_what_needs_work() {
 
     let f = Fixture::new(Features::default());
     let handlers = f.controller.event_handlers();
-    let done = with_phase(with_claim_status(test_pod_with_resource(), GENERATED), "Failed");
+    let done = with_phase(
+        with_claim_status(test_pod_with_resource(), GENERATED),
+        "Failed",
+    );
     f.add_claim(templated_claim(ResourceClaimSpec::default()));
     handlers.enqueue_pod(&done, false);
     assert_eq!(f.controller.queue().len(), 1, "only the claim");
@@ -746,7 +756,10 @@ async fn pod_events_queue_what_needs_work() {
     // A deleted pod is remembered, so its reservations go without asking the server.
     let f = Fixture::new(Features::default());
     let pod = with_claim_status(test_pod_with_resource(), GENERATED);
-    f.add_claim(reserve(allocate(templated_claim(ResourceClaimSpec::default())), &pod));
+    f.add_claim(reserve(
+        allocate(templated_claim(ResourceClaimSpec::default())),
+        &pod,
+    ));
     f.controller.event_handlers().enqueue_pod(&pod, true);
     f.controller
         .sync(&format!("claim:{NAMESPACE}/{GENERATED}"))
@@ -757,11 +770,13 @@ async fn pod_events_queue_what_needs_work() {
         "{:?}",
         f.client.actions()
     );
-    assert!(f.client.claims()[0]
-        .status
-        .as_ref()
-        .and_then(|s| s.reserved_for.as_ref())
-        .is_none());
+    assert!(
+        f.client.claims()[0]
+            .status
+            .as_ref()
+            .and_then(|s| s.reserved_for.as_ref())
+            .is_none()
+    );
 }
 
 /// A scheduled pod with an allocated claim not reserved for it needs work; once reserved not.
@@ -825,7 +840,9 @@ fn metrics_are_exposed_under_upstreams_names() {
     metrics.create(true, false);
     let claims = Indexer::new();
     claims
-        .add(Arc::new(allocate(templated_claim(ResourceClaimSpec::default()))))
+        .add(Arc::new(allocate(templated_claim(
+            ResourceClaimSpec::default(),
+        ))))
         .expect("add");
     registry.register_collector(Box::new(super::super::ResourceClaimsCollector::new(claims)));
     let mut text = String::new();

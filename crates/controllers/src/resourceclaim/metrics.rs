@@ -98,7 +98,9 @@ pub fn claim_source(claim: &ResourceClaim) -> &'static str {
 }
 
 /// The claims of `claims` counted by [`ClaimLabels`].
-pub fn count_claims<'a>(claims: impl IntoIterator<Item = &'a ResourceClaim>) -> BTreeMap<ClaimLabels, u64> {
+pub fn count_claims<'a>(
+    claims: impl IntoIterator<Item = &'a ResourceClaim>,
+) -> BTreeMap<ClaimLabels, u64> {
     let mut counts = BTreeMap::new();
     for claim in claims {
         let labels = (
@@ -133,8 +135,12 @@ impl Collector for ResourceClaimsCollector {
         if counts.is_empty() {
             return Ok(());
         }
-        let mut family =
-            encoder.encode_descriptor(RESOURCE_CLAIMS, RESOURCE_CLAIMS_HELP, None, MetricType::Gauge)?;
+        let mut family = encoder.encode_descriptor(
+            RESOURCE_CLAIMS,
+            RESOURCE_CLAIMS_HELP,
+            None,
+            MetricType::Gauge,
+        )?;
         for ((allocated, admin, source), n) in counts {
             let allocated = allocated.to_string();
             let admin = admin.to_string();

@@ -140,7 +140,9 @@ pub enum ClaimError {
     #[error("checking for claim before creating it: {0}")]
     Check(claims::NameError),
     /// The template is not in the cache.
-    #[error("resource claim template {template:?}: resourceclaimtemplate.resource.k8s.io {template:?} not found")]
+    #[error(
+        "resource claim template {template:?}: resourceclaimtemplate.resource.k8s.io {template:?} not found"
+    )]
     TemplateNotFound {
         /// The template's name.
         template: String,
