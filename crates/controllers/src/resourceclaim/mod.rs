@@ -91,9 +91,6 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// A `status.reservedFor` entry is neither a pod nor anything the controller knows.
-    #[error("unsupported ReservedFor entry: {0}")]
-    UnsupportedReservedFor(String),
     /// Reading a pod from the API server (to be sure it is gone) failed.
     #[error("get pod {pod}: {message}", message = error_message(.source))]
     GetPod {
