@@ -4,7 +4,7 @@
 //! registry, leader election, health and metrics. Each controller lives in its own module
 //! ([`replicaset`], [`replication`], [`deployment`], [`daemon`], [`statefulset`],
 //! [`garbagecollector`], [`namespace`], [`nodelifecycle`], [`serviceaccount`],
-//! [`tainteviction`], [`job`], [`cronjob`], [`ttl`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`disruption`], the storage controllers under [`volume`]) with `new(...)`
+//! [`tainteviction`], [`job`], [`cronjob`], [`ttl`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`resourceclaim`], [`disruption`], the storage controllers under [`volume`]) with `new(...)`
 //! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
 //! functions beside the controllers.
 
@@ -32,6 +32,7 @@ pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
 pub mod replication;
+pub mod resourceclaim;
 pub mod resourcequota;
 pub mod rootcacertpublisher;
 pub mod serviceaccount;

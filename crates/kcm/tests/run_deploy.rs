@@ -209,6 +209,25 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
             ),
             rule(&[""], &["pods/finalizers"], &[], &["update"]),
             rule(
+                &["resource.k8s.io"],
+                &["resourceclaims"],
+                &[],
+                &["list", "watch", "create", "update", "delete"]
+            ),
+            rule(
+                &["resource.k8s.io"],
+                &["resourceclaimtemplates"],
+                &[],
+                &["list", "watch"]
+            ),
+            rule(
+                &["resource.k8s.io"],
+                &["resourceclaims/status"],
+                &[],
+                &["update"]
+            ),
+            rule(&[""], &["pods/status"], &[], &["patch"]),
+            rule(
                 &["storage.k8s.io"],
                 &["volumeattributesclasses"],
                 &[],

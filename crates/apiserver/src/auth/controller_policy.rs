@@ -18,6 +18,7 @@ const NETWORKING: &str = "networking.k8s.io";
 const ADMISSIONREGISTRATION: &str = "admissionregistration.k8s.io";
 const CERTIFICATES: &str = "certificates.k8s.io";
 const AUTHORIZATION: &str = "authorization.k8s.io";
+const RESOURCE: &str = "resource.k8s.io";
 
 fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
@@ -178,6 +179,26 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
                     &[LEGACY],
                     &["persistentvolumeclaims"],
                 ),
+                events(),
+            ],
+        ),
+        (
+            // Served only with DynamicResourceAllocation, GA and on since v1.34.
+            "resource-claim-controller",
+            vec![
+                rule(&["get", "list", "watch"], &[LEGACY], &["pods"]),
+                rule(&["update"], &[LEGACY], &["pods/finalizers"]),
+                rule(
+                    &["get", "list", "watch", "create", "delete"],
+                    &[RESOURCE],
+                    &["resourceclaims"],
+                ),
+                rule(
+                    &["update", "patch"],
+                    &[RESOURCE],
+                    &["resourceclaims", "resourceclaims/status"],
+                ),
+                rule(&["update", "patch"], &[LEGACY], &["pods/status"]),
                 events(),
             ],
         ),
@@ -988,6 +1009,36 @@ mod tests {
             (
                 "ephemeral-volume-controller",
                 one("delete", "", "persistentvolumeclaims"),
+                false,
+            ),
+            (
+                "resource-claim-controller",
+                one("create", RESOURCE, "resourceclaims"),
+                true,
+            ),
+            (
+                "resource-claim-controller",
+                one("delete", RESOURCE, "resourceclaims"),
+                true,
+            ),
+            (
+                "resource-claim-controller",
+                one("update", RESOURCE, "resourceclaims/status"),
+                true,
+            ),
+            (
+                "resource-claim-controller",
+                one("patch", "", "pods/status"),
+                true,
+            ),
+            (
+                "resource-claim-controller",
+                one("list", RESOURCE, "resourceclaimtemplates"),
+                false,
+            ),
+            (
+                "resource-claim-controller",
+                one("delete", "", "pods"),
                 false,
             ),
             (

@@ -35,6 +35,7 @@ use super::names::{
 use super::names::{NOT_BUILT_CONTROLLERS, PendingController};
 use super::names::{PERSISTENTVOLUME_ATTACH_DETACH, PERSISTENTVOLUME_ATTACH_DETACH_CONTROLLER};
 use super::names::{PERSISTENTVOLUME_EXPANDER, PERSISTENTVOLUME_EXPANDER_CONTROLLER};
+use super::names::{RESOURCE_CLAIM, RESOURCE_CLAIM_CONTROLLER};
 use super::registry::{ControllerDescriptor, ControllerRegistry, StartedController};
 use crate::bootstrap::{BootstrapSigner, TokenCleaner};
 use crate::certificates::approver::{INSTANCE_NAME as APPROVER_INSTANCE, SarApprover};
@@ -71,6 +72,10 @@ use crate::replicaset::{
     BURST_REPLICAS, ReplicaSetController, ReplicaSetControllerOptions, ReplicaSetMetrics,
 };
 use crate::replication::ReplicationManager;
+use crate::resourceclaim::{
+    ResourceClaimController, ResourceClaimControllerOptions, ResourceClaimMetrics,
+    ResourceClaimsCollector,
+};
 use crate::resourcequota::{ResourceQuotaController, ResourceQuotaControllerOptions};
 use crate::rootcacertpublisher::{
     PUBLISHER_WORKERS, Publisher, PublisherMetrics, PublisherOptions,
@@ -137,6 +142,7 @@ impl ControllerRegistry {
             persistentvolume_protection_controller(),
             volumeattributesclass_protection_controller(),
             ephemeral_volume_controller(),
+            resource_claim_controller(),
             service_lb_controller(),
             service_cidr_controller(),
             legacy_serviceaccount_token_cleaner_controller(),
@@ -1060,6 +1066,39 @@ pub fn ephemeral_volume_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(EPHEMERAL_VOLUME.aliases)
+}
+
+/// `resourceclaim-controller` (alias `resource-claim-controller`): the Pods, ResourceClaims
+/// and ResourceClaimTemplates informers, `--concurrent-resourceclaim-syncs` workers on queue
+/// `resource_claim`, events from `resource_claim`; registers
+/// `resourceclaim_controller_creates_total` and `resourceclaim_controller_resource_claims`.
+pub fn resource_claim_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        RESOURCE_CLAIM_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let controller_metrics = Arc::new(ResourceClaimMetrics::new());
+            let controller = Arc::new(ResourceClaimController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(crate::resourceclaim::EVENT_COMPONENT),
+                ResourceClaimControllerOptions {
+                    metrics: Some(ctx.workqueue_metrics()),
+                    controller_metrics: Some(Arc::clone(&controller_metrics)),
+                    features: crate::resourceclaim::Features::default(),
+                },
+            ));
+            let claims = controller.claim_cache().clone();
+            ctx.metrics.with_registry(|registry| {
+                controller_metrics.register(registry);
+                registry.register_collector(Box::new(ResourceClaimsCollector::new(claims)));
+            });
+            let workers = ctx.options.resource_claim.concurrent_resource_claim_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(RESOURCE_CLAIM.aliases)
 }
 
 /// `service-lb-controller` (alias `service`): the Services and Nodes informers,

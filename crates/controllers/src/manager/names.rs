@@ -98,6 +98,8 @@ pub const PERSISTENTVOLUME_ATTACH_DETACH_CONTROLLER: &str =
 pub const PERSISTENTVOLUME_EXPANDER_CONTROLLER: &str = crate::volume::expand::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ephemeral volume controller.
 pub const EPHEMERAL_VOLUME_CONTROLLER: &str = crate::volume::ephemeral::CONTROLLER_NAME;
+/// kube-controller-manager's name of the ResourceClaim controller.
+pub const RESOURCE_CLAIM_CONTROLLER: &str = crate::resourceclaim::CONTROLLER_NAME;
 /// kube-controller-manager's name of the root CA certificate publisher.
 pub const ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER: &str =
     crate::rootcacertpublisher::CONTROLLER_NAME;
@@ -362,6 +364,15 @@ pub const EPHEMERAL_VOLUME: ControllerNames = ControllerNames {
     service_account: "ephemeral-volume-controller",
 };
 
+/// `resourceclaim-controller`, alias `resource-claim-controller`: on by default, as its gate,
+/// `DynamicResourceAllocation`, is GA since v1.34.
+pub const RESOURCE_CLAIM: ControllerNames = ControllerNames {
+    name: RESOURCE_CLAIM_CONTROLLER,
+    aliases: &[crate::resourceclaim::CONTROLLER_ALIAS],
+    disabled_by_default: false,
+    service_account: "resource-claim-controller",
+};
+
 /// kube-controller-manager's name of the service-lb controller.
 pub const SERVICE_LB_CONTROLLER: &str = crate::servicelb::CONTROLLER_NAME;
 
@@ -447,7 +458,7 @@ pub const LEGACY_SERVICEACCOUNT_TOKEN_CLEANER: ControllerNames = ControllerNames
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 42] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 43] = [
     SERVICEACCOUNT_TOKEN,
     REPLICASET,
     REPLICATIONCONTROLLER,
@@ -482,6 +493,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 42] = [
     PERSISTENTVOLUME_PROTECTION,
     VOLUMEATTRIBUTESCLASS_PROTECTION,
     EPHEMERAL_VOLUME,
+    RESOURCE_CLAIM,
     SERVICE_LB,
     SERVICE_CIDR,
     CLOUD_NODE_LIFECYCLE,
@@ -661,6 +673,7 @@ mod tests {
                 "podgroup-protection-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "resourceclaim-controller",
                 "resourcepoolstatusrequest-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",

@@ -55,6 +55,9 @@ pub struct ManagerOptions {
     /// The ephemeral volume controller.
     #[command(flatten)]
     pub ephemeral_volume: EphemeralVolumeControllerFlags,
+    /// The ResourceClaim controller.
+    #[command(flatten)]
+    pub resource_claim: ResourceClaimControllerFlags,
     /// The PersistentVolume binder controller.
     #[command(flatten)]
     pub persistentvolume_binder: PersistentVolumeBinderControllerFlags,
@@ -1146,6 +1149,22 @@ pub struct EphemeralVolumeControllerFlags {
     pub concurrent_ephemeral_volume_syncs: u32,
 }
 
+/// The ResourceClaim controller's flags (upstream's `ResourceClaimControllerOptions`, v1.36).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Resourceclaim controller flags")]
+pub struct ResourceClaimControllerFlags {
+    /// ResourceClaim workers.
+    #[arg(
+        long = "concurrent-resourceclaim-syncs",
+        value_name = "int32",
+        default_value_t = crate::resourceclaim::DEFAULT_CONCURRENT_RESOURCE_CLAIM_SYNCS,
+        help = "The number of ResourceClaim objects that are allowed to sync concurrently. \
+                Larger number = more responsive ResourceClaim handling, but more CPU (and \
+                network) load"
+    )]
+    pub concurrent_resource_claim_syncs: u32,
+}
+
 /// The attach/detach controller's flags (upstream's `AttachDetachControllerOptions`).
 #[derive(Args, Clone, Debug, PartialEq)]
 #[command(next_help_heading = "Attachdetach controller flags")]
@@ -1483,6 +1502,11 @@ impl ManagerOptions {
                 .map_err(|e| Error::InvalidOption(format!("leader election: {e}")))?;
         }
         self.csr_signing.validate().map_err(Error::InvalidOption)?;
+        if self.resource_claim.concurrent_resource_claim_syncs == 0 {
+            return Err(Error::InvalidOption(
+                "concurrent-resourceclaim-syncs must be greater than 0".to_owned(),
+            ));
+        }
         Ok(())
     }
 
@@ -1674,6 +1698,7 @@ mod tests {
         assert_eq!(o.cronjob.concurrent_cron_job_syncs, 5);
         assert_eq!(o.ttl_after_finished.concurrent_ttl_after_finished_syncs, 5);
         assert_eq!(o.ephemeral_volume.concurrent_ephemeral_volume_syncs, 5);
+        assert_eq!(o.resource_claim.concurrent_resource_claim_syncs, 50);
         assert_eq!(o.service.concurrent_service_syncs, 1);
         assert_eq!(
             o.validating_admission_policy_status
@@ -1835,6 +1860,11 @@ mod tests {
                 check: |o| o.ephemeral_volume.concurrent_ephemeral_volume_syncs == 7,
             },
             Case {
+                name: "resourceclaim controller",
+                args: &["--concurrent-resourceclaim-syncs=25"],
+                check: |o| o.resource_claim.concurrent_resource_claim_syncs == 25,
+            },
+            Case {
                 name: "persistentvolume binder controller",
                 args: &[
                     "--pvclaimbinder-sync-period=30s",
@@ -1985,6 +2015,16 @@ mod tests {
                 .to_string()
                 .contains("leaseDuration must be greater than renewDeadline")
         );
+
+        // Upstream's `ResourceClaimControllerOptions.Validate`.
+        let claims = parse(&["--concurrent-resourceclaim-syncs=0"]).expect("parse");
+        assert!(
+            claims
+                .validate()
+                .expect_err("zero workers")
+                .to_string()
+                .contains("concurrent-resourceclaim-syncs must be greater than 0")
+        );
     }
 
     #[test]
@@ -2049,7 +2089,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, kube-apiserver-serving-clustertrustbundle-publisher-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, node-route-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, replicaset-controller, replicationcontroller-controller, resourcepoolstatusrequest-controller, resourcequota-controller, root-ca-certificate-publisher-controller, selinux-warning-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, kube-apiserver-serving-clustertrustbundle-publisher-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, node-route-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, replicaset-controller, replicationcontroller-controller, resourceclaim-controller, resourcepoolstatusrequest-controller, resourcequota-controller, root-ca-certificate-publisher-controller, selinux-warning-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
             "Disabled-by-default controllers: bootstrap-signer-controller, selinux-warning-controller, token-cleaner-controller",
             "Not built yet in kcm (accepted; skipped with a warning): kube-apiserver-serving-clustertrustbundle-publisher-controller, node-route-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, resourcepoolstatusrequest-controller, selinux-warning-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller",
             "--feature-gates <colonSeparatedMultimapStringString>",
@@ -2062,6 +2102,7 @@ mod tests {
             "--concurrent-cron-job-syncs <int32>",
             "--concurrent-ttl-after-finished-syncs <int32>",
             "--concurrent-ephemeralvolume-syncs <int32>",
+            "--concurrent-resourceclaim-syncs <int32>",
             "--concurrent-resource-quota-syncs <int32>",
             "--resource-quota-sync-period <duration>",
             "--terminated-pod-gc-threshold <int32>",

@@ -365,6 +365,7 @@ mod tests {
                 "podgroup-protection-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
+                "resourceclaim-controller",
                 "resourcepoolstatusrequest-controller",
                 "resourcequota-controller",
                 "root-ca-certificate-publisher-controller",
