@@ -10,6 +10,7 @@ pub mod filter;
 pub mod resources;
 pub mod score;
 pub mod service;
+pub mod dynamic_resources;
 pub mod volumes;
 
 pub use service::{Scheduler, SchedulerConfig};
