@@ -251,11 +251,9 @@ impl Eval<'_> {
 fn attribute(driver: &str, device: &Device, domain: &str, name: &str) -> Value {
     let empty = BTreeMap::new();
     let attributes = device.attributes.as_ref().unwrap_or(&empty);
-    let found = attributes.get(&format!("{domain}/{name}")).or_else(|| {
-        (domain == driver)
-            .then(|| attributes.get(name))
-            .flatten()
-    });
+    let found = attributes
+        .get(&format!("{domain}/{name}"))
+        .or_else(|| (domain == driver).then(|| attributes.get(name)).flatten());
     match found {
         Some(DeviceAttribute {
             string: Some(s), ..
@@ -323,7 +321,10 @@ mod tests {
             (r#"device.driver == "gpu.sim.kcm.io""#, true),
             (r#"device.driver == 'other.example.com'"#, false),
             (r#"device.driver != "other""#, true),
-            (r#"device.attributes["gpu.sim.kcm.io"].model == "sim-gpu""#, true),
+            (
+                r#"device.attributes["gpu.sim.kcm.io"].model == "sim-gpu""#,
+                true,
+            ),
             (r#"device.attributes["gpu.sim.kcm.io"]["index"] == 1"#, true),
             (r#"device.attributes["gpu.sim.kcm.io"].index == 2"#, false),
             (r#"device.attributes["other.io"].model == "sim-gpu""#, false),

@@ -154,7 +154,12 @@ impl FakeDra {
         self.state().fail_next = Some(err);
     }
 
-    fn write_claim(&self, verb: &str, claim: &ResourceClaim, status: bool) -> Result<ResourceClaim> {
+    fn write_claim(
+        &self,
+        verb: &str,
+        claim: &ResourceClaim,
+        status: bool,
+    ) -> Result<ResourceClaim> {
         let mut state = self.state();
         let k = key(claim);
         state.actions.push(format!("{verb} {k}"));

@@ -78,7 +78,10 @@ pub fn node_resource_slice(node: &Node, devices: usize) -> ResourceSlice {
     let devices = (0..devices)
         .map(|i| {
             let attributes = BTreeMap::from([
-                ("index".to_owned(), attr_int(i64::try_from(i).unwrap_or(i64::MAX))),
+                (
+                    "index".to_owned(),
+                    attr_int(i64::try_from(i).unwrap_or(i64::MAX)),
+                ),
                 ("model".to_owned(), attr_string("sim-gpu".to_owned())),
                 ("uuid".to_owned(), attr_string(format!("gpu-{name}-{i}"))),
                 (
@@ -209,10 +212,15 @@ impl Driver {
         names: impl IntoIterator<Item = String>,
         devices: usize,
     ) -> Self {
-        let mut driver = Self::with_listers(client, nodes.lister(), slices.lister(), names, devices);
+        let mut driver =
+            Self::with_listers(client, nodes.lister(), slices.lister(), names, devices);
         driver.synced = vec![
             watch("node", nodes, NodeHandler(driver.shared.clone())),
-            watch("resource slice", slices, SliceHandler(driver.shared.clone())),
+            watch(
+                "resource slice",
+                slices,
+                SliceHandler(driver.shared.clone()),
+            ),
         ];
         driver
     }
@@ -261,7 +269,11 @@ impl Driver {
             self.shared.queue.shut_down();
             return;
         }
-        tracing::info!(driver = DRIVER, devices = self.shared.devices, "simulated DRA driver running");
+        tracing::info!(
+            driver = DRIVER,
+            devices = self.shared.devices,
+            "simulated DRA driver running"
+        );
         for name in &self.shared.names {
             self.shared.queue.add(name.clone());
         }
@@ -301,7 +313,11 @@ impl Driver {
         let slice = node_resource_slice(&node, self.shared.devices);
         match self.client.create_resource_slice(&slice).await {
             Ok(_) => {
-                tracing::debug!(node = name, devices = self.shared.devices, "published ResourceSlice");
+                tracing::debug!(
+                    node = name,
+                    devices = self.shared.devices,
+                    "published ResourceSlice"
+                );
                 Ok(())
             }
             Err(err) if err.is_already_exists() => Ok(()),
@@ -322,7 +338,10 @@ mod tests {
         let mut node = build_node(0, &NodeTemplate::default(), jiff::Timestamp::UNIX_EPOCH);
         node.metadata.uid = Some("node-uid".into());
         let slice = node_resource_slice(&node, 2);
-        assert_eq!(slice.metadata.name.as_deref(), Some("kcm-node-0-gpu.sim.kcm.io"));
+        assert_eq!(
+            slice.metadata.name.as_deref(),
+            Some("kcm-node-0-gpu.sim.kcm.io")
+        );
         assert_eq!(slice.spec.driver, DRIVER);
         assert_eq!(slice.spec.node_name.as_deref(), Some("kcm-node-0"));
         assert_eq!(
@@ -337,7 +356,10 @@ mod tests {
         let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["gpu-0", "gpu-1"]);
         let owner = &slice.metadata.owner_references.clone().unwrap_or_default()[0];
-        assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()), ("Node", "kcm-node-0", "node-uid"));
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("Node", "kcm-node-0", "node-uid")
+        );
         assert_eq!(owner.controller, Some(true));
         // The class selects exactly the driver's devices.
         let class = device_class();
@@ -348,7 +370,10 @@ mod tests {
             .expression;
         assert_eq!(expression, "device.driver == \"gpu.sim.kcm.io\"");
         assert_eq!(cel::selects(expression, DRIVER, &devices[0]), Ok(true));
-        assert_eq!(cel::selects(expression, "other.example.com", &devices[0]), Ok(false));
+        assert_eq!(
+            cel::selects(expression, "other.example.com", &devices[0]),
+            Ok(false)
+        );
     }
 
     #[tokio::test]
@@ -365,25 +390,45 @@ mod tests {
             dra.clone(),
             Lister::new(nodes),
             Lister::new(slices.clone()),
-            ["kcm-node-0".to_owned(), "kcm-node-1".to_owned(), "kcm-node-9".to_owned()],
+            [
+                "kcm-node-0".to_owned(),
+                "kcm-node-1".to_owned(),
+                "kcm-node-9".to_owned(),
+            ],
             3,
         );
         for name in ["kcm-node-0", "kcm-node-1", "kcm-node-9"] {
             driver.sync(name).await.expect("sync");
         }
         let created = dra.slices();
-        let names: Vec<&str> = created.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
+        let names: Vec<&str> = created
+            .iter()
+            .filter_map(|s| s.metadata.name.as_deref())
+            .collect();
         // No slice for a node that is not registered.
-        assert_eq!(names, ["kcm-node-0-gpu.sim.kcm.io", "kcm-node-1-gpu.sim.kcm.io"]);
-        assert!(created.iter().all(|s| s.spec.devices.as_ref().map(Vec::len) == Some(3)));
+        assert_eq!(
+            names,
+            ["kcm-node-0-gpu.sim.kcm.io", "kcm-node-1-gpu.sim.kcm.io"]
+        );
+        assert!(
+            created
+                .iter()
+                .all(|s| s.spec.devices.as_ref().map(Vec::len) == Some(3))
+        );
         // A slice the cache shows is left alone.
         slices.add(Arc::new(created[0].clone())).expect("slice");
         driver.sync("kcm-node-0").await.expect("sync");
         assert_eq!(
             dra.actions(),
-            ["create-resource-slice kcm-node-0-gpu.sim.kcm.io", "create-resource-slice kcm-node-1-gpu.sim.kcm.io"]
+            [
+                "create-resource-slice kcm-node-0-gpu.sim.kcm.io",
+                "create-resource-slice kcm-node-1-gpu.sim.kcm.io"
+            ]
         );
         // AlreadyExists (the cache lagging) is success.
-        driver.sync("kcm-node-1").await.expect("already exists is fine");
+        driver
+            .sync("kcm-node-1")
+            .await
+            .expect("already exists is fine");
     }
 }

@@ -70,12 +70,10 @@ pub fn pod_resource_claims(pod: &Pod) -> &[PodResourceClaim] {
 /// Whether the claim was made for the pod (its controller is the pod), as
 /// `resourceclaim.IsForPod`; the error is upstream's message.
 pub fn is_for_pod(pod: &Pod, claim: &ResourceClaim) -> Result<(), String> {
-    let owned = claim
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r| r.controller == Some(true) && Some(r.uid.as_str()) == pod.metadata.uid.as_deref());
+    let owned =
+        claim.metadata.owner_references.iter().flatten().any(|r| {
+            r.controller == Some(true) && Some(r.uid.as_str()) == pod.metadata.uid.as_deref()
+        });
     if owned {
         return Ok(());
     }
@@ -99,7 +97,9 @@ pub fn is_reserved_for_pod(pod: &Pod, claim: &ResourceClaim) -> bool {
         .and_then(|s| s.reserved_for.as_ref())
         .is_some_and(|all| {
             all.iter().any(|r| {
-                r.resource == "pods" && r.api_group.as_deref().unwrap_or_default().is_empty() && r.uid == uid
+                r.resource == "pods"
+                    && r.api_group.as_deref().unwrap_or_default().is_empty()
+                    && r.uid == uid
             })
         })
 }
@@ -150,7 +150,10 @@ mod tests {
         );
         assert_eq!(
             pod_claim_name(&pod, &entry("gpu", None, None)),
-            Err("pod \"ns/web\", spec.resourceClaim \"gpu\": none of the supported fields are set".into())
+            Err(
+                "pod \"ns/web\", spec.resourceClaim \"gpu\": none of the supported fields are set"
+                    .into()
+            )
         );
         pod.status = Some(PodStatus {
             resource_claim_statuses: Some(vec![
@@ -169,7 +172,10 @@ mod tests {
             pod_claim_name(&pod, &entry("gpu", None, Some("tpl"))),
             Ok(Some(("web-gpu-x7k2p".into(), true)))
         );
-        assert_eq!(pod_claim_name(&pod, &entry("none", None, Some("tpl"))), Ok(None));
+        assert_eq!(
+            pod_claim_name(&pod, &entry("none", None, Some("tpl"))),
+            Ok(None)
+        );
     }
 
     #[test]

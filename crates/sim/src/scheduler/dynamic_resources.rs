@@ -32,7 +32,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+};
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationResult, DeviceClass, DeviceRequestAllocationResult,
     DeviceSelector, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
@@ -191,7 +193,11 @@ fn want<'a>(
 }
 
 /// Whether every CEL selector of `selectors` selects the device.
-fn selected(selectors: &[DeviceSelector], driver: &str, device: &k8s_openapi::api::resource::v1::Device) -> bool {
+fn selected(
+    selectors: &[DeviceSelector],
+    driver: &str,
+    device: &k8s_openapi::api::resource::v1::Device,
+) -> bool {
     selectors.iter().all(|s| match &s.cel {
         Some(c) => match cel::selects(&c.expression, driver, device) {
             Ok(b) => b,
@@ -281,7 +287,9 @@ impl PodClaims {
                     for device in slice.spec.devices.iter().flatten() {
                         let id = (driver.to_owned(), pool.to_owned(), device.name.clone());
                         if taken.contains(&id)
-                            || chosen.iter().any(|(c, _): &(DeviceId, &ResourceSlice)| *c == id)
+                            || chosen
+                                .iter()
+                                .any(|(c, _): &(DeviceId, &ResourceSlice)| *c == id)
                             || !selected(&class_selectors, driver, device)
                             || !selected(alt.selectors, driver, device)
                         {
@@ -465,11 +473,17 @@ impl DynamicResources {
                 .and_then(|d| d.requests.as_deref())
                 .unwrap_or_default()
             {
-                let wanted: Vec<(String, &str)> = match (&request.exactly, &request.first_available) {
+                let wanted: Vec<(String, &str)> = match (&request.exactly, &request.first_available)
+                {
                     (Some(e), _) => vec![(request.name.clone(), e.device_class_name.as_str())],
                     (None, Some(subs)) => subs
                         .iter()
-                        .map(|s| (format!("{}/{}", request.name, s.name), s.device_class_name.as_str()))
+                        .map(|s| {
+                            (
+                                format!("{}/{}", request.name, s.name),
+                                s.device_class_name.as_str(),
+                            )
+                        })
                         .collect(),
                     (None, None) => Vec::new(),
                 };
@@ -571,8 +585,9 @@ impl DynamicResources {
                     finalizers.push(FINALIZER.to_owned());
                     next = self.client.update_claim(&next).await.map_err(fail)?;
                 }
-                next.status.get_or_insert_with(ResourceClaimStatus::default).allocation =
-                    Some(allocation.clone());
+                next.status
+                    .get_or_insert_with(ResourceClaimStatus::default)
+                    .allocation = Some(allocation.clone());
             }
             next.status
                 .get_or_insert_with(ResourceClaimStatus::default)

@@ -26,7 +26,12 @@ fn fixture() -> Fixture {
     let classes = Indexer::new();
     classes.add(Arc::new(device_class())).expect("class");
     let client = Arc::new(FakeDra::new());
-    let plugin = DynamicResources::new(claims.clone(), slices.clone(), classes.clone(), client.clone());
+    let plugin = DynamicResources::new(
+        claims.clone(),
+        slices.clone(),
+        classes.clone(),
+        client.clone(),
+    );
     Fixture {
         plugin,
         claims,
@@ -134,7 +139,10 @@ fn allocated(mut claim: ResourceClaim, node: &str, devices: &[&str]) -> Resource
 
 /// A pod naming `claims` directly.
 fn pod_using(name: &str, claims: &[&str]) -> Pod {
-    let mut pod = kcm_testing::pod(name).namespace("ns").uid(format!("uid-{name}")).build();
+    let mut pod = kcm_testing::pod(name)
+        .namespace("ns")
+        .uid(format!("uid-{name}"))
+        .build();
     pod.spec.get_or_insert_default().resource_claims = Some(
         claims
             .iter()
@@ -150,7 +158,10 @@ fn pod_using(name: &str, claims: &[&str]) -> Pod {
 
 /// A pod with one template entry `gpu`, the claim name recorded when `generated` is given.
 fn pod_from_template(name: &str, generated: Option<&str>) -> Pod {
-    let mut pod = kcm_testing::pod(name).namespace("ns").uid(format!("uid-{name}")).build();
+    let mut pod = kcm_testing::pod(name)
+        .namespace("ns")
+        .uid(format!("uid-{name}"))
+        .build();
     pod.spec.get_or_insert_default().resource_claims = Some(vec![PodResourceClaim {
         name: "gpu".into(),
         resource_claim_name: None,
@@ -224,8 +235,16 @@ fn pre_filter_waits_for_claims_with_upstreams_messages() {
         block_owner_deletion: Some(true),
     }]);
     f.add_claim(owned);
-    assert_eq!(f.claims_of(&pod_from_template("q", Some("q-gpu-abcde"))).claims.len(), 1);
-    f.add_claim(claim_with("other-class", vec![exactly("big", "no-such-class", None, None)]));
+    assert_eq!(
+        f.claims_of(&pod_from_template("q", Some("q-gpu-abcde")))
+            .claims
+            .len(),
+        1
+    );
+    f.add_claim(claim_with(
+        "other-class",
+        vec![exactly("big", "no-such-class", None, None)],
+    ));
     assert_eq!(
         f.unresolvable(&pod_using("p", &["other-class"])),
         "request big: device class no-such-class does not exist"
@@ -241,7 +260,11 @@ fn filter_allocates_free_devices_of_the_node() {
     assert_eq!(results(&on_n1), [triple("gpu", "n1", "gpu-0")]);
     let allocation = on_n1.claims[0].1.clone().expect("new allocation");
     assert_eq!(allocation.node_selector, Some(node_name_selector("n1")));
-    let driver = &allocation.devices.and_then(|d| d.results).unwrap_or_default()[0].driver;
+    let driver = &allocation
+        .devices
+        .and_then(|d| d.results)
+        .unwrap_or_default()[0]
+        .driver;
     assert_eq!(driver, DRIVER);
     // A node publishing nothing cannot hold it.
     assert_eq!(
@@ -306,7 +329,10 @@ fn a_claim_reserved_for_as_many_consumers_as_allowed_is_in_use() {
 #[test]
 fn allocation_modes_and_first_available() {
     let f = fixture().with_slices(&["n1"], 2);
-    f.add_claim(claim_with("all", vec![exactly("gpus", DRIVER, Some(ALLOCATION_MODE_ALL), None)]));
+    f.add_claim(claim_with(
+        "all",
+        vec![exactly("gpus", DRIVER, Some(ALLOCATION_MODE_ALL), None)],
+    ));
     let all = f.claims_of(&pod_using("p", &["all"]));
     assert_eq!(
         results(&f.plugin.filter(&all, &node("n1")).expect("all")),
@@ -328,7 +354,11 @@ fn allocation_modes_and_first_available() {
     ));
     let choice = f.claims_of(&pod_using("p", &["choice"]));
     assert_eq!(
-        results(&f.plugin.filter(&choice, &node("n1")).expect("second choice")),
+        results(
+            &f.plugin
+                .filter(&choice, &node("n1"))
+                .expect("second choice")
+        ),
         [triple("gpu/one", "n1", "gpu-0")]
     );
 }
@@ -344,7 +374,10 @@ fn class_and_request_selectors_pick_the_devices() {
         }),
     }]);
     f.classes.add(Arc::new(other)).expect("class");
-    f.add_claim(claim_with("wrong", vec![exactly("gpu", "other", None, None)]));
+    f.add_claim(claim_with(
+        "wrong",
+        vec![exactly("gpu", "other", None, None)],
+    ));
     let wrong = f.claims_of(&pod_using("p", &["wrong"]));
     assert!(f.plugin.filter(&wrong, &node("n1")).is_err());
     let mut second = exactly("gpu", DRIVER, None, None);
@@ -395,9 +428,15 @@ async fn pre_bind_writes_the_finalizer_then_allocation_and_reservation() {
     f.plugin.reserve(&fit);
     f.plugin.pre_bind(&pod, &fit).await.expect("written");
     assert_eq!(f.plugin.in_flight_count(), 0);
-    assert_eq!(f.client.actions(), ["update-claim ns/c", "update-claim-status ns/c"]);
+    assert_eq!(
+        f.client.actions(),
+        ["update-claim ns/c", "update-claim-status ns/c"]
+    );
     let written = f.client.claim("ns/c").expect("claim");
-    assert_eq!(written.metadata.finalizers, Some(vec![FINALIZER.to_owned()]));
+    assert_eq!(
+        written.metadata.finalizers,
+        Some(vec![FINALIZER.to_owned()])
+    );
     let status = written.status.clone().unwrap_or_default();
     assert_eq!(status.allocation, fit.claims[0].1);
     assert_eq!(status.reserved_for, Some(vec![consumer_reference(&pod)]));
@@ -416,9 +455,15 @@ async fn pre_bind_writes_the_finalizer_then_allocation_and_reservation() {
     let other = f.claims_of(&pod_using("q", &["d"]));
     assert!(f.plugin.filter(&other, &node("n1")).is_err());
     let again = f.claims_of(&pod);
-    let fit_again = f.plugin.filter(&again, &node("n1")).expect("its allocation");
+    let fit_again = f
+        .plugin
+        .filter(&again, &node("n1"))
+        .expect("its allocation");
     assert!(fit_again.claims[0].1.is_none());
-    f.plugin.pre_bind(&pod, &fit_again).await.expect("nothing to write");
+    f.plugin
+        .pre_bind(&pod, &fit_again)
+        .await
+        .expect("nothing to write");
     assert_eq!(f.client.actions().len(), 2, "already reserved: no write");
 }
 
@@ -433,7 +478,11 @@ async fn pre_bind_adds_a_consumer_to_a_shared_claim() {
     let fit = f.plugin.filter(&state, &node("n1")).expect("fits its node");
     f.plugin.pre_bind(&pod, &fit).await.expect("reserved");
     assert_eq!(f.client.actions(), ["update-claim-status ns/shared"]);
-    let status = f.client.claim("ns/shared").and_then(|c| c.status).unwrap_or_default();
+    let status = f
+        .client
+        .claim("ns/shared")
+        .and_then(|c| c.status)
+        .unwrap_or_default();
     assert_eq!(status.reserved_for, Some(vec![consumer_reference(&pod)]));
 }
 

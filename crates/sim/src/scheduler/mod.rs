@@ -6,11 +6,11 @@
 //! `pods/binding`.
 
 pub mod cache;
+pub mod dynamic_resources;
 pub mod filter;
 pub mod resources;
 pub mod score;
 pub mod service;
-pub mod dynamic_resources;
 pub mod volumes;
 
 pub use service::{Scheduler, SchedulerConfig};

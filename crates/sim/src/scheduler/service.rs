@@ -210,8 +210,11 @@ impl ResourceEventHandler<Pod> for PodHandler {
         // its own status updates (our condition patch among them); a change to what it asks
         // for is worth a try at once.
         let waiting = self.0.unschedulable().contains(&key);
-        let claim_statuses =
-            |p: &Pod| p.status.as_ref().and_then(|s| s.resource_claim_statuses.clone());
+        let claim_statuses = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.clone())
+        };
         // The resourceclaim controller recording a claim's name may make the pod schedulable
         // (upstream's UpdatePodGeneratedResourceClaim event).
         let asks_differently = old.spec != new.spec

@@ -6,14 +6,18 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, ContainerStatus, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateWaiting, ContainerStatus, Pod, PodStatus,
+};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 use kcm_machinery::informer::{DeletedObject, ResourceEventHandler, SharedIndexInformer};
 
 use super::{Shared, Simulator};
 use crate::NO_RESYNC;
-use crate::dra::{is_allocated, is_for_pod, is_reserved_for_pod, pod_claim_name, pod_resource_claims};
+use crate::dra::{
+    is_allocated, is_for_pod, is_reserved_for_pod, pod_claim_name, pod_resource_claims,
+};
 
 /// The kubelet's event reason when a pod's claims cannot be prepared.
 pub const FAILED_PREPARE_DYNAMIC_RESOURCES: &str = "FailedPrepareDynamicResources";
@@ -35,7 +39,9 @@ impl ClaimHandler {
             if let Some(pod) = self.0.pods.get(namespace, &consumer.name)
                 && self.0.node_of(&pod).is_some()
             {
-                self.0.pod_queue.add(format!("{namespace}/{}", consumer.name));
+                self.0
+                    .pod_queue
+                    .add(format!("{namespace}/{}", consumer.name));
             }
         }
     }

@@ -950,8 +950,10 @@ async fn a_pod_with_a_resource_claim_starts_once_the_claim_is_reserved_for_it() 
     let mut web = pod("web", &[]);
     if let Some(spec) = web.spec.as_mut() {
         spec.resource_claims = Some(vec![
-            serde_json::from_value(serde_json::json!({"name": "gpu", "resourceClaimName": "gpu-claim"}))
-                .expect("entry"),
+            serde_json::from_value(
+                serde_json::json!({"name": "gpu", "resourceClaimName": "gpu-claim"}),
+            )
+            .expect("entry"),
         ]);
     }
     let created = h.run_pod(web, "kcm-node-0").await;
@@ -999,7 +1001,10 @@ async fn a_pod_with_a_resource_claim_starts_once_the_claim_is_reserved_for_it() 
     claims.indexer().add(Arc::new(claim)).expect("claim");
     // The informer is filled by hand, so no claim event: a pod change wakes the kubelet.
     h.fake.update_pod("default", "web", |p| {
-        p.metadata.labels.get_or_insert_default().insert("poke".into(), "1".into());
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("poke".into(), "1".into());
     });
     eventually("running once reserved", || {
         h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
