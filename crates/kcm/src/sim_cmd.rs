@@ -52,6 +52,11 @@ pub struct SimArgs {
     /// allocate node CIDRs.
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub assign_pod_cidrs: bool,
+    /// Devices the simulated DRA driver `gpu.sim.kcm.io` publishes on each node (one
+    /// ResourceSlice per node, allocatable through the DeviceClass `gpu.sim.kcm.io`); 0
+    /// publishes none.
+    #[arg(long, value_name = "n", default_value_t = kcm_sim::dra::DEFAULT_DEVICES_PER_NODE)]
+    pub dra_devices_per_node: usize,
     /// Also run a scheduler for pods of `default-scheduler` (turn off with
     /// `--scheduler=false` on a cluster that runs kube-scheduler).
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
@@ -84,6 +89,7 @@ impl SimArgs {
             lease_renew_interval: self.node_lease_renew_interval,
             node_status_update_period: self.node_status_update_period,
             assign_pod_cidrs: self.assign_pod_cidrs,
+            dra_devices_per_node: self.dra_devices_per_node,
             ..SimulatorConfig::default()
         }
     }
@@ -224,6 +230,10 @@ mod tests {
             DEFAULT_NODE_STATUS_UPDATE_PERIOD
         );
         assert_eq!(config.template.node_name(2), "kcm-node-2");
+        assert_eq!(
+            config.dra_devices_per_node,
+            kcm_sim::dra::DEFAULT_DEVICES_PER_NODE
+        );
 
         let cli = Cli::parse_from([
             "kcm",
@@ -238,6 +248,8 @@ mod tests {
             "--node-cpu",
             "16",
             "--scheduler=false",
+            "--dra-devices-per-node",
+            "0",
         ]);
         assert_eq!(cli.args.kubeconfig, Some(PathBuf::from("/tmp/kc")));
         assert!(!cli.args.scheduler);
@@ -246,6 +258,7 @@ mod tests {
         assert_eq!(config.pod_ready_delay, Duration::from_millis(500));
         assert_eq!(config.template.cpu, "16");
         assert_eq!(config.template.node_name(0), "sim-0");
+        assert_eq!(config.dra_devices_per_node, 0);
         assert!(Cli::try_parse_from(["kcm", "--pod-ready-delay", "soon"]).is_err());
     }
 }

@@ -65,6 +65,11 @@ pub struct UpArgs {
     /// How long a scheduled pod stays Pending before it runs (Go duration: 500ms, 2s, 1m).
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub pod_ready_delay: Duration,
+    /// Devices the simulated DRA driver `gpu.sim.kcm.io` publishes on each node (one
+    /// ResourceSlice per node, allocatable through the DeviceClass `gpu.sim.kcm.io`); 0
+    /// publishes none.
+    #[arg(long, value_name = "n", default_value_t = kcm_sim::dra::DEFAULT_DEVICES_PER_NODE)]
+    pub dra_devices_per_node: usize,
     /// The share of its requests a simulated container uses, as `kubectl top` and the
     /// HorizontalPodAutoscaler see it, unless its pod's `sim.kcm.io/cpu-usage` /
     /// `sim.kcm.io/memory-usage` annotations say otherwise.
@@ -163,6 +168,7 @@ impl UpArgs {
         SimulatorConfig {
             nodes: self.nodes,
             pod_ready_delay: self.pod_ready_delay,
+            dra_devices_per_node: self.dra_devices_per_node,
             ..SimulatorConfig::default()
         }
     }
@@ -694,6 +700,8 @@ mod tests {
             "5",
             "--pod-ready-delay",
             "2s",
+            "--dra-devices-per-node",
+            "4",
         ])
         .expect("all flags");
         assert_eq!(cli.args.data_dir, Some(PathBuf::from("/tmp/x")));
@@ -701,6 +709,7 @@ mod tests {
         let config = cli.args.simulator_config();
         assert_eq!(config.nodes, 5);
         assert_eq!(config.pod_ready_delay, Duration::from_secs(2));
+        assert_eq!(config.dra_devices_per_node, 4);
         assert_eq!(config.template.node_name(0), "kcm-node-0");
 
         for (name, args) in [

@@ -371,3 +371,148 @@ async fn restarted_simulator_adopts_its_nodes_and_keeps_pod_ips() {
     let still = running(&pods, "before").await;
     assert_eq!(still.status.and_then(|s| s.pod_ip), Some(before_ip));
 }
+
+/// A claim of the simulated DRA driver's class asking for `count` devices.
+fn gpu_claim(name: &str, count: i64) -> k8s_openapi::api::resource::v1::ResourceClaim {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{
+            "name": "gpu",
+            "exactly": {"deviceClassName": kcm_sim::dra::DRIVER, "count": count},
+        }]}},
+    }))
+    .expect("claim")
+}
+
+/// `pod(name)` naming the ResourceClaim `claim` directly.
+fn pod_with_claim(name: &str, claim: &str) -> Pod {
+    let mut p = pod(name, "100m");
+    if let Some(spec) = p.spec.as_mut() {
+        spec.resource_claims = Some(vec![
+            serde_json::from_value(json!({"name": "gpu", "resourceClaimName": claim}))
+                .expect("entry"),
+        ]);
+        spec.containers[0].resources.get_or_insert_default().claims = Some(vec![
+            serde_json::from_value(json!({"name": "gpu"})).expect("claim ref"),
+        ]);
+    }
+    p
+}
+
+/// The PodScheduled=False message of pod `name`, once there is one containing `part`.
+async fn unschedulable_message(pods: &Api<Pod>, name: &str, part: &str) -> String {
+    wait_for(&format!("pod {name} unschedulable ({part})"), || async {
+        let p = pods.get_opt(name).await.ok().flatten()?;
+        let c = condition(&p, "PodScheduled")?;
+        let message = c.message.clone()?;
+        (c.status == "False" && message.contains(part)).then_some(message)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_with_resource_claims_get_simulated_devices_allocated_before_they_run() {
+    use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+    init_logging();
+    let server = TestServer::start().await;
+    let client = server.client();
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    start_scheduler(client.clone(), &cancel);
+    start_simulator(client.clone(), sim_config(2), &cancel);
+
+    // The driver publishes its class and one slice (2 devices) per node, owned by the node.
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    let published = wait_for("2 resource slices", || async {
+        let list = slices.list(&ListParams::default()).await.ok()?;
+        (list.items.len() == 2).then_some(list.items)
+    })
+    .await;
+    for slice in &published {
+        let node = slice.spec.node_name.clone().expect("node name");
+        assert_eq!(slice.spec.driver, kcm_sim::dra::DRIVER);
+        assert_eq!(slice.spec.pool.name, node);
+        assert_eq!(slice.spec.devices.as_ref().map(Vec::len), Some(2));
+        let owner = &slice.metadata.owner_references.clone().unwrap_or_default()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("Node", node.as_str())
+        );
+    }
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    wait_for("the device class", || async {
+        classes.get_opt(kcm_sim::dra::DRIVER).await.ok().flatten()
+    })
+    .await;
+
+    // A pod naming a claim that does not exist yet waits for it, then runs once it exists.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod_with_claim("trainer", "gpu"))
+        .await
+        .expect("create trainer");
+    let message = unschedulable_message(&pods, "trainer", "could not find").await;
+    assert_eq!(
+        message,
+        "0/2 nodes are available: could not find ResourceClaim \"default/gpu\". preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+    claims
+        .create(&PostParams::default(), &gpu_claim("gpu", 1))
+        .await
+        .expect("create claim");
+    let trainer = running(&pods, "trainer").await;
+    let node = node_of(&trainer).expect("bound").to_owned();
+
+    // The claim was allocated on the pod's node and reserved for it.
+    let claim = claims.get("gpu").await.expect("claim");
+    assert_eq!(
+        claim.metadata.finalizers,
+        Some(vec![kcm_sim::dra::FINALIZER.to_owned()])
+    );
+    let status = claim.status.expect("status");
+    let results = status
+        .allocation
+        .as_ref()
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.clone())
+        .unwrap_or_default();
+    assert_eq!(results.len(), 1);
+    assert_eq!(
+        (
+            results[0].request.as_str(),
+            results[0].driver.as_str(),
+            results[0].pool.as_str()
+        ),
+        ("gpu", kcm_sim::dra::DRIVER, node.as_str())
+    );
+    let reserved = status.reserved_for.unwrap_or_default();
+    assert_eq!(reserved.len(), 1);
+    assert_eq!(
+        reserved[0].uid,
+        trainer.metadata.uid.clone().unwrap_or_default()
+    );
+
+    // Three more devices fit nowhere (one node has 1 free, the other 2): unschedulable.
+    claims
+        .create(&PostParams::default(), &gpu_claim("three", 3))
+        .await
+        .expect("create claim");
+    pods.create(&PostParams::default(), &pod_with_claim("greedy", "three"))
+        .await
+        .expect("create greedy");
+    let message = unschedulable_message(&pods, "greedy", "cannot allocate").await;
+    assert_eq!(
+        message,
+        "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+    // Two devices fit the other node only.
+    claims
+        .create(&PostParams::default(), &gpu_claim("two", 2))
+        .await
+        .expect("create claim");
+    pods.create(&PostParams::default(), &pod_with_claim("pair", "two"))
+        .await
+        .expect("create pair");
+    let pair = running(&pods, "pair").await;
+    assert_ne!(node_of(&pair), Some(node.as_str()));
+}

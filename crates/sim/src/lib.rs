@@ -11,6 +11,7 @@
 //! through [`client::ClusterClient`]; [`fake::FakeCluster`] is an in-memory cluster for tests.
 
 pub mod client;
+pub mod dra;
 pub mod fake;
 pub mod ipam;
 pub mod kubelet;

@@ -6,6 +6,7 @@
 //! `pods/binding`.
 
 pub mod cache;
+pub mod dynamic_resources;
 pub mod filter;
 pub mod resources;
 pub mod score;

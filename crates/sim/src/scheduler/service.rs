@@ -18,6 +18,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{
     Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod, PodCondition,
 };
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
@@ -33,11 +34,15 @@ use kcm_machinery::informer::{
 use kcm_machinery::workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
 
 use super::cache::SchedulerCache;
+use super::dynamic_resources::{
+    DynamicResources, NodeClaims, PreFilter as DraPreFilter, uses_resource_claims,
+};
 use super::resources::occupies_node;
 use super::volumes::{PodVolumes, PreFilter, VolumeBinding, uses_claims};
 use super::{DEFAULT_SCHEDULER_NAME, ExtraFilter, FitError};
 use crate::NO_RESYNC;
 use crate::client::{ClusterClient, KubeClusterClient};
+use crate::dra::KubeDraClient;
 use crate::storage::client::KubeVolumeClient;
 
 /// Event reason for a pod bound to a node.
@@ -109,6 +114,9 @@ struct Shared {
     unschedulable: Mutex<HashSet<String>>,
     /// The volume binding, when the scheduler watches claims, volumes and classes.
     volumes: OnceLock<Arc<VolumeBinding>>,
+    /// Dynamic resource allocation, when the scheduler watches ResourceClaims, ResourceSlices
+    /// and DeviceClasses.
+    dra: OnceLock<Arc<DynamicResources>>,
 }
 
 impl Shared {
@@ -202,7 +210,16 @@ impl ResourceEventHandler<Pod> for PodHandler {
         // its own status updates (our condition patch among them); a change to what it asks
         // for is worth a try at once.
         let waiting = self.0.unschedulable().contains(&key);
-        let asks_differently = old.spec != new.spec || old.metadata.labels != new.metadata.labels;
+        let claim_statuses = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.clone())
+        };
+        // The resourceclaim controller recording a claim's name may make the pod schedulable
+        // (upstream's UpdatePodGeneratedResourceClaim event).
+        let asks_differently = old.spec != new.spec
+            || old.metadata.labels != new.metadata.labels
+            || claim_statuses(&old) != claim_statuses(&new);
         if !waiting || asks_differently {
             tracing::trace!(pod = %key, waiting, asks_differently, "pod to schedule changed");
             self.0.unschedulable().remove(&key);
@@ -295,6 +312,14 @@ struct StorageInformers {
     classes: SharedIndexInformer<StorageClass>,
 }
 
+/// The informers of dynamic resource allocation.
+#[derive(Clone)]
+struct DraInformers {
+    claims: SharedIndexInformer<ResourceClaim>,
+    slices: SharedIndexInformer<ResourceSlice>,
+    classes: SharedIndexInformer<DeviceClass>,
+}
+
 /// A scheduler for the pods of one cluster. Cheap to clone; clones are the same scheduler.
 #[derive(Clone)]
 pub struct Scheduler {
@@ -305,6 +330,7 @@ pub struct Scheduler {
     pods: SharedIndexInformer<Pod>,
     nodes: SharedIndexInformer<Node>,
     storage: Option<StorageInformers>,
+    dra: Option<DraInformers>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -368,10 +394,50 @@ impl Scheduler {
             storage.claims.indexer().clone(),
             storage.volumes.indexer().clone(),
             storage.classes.indexer().clone(),
-            Arc::new(KubeVolumeClient::new(client)),
+            Arc::new(KubeVolumeClient::new(client.clone())),
         );
         scheduler.enable_volume_binding(binding, storage)?;
+        let dra = DraInformers {
+            claims: factory.informer_for::<ResourceClaim>(),
+            slices: factory.informer_for::<ResourceSlice>(),
+            classes: factory.informer_for::<DeviceClass>(),
+        };
+        let plugin = DynamicResources::new(
+            dra.claims.indexer().clone(),
+            dra.slices.indexer().clone(),
+            dra.classes.indexer().clone(),
+            Arc::new(KubeDraClient::new(client)),
+        );
+        scheduler.enable_dynamic_resources(plugin, dra)?;
         Ok(scheduler)
+    }
+
+    /// Turns dynamic resource allocation on: pods with `spec.resourceClaims` wait for their
+    /// claims, are filtered by the devices the nodes' ResourceSlices publish, and their claims
+    /// are allocated and reserved before the pod is bound. A claim, slice or class added or
+    /// changed retries the unschedulable pods.
+    fn enable_dynamic_resources(
+        &mut self,
+        plugin: DynamicResources,
+        informers: DraInformers,
+    ) -> Result<()> {
+        let handler = |resource| move |source| Error::Handler { resource, source };
+        informers
+            .claims
+            .add_event_handler_with_resync_period(StorageHandler(self.shared.clone()), NO_RESYNC)
+            .map_err(handler("resourceclaims"))?;
+        informers
+            .slices
+            .add_event_handler_with_resync_period(StorageHandler(self.shared.clone()), NO_RESYNC)
+            .map_err(handler("resourceslices"))?;
+        informers
+            .classes
+            .add_event_handler_with_resync_period(StorageHandler(self.shared.clone()), NO_RESYNC)
+            .map_err(handler("deviceclasses"))?;
+        // Set once, here, before the scheduler runs.
+        let _ = self.shared.dra.set(Arc::new(plugin));
+        self.dra = Some(informers);
+        Ok(())
     }
 
     /// Turns the volume binding on: pods with claims are filtered by it and their volumes
@@ -419,6 +485,7 @@ impl Scheduler {
             queue: RateLimitingQueue::new(limiter),
             unschedulable: Mutex::new(HashSet::new()),
             volumes: OnceLock::new(),
+            dra: OnceLock::new(),
         });
         pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
@@ -439,6 +506,7 @@ impl Scheduler {
             pods,
             nodes,
             storage: None,
+            dra: None,
         })
     }
 
@@ -452,6 +520,9 @@ impl Scheduler {
                 &storage.volumes,
                 &storage.classes,
             ]);
+        }
+        if let Some(dra) = &self.dra {
+            synced.extend([&dra.claims as &dyn HasSynced, &dra.slices, &dra.classes]);
         }
         if !wait_for_cache_sync("scheduler", &cancel, &synced).await {
             self.shared.queue.shut_down();
@@ -516,51 +587,89 @@ impl Scheduler {
             Some(PreFilter::Claims(claims)) => Some(claims),
             Some(PreFilter::NoClaims) | None => None,
         };
+        let dra = shared.dra.get().filter(|_| uses_resource_claims(&pod));
         let decision = {
             let mut cache = shared.cache();
             if cache.is_assumed(key) {
                 // Bound a moment ago (or binding its volumes); the informer has not shown it.
                 return;
             }
-            let volume_filter = match (binding, &claims) {
-                (Some(binding), Some(claims)) => Some(move |node: &Node| {
-                    binding
-                        .find_pod_volumes(claims, node)
-                        .err()
-                        .unwrap_or_default()
+            // Under the cache's lock, so the devices seen free are not being taken by a
+            // decision in another worker.
+            let dra_state = match dra.map(|d| d.pre_filter(&pod)) {
+                Some(DraPreFilter::Unresolvable(message)) => Err(FitError {
+                    num_nodes: cache.node_count(),
+                    reasons: BTreeMap::new(),
+                    pre_filter: Some(message),
                 }),
-                _ => None,
+                Some(DraPreFilter::Claims(state)) => Ok(Some(state)),
+                Some(DraPreFilter::NoClaims) | None => Ok(None),
             };
-            let extra = volume_filter.as_ref().map(|f| f as ExtraFilter<'_>);
-            match cache.select_with(&pod, extra) {
-                Ok(selection) => {
-                    let volumes = match (binding, &claims, cache.node(&selection.node)) {
-                        (Some(binding), Some(claims), Some(node)) => binding
-                            .find_pod_volumes(claims, &node)
-                            .ok()
-                            .filter(|v| !v.all_bound()),
-                        _ => None,
-                    };
-                    if let (Some(binding), Some(volumes)) = (binding, &volumes) {
-                        binding.assume(volumes);
-                    }
-                    cache.assume(key, &pod, &selection.node);
-                    Ok((selection.node, volumes))
-                }
+            match dra_state {
                 Err(fit) => Err(fit),
+                Ok(dra_state) => {
+                    let filter = |node: &Node| -> Vec<String> {
+                        let mut reasons = match (binding, &claims) {
+                            (Some(binding), Some(claims)) => binding
+                                .find_pod_volumes(claims, node)
+                                .err()
+                                .unwrap_or_default(),
+                            _ => Vec::new(),
+                        };
+                        if reasons.is_empty()
+                            && let (Some(dra), Some(state)) = (dra, &dra_state)
+                        {
+                            reasons = dra.filter(state, node).err().unwrap_or_default();
+                        }
+                        reasons
+                    };
+                    let filtered = (binding.is_some() && claims.is_some()) || dra_state.is_some();
+                    let extra = filtered.then_some(&filter as ExtraFilter<'_>);
+                    match cache.select_with(&pod, extra) {
+                        Ok(selection) => {
+                            let node = cache.node(&selection.node);
+                            let volumes = match (binding, &claims, &node) {
+                                (Some(binding), Some(claims), Some(node)) => binding
+                                    .find_pod_volumes(claims, node)
+                                    .ok()
+                                    .filter(|v| !v.all_bound()),
+                                _ => None,
+                            };
+                            if let (Some(binding), Some(volumes)) = (binding, &volumes) {
+                                binding.assume(volumes);
+                            }
+                            let resource_claims = match (dra, &dra_state, &node) {
+                                (Some(dra), Some(state), Some(node)) => {
+                                    dra.filter(state, node).ok()
+                                }
+                                _ => None,
+                            };
+                            if let (Some(dra), Some(resource_claims)) = (dra, &resource_claims) {
+                                dra.reserve(resource_claims);
+                            }
+                            cache.assume(key, &pod, &selection.node);
+                            Ok((selection.node, volumes, resource_claims))
+                        }
+                        Err(fit) => Err(fit),
+                    }
+                }
             }
         };
         match decision {
-            Ok((node, Some(volumes))) => {
+            Ok((node, Some(volumes), resource_claims)) => {
                 // The binding cycle waits for the PV controller; run it beside the workers,
                 // as kube-scheduler runs each binding cycle in its own goroutine.
                 let this = self.clone();
                 let key = key.to_owned();
                 tokio::spawn(async move {
-                    this.bind_volumes_then_pod(&key, &pod, &node, volumes).await
+                    this.bind_volumes_then_pod(&key, &pod, &node, volumes, resource_claims)
+                        .await
                 });
             }
-            Ok((node, None)) => self.bind(key, &pod, &node).await,
+            Ok((node, None, resource_claims)) => {
+                self.bind_claims_then_pod(key, &pod, &node, resource_claims)
+                    .await
+            }
             Err(fit) => {
                 tracing::debug!(pod = key, reason = %fit, "unable to schedule pod; no fit; waiting");
                 shared.unschedulable().insert(key.to_owned());
@@ -571,18 +680,59 @@ impl Scheduler {
         }
     }
 
+    /// The DynamicResources PreBind (claims allocated and reserved), then the binding; a
+    /// failure retries the pod, as upstream's `handleBindingCycleError`.
+    async fn bind_claims_then_pod(
+        &self,
+        key: &str,
+        pod: &Pod,
+        node: &str,
+        resource_claims: Option<NodeClaims>,
+    ) {
+        let shared = &self.shared;
+        if let (Some(dra), Some(resource_claims)) = (shared.dra.get(), &resource_claims)
+            && let Err(err) = dra.pre_bind(pod, resource_claims).await
+        {
+            shared.cache().forget(key);
+            shared.move_all_unschedulable();
+            tracing::warn!(pod = key, node, error = %err, "allocating resource claims failed; retrying");
+            let message = format!("running PreBind plugin \"DynamicResources\": {err}");
+            self.record_failure(pod, POD_REASON_SCHEDULER_ERROR, &message)
+                .await;
+            shared.queue.add_rate_limited(key.to_owned());
+            return;
+        }
+        self.bind(key, pod, node).await;
+    }
+
     /// PreBind (the volume binding's writes and wait), then the binding; a failure undoes the
     /// reservation and retries the pod, as upstream's `handleBindingCycleError`.
-    async fn bind_volumes_then_pod(&self, key: &str, pod: &Pod, node: &str, volumes: PodVolumes) {
+    async fn bind_volumes_then_pod(
+        &self,
+        key: &str,
+        pod: &Pod,
+        node: &str,
+        volumes: PodVolumes,
+        resource_claims: Option<NodeClaims>,
+    ) {
         let shared = &self.shared;
         let Some(binding) = shared.volumes.get() else {
+            if let (Some(dra), Some(resource_claims)) = (shared.dra.get(), &resource_claims) {
+                dra.unreserve(resource_claims);
+            }
             return;
         };
         let result = binding.bind_pod_volumes(node, &volumes).await;
         binding.revert(&volumes);
         match result {
-            Ok(()) => self.bind(key, pod, node).await,
+            Ok(()) => {
+                self.bind_claims_then_pod(key, pod, node, resource_claims)
+                    .await
+            }
             Err(err) => {
+                if let (Some(dra), Some(resource_claims)) = (shared.dra.get(), &resource_claims) {
+                    dra.unreserve(resource_claims);
+                }
                 shared.cache().forget(key);
                 shared.move_all_unschedulable();
                 tracing::warn!(pod = key, node, error = %err, "binding volumes failed; retrying");

@@ -26,6 +26,7 @@
 //! queues (pods keyed `namespace/name`, nodes keyed by name) served by a fixed set of
 //! workers; timers are the queues' delayed adds, so no task lives per pod or per node.
 
+mod claims;
 mod expand;
 mod nodes;
 mod pods;
@@ -38,6 +39,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Client;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -176,6 +178,9 @@ pub struct SimulatorConfig {
     /// Register nodes with a pod CIDR of their own (`10.244.<index>.0/24`) instead of waiting
     /// for the node IPAM controller to set one: for clusters that do not allocate node CIDRs.
     pub assign_pod_cidrs: bool,
+    /// Devices the simulated DRA driver `gpu.sim.kcm.io` publishes on each node (one
+    /// ResourceSlice per node); 0 publishes no slices and creates no DeviceClass.
+    pub dra_devices_per_node: usize,
 }
 
 impl Default for SimulatorConfig {
@@ -189,6 +194,7 @@ impl Default for SimulatorConfig {
             pod_workers: 8,
             node_workers: 4,
             assign_pod_cidrs: false,
+            dra_devices_per_node: crate::dra::DEFAULT_DEVICES_PER_NODE,
         }
     }
 }
@@ -243,6 +249,12 @@ struct Shared {
     /// with the kubelet's own status patch does not expand it again. Never held across an
     /// `.await`.
     expanded: Mutex<HashMap<String, crate::quantity::Quantity>>,
+    /// The ResourceClaims pods name, once [`Simulator::watch_resource_claims`] gave them:
+    /// without them no pod waits for its claims.
+    resource_claims: OnceLock<Lister<ResourceClaim>>,
+    /// Pod uid → the last `FailedPrepareDynamicResources` message recorded, so a pod waiting
+    /// for its claims gets one event per reason. Never held across an `.await`.
+    prepare_failures: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -266,6 +278,7 @@ impl Shared {
             ipam.release(uid);
         }
         lock(&self.first_seen).remove(uid);
+        lock(&self.prepare_failures).remove(uid);
     }
 
     /// Takes the pod CIDR `node` shows as its slot's pod IP range, when the slot has none yet
@@ -531,6 +544,8 @@ pub struct Simulator {
     client: Arc<dyn ClusterClient>,
     pods: SharedIndexInformer<Pod>,
     nodes: SharedIndexInformer<Node>,
+    /// The simulated DRA driver, when it publishes devices.
+    driver: Option<crate::dra::Driver>,
 }
 
 impl std::fmt::Debug for Simulator {
@@ -552,7 +567,7 @@ impl Simulator {
         config: SimulatorConfig,
     ) -> Result<Self> {
         let simulator = Self::with_client(
-            Arc::new(KubeClusterClient::new(client)),
+            Arc::new(KubeClusterClient::new(client.clone())),
             factory.pods(),
             factory.nodes(),
             &|node| events.recorder(KUBELET_COMPONENT, Some(node)),
@@ -563,6 +578,17 @@ impl Simulator {
             &factory.informer_for::<PersistentVolumeClaim>(),
             &factory.informer_for::<PersistentVolume>(),
         );
+        simulator.watch_resource_claims(&factory.informer_for::<ResourceClaim>());
+        let mut simulator = simulator;
+        if simulator.shared.config.dra_devices_per_node > 0 {
+            simulator.driver = Some(crate::dra::Driver::new(
+                Arc::new(crate::dra::KubeDraClient::new(client)),
+                &factory.nodes(),
+                &factory.informer_for::<ResourceSlice>(),
+                simulator.node_names(),
+                simulator.shared.config.dra_devices_per_node,
+            ));
+        }
         Ok(simulator)
     }
 
@@ -648,6 +674,8 @@ impl Simulator {
             volumes: OnceLock::new(),
             claim_pods: Mutex::new(HashMap::new()),
             expanded: Mutex::new(HashMap::new()),
+            resource_claims: OnceLock::new(),
+            prepare_failures: Mutex::new(HashMap::new()),
         });
         pods.add_event_handler_with_resync_period(PodHandler(shared.clone()), NO_RESYNC)
             .map_err(|source| Error::Handler {
@@ -665,6 +693,7 @@ impl Simulator {
             client,
             pods,
             nodes,
+            driver: None,
         })
     }
 
@@ -678,6 +707,19 @@ impl Simulator {
     /// Registers the nodes, waits for the informers, then keeps the nodes and their pods
     /// going until `cancel` fires; returns once the workers have stopped.
     pub async fn run(&self, cancel: CancellationToken) {
+        let driver = self.driver.clone().map(|driver| {
+            let cancel = cancel.clone();
+            tokio::spawn(async move { driver.run(cancel).await })
+        });
+        self.run_nodes(cancel).await;
+        if let Some(driver) = driver
+            && let Err(err) = driver.await
+        {
+            tracing::error!(%err, "simulated DRA driver failed");
+        }
+    }
+
+    async fn run_nodes(&self, cancel: CancellationToken) {
         let shared = &self.shared;
         if let Err(err) = self.client.ensure_namespace(NODE_LEASE_NAMESPACE).await {
             tracing::warn!(%err, namespace = NODE_LEASE_NAMESPACE, "ensuring the node lease namespace failed; will retry with the first lease");

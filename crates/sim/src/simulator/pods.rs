@@ -94,6 +94,17 @@ impl Simulator {
         needed.iter().any(|v| !attached.contains(&v.as_str()))
     }
 
+    /// Why `pod`, not started yet, cannot start: a claim it names is not allocated and
+    /// reserved for it (`None` without the claim informer).
+    fn claims_waiting(&self, pod: &Pod) -> Option<String> {
+        let started = pod.status.as_ref().is_some_and(|s| s.start_time.is_some());
+        if started || pod.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        let claims = self.shared.resource_claims.get()?;
+        super::claims::claims_not_prepared(claims, pod)
+    }
+
     /// Serves the pod queue until it shuts down.
     pub(super) async fn pod_worker(&self) {
         let queue = &self.shared.pod_queue;
@@ -175,6 +186,42 @@ impl Simulator {
             tracing::debug!(pod = key, node = node_name, "waiting for volumes to attach");
             return Ok(None);
         }
+        if let Some(message) = self.claims_waiting(&pod) {
+            // The claim handler queues the pod when a claim reserved for it changes.
+            tracing::debug!(pod = key, node = node_name, %message, "waiting for resource claims");
+            let host_ip = lock(slot).host_ip.to_string();
+            let status = super::claims::waiting_status(&pod, &host_ip);
+            if pod.status.as_ref() != Some(&status) {
+                let mut update = (*pod).clone();
+                update.status = Some(status);
+                match self.client.update_pod_status(&update).await {
+                    Ok(_) => {}
+                    Err(err) if err.is_not_found() => return Ok(None),
+                    Err(source) => {
+                        return Err(Error::PodStatus {
+                            pod: key.to_owned(),
+                            source,
+                        });
+                    }
+                }
+            }
+            let repeated = lock(&shared.prepare_failures)
+                .insert(uid.clone(), message.clone())
+                .is_some_and(|last| last == message);
+            if !repeated {
+                let event = ContainerEvent {
+                    field_path: String::new(),
+                    type_: kcm_machinery::events::EventType::Warning,
+                    reason: super::claims::FAILED_PREPARE_DYNAMIC_RESOURCES,
+                    message: format!(
+                        "Failed to prepare dynamic resources: prepare dynamic resources: {message}"
+                    ),
+                };
+                self.record(node_name, &pod, vec![event]);
+            }
+            return Ok(None);
+        }
+        lock(&shared.prepare_failures).remove(&uid);
         if pod.metadata.deletion_timestamp.is_none() {
             // Mounting (or mounted): a volume the resizer grew is expanded on the node.
             self.expand_volumes(&pod, node_name).await?;

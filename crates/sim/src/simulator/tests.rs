@@ -57,6 +57,20 @@ impl Harness {
         config: SimulatorConfig,
         volumes: Option<&VolumeInformers>,
     ) -> Self {
+        Self::start_with(fake, config, |sim| {
+            if let Some((claims, pvs)) = volumes {
+                sim.watch_volumes(claims, pvs);
+            }
+        })
+        .await
+    }
+
+    /// Starts the simulator after `setup` gave it more informers.
+    async fn start_with(
+        fake: FakeCluster,
+        config: SimulatorConfig,
+        setup: impl FnOnce(&Simulator),
+    ) -> Self {
         let cancel = CancellationToken::new();
         let pods = fake.pod_informer();
         let nodes = fake.node_informer();
@@ -70,9 +84,7 @@ impl Harness {
             fake.clock(),
         )
         .expect("simulator");
-        if let Some((claims, pvs)) = volumes {
-            sim.watch_volumes(claims, pvs);
-        }
+        setup(&sim);
         spawn_informer(pods, cancel.clone());
         spawn_informer(nodes, cancel.clone());
         tokio::spawn({
@@ -921,4 +933,81 @@ async fn a_running_pods_claim_is_expanded_once_the_resizer_is_done() {
     })
     .await;
     assert_eq!(claim_patches(&h).len(), 2);
+}
+
+/// A pod naming a ResourceClaim stays `Pending` with its containers `ContainerCreating` and a
+/// `FailedPrepareDynamicResources` event until the claim is allocated and reserved for it
+/// (the kubelet's `PrepareDynamicResources`), then runs.
+#[tokio::test(start_paused = true)]
+async fn a_pod_with_a_resource_claim_starts_once_the_claim_is_reserved_for_it() {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let claims: SharedIndexInformer<ResourceClaim> =
+        SharedIndexInformer::new(NeverListerWatcher, Duration::ZERO);
+    let h = Harness::start_with(FakeCluster::new(), config(1), |sim| {
+        sim.watch_resource_claims(&claims)
+    })
+    .await;
+    let mut web = pod("web", &[]);
+    if let Some(spec) = web.spec.as_mut() {
+        spec.resource_claims = Some(vec![
+            serde_json::from_value(
+                serde_json::json!({"name": "gpu", "resourceClaimName": "gpu-claim"}),
+            )
+            .expect("entry"),
+        ]);
+    }
+    let created = h.run_pod(web, "kcm-node-0").await;
+    let waiting_reason = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.first())
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone())
+    };
+    eventually("container creating", || {
+        h.pod("web").and_then(|p| waiting_reason(&p)).as_deref() == Some("ContainerCreating")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let p = h.pod("web").expect("pod");
+    assert_eq!(phase(&p).as_deref(), Some("Pending"));
+    let events: Vec<_> = h
+        .recorder
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "FailedPrepareDynamicResources")
+        .collect();
+    assert_eq!(events.len(), 1, "one event per reason: {events:?}");
+    assert_eq!(events[0].type_, EventType::Warning);
+    assert_eq!(
+        events[0].message,
+        "Failed to prepare dynamic resources: prepare dynamic resources: failed to fetch ResourceClaim gpu-claim referenced by pod web: resourceclaims.resource.k8s.io \"gpu-claim\" not found"
+    );
+    // Allocated and reserved for the pod (as the scheduler writes it): the pod runs.
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    let claim: ResourceClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "gpu-claim", "namespace": "default", "uid": "claim-uid"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.sim.kcm.io"}}]}},
+        "status": {
+            "allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.sim.kcm.io", "pool": "kcm-node-0", "device": "gpu-0"}
+            ]}},
+            "reservedFor": [{"resource": "pods", "name": "web", "uid": uid}],
+        },
+    }))
+    .expect("claim");
+    claims.indexer().add(Arc::new(claim)).expect("claim");
+    // The informer is filled by hand, so no claim event: a pod change wakes the kubelet.
+    h.fake.update_pod("default", "web", |p| {
+        p.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("poke".into(), "1".into());
+    });
+    eventually("running once reserved", || {
+        h.pod("web").and_then(|p| phase(&p)).as_deref() == Some("Running")
+    })
+    .await;
 }
