@@ -226,11 +226,10 @@ impl FeatureGates {
             let Some(val) = val else {
                 return Err(FeatureGateError::MissingValue(key.to_owned()));
             };
-            let enabled =
-                super::options::parse_go_bool(val).map_err(|_| FeatureGateError::InvalidValue {
-                    name: key.to_owned(),
-                    value: val.to_owned(),
-                })?;
+            let enabled = parse_go_bool(val).map_err(|_| FeatureGateError::InvalidValue {
+                name: key.to_owned(),
+                value: val.to_owned(),
+            })?;
             let spec = spec(key).ok_or_else(|| FeatureGateError::Unrecognized(key.to_owned()))?;
             if spec.lock_to_default && spec.default != enabled {
                 return Err(FeatureGateError::Locked {
@@ -328,6 +327,15 @@ pub fn parse_feature_gates_arg(value: &str) -> Result<String, String> {
         .set(value)
         .map(|()| value.to_owned())
         .map_err(|err| err.to_string())
+}
+
+/// Parses a boolean as Go's `strconv.ParseBool` (what pflag accepts for `--flag=value`).
+pub fn parse_go_bool(value: &str) -> std::result::Result<bool, String> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        other => Err(format!("invalid boolean {other:?}")),
+    }
 }
 
 #[cfg(test)]

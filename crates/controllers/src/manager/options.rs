@@ -1459,14 +1459,9 @@ pub fn controllers_help() -> String {
     )
 }
 
-/// Parses a boolean as Go's `strconv.ParseBool` (what pflag accepts for `--flag=value`).
-pub fn parse_go_bool(value: &str) -> std::result::Result<bool, String> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        other => Err(format!("invalid boolean {other:?}")),
-    }
-}
+/// Parses a boolean as Go's `strconv.ParseBool` (what pflag accepts for `--flag=value`);
+/// defined beside the gates, which parse their values the same way.
+pub use super::feature_gates::parse_go_bool;
 
 impl ManagerOptions {
     /// The gates `--feature-gates` sets (every occurrence, in order), as checked by

@@ -12,7 +12,8 @@ use serde_json::json;
 
 use kcm_machinery::controller::api_status::{self, ApiStatus};
 
-use super::controller::FIELD_MANAGER;
+/// The field manager of the pod status apply (upstream's `fieldManager`).
+pub const FIELD_MANAGER: &str = "ResourceClaimController";
 
 /// The requests the ResourceClaim controller makes.
 #[async_trait]

@@ -49,9 +49,6 @@ pub const QUEUE_NAME: &str = "resource_claim";
 /// The source component of its events.
 pub const EVENT_COMPONENT: &str = "resource_claim";
 
-/// The field manager of the pod status apply (upstream's `fieldManager`).
-pub const FIELD_MANAGER: &str = "ResourceClaimController";
-
 /// `--concurrent-resourceclaim-syncs`' default (upstream's
 /// `RecommendedDefaultResourceClaimControllerConfiguration`).
 pub const DEFAULT_CONCURRENT_RESOURCE_CLAIM_SYNCS: u32 = 50;

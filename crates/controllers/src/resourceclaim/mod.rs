@@ -27,10 +27,12 @@ pub mod client;
 mod controller;
 pub mod metrics;
 
-pub use client::{ApiResourceClaimClient, FakeResourceClaimClient, ResourceClaimClient};
+pub use client::{
+    ApiResourceClaimClient, FIELD_MANAGER, FakeResourceClaimClient, ResourceClaimClient,
+};
 pub use controller::{
     CONTROLLER_ALIAS, CONTROLLER_NAME, DEFAULT_CONCURRENT_RESOURCE_CLAIM_SYNCS, EVENT_COMPONENT,
-    FAILED_RESOURCE_CLAIM_CREATION, FIELD_MANAGER, Features, QUEUE_NAME, ResourceClaimController,
+    FAILED_RESOURCE_CLAIM_CREATION, Features, QUEUE_NAME, ResourceClaimController,
     ResourceClaimControllerOptions, ResourceClaimEventHandlers,
 };
 pub use metrics::{ResourceClaimMetrics, ResourceClaimsCollector};
