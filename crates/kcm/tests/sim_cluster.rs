@@ -467,7 +467,7 @@ async fn pods_with_resource_claims_get_simulated_devices_allocated_before_they_r
     let claim = claims.get("gpu").await.expect("claim");
     assert_eq!(
         claim.metadata.finalizers,
-        Some(vec![kcm_sim::dra::FINALIZER.to_owned()])
+        Some(vec![kcm_sim::dra::DELETE_PROTECTION_FINALIZER.to_owned()])
     );
     let status = claim.status.expect("status");
     let results = status

@@ -21,6 +21,7 @@ pub mod client;
 pub mod controller;
 pub mod cron;
 pub mod discovery;
+pub mod dra;
 pub mod dynamic;
 pub mod events;
 pub mod informer;

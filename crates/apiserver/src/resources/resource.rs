@@ -2,7 +2,8 @@
 //!
 //! Stored with upstream's generations, printers and field selectors; not validated beyond
 //! object metadata (upstream's DRA validation, device selectors' CEL included, is not
-//! done), and no scheduler plugin or driver acts on them in kcm.
+//! done). The resourceclaim controller, the simulated scheduler's DynamicResources plugin and
+//! the simulated driver `gpu.sim.kcm.io` (kcm-sim) act on them.
 
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,

@@ -144,11 +144,7 @@ fn spawn(exe: &Path, args: &[String], dir: &Path) -> anyhow::Result<Child> {
 
 /// A client from `kubeconfig` once the API it names lists namespaces.
 async fn answers(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).context("reading the kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .context("loading the kubeconfig")?;
-    let client = kube::Client::try_from(config).context("building the client")?;
+    let client = super::client_from(kubeconfig).await?;
     Api::<Namespace>::all(client.clone())
         .list_metadata(&ListParams::default().limit(1))
         .await

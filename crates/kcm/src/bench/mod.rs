@@ -331,18 +331,11 @@ fn bench_prefix() -> String {
 
 /// The `kcm up` flags of a child cluster: the embedded cluster's, and its store's.
 fn child_up_args(args: &BenchArgs) -> Vec<String> {
-    let mut out = vec![
-        format!("--nodes={}", args.nodes),
-        format!("--cluster-cidr={}", args.cluster_cidr),
-        format!("--node-cidr-mask-size={}", args.node_cidr_mask_size),
-        format!("--pod-ready-delay={}ms", args.pod_ready_delay.as_millis()),
-        format!("--kube-api-qps={}", args.qps),
-        format!("--kube-api-burst={}", args.burst),
-        format!(
-            "--etcd-compaction-interval={}s",
-            args.etcd.etcd_compaction_interval.as_secs()
-        ),
-    ];
+    let mut out = cluster_flags(args);
+    out.push(format!(
+        "--etcd-compaction-interval={}s",
+        args.etcd.etcd_compaction_interval.as_secs()
+    ));
     if let Some(options) = etcd_options(args) {
         out.push(format!(
             "--etcd-servers={}",
@@ -405,17 +398,21 @@ fn up_args(args: &BenchArgs) -> anyhow::Result<UpArgs> {
         #[command(flatten)]
         up: UpArgs,
     }
-    let flags = Flags::try_parse_from([
-        "kcm-bench".to_owned(),
+    let argv = std::iter::once("kcm-bench".to_owned()).chain(cluster_flags(args));
+    let flags = Flags::try_parse_from(argv).context("the embedded cluster's flags")?;
+    Ok(flags.up)
+}
+
+/// The `kcm up` flags that shape the embedded cluster, as the bench's flags set them.
+fn cluster_flags(args: &BenchArgs) -> Vec<String> {
+    vec![
         format!("--nodes={}", args.nodes),
         format!("--cluster-cidr={}", args.cluster_cidr),
         format!("--node-cidr-mask-size={}", args.node_cidr_mask_size),
         format!("--pod-ready-delay={}ms", args.pod_ready_delay.as_millis()),
         format!("--kube-api-qps={}", args.qps),
         format!("--kube-api-burst={}", args.burst),
-    ])
-    .context("the embedded cluster's flags")?;
-    Ok(flags.up)
+    ]
 }
 
 /// Waits until `nodes` Nodes are Ready and have a pod CIDR (pods bound earlier would wait).
@@ -465,18 +462,23 @@ fn node_ready(node: &Node) -> bool {
     has_cidr && ready
 }
 
+/// A client for the cluster `kubeconfig` names.
+async fn client_from(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .with_context(|| format!("loading kubeconfig {}", kubeconfig.display()))?;
+    kube::Client::try_from(config).context("building the client")
+}
+
 /// Any cluster, through `kubeconfig`: a fresh namespace, deleted afterwards.
 async fn run_against(
     args: &BenchArgs,
     kubeconfig: &Path,
     cancel: &CancellationToken,
 ) -> anyhow::Result<Outcome> {
-    let kubeconfig_file = kube::config::Kubeconfig::read_from(kubeconfig)
-        .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig_file, &Default::default())
-        .await
-        .with_context(|| format!("loading kubeconfig {}", kubeconfig.display()))?;
-    let client = kube::Client::try_from(config).context("building the client")?;
+    let client = client_from(kubeconfig).await?;
     let namespace = format!(
         "kcm-bench-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]

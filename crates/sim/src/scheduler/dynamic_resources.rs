@@ -46,9 +46,9 @@ use kcm_machinery::scheduling::node_affinity::{NODE_NAME_FIELD, ParsedNodeSelect
 
 use crate::dra::cel;
 use crate::dra::client::DraClient;
-use crate::dra::{
-    FINALIZER, can_be_reserved, is_allocated, is_for_pod, is_reserved_for_pod, pod_claim_name,
-    pod_resource_claims,
+use kcm_machinery::dra::{
+    DELETE_PROTECTION_FINALIZER, can_be_reserved, claim_name, is_allocated, is_for_pod,
+    is_reserved_for_pod, pod_claims,
 };
 
 /// A node whose devices cannot satisfy the pod's claims (upstream's Filter status).
@@ -64,7 +64,7 @@ pub const ALLOCATION_MODE_ALL: &str = "All";
 
 /// Whether the pod names any ResourceClaim, so the plugin has work to do.
 pub fn uses_resource_claims(pod: &Pod) -> bool {
-    !pod_resource_claims(pod).is_empty()
+    !pod_claims(pod).is_empty()
 }
 
 /// A device: driver, pool, name.
@@ -425,11 +425,11 @@ impl DynamicResources {
     pub fn pre_filter(&self, pod: &Pod) -> PreFilter {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let mut claims = Vec::new();
-        for entry in pod_resource_claims(pod) {
-            let (name, must_check_owner) = match pod_claim_name(pod, entry) {
-                Ok(Some(found)) => found,
-                Ok(None) => continue,
-                Err(message) => return PreFilter::Unresolvable(message),
+        for entry in pod_claims(pod) {
+            let (name, must_check_owner) = match claim_name(pod, entry) {
+                Ok((Some(name), owned)) => (name, owned),
+                Ok((None, _)) => continue,
+                Err(e) => return PreFilter::Unresolvable(e.to_string()),
             };
             let key = format!("{namespace}/{name}");
             let Some(claim) = self.claim(&key) else {
@@ -438,8 +438,8 @@ impl DynamicResources {
             if claim.metadata.deletion_timestamp.is_some() {
                 return PreFilter::Unresolvable(format!("resourceclaim {name:?} is being deleted"));
             }
-            if must_check_owner && let Err(message) = is_for_pod(pod, &claim) {
-                return PreFilter::Unresolvable(message);
+            if must_check_owner && let Err(e) = is_for_pod(pod, &claim) {
+                return PreFilter::Unresolvable(e.to_string());
             }
             claims.push(claim);
         }
@@ -581,8 +581,8 @@ impl DynamicResources {
                     ));
                 }
                 let finalizers = next.metadata.finalizers.get_or_insert_default();
-                if !finalizers.iter().any(|f| f == FINALIZER) {
-                    finalizers.push(FINALIZER.to_owned());
+                if !finalizers.iter().any(|f| f == DELETE_PROTECTION_FINALIZER) {
+                    finalizers.push(DELETE_PROTECTION_FINALIZER.to_owned());
                     next = self.client.update_claim(&next).await.map_err(fail)?;
                 }
                 next.status

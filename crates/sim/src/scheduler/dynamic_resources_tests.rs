@@ -435,7 +435,7 @@ async fn pre_bind_writes_the_finalizer_then_allocation_and_reservation() {
     let written = f.client.claim("ns/c").expect("claim");
     assert_eq!(
         written.metadata.finalizers,
-        Some(vec![FINALIZER.to_owned()])
+        Some(vec![DELETE_PROTECTION_FINALIZER.to_owned()])
     );
     let status = written.status.clone().unwrap_or_default();
     assert_eq!(status.allocation, fit.claims[0].1);
@@ -471,7 +471,7 @@ async fn pre_bind_writes_the_finalizer_then_allocation_and_reservation() {
 async fn pre_bind_adds_a_consumer_to_a_shared_claim() {
     let f = fixture().with_slices(&["n1"], 1);
     let mut shared = allocated(claim("shared", 1), "n1", &["gpu-0"]);
-    shared.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+    shared.metadata.finalizers = Some(vec![DELETE_PROTECTION_FINALIZER.to_owned()]);
     f.add_claim(shared);
     let pod = pod_using("second", &["shared"]);
     let state = f.claims_of(&pod);

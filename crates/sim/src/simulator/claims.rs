@@ -15,9 +15,7 @@ use kcm_machinery::informer::{DeletedObject, ResourceEventHandler, SharedIndexIn
 
 use super::{Shared, Simulator};
 use crate::NO_RESYNC;
-use crate::dra::{
-    is_allocated, is_for_pod, is_reserved_for_pod, pod_claim_name, pod_resource_claims,
-};
+use kcm_machinery::dra::{claim_name, is_allocated, is_for_pod, is_reserved_for_pod, pod_claims};
 
 /// The kubelet's event reason when a pod's claims cannot be prepared.
 pub const FAILED_PREPARE_DYNAMIC_RESOURCES: &str = "FailedPrepareDynamicResources";
@@ -67,19 +65,19 @@ pub(super) fn claims_not_prepared(
 ) -> Option<String> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-    for entry in pod_resource_claims(pod) {
-        let (name, must_check_owner) = match pod_claim_name(pod, entry) {
-            Ok(Some(found)) => found,
-            Ok(None) => continue,
-            Err(message) => return Some(message),
+    for entry in pod_claims(pod) {
+        let (name, must_check_owner) = match claim_name(pod, entry) {
+            Ok((Some(name), owned)) => (name, owned),
+            Ok((None, _)) => continue,
+            Err(e) => return Some(e.to_string()),
         };
         let Some(claim) = claims.get(namespace, &name) else {
             return Some(format!(
                 "failed to fetch ResourceClaim {name} referenced by pod {pod_name}: resourceclaims.resource.k8s.io {name:?} not found"
             ));
         };
-        if must_check_owner && let Err(message) = is_for_pod(pod, &claim) {
-            return Some(message);
+        if must_check_owner && let Err(e) = is_for_pod(pod, &claim) {
+            return Some(e.to_string());
         }
         if !is_reserved_for_pod(pod, &claim) || !is_allocated(&claim) {
             return Some(format!(
