@@ -557,7 +557,7 @@ async fn embedders_get_the_informers_the_controllers_use() {
 #[tokio::test(start_paused = true)]
 async fn feature_gates_decide_which_gated_controllers_start() {
     use crate::manager::builtin::not_built_controller;
-    use crate::manager::feature_gates::{GENERIC_WORKLOAD, SELINUX_CHANGE_POLICY};
+    use crate::manager::feature_gates::{API_SERVER_IDENTITY, GENERIC_WORKLOAD};
     use crate::manager::names::NOT_BUILT_CONTROLLERS;
 
     let registry = |journal: &Journal| {
@@ -573,7 +573,7 @@ async fn feature_gates_decide_which_gated_controllers_start() {
             .and_then(|r| {
                 r.with(
                     recording("beta-controller", journal)
-                        .with_required_feature_gates(&[SELINUX_CHANGE_POLICY]),
+                        .with_required_feature_gates(&[API_SERVER_IDENTITY]),
                 )
             })
             .and_then(|r| r.with(not_built_controller(podgroup)))
@@ -589,7 +589,7 @@ async fn feature_gates_decide_which_gated_controllers_start() {
         options(&[
             "--leader-elect=false",
             "--feature-gates=GenericWorkload=true",
-            "--feature-gates=SELinuxChangePolicy=false",
+            "--feature-gates=APIServerIdentity=false",
         ]),
         registry(&journal),
     )

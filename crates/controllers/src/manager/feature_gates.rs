@@ -1,5 +1,5 @@
-//! `--feature-gates`: the Kubernetes feature gates kube-controller-manager v1.36 consults, with
-//! their v1.36 defaults and stages, parsed as component-base's `featuregate` package.
+//! `--feature-gates`: every feature gate kube-controller-manager v1.36 accepts, with its v1.36
+//! default, stage and lock, parsed as component-base's `featuregate` package.
 //!
 //! The flag takes `Name=bool` pairs separated by commas, optionally prefixed with the component
 //! (`kube:Name=true`, as kube-controller-manager's component-global registry); it may be given
@@ -90,61 +90,304 @@ pub const STORAGE_VERSION_MIGRATOR: &str = "StorageVersionMigrator";
 
 use PreRelease::{Alpha, Beta, Deprecated, Ga};
 
-/// The gates kcm knows, sorted by name: those of `pkg/features/kube_features.go` (and the
-/// generic API server, component-base and controller-manager gates it registers) that
-/// kube-controller-manager's controllers or its machinery consult, at their v1.36 spec.
+/// Every gate kube-controller-manager v1.36 registers, sorted by name (byte order, as upstream's
+/// `KnownFeatures` sorts its help lines): `pkg/features/kube_features.go`'s
+/// `defaultVersionedKubernetesFeatureGates` together with the generic API server's, the
+/// apiextensions server's, component-base's (logging, metrics, zpages), client-go's and
+/// controller-manager's gates that it references, each at the spec in effect at 1.36 (the last
+/// entry of its versioned ladder whose version is at most 1.36). Gates removed before 1.36 are
+/// not here, so setting one fails as upstream does ("unrecognized feature gate").
 pub const KNOWN_FEATURES: &[FeatureSpec] = &[
+    gate("APIResponseCompression", true, Beta),
     gate(API_SERVER_IDENTITY, true, Beta),
+    locked("APIServerTracing", true, Ga),
+    gate("APIServingWithRoutine", false, Alpha),
+    locked("AggregatedDiscoveryRemoveBetaType", true, Deprecated),
     gate(ALL_ALPHA, false, Alpha),
     gate(ALL_BETA, false, Beta),
+    gate("AllowDNSOnlyNodeCSR", false, Deprecated),
+    gate(
+        "AllowInsecureKubeletCertificateSigningRequests",
+        false,
+        Deprecated,
+    ),
+    locked(
+        "AllowOverwriteTerminationGracePeriodSeconds",
+        false,
+        Deprecated,
+    ),
+    gate("AllowParsingUserUIDFromCertAuth", true, Beta),
+    gate("AllowUnsafeMalformedObjectDeletion", false, Alpha),
+    locked("AnonymousAuthConfigurableEndpoints", true, Ga),
+    locked("AnyVolumeDataSource", true, Ga),
+    gate("AtomicFIFO", true, Beta),
+    locked("AuthorizeNodeWithSelectors", true, Ga),
+    gate("AuthorizePodWebsocketUpgradeCreatePermission", true, Beta),
+    locked("AuthorizeWithSelectors", true, Ga),
+    locked("BtreeWatchCache", true, Ga),
+    gate("CBORServingAndStorage", false, Alpha),
+    gate("CPUManagerPolicyAlphaOptions", false, Alpha),
+    gate("CPUManagerPolicyBetaOptions", true, Beta),
+    locked("CPUManagerPolicyOptions", true, Ga),
+    gate("CRDObservedGenerationTracking", true, Beta),
+    locked("CRDValidationRatcheting", true, Ga),
+    gate("CRIListStreaming", false, Alpha),
+    locked("CSIMigrationPortworx", true, Ga),
+    gate("CSIServiceAccountTokenSecrets", true, Ga),
+    gate("CSIVolumeHealth", false, Alpha),
+    gate("ChangeContainerStatusOnKubeletRestart", false, Deprecated),
+    gate("ClearingNominatedNodeNameAfterBinding", true, Beta),
+    gate("ClientsAllowCARotation", true, Beta),
+    gate("ClientsAllowCBOR", false, Alpha),
+    gate("ClientsAllowTLSCacheGC", true, Beta),
+    gate("ClientsPreferCBOR", false, Alpha),
     gate(
         "CloudControllerManagerWatchBasedRoutesReconciliation",
         false,
         Alpha,
     ),
+    gate("CloudControllerManagerWebhook", false, Alpha),
     gate(CLUSTER_TRUST_BUNDLE, false, Beta),
-    gate("ComponentFlagz", false, Alpha),
-    gate("ComponentStatusz", false, Alpha),
+    gate("ClusterTrustBundleProjection", false, Beta),
+    gate("ComponentFlagz", true, Beta),
+    gate("ComponentStatusz", true, Beta),
+    gate("ConcurrentWatchObjectDecode", false, Beta),
+    locked("ConsistentListFromCache", true, Ga),
+    gate("ConstrainedImpersonation", true, Beta),
+    gate("ContainerCheckpoint", true, Beta),
+    gate("ContainerRestartRules", true, Beta),
+    gate("ContainerStopSignals", false, Alpha),
     gate("ContextualLogging", true, Beta),
+    gate(
+        "ControllerManagerReleaseLeaderElectionLockOnExit",
+        false,
+        Alpha,
+    ),
     gate("CoordinatedLeaderElection", false, Beta),
-    gate("DRAAdminAccess", true, Beta),
-    gate("DRADeviceTaintRules", false, Alpha),
-    gate("DRADeviceTaints", false, Alpha),
-    gate("DRAPrioritizedList", true, Beta),
+    gate("CrossNamespaceVolumeDataSource", false, Alpha),
+    gate("CustomCPUCFSQuotaPeriod", true, Ga),
+    locked("CustomResourceFieldSelectors", true, Ga),
+    locked("DRAAdminAccess", true, Ga),
+    gate("DRAConsumableCapacity", true, Beta),
+    gate("DRADeviceBindingConditions", true, Beta),
+    gate("DRADeviceTaintRules", false, Beta),
+    gate("DRADeviceTaints", true, Beta),
+    gate("DRAExtendedResource", true, Beta),
+    gate("DRAListTypeAttributes", false, Alpha),
+    gate("DRANodeAllocatableResources", false, Alpha),
+    gate("DRAPartitionableDevices", true, Beta),
+    gate("DRAPrioritizedList", true, Ga),
+    gate("DRAResourceClaimDeviceStatus", true, Beta),
+    gate("DRAResourceClaimGranularStatusAuthorization", true, Beta),
     gate(DRA_RESOURCE_POOL_STATUS, false, Alpha),
+    gate("DRASchedulerFilterTimeout", true, Beta),
+    gate("DRAWorkloadResourceClaims", false, Alpha),
+    locked("DeclarativeValidation", true, Ga),
+    gate("DeclarativeValidationBeta", true, Beta),
+    gate("DeclarativeValidationTakeover", false, Deprecated),
     gate("DeploymentReplicaSetTerminatingReplicas", true, Beta),
+    gate("DetectCacheInconsistency", true, Beta),
     locked("DisableAllocatorDualWrite", true, Ga),
+    gate("DisableCPUQuotaWithExclusiveCPUs", true, Deprecated),
+    gate("DisableNodeKubeProxyVersion", true, Deprecated),
     locked("DynamicResourceAllocation", true, Ga),
+    gate("EnvFiles", true, Beta),
+    gate("EventedPLEG", false, Alpha),
+    locked("ExecProbeTimeout", true, Ga),
+    gate("ExtendWebSocketsToKubelet", true, Beta),
+    gate("ExternalServiceAccountTokenSigner", true, Ga),
+    gate("GangScheduling", false, Alpha),
     gate(GENERIC_WORKLOAD, false, Alpha),
+    gate("GitRepoVolumeDriver", false, Deprecated),
+    gate("GracefulNodeShutdown", true, Beta),
+    gate("GracefulNodeShutdownBasedOnPodPriority", true, Beta),
     gate("HPAConfigurableTolerance", true, Beta),
     gate("HPAScaleToZero", false, Alpha),
+    locked("HonorPVReclaimPolicy", true, Ga),
+    gate("HostnameOverride", true, Beta),
+    locked("ImageMaximumGCAge", true, Ga),
+    gate("ImageVolume", true, Ga),
+    gate("ImageVolumeWithDigest", false, Alpha),
+    locked("InOrderInformers", true, Ga),
+    gate("InOrderInformersBatchProcess", true, Beta),
+    gate("InPlacePodLevelResourcesVerticalScaling", true, Beta),
+    locked("InPlacePodVerticalScaling", true, Ga),
+    gate(
+        "InPlacePodVerticalScalingAllocatedStatus",
+        false,
+        Deprecated,
+    ),
+    gate("InPlacePodVerticalScalingExclusiveCPUs", false, Alpha),
+    gate("InPlacePodVerticalScalingExclusiveMemory", false, Alpha),
+    gate("InPlacePodVerticalScalingInitContainers", true, Beta),
+    gate("InformerResourceVersion", true, Ga),
+    locked("JobBackoffLimitPerIndex", true, Ga),
     locked("JobManagedBy", true, Ga),
     locked("JobPodReplacementPolicy", true, Ga),
+    locked("JobSuccessPolicy", true, Ga),
+    gate("KMSv1", false, Deprecated),
+    locked("KubeletCgroupDriverFromCRI", true, Ga),
+    gate("KubeletCrashLoopBackOffMax", true, Beta),
+    gate("KubeletEnsureSecretPulledImages", true, Beta),
+    locked("KubeletFineGrainedAuthz", true, Ga),
+    gate("KubeletInUserNamespace", false, Alpha),
+    locked("KubeletPSI", true, Ga),
+    gate("KubeletPodResourcesDynamicResources", true, Ga),
+    gate("KubeletPodResourcesGet", true, Ga),
+    gate("KubeletPodResourcesListUseActivePods", true, Deprecated),
+    gate("KubeletRegistrationGetOnExistsOnly", false, Deprecated),
+    gate("KubeletSeparateDiskGC", true, Beta),
+    gate(
+        "KubeletServiceAccountTokenForCredentialProviders",
+        true,
+        Beta,
+    ),
+    locked("KubeletTracing", true, Ga),
+    gate("ListFromCacheSnapshot", true, Beta),
+    gate(
+        "LocalStorageCapacityIsolationFSQuotaMonitoring",
+        false,
+        Beta,
+    ),
     locked("LogarithmicScaleDown", true, Ga),
     gate("LoggingAlphaOptions", false, Alpha),
     gate("LoggingBetaOptions", true, Beta),
-    gate("MaxUnavailableStatefulSet", true, Beta),
+    gate("ManifestBasedAdmissionControlConfig", false, Alpha),
+    locked("MatchLabelKeysInPodAffinity", true, Ga),
+    gate("MatchLabelKeysInPodTopologySpread", true, Beta),
+    gate("MatchLabelKeysInPodTopologySpreadSelectorMerge", true, Beta),
+    gate("MaxUnavailableStatefulSet", false, Beta),
+    gate("MemoryQoS", false, Alpha),
     locked("MultiCIDRServiceAllocator", true, Ga),
-    gate("MutablePodResourcesForSuspendedJobs", false, Alpha),
-    gate("MutableSchedulingDirectivesForSuspendedJobs", false, Alpha),
+    gate("MutableCSINodeAllocatableCount", true, Ga),
+    gate("MutablePVNodeAffinity", false, Alpha),
+    gate("MutablePodResourcesForSuspendedJobs", true, Beta),
+    gate("MutableSchedulingDirectivesForSuspendedJobs", true, Beta),
+    gate("MutatingAdmissionPolicy", true, Ga),
+    locked("NFTablesProxyMode", true, Ga),
+    gate("NativeHistograms", false, Alpha),
+    gate("NodeDeclaredFeatures", true, Beta),
+    locked("NodeInclusionPolicyInPodTopologySpread", true, Ga),
+    gate("NodeLogQuery", true, Ga),
+    locked("NodeSwap", true, Ga),
+    gate("NominatedNodeNameForExpectation", true, Beta),
+    gate("OpenAPIEnums", true, Beta),
+    gate("OpportunisticBatching", true, Beta),
     locked("OrderedNamespaceDeletion", true, Ga),
+    gate("PLEGOnDemandRelist", true, Beta),
+    gate("PersistentVolumeClaimUnusedSinceTime", false, Alpha),
+    gate("PodAndContainerStatsFromCRI", false, Alpha),
     gate(POD_CERTIFICATE_REQUEST, false, Beta),
     gate("PodDeletionCost", true, Beta),
+    gate("PodLevelResourceManagers", false, Alpha),
+    gate("PodLevelResources", true, Beta),
+    locked("PodLifecycleSleepAction", true, Ga),
+    locked("PodLifecycleSleepActionAllowZero", true, Ga),
+    gate("PodLogsQuerySplitStreams", false, Alpha),
+    locked("PodObservedGenerationTracking", true, Ga),
+    gate("PodReadyToStartContainersCondition", true, Beta),
+    locked("PodSchedulingReadiness", true, Ga),
+    gate("PodTopologyLabelsAdmission", true, Beta),
+    gate("PodsAPI", false, Alpha),
+    gate("PortForwardWebsockets", true, Beta),
+    locked("PreferSameTrafficDistribution", true, Ga),
+    gate("PreventStaticPodAPIReferences", true, Beta),
+    gate("ProcMountType", true, Ga),
+    gate("QOSReserved", false, Alpha),
     locked("RecoverVolumeExpansionFailure", true, Ga),
-    gate(SELINUX_CHANGE_POLICY, true, Beta),
+    locked("RecursiveReadOnlyMounts", true, Ga),
+    gate("ReduceDefaultCrashLoopBackOffDecay", false, Alpha),
+    locked("RelaxedDNSSearchValidation", true, Ga),
+    locked("RelaxedEnvironmentVariableValidation", true, Ga),
+    gate("RelaxedServiceNameValidation", true, Beta),
+    gate("ReloadKubeletClientCAFile", true, Beta),
+    gate("ReloadKubeletServerCertificateFile", true, Beta),
+    gate("RemoteRequestHeaderUID", true, Beta),
+    locked("ResilientWatchCacheInitialization", true, Ga),
+    gate("ResourceHealthStatus", true, Beta),
+    gate("ResourceHealthStatusMessage", true, Beta),
+    gate("RestartAllContainersOnContainerExits", true, Beta),
+    locked("RetryGenerateName", true, Ga),
+    gate("RotateKubeletServerCertificate", true, Beta),
+    gate("RuntimeClassInImageCriApi", false, Alpha),
+    gate(SELINUX_CHANGE_POLICY, true, Ga),
     gate("SELinuxMount", false, Beta),
+    gate("SELinuxMountReadWriteOncePod", true, Ga),
+    gate("SchedulerAsyncAPICalls", false, Beta),
+    gate("SchedulerAsyncPreemption", true, Beta),
+    gate("SchedulerPopFromBackoffQ", true, Beta),
+    locked("SchedulerQueueingHints", true, Ga),
+    gate("SeparateCacheWatchRPC", false, Deprecated),
     locked("SeparateTaintEvictionController", true, Ga),
+    gate("ServiceAccountNodeAudienceRestriction", true, Beta),
+    locked("ServiceAccountTokenJTI", true, Ga),
+    locked("ServiceAccountTokenNodeBinding", true, Ga),
+    locked("ServiceAccountTokenNodeBindingValidation", true, Ga),
+    locked("ServiceAccountTokenPodNodeInfo", true, Ga),
+    gate("ShardedListAndWatch", false, Alpha),
+    locked("SidecarContainers", true, Ga),
+    gate("SizeBasedListCostEstimate", true, Beta),
+    gate("StaleControllerConsistencyDaemonSet", true, Beta),
+    gate("StaleControllerConsistencyJob", true, Beta),
+    gate("StaleControllerConsistencyReplicaSet", true, Beta),
+    gate("StaleControllerConsistencyStatefulSet", true, Beta),
     gate("StatefulSetSemanticRevisionComparison", true, Beta),
+    gate("StorageCapacityScoring", false, Alpha),
     gate("StorageNamespaceIndex", true, Deprecated),
     gate(STORAGE_VERSION_API, false, Alpha),
+    gate("StorageVersionHash", true, Beta),
     gate(STORAGE_VERSION_MIGRATOR, false, Beta),
+    locked("StreamingCollectionEncodingToJSON", true, Ga),
+    locked("StreamingCollectionEncodingToProtobuf", true, Ga),
+    gate("StrictIPCIDRValidation", true, Beta),
+    locked("StructuredAuthenticationConfiguration", true, Ga),
+    gate(
+        "StructuredAuthenticationConfigurationEgressSelector",
+        true,
+        Beta,
+    ),
+    gate(
+        "StructuredAuthenticationConfigurationJWKSMetrics",
+        true,
+        Beta,
+    ),
+    locked("StructuredAuthorizationConfiguration", true, Ga),
+    locked("SupplementalGroupsPolicy", true, Ga),
+    locked("SystemdWatchdog", true, Ga),
+    gate("TaintTolerationComparisonOperators", false, Alpha),
+    gate("TokenRequestServiceAccountUIDValidation", true, Beta),
     locked("TopologyAwareHints", true, Ga),
+    gate("TopologyAwareWorkloadScheduling", false, Alpha),
+    gate("TopologyManagerPolicyAlphaOptions", false, Alpha),
+    gate("TopologyManagerPolicyBetaOptions", true, Beta),
+    gate("TopologyManagerPolicyOptions", true, Ga),
+    gate("TranslateStreamCloseWebsocketRequests", true, Beta),
+    gate("UnauthenticatedHTTP2DOSMitigation", true, Beta),
+    gate("UnknownVersionInteroperabilityProxy", true, Beta),
+    gate("UnlockWhileProcessingFIFO", true, Beta),
+    gate("UserNamespacesHostNetworkSupport", false, Alpha),
+    locked("UserNamespacesSupport", true, Ga),
     locked("VolumeAttributesClass", true, Ga),
+    gate("VolumeLimitScaling", false, Alpha),
+    gate("WatchCacheInitializationPostStartHook", true, Beta),
+    locked("WatchFromStorageWithoutResourceVersion", false, Deprecated),
+    gate("WatchList", true, Beta),
+    gate("WatchListClient", true, Beta),
+    locked("WinDSR", true, Ga),
+    locked("WinOverlay", true, Ga),
+    gate("WindowsCPUAndMemoryAffinity", false, Alpha),
+    gate("WindowsGracefulNodeShutdown", true, Beta),
+    gate("WindowsHostNetwork", false, Deprecated),
+    gate("WorkloadAwarePreemption", false, Alpha),
+    gate("WorkloadWithJob", false, Alpha),
 ];
 
-/// The spec of gate `name`, if kcm knows it.
+/// The spec of gate `name`, if kcm knows it (names are case-sensitive, as upstream's).
 pub fn spec(name: &str) -> Option<&'static FeatureSpec> {
-    KNOWN_FEATURES.iter().find(|s| s.name == name)
+    KNOWN_FEATURES
+        .binary_search_by(|s| s.name.cmp(name))
+        .ok()
+        .map(|i| &KNOWN_FEATURES[i])
 }
 
 /// A `--feature-gates` value upstream refuses, with upstream's message.
@@ -305,8 +548,8 @@ pub fn feature_gates_help() -> String {
         "Comma-separated list of component:key=value pairs that describe feature gates for \
          alpha/experimental features of different components.\nIf the component is not \
          specified, defaults to \"kube\". This flag can be repeatedly invoked. For example: \
-         --feature-gates 'kube:featureA=true,featureB=false' --feature-gates \
-         'kube:featureC=true'. Options are:"
+         --feature-gates 'wardle:featureA=true,wardle:featureB=false' --feature-gates \
+         'kube:featureC=true'Options are:"
             .to_owned(),
     ];
     for spec in KNOWN_FEATURES {
@@ -375,7 +618,7 @@ mod tests {
 
     /// Ports `TestFeatureGateFlag`'s cases (component-base/featuregate/feature_gate_test.go)
     /// onto kcm's gate set: alpha `GenericWorkload`, beta-off `ClusterTrustBundle`, beta-on
-    /// `SELinuxChangePolicy`.
+    /// `APIServerIdentity`.
     #[test]
     fn flag_follows_component_base() {
         struct Case {
@@ -427,7 +670,7 @@ mod tests {
                 want: Ok([false, false, false]),
             },
             Case {
-                arg: "AllBeta=false,SELinuxChangePolicy=true",
+                arg: "AllBeta=false,APIServerIdentity=true",
                 want: Ok([false, false, true]),
             },
             Case {
@@ -459,7 +702,7 @@ mod tests {
                 [
                     g.enabled(GENERIC_WORKLOAD),
                     g.enabled(CLUSTER_TRUST_BUNDLE),
-                    g.enabled(SELINUX_CHANGE_POLICY),
+                    g.enabled(API_SERVER_IDENTITY),
                 ]
             });
             match (&got, &case.want) {
@@ -481,7 +724,7 @@ mod tests {
         assert!(!gates.enabled(GENERIC_WORKLOAD));
         assert_eq!(gates.explicit(), "GenericWorkload=false");
         assert_eq!(
-            gates.missing(&[GENERIC_WORKLOAD, SELINUX_CHANGE_POLICY]),
+            gates.missing(&[GENERIC_WORKLOAD, API_SERVER_IDENTITY]),
             [GENERIC_WORKLOAD]
         );
     }
@@ -490,9 +733,123 @@ mod tests {
     fn help_lists_alpha_and_beta_gates_only() {
         let help = feature_gates_help();
         assert!(help.contains("kube:GenericWorkload=true|false (ALPHA - default=false)"));
-        assert!(help.contains("kube:SELinuxChangePolicy=true|false (BETA - default=true)"));
+        assert!(help.contains("kube:APIServerIdentity=true|false (BETA - default=true)"));
+        assert!(help.contains("kube:DRADeviceTaints=true|false (BETA - default=true)"));
+        assert!(help.contains("kube:WatchListClient=true|false (BETA - default=true)"));
         assert!(help.contains("kube:AllAlpha=true|false (ALPHA - default=false)"));
         assert!(!help.contains("DynamicResourceAllocation"));
         assert!(!help.contains("StorageNamespaceIndex"));
+        assert!(!help.contains("SELinuxChangePolicy"), "GA at 1.36");
+        // v1.36's help lists 150 alpha and beta gates (AllAlpha and AllBeta among them), after
+        // the two lines of syntax.
+        let listed = help.lines().filter(|l| l.starts_with("kube:")).count();
+        assert_eq!(listed, 150);
+        assert_eq!(help.lines().count(), 152);
+    }
+
+    /// Gates kcm never consults are still accepted, with their v1.36 spec: kube's own, the
+    /// generic API server's, client-go's, component-base's and controller-manager's.
+    #[test]
+    fn every_v1_36_gate_parses_with_its_default() {
+        let gates = FeatureGates::new();
+        for (name, default, pre_release, lock_to_default) in [
+            ("InPlacePodVerticalScaling", true, Ga, true),
+            ("SidecarContainers", true, Ga, true),
+            ("DRAAdminAccess", true, Ga, true),
+            ("DRAPrioritizedList", true, Ga, false),
+            ("DRADeviceTaints", true, Beta, false),
+            ("DRADeviceTaintRules", false, Beta, false),
+            ("MaxUnavailableStatefulSet", false, Beta, false),
+            ("PodsAPI", false, Alpha, false),
+            // generic API server
+            ("APIResponseCompression", true, Beta, false),
+            ("WatchList", true, Beta, false),
+            ("KMSv1", false, Deprecated, false),
+            (
+                "WatchFromStorageWithoutResourceVersion",
+                false,
+                Deprecated,
+                true,
+            ),
+            // client-go
+            ("WatchListClient", true, Beta, false),
+            ("ClientsAllowCBOR", false, Alpha, false),
+            ("InOrderInformers", true, Ga, true),
+            // component-base: logging, metrics, zpages
+            ("ContextualLogging", true, Beta, false),
+            ("LoggingAlphaOptions", false, Alpha, false),
+            ("NativeHistograms", false, Alpha, false),
+            ("ComponentFlagz", true, Beta, false),
+            // controller-manager
+            (
+                "ControllerManagerReleaseLeaderElectionLockOnExit",
+                false,
+                Alpha,
+                false,
+            ),
+            ("CloudControllerManagerWebhook", false, Alpha, false),
+        ] {
+            let got = spec(name).unwrap_or_else(|| panic!("{name} is known"));
+            assert_eq!(
+                (got.default, got.pre_release, got.lock_to_default),
+                (default, pre_release, lock_to_default),
+                "{name}"
+            );
+            assert_eq!(gates.enabled(name), default, "{name}");
+        }
+
+        let gates = FeatureGates::parse_all(&[
+            "WatchListClient=false,NativeHistograms=true",
+            "kube:ContextualLogging=false,InPlacePodVerticalScaling=true",
+        ])
+        .expect("valid");
+        assert!(!gates.enabled("WatchListClient"));
+        assert!(gates.enabled("NativeHistograms"));
+        assert!(!gates.enabled("ContextualLogging"));
+        assert!(gates.enabled("InPlacePodVerticalScaling"));
+        // AllBeta reaches gates kcm never consults, not GA ones.
+        let gates = FeatureGates::parse_all(&["AllBeta=false"]).expect("valid");
+        assert!(!gates.enabled("WatchListClient"));
+        assert!(gates.enabled("SidecarContainers"));
+    }
+
+    /// A gate locked to its default refuses the other value with upstream's message, whatever
+    /// its stage; gates removed before 1.36 are unknown.
+    #[test]
+    fn locked_and_removed_gates_are_refused() {
+        for (arg, want) in [
+            (
+                "InPlacePodVerticalScaling=false",
+                "cannot set feature gate InPlacePodVerticalScaling to false, feature is locked \
+                 to true",
+            ),
+            (
+                "kube:SidecarContainers=false",
+                "cannot set feature gate SidecarContainers to false, feature is locked to true",
+            ),
+            (
+                "WatchFromStorageWithoutResourceVersion=true",
+                "cannot set feature gate WatchFromStorageWithoutResourceVersion to true, \
+                 feature is locked to false",
+            ),
+            (
+                "ServiceTrafficDistribution=true",
+                "unrecognized feature gate: ServiceTrafficDistribution",
+            ),
+            (
+                "ComponentSLIs=true",
+                "unrecognized feature gate: ComponentSLIs",
+            ),
+            (
+                "watchlistclient=true",
+                "unrecognized feature gate: watchlistclient",
+            ),
+        ] {
+            let err = FeatureGates::parse_all(&[arg]).expect_err(arg);
+            assert_eq!(err.to_string(), want, "{arg}");
+        }
+        // A locked gate set to its own value is fine.
+        let gates = FeatureGates::parse_all(&["SidecarContainers=true"]).expect("valid");
+        assert!(gates.enabled("SidecarContainers"));
     }
 }
