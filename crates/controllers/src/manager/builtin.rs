@@ -708,9 +708,9 @@ pub fn serviceaccount_controller() -> ControllerDescriptor {
 /// `serviceaccount-token-controller` (alias `serviceaccount-token`): registered first so it
 /// starts before the others, as upstream's `startServiceAccountTokenController`, with the
 /// manager's own client; skipped without `--service-account-private-key-file`. The Secrets and
-/// ServiceAccounts informers, `--concurrent-serviceaccount-token-syncs` workers on queue
-/// `serviceaccount_tokens_secret`; `ca.crt` is `--root-ca-file`, else the CA the client
-/// configuration trusts.
+/// ServiceAccounts informers, `--concurrent-serviceaccount-token-syncs` workers on each of the
+/// queues `serviceaccount_tokens_service` and `serviceaccount_tokens_secret`; `ca.crt` is
+/// `--root-ca-file`, else the CA the client configuration trusts.
 pub fn serviceaccount_token_controller() -> ControllerDescriptor {
     ControllerDescriptor::new(
         SERVICEACCOUNT_TOKEN_CONTROLLER,

@@ -15,6 +15,7 @@
 //!   (`legacy-serviceaccount-token-cleaner-controller`), which marks auto-generated legacy
 //!   tokens unused for a clean-up period invalid and later deletes them; its API calls are
 //!   behind [`legacy_token_cleaner_client`].
+//! - [`tokens_client`]: the token controller's API calls, with a recording fake.
 //! - [`client`]: the seam for the create call, with a recording fake for unit tests.
 
 pub mod client;
@@ -22,6 +23,7 @@ mod controller;
 pub mod legacy_token_cleaner;
 pub mod legacy_token_cleaner_client;
 pub mod tokens;
+pub mod tokens_client;
 
 pub use client::{ApiServiceAccountClient, FakeServiceAccountClient, ServiceAccountClient};
 pub use controller::{
