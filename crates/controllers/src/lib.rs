@@ -4,7 +4,7 @@
 //! registry, leader election, health and metrics. Each controller lives in its own module
 //! ([`replicaset`], [`replication`], [`deployment`], [`daemon`], [`statefulset`],
 //! [`garbagecollector`], [`namespace`], [`nodelifecycle`], [`serviceaccount`],
-//! [`tainteviction`], [`job`], [`cronjob`], [`ttl`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`resourceclaim`], [`disruption`], the storage controllers under [`volume`]) with `new(...)`
+//! [`tainteviction`], [`job`], [`cronjob`], [`ttl`], [`ttlafterfinished`], [`podgc`], [`resourcequota`], [`resourceclaim`], [`devicetainteviction`], [`disruption`], the storage controllers under [`volume`]) with `new(...)`
 //! and `run(...)`. The [`job`] and [`cronjob`] modules also hold their decision layers as pure
 //! functions beside the controllers.
 
@@ -16,6 +16,7 @@ pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemon;
 pub mod deployment;
+pub mod devicetainteviction;
 pub mod disruption;
 pub mod endpoint;
 pub mod endpointslice;

@@ -226,6 +226,14 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
                 &[],
                 &["update"]
             ),
+            // The device taint eviction controller: its informers and the read before a delete.
+            rule(
+                &["resource.k8s.io"],
+                &["resourceslices", "deviceclasses"],
+                &[],
+                &["list", "watch"]
+            ),
+            rule(&[""], &["pods"], &[], &["get"]),
             rule(&[""], &["pods/status"], &[], &["patch"]),
             rule(
                 &["storage.k8s.io"],

@@ -203,6 +203,22 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         (
+            // Upstream adds it with DRADeviceTaints (beta and on since v1.36); the
+            // DeviceTaintRule rules come with DRADeviceTaintRules, off by default in v1.36.
+            "device-taint-eviction-controller",
+            vec![
+                // Deletes pods to evict them.
+                rule(&["get", "list", "watch", "delete"], &[LEGACY], &["pods"]),
+                // Sets pod conditions.
+                rule(&["update", "patch"], &[LEGACY], &["pods/status"]),
+                // The rest is read-only.
+                rule(&["get", "list", "watch"], &[RESOURCE], &["resourceclaims"]),
+                rule(&["get", "list", "watch"], &[RESOURCE], &["resourceslices"]),
+                rule(&["get", "list", "watch"], &[RESOURCE], &["deviceclasses"]),
+                events(),
+            ],
+        ),
+        (
             "expand-controller",
             vec![
                 rule(
@@ -1039,6 +1055,31 @@ mod tests {
             (
                 "resource-claim-controller",
                 one("delete", "", "pods"),
+                false,
+            ),
+            (
+                "device-taint-eviction-controller",
+                one("delete", "", "pods"),
+                true,
+            ),
+            (
+                "device-taint-eviction-controller",
+                one("patch", "", "pods/status"),
+                true,
+            ),
+            (
+                "device-taint-eviction-controller",
+                one("watch", RESOURCE, "resourceslices"),
+                true,
+            ),
+            (
+                "device-taint-eviction-controller",
+                one("list", RESOURCE, "deviceclasses"),
+                true,
+            ),
+            (
+                "device-taint-eviction-controller",
+                one("update", RESOURCE, "resourceclaims"),
                 false,
             ),
             (

@@ -120,6 +120,7 @@ pub mod replication_controller;
 pub mod resource;
 pub mod resource_claim;
 pub mod resource_quota;
+pub mod resource_slice;
 pub mod scheduling;
 pub mod service;
 pub mod simple;

@@ -1,9 +1,10 @@
 //! resource.k8s.io/v1 deviceclasses, resourceclaims (+status), resourceclaimtemplates, resourceslices: Dynamic Resource Allocation's API, served by default since v1.34.
 //!
-//! Stored with upstream's generations, printers and field selectors; not validated beyond
-//! object metadata (upstream's DRA validation, device selectors' CEL included, is not
-//! done). The resourceclaim controller, the simulated scheduler's DynamicResources plugin and
-//! the simulated driver `gpu.sim.kcm.io` (kcm-sim) act on them.
+//! Stored with upstream's generations, printers and field selectors, device taints defaulted
+//! with a `timeAdded`; not validated beyond object metadata (upstream's DRA validation, device
+//! selectors' CEL included, is not done). The resourceclaim and device taint eviction
+//! controllers, the simulated scheduler's DynamicResources plugin and the simulated driver
+//! `gpu.sim.kcm.io` (kcm-sim) act on them.
 
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
@@ -13,6 +14,7 @@ use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
 use crate::registry::subresource::Subresource;
 use crate::resources::resource_claim::ResourceClaimStrategy;
+use crate::resources::resource_slice::ResourceSliceStrategy;
 use crate::strategic_merge::kinds;
 use crate::table::printers;
 
@@ -38,6 +40,7 @@ pub static RESOURCE_CLAIM_TEMPLATES: ResourceDef = ResourceDef::of::<ResourceCla
 /// `GetAttrs`: kubelets list their node's slices).
 pub static RESOURCE_SLICES: ResourceDef = ResourceDef::of::<ResourceSlice>()
     .generation(Generation::Spec)
+    .strategy(&ResourceSliceStrategy)
     .fields(&[
         SelectableField::string("spec.nodeName", "/spec/nodeName"),
         SelectableField::string("spec.driver", "/spec/driver"),

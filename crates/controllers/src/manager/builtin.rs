@@ -29,6 +29,7 @@ use super::names::{
     TTL_CONTROLLER, VALIDATINGADMISSIONPOLICY_STATUS_CONTROLLER,
     VOLUMEATTRIBUTESCLASS_PROTECTION_CONTROLLER,
 };
+use super::names::{DEVICE_TAINT_EVICTION, DEVICE_TAINT_EVICTION_CONTROLLER};
 use super::names::{
     LEGACY_SERVICEACCOUNT_TOKEN_CLEANER, LEGACY_SERVICEACCOUNT_TOKEN_CLEANER_CONTROLLER,
 };
@@ -50,6 +51,7 @@ use crate::clusterroleaggregation::{
 use crate::cronjob::{CronJobController, CronJobControllerOptions, CronJobMetrics};
 use crate::daemon::{DaemonSetsController, DaemonSetsControllerOptions};
 use crate::deployment::{DeploymentController, DeploymentControllerOptions};
+use crate::devicetainteviction::{DeviceTaintEvictionController, DeviceTaintEvictionOptions};
 use crate::disruption::{DisruptionController, DisruptionControllerOptions};
 use crate::endpoint::{EndpointController, EndpointControllerOptions};
 use crate::endpointslice::{
@@ -143,6 +145,7 @@ impl ControllerRegistry {
             volumeattributesclass_protection_controller(),
             ephemeral_volume_controller(),
             resource_claim_controller(),
+            device_taint_eviction_controller(),
             service_lb_controller(),
             service_cidr_controller(),
             legacy_serviceaccount_token_cleaner_controller(),
@@ -1099,6 +1102,49 @@ pub fn resource_claim_controller() -> ControllerDescriptor {
         },
     )
     .with_aliases(RESOURCE_CLAIM.aliases)
+}
+
+/// `device-taint-eviction-controller`, gated by `DynamicResourceAllocation` and
+/// `DRADeviceTaints` as upstream's descriptor: the Pods, ResourceClaims, ResourceSlices and
+/// DeviceClasses informers (DeviceTaintRules too with `DRADeviceTaintRules`),
+/// `--concurrent-device-taint-eviction-syncs` workers on queue
+/// `device-taint-eviction-controller`, events from `device-taint-eviction-controller`;
+/// registers `device_taint_eviction_controller_pod_deletions_total` and
+/// `device_taint_eviction_controller_pod_deletion_duration_seconds`.
+pub fn device_taint_eviction_controller() -> ControllerDescriptor {
+    ControllerDescriptor::new(
+        DEVICE_TAINT_EVICTION_CONTROLLER,
+        |ctx: ControllerContext| async move {
+            let rules_enabled = ctx
+                .options
+                .feature_gates()
+                .enabled(super::feature_gates::DRA_DEVICE_TAINT_RULES);
+            let controller = DeviceTaintEvictionController::new(
+                &ctx.factory,
+                ctx.client.clone(),
+                ctx.recorder(crate::devicetainteviction::CONTROLLER_NAME),
+                DeviceTaintEvictionOptions {
+                    queue_metrics: Some(ctx.workqueue_metrics()),
+                    rules_enabled,
+                },
+            );
+            let metrics = controller.metrics().clone();
+            ctx.metrics
+                .with_registry(|registry| metrics.register(registry));
+            let workers = ctx
+                .options
+                .device_taint_eviction
+                .concurrent_device_taint_eviction_syncs as usize;
+            Ok(Some(StartedController::new(
+                controller.run(workers, ctx.cancel.clone()),
+            )))
+        },
+    )
+    .with_aliases(DEVICE_TAINT_EVICTION.aliases)
+    .with_required_feature_gates(&[
+        super::feature_gates::DYNAMIC_RESOURCE_ALLOCATION,
+        super::feature_gates::DRA_DEVICE_TAINTS,
+    ])
 }
 
 /// `service-lb-controller` (alias `service`): the Services and Nodes informers,

@@ -75,8 +75,15 @@ pub const ALL_BETA: &str = "AllBeta";
 pub const API_SERVER_IDENTITY: &str = "APIServerIdentity";
 /// `ClusterTrustBundle`: the kube-apiserver serving ClusterTrustBundle publisher.
 pub const CLUSTER_TRUST_BUNDLE: &str = "ClusterTrustBundle";
+/// `DRADeviceTaintRules`: DeviceTaintRules (the device taint eviction controller evicts for
+/// them and keeps their status).
+pub const DRA_DEVICE_TAINT_RULES: &str = "DRADeviceTaintRules";
+/// `DRADeviceTaints`: the device taint eviction controller.
+pub const DRA_DEVICE_TAINTS: &str = "DRADeviceTaints";
 /// `DRAResourcePoolStatus`: the ResourcePoolStatusRequest controller.
 pub const DRA_RESOURCE_POOL_STATUS: &str = "DRAResourcePoolStatus";
+/// `DynamicResourceAllocation`: the DRA controllers.
+pub const DYNAMIC_RESOURCE_ALLOCATION: &str = "DynamicResourceAllocation";
 /// `GenericWorkload`: Workload and PodGroup APIs (the PodGroup protection controller).
 pub const GENERIC_WORKLOAD: &str = "GenericWorkload";
 /// `PodCertificateRequest`: the PodCertificateRequest cleaner.
@@ -170,8 +177,8 @@ pub const KNOWN_FEATURES: &[FeatureSpec] = &[
     locked("DRAAdminAccess", true, Ga),
     gate("DRAConsumableCapacity", true, Beta),
     gate("DRADeviceBindingConditions", true, Beta),
-    gate("DRADeviceTaintRules", false, Beta),
-    gate("DRADeviceTaints", true, Beta),
+    gate(DRA_DEVICE_TAINT_RULES, false, Beta),
+    gate(DRA_DEVICE_TAINTS, true, Beta),
     gate("DRAExtendedResource", true, Beta),
     gate("DRAListTypeAttributes", false, Alpha),
     gate("DRANodeAllocatableResources", false, Alpha),

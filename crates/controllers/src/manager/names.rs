@@ -100,6 +100,8 @@ pub const PERSISTENTVOLUME_EXPANDER_CONTROLLER: &str = crate::volume::expand::CO
 pub const EPHEMERAL_VOLUME_CONTROLLER: &str = crate::volume::ephemeral::CONTROLLER_NAME;
 /// kube-controller-manager's name of the ResourceClaim controller.
 pub const RESOURCE_CLAIM_CONTROLLER: &str = crate::resourceclaim::CONTROLLER_NAME;
+/// kube-controller-manager's name of the device taint eviction controller.
+pub const DEVICE_TAINT_EVICTION_CONTROLLER: &str = crate::devicetainteviction::CONTROLLER_NAME;
 /// kube-controller-manager's name of the root CA certificate publisher.
 pub const ROOT_CA_CERTIFICATE_PUBLISHER_CONTROLLER: &str =
     crate::rootcacertpublisher::CONTROLLER_NAME;
@@ -373,6 +375,15 @@ pub const RESOURCE_CLAIM: ControllerNames = ControllerNames {
     service_account: "resource-claim-controller",
 };
 
+/// `device-taint-eviction-controller` (no alias: newer than the aliases): on by default, as
+/// its gates, `DynamicResourceAllocation` (GA) and `DRADeviceTaints` (beta since v1.36), are.
+pub const DEVICE_TAINT_EVICTION: ControllerNames = ControllerNames {
+    name: DEVICE_TAINT_EVICTION_CONTROLLER,
+    aliases: &[],
+    disabled_by_default: false,
+    service_account: "device-taint-eviction-controller",
+};
+
 /// kube-controller-manager's name of the service-lb controller.
 pub const SERVICE_LB_CONTROLLER: &str = crate::servicelb::CONTROLLER_NAME;
 
@@ -458,7 +469,7 @@ pub const LEGACY_SERVICEACCOUNT_TOKEN_CLEANER: ControllerNames = ControllerNames
 
 /// Every controller kcm implements; [`super::builtin`] registers exactly these (a unit test
 /// there checks it).
-pub const BUILTIN_CONTROLLERS: [ControllerNames; 43] = [
+pub const BUILTIN_CONTROLLERS: [ControllerNames; 44] = [
     SERVICEACCOUNT_TOKEN,
     REPLICASET,
     REPLICATIONCONTROLLER,
@@ -494,6 +505,7 @@ pub const BUILTIN_CONTROLLERS: [ControllerNames; 43] = [
     VOLUMEATTRIBUTESCLASS_PROTECTION,
     EPHEMERAL_VOLUME,
     RESOURCE_CLAIM,
+    DEVICE_TAINT_EVICTION,
     SERVICE_LB,
     SERVICE_CIDR,
     CLOUD_NODE_LIFECYCLE,
@@ -649,6 +661,7 @@ mod tests {
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",
+                "device-taint-eviction-controller",
                 "disruption-controller",
                 "endpoints-controller",
                 "endpointslice-controller",

@@ -58,6 +58,9 @@ pub struct ManagerOptions {
     /// The ResourceClaim controller.
     #[command(flatten)]
     pub resource_claim: ResourceClaimControllerFlags,
+    /// The device taint eviction controller.
+    #[command(flatten)]
+    pub device_taint_eviction: DeviceTaintEvictionControllerFlags,
     /// The PersistentVolume binder controller.
     #[command(flatten)]
     pub persistentvolume_binder: PersistentVolumeBinderControllerFlags,
@@ -1165,6 +1168,23 @@ pub struct ResourceClaimControllerFlags {
     pub concurrent_resource_claim_syncs: u32,
 }
 
+/// The device taint eviction controller's flags (upstream's
+/// `DeviceTaintEvictionControllerOptions`, v1.36).
+#[derive(Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Device taint eviction controller flags")]
+pub struct DeviceTaintEvictionControllerFlags {
+    /// Workers deleting pods and updating DeviceTaintRule status.
+    #[arg(
+        long = "concurrent-device-taint-eviction-syncs",
+        value_name = "int32",
+        default_value_t = crate::devicetainteviction::DEFAULT_CONCURRENT_SYNCS,
+        help = "The number of operations (evicting pods, updating DeviceTaintRule status) \
+                allowed to run concurrently. Greater number = more responsive, but more CPU \
+                (and network) load"
+    )]
+    pub concurrent_device_taint_eviction_syncs: u32,
+}
+
 /// The attach/detach controller's flags (upstream's `AttachDetachControllerOptions`).
 #[derive(Args, Clone, Debug, PartialEq)]
 #[command(next_help_heading = "Attachdetach controller flags")]
@@ -1694,6 +1714,11 @@ mod tests {
         assert_eq!(o.ttl_after_finished.concurrent_ttl_after_finished_syncs, 5);
         assert_eq!(o.ephemeral_volume.concurrent_ephemeral_volume_syncs, 5);
         assert_eq!(o.resource_claim.concurrent_resource_claim_syncs, 50);
+        assert_eq!(
+            o.device_taint_eviction
+                .concurrent_device_taint_eviction_syncs,
+            8
+        );
         assert_eq!(o.service.concurrent_service_syncs, 1);
         assert_eq!(
             o.validating_admission_policy_status
@@ -1858,6 +1883,15 @@ mod tests {
                 name: "resourceclaim controller",
                 args: &["--concurrent-resourceclaim-syncs=25"],
                 check: |o| o.resource_claim.concurrent_resource_claim_syncs == 25,
+            },
+            Case {
+                name: "device taint eviction controller",
+                args: &["--concurrent-device-taint-eviction-syncs=25"],
+                check: |o| {
+                    o.device_taint_eviction
+                        .concurrent_device_taint_eviction_syncs
+                        == 25
+                },
             },
             Case {
                 name: "persistentvolume binder controller",
@@ -2084,7 +2118,7 @@ mod tests {
             "[default: 0.0.0.0]",
             "All controllers: ",
             "Disabled-by-default controllers: ",
-            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, kube-apiserver-serving-clustertrustbundle-publisher-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, node-route-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, replicaset-controller, replicationcontroller-controller, resourceclaim-controller, resourcepoolstatusrequest-controller, resourcequota-controller, root-ca-certificate-publisher-controller, selinux-warning-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
+            "All controllers: bootstrap-signer-controller, certificatesigningrequest-approving-controller, certificatesigningrequest-cleaner-controller, certificatesigningrequest-signing-controller, cloud-node-lifecycle-controller, clusterrole-aggregation-controller, cronjob-controller, daemonset-controller, deployment-controller, device-taint-eviction-controller, disruption-controller, endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, ephemeral-volume-controller, garbage-collector-controller, horizontal-pod-autoscaler-controller, job-controller, kube-apiserver-serving-clustertrustbundle-publisher-controller, legacy-serviceaccount-token-cleaner-controller, namespace-controller, node-ipam-controller, node-lifecycle-controller, node-route-controller, persistentvolume-attach-detach-controller, persistentvolume-binder-controller, persistentvolume-expander-controller, persistentvolume-protection-controller, persistentvolumeclaim-protection-controller, pod-garbage-collector-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, replicaset-controller, replicationcontroller-controller, resourceclaim-controller, resourcepoolstatusrequest-controller, resourcequota-controller, root-ca-certificate-publisher-controller, selinux-warning-controller, service-cidr-controller, service-lb-controller, serviceaccount-controller, serviceaccount-token-controller, statefulset-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller, taint-eviction-controller, token-cleaner-controller, ttl-after-finished-controller, ttl-controller, validatingadmissionpolicy-status-controller, volumeattributesclass-protection-controller",
             "Disabled-by-default controllers: bootstrap-signer-controller, selinux-warning-controller, token-cleaner-controller",
             "Not built yet in kcm (accepted; skipped with a warning): kube-apiserver-serving-clustertrustbundle-publisher-controller, node-route-controller, podcertificaterequest-cleaner-controller, podgroup-protection-controller, resourcepoolstatusrequest-controller, selinux-warning-controller, storage-version-migrator-controller, storageversion-garbage-collector-controller",
             "--feature-gates <colonSeparatedMultimapStringString>",
@@ -2098,6 +2132,7 @@ mod tests {
             "--concurrent-ttl-after-finished-syncs <int32>",
             "--concurrent-ephemeralvolume-syncs <int32>",
             "--concurrent-resourceclaim-syncs <int32>",
+            "--concurrent-device-taint-eviction-syncs <int32>",
             "--concurrent-resource-quota-syncs <int32>",
             "--resource-quota-sync-period <duration>",
             "--terminated-pod-gc-threshold <int32>",

@@ -341,6 +341,7 @@ mod tests {
                 "cronjob-controller",
                 "daemonset-controller",
                 "deployment-controller",
+                "device-taint-eviction-controller",
                 "disruption-controller",
                 "endpoints-controller",
                 "endpointslice-controller",

@@ -1,0 +1,125 @@
+//! Whether a device toleration tolerates a device taint (`k8s.io/dynamic-resource-allocation/resourceclaim`'s `ToleratesTaint`).
+
+use k8s_openapi::api::resource::v1::{DeviceTaint, DeviceToleration};
+
+/// The taint effect that evicts (`resourceapi.DeviceTaintEffectNoExecute`).
+pub const EFFECT_NO_EXECUTE: &str = "NoExecute";
+/// The taint effect that only keeps new pods away (`DeviceTaintEffectNoSchedule`).
+pub const EFFECT_NO_SCHEDULE: &str = "NoSchedule";
+/// The taint effect that does nothing but inform (`DeviceTaintEffectNone`).
+pub const EFFECT_NONE: &str = "None";
+
+/// Whether `toleration` tolerates `taint`, as upstream's `resourceclaim.ToleratesTaint`: the
+/// effect matches (empty: every effect), the key matches (empty: every key), and for `Equal`
+/// (also the empty operator) the value matches; `Exists` matches every value; any other
+/// operator matches nothing. Callers still decide which effects they act on.
+pub fn tolerates_taint(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
+    if let Some(effect) = toleration.effect.as_deref().filter(|e| !e.is_empty())
+        && effect != taint.effect
+    {
+        return false;
+    }
+    if let Some(key) = toleration.key.as_deref().filter(|k| !k.is_empty())
+        && key != taint.key
+    {
+        return false;
+    }
+    match toleration.operator.as_deref().unwrap_or_default() {
+        "" | "Equal" => {
+            toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default()
+        }
+        "Exists" => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taint(key: &str, value: Option<&str>, effect: &str) -> DeviceTaint {
+        DeviceTaint {
+            key: key.to_owned(),
+            value: value.map(str::to_owned),
+            effect: effect.to_owned(),
+            time_added: None,
+        }
+    }
+
+    fn toleration(key: &str, operator: &str, value: &str, effect: &str) -> DeviceToleration {
+        let opt = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        DeviceToleration {
+            key: opt(key),
+            operator: opt(operator),
+            value: opt(value),
+            effect: opt(effect),
+            toleration_seconds: None,
+        }
+    }
+
+    #[test]
+    fn matches_as_resourceclaim_tolerates_taint() {
+        struct Case {
+            name: &'static str,
+            toleration: DeviceToleration,
+            want: bool,
+        }
+        let t = taint("example.com/taint", Some("something"), EFFECT_NO_EXECUTE);
+        let cases = [
+            Case {
+                name: "equal key, value and effect",
+                toleration: toleration(
+                    "example.com/taint",
+                    "Equal",
+                    "something",
+                    EFFECT_NO_EXECUTE,
+                ),
+                want: true,
+            },
+            Case {
+                name: "empty operator means Equal",
+                toleration: toleration("example.com/taint", "", "something", ""),
+                want: true,
+            },
+            Case {
+                name: "other value",
+                toleration: toleration("example.com/taint", "Equal", "other", EFFECT_NO_EXECUTE),
+                want: false,
+            },
+            Case {
+                name: "exists ignores the value",
+                toleration: toleration("example.com/taint", "Exists", "", EFFECT_NO_EXECUTE),
+                want: true,
+            },
+            Case {
+                name: "empty key with Exists tolerates every taint",
+                toleration: toleration("", "Exists", "", ""),
+                want: true,
+            },
+            Case {
+                name: "other effect",
+                toleration: toleration("example.com/taint", "Exists", "", EFFECT_NO_SCHEDULE),
+                want: false,
+            },
+            Case {
+                name: "other key",
+                toleration: toleration("example.com/other", "Exists", "", ""),
+                want: false,
+            },
+            Case {
+                name: "unknown operator",
+                toleration: toleration("example.com/taint", "Lt", "something", ""),
+                want: false,
+            },
+        ];
+        for case in cases {
+            assert_eq!(
+                tolerates_taint(&case.toleration, &t),
+                case.want,
+                "{}",
+                case.name
+            );
+        }
+    }
+}
