@@ -1224,3 +1224,57 @@ async fn panicking_sync_is_recovered_counted_and_retried() {
     assert!(controller.process_next_work_item().await);
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
 }
+
+/// As upstream's `deleteDaemonset`: a deleted DaemonSet (seen whole or as a tombstone) drops
+/// its expectations, so a namesake starts clean and deleted DaemonSets leave no record.
+#[tokio::test]
+async fn deleted_daemon_set_drops_its_expectations() {
+    use kcm_machinery::informer::delta::{DeletedFinalStateUnknown, DeletedObject};
+
+    let f = fixture();
+    f.add_nodes(2, &[]);
+    let ds = new_daemon_set().build();
+    f.add_ds(&ds);
+    f.sync(&ds).await.expect("sync");
+    assert_eq!(f.pods.create_call_count(), 2);
+    let e = f.controller.expectations().get_expectations(&key(&ds));
+    assert_eq!(
+        e.map(|e| e.fulfilled()),
+        Some(false),
+        "two creations expected"
+    );
+
+    let _ = f.ds_cache.delete(&ds);
+    f.controller
+        .event_handlers()
+        .delete_daemon_set(&DeletedObject::Object(Arc::new(ds.clone())));
+    assert!(
+        f.controller
+            .expectations()
+            .get_expectations(&key(&ds))
+            .is_none()
+    );
+    f.sync(&ds).await.expect("sync of a deleted DaemonSet");
+    assert!(
+        f.controller
+            .expectations()
+            .get_expectations(&key(&ds))
+            .is_none()
+    );
+    assert_eq!(f.pods.create_call_count(), 2, "nothing more created");
+
+    // The same through a tombstone (the delete was missed and found by a relist).
+    f.controller.expectations().expect_creations(&key(&ds), 1);
+    f.controller
+        .event_handlers()
+        .delete_daemon_set(&DeletedObject::Tombstone(DeletedFinalStateUnknown {
+            key: key(&ds),
+            obj: Arc::new(ds.clone()),
+        }));
+    assert!(
+        f.controller
+            .expectations()
+            .get_expectations(&key(&ds))
+            .is_none()
+    );
+}

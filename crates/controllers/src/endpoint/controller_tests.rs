@@ -457,6 +457,37 @@ async fn deleted_service_deletes_its_endpoints() {
     );
 }
 
+/// A deleted Service leaves nothing in the controller's trackers (upstream's `syncService`
+/// deletes it from the trigger-time and stale-Endpoints trackers).
+#[tokio::test]
+async fn deleted_service_is_forgotten_by_the_trackers() {
+    let fx = fixture();
+    let service = svc("foo").port(80, 8080).build();
+    fx.add_service(service.clone());
+    fx.add_pods(1, 0);
+    fx.add_endpoints(
+        endpoints("foo")
+            .namespace(NS)
+            .resource_version("1")
+            .subset(&["6.7.8.9"], &[], &[("", 1000)])
+            .build(),
+    );
+    let key = format!("{NS}/foo");
+    fx.controller.sync(&key).await.expect("sync");
+    assert_eq!(fx.client.actions(), [EndpointsAction::Update(key.clone())]);
+    assert_eq!(fx.controller.trigger_times.tracked_services(), 1);
+    assert_eq!(
+        fx.controller.stale_endpoints.len(),
+        1,
+        "the replaced version"
+    );
+
+    fx.services.delete(&service).expect("cache");
+    fx.controller.sync(&key).await.expect("sync");
+    assert_eq!(fx.controller.trigger_times.tracked_services(), 0);
+    assert!(fx.controller.stale_endpoints.is_empty());
+}
+
 /// Over 1000 addresses, the Endpoints is cut to 1000 (ready first) and annotated
 /// `over-capacity: truncated`; back under, the annotation goes.
 #[tokio::test]

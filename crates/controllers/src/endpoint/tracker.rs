@@ -53,6 +53,16 @@ impl StaleEndpointsTracker {
         self.write()
             .remove(&(namespace.to_owned(), name.to_owned()));
     }
+
+    /// How many Endpoints have a replaced resourceVersion remembered.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// True when none has.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
 }
 
 fn key(endpoints: &Endpoints) -> (String, String) {

@@ -120,6 +120,25 @@ async fn sync_creates_then_is_quiet() {
     assert_eq!(fx.client.actions().len(), 1, "nothing to write");
 }
 
+/// A deleted Service leaves nothing in the controller's per-Service state: the slice tracker,
+/// the trigger times (upstream's `syncService` deletes it from both and from the metrics).
+#[tokio::test]
+async fn deleted_service_is_forgotten_by_the_trackers() {
+    let fx = fixture();
+    let service = svc("foo").arc();
+    fx.services.add(Arc::clone(&service)).expect("cache");
+    fx.add_pods(3);
+    let key = format!("{NS}/foo");
+    fx.controller.sync(&key).await.expect("sync");
+    assert_eq!(fx.controller.tracker.tracked_services(), 1);
+    assert_eq!(fx.controller.trigger_times.tracked_services(), 1);
+
+    fx.services.delete(&service).expect("cache");
+    fx.controller.sync(&key).await.expect("sync");
+    assert_eq!(fx.controller.tracker.tracked_services(), 0);
+    assert_eq!(fx.controller.trigger_times.tracked_services(), 0);
+}
+
 /// A sync before the cache has seen the controller's own creation is refused (stale), and
 /// counted as such (upstream's `TestSyncServiceStaleInformer`).
 #[tokio::test]

@@ -98,6 +98,11 @@ impl TriggerTimeTracker {
         self.states()
             .remove(&(namespace.to_owned(), name.to_owned()));
     }
+
+    /// How many Services the tracker holds state for.
+    pub fn tracked_services(&self) -> usize {
+        self.states().len()
+    }
 }
 
 /// When the pod change that matters to endpoints happened: its Ready condition's last

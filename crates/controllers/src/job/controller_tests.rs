@@ -1727,12 +1727,33 @@ async fn gone_external_and_finished_jobs_are_not_managed() {
     f.controller
         .expectations()
         .expect_creations("default/gone", 1);
+    f.controller
+        .finalizer_expectations()
+        .expect_finalizers_removed("default/gone", ["uid-1".to_owned()]);
+    f.controller
+        .backoff_store()
+        .update_backoff_record(BackoffRecord {
+            key: "default/gone".into(),
+            failures_after_last_success: 2,
+            last_failure_time: None,
+        });
     f.controller.sync("default/gone").await.expect("gone");
     assert!(
         f.controller
             .expectations()
             .get_expectations("default/gone")
             .is_none()
+    );
+    assert!(
+        f.controller
+            .finalizer_expectations()
+            .get_expected_uids("default/gone")
+            .is_none(),
+        "the finalizer expectations of a deleted Job are dropped"
+    );
+    assert!(
+        f.controller.backoff_store().get("default/gone").is_none(),
+        "so is its back-off record"
     );
 
     let external = new_job(Some(1), Some(1), 6, false)

@@ -524,7 +524,12 @@ impl NodeLifecycleController {
                 "RemovingNode",
                 &format!("Removing Node {name} from Controller"),
             );
-            self.state().known_nodes.remove(&name);
+            // Upstream keeps a deleted node's `nodeHealthMap` entry for good; with nodes coming
+            // and going for days that map only grows. A namesake created later is health-checked
+            // as new either way (its conditions' heartbeats differ from the saved ones).
+            let mut state = self.state();
+            state.known_nodes.remove(&name);
+            state.health.remove(&name);
         }
 
         let results: Vec<Option<(String, Option<bool>)>> =
@@ -836,6 +841,13 @@ impl NodeLifecycleController {
     /// The controller's `node_collector_*` metrics, to register in the process registry.
     pub fn metrics(&self) -> &NodeLifecycleMetrics {
         &self.metrics
+    }
+
+    /// How many nodes the controller keeps state for: `(known nodes, health records)`.
+    #[cfg(test)]
+    pub(super) fn tracked_nodes(&self) -> (usize, usize) {
+        let state = self.state();
+        (state.known_nodes.len(), state.health.len())
     }
 
     /// The state of a zone, for tests and diagnostics.

@@ -401,3 +401,32 @@ async fn panicking_node_sync_is_recovered_counted_and_retried() {
         .collect();
     assert_eq!(taints, ["node.kubernetes.io/not-ready:NoSchedule"]);
 }
+
+/// A deleted node leaves nothing behind: it drops out of the known nodes and its health record
+/// goes with it, so nodes coming and going for days do not grow the controller's state.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_node_leaves_no_state_behind() {
+    let f = Fixture::new(
+        vec![
+            node("n1", "z", "True", 0, vec![]),
+            node("n2", "z", "True", 0, vec![]),
+        ],
+        vec![],
+    );
+    f.controller.monitor_node_health().await;
+    assert_eq!(f.controller.tracked_nodes(), (2, 2));
+
+    let n1 = f.nodes.indexer().get_by_key("n1").expect("cached");
+    f.nodes.indexer().delete(&n1).expect("delete");
+    tokio::time::advance(Duration::from_secs(5)).await;
+    f.controller.monitor_node_health().await;
+    let count = |reason: &str| f.recorder.reasons().iter().filter(|r| *r == reason).count();
+    assert_eq!(count("RemovingNode"), 1);
+    assert_eq!(f.controller.tracked_nodes(), (1, 1), "only n2 is tracked");
+
+    // A namesake is a new node: registered again and health-checked from scratch.
+    seed(&f.nodes, node("n1", "z", "True", 5, vec![]));
+    f.controller.monitor_node_health().await;
+    assert_eq!(f.controller.tracked_nodes(), (2, 2));
+    assert_eq!(count("RegisteredNode"), 3);
+}

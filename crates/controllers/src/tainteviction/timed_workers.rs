@@ -182,6 +182,39 @@ mod tests {
         );
     }
 
+    /// A key stays while its work is pending or done (so it is not redone) and leaves when
+    /// cancelled (the pod went, or tolerates its node again) or when the work failed: pods
+    /// evicted for days do not grow the queue.
+    #[tokio::test(start_paused = true)]
+    async fn keys_leave_once_cancelled_or_failed() {
+        let (q, count) = counting();
+        let now = Instant::now();
+        let pod = |i: usize| WorkArgs {
+            namespace: "ns".to_owned(),
+            name: format!("p{i}"),
+        };
+        for i in 0..100 {
+            q.add_work(pod(i), now, now + Duration::from_secs(1));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(count.load(Ordering::SeqCst), 100);
+        assert_eq!(q.workers().by_key.len(), 100, "done keys are kept");
+        for i in 0..100 {
+            q.cancel_work(&pod(i).key());
+        }
+        assert!(q.workers().by_key.is_empty());
+
+        let failing = TimedWorkerQueue::new(Arc::new(|_, _| {
+            Box::pin(async { Err("eviction failed".to_owned()) })
+        }));
+        failing.add_work(args(), now, Instant::now());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            failing.workers().by_key.is_empty(),
+            "a failure forgets the key"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn cancelled_work_never_fires() {
         let (q, count) = counting();

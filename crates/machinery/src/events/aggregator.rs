@@ -46,6 +46,12 @@ impl Aggregator {
         }
     }
 
+    /// Groups remembered.
+    #[cfg(test)]
+    pub(crate) fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+
     /// Returns the event to record (the input, or a new aggregate event) and its cache key for
     /// the event logger (the full event key, or the aggregate key), as client-go's `EventAggregate`.
     pub(crate) fn aggregate(&mut self, event: &Event, clock: &dyn WallClock) -> (Event, String) {

@@ -110,6 +110,16 @@ impl EventCorrelator {
         }
     }
 
+    /// Entries of the aggregator's, the logger's and the spam filter's caches.
+    #[cfg(test)]
+    fn cache_lens(&self) -> [usize; 3] {
+        [
+            self.aggregator.cache_len(),
+            self.logger.cache_len(),
+            self.spam_filter.cache_len(),
+        ]
+    }
+
     /// Remembers the server's copy of a written Event, so repeats patch it (client-go's `UpdateState`).
     pub fn update_state(&mut self, event: &Event) {
         self.logger.update_state(event);
@@ -373,6 +383,40 @@ mod tests {
     }
 
     /// client-go's `TestEventSpamFilter`: burst 1, default and custom spam keys.
+    /// Every cache of the correlator is an LRU of `MAX_LRU_CACHE_ENTRIES` (client-go's
+    /// `maxLruCacheEntries`): events about ever new objects (pods come and go for days) do not
+    /// grow it past that.
+    #[tokio::test(start_paused = true)]
+    async fn caches_hold_at_most_max_lru_cache_entries() {
+        let clock = TokioClock::starting_at("2024-01-01T00:00:00Z".parse().expect("ts"));
+        let mut correlator = correlator(&clock);
+        let n = MAX_LRU_CACHE_ENTRIES + 500;
+        for event in unique_events(n) {
+            let result = correlator.correlate(&stamped(event, &clock));
+            assert!(!result.skip, "a new object has its own spam budget");
+            let mut written = result.event;
+            written.metadata.name = written.involved_object.name.clone();
+            written.metadata.resource_version = Some("1".into());
+            correlator.update_state(&written);
+        }
+        assert_eq!(correlator.cache_lens(), [MAX_LRU_CACHE_ENTRIES; 3]);
+
+        let small = EventCorrelator::new(CorrelatorOptions {
+            lru_cache_size: 3,
+            clock: Arc::new(clock),
+            ..CorrelatorOptions::default()
+        });
+        let mut small = small;
+        for event in unique_events(10) {
+            small.correlate(&stamped(event, &clock));
+        }
+        assert_eq!(
+            small.cache_lens(),
+            [3; 3],
+            "the size option bounds each cache"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn spam_filter_throttles_per_source_and_object() {
         fn spam_key_with_reason(e: &Event) -> String {

@@ -34,6 +34,12 @@ impl EventLogger {
         }
     }
 
+    /// Keys remembered.
+    #[cfg(test)]
+    pub(crate) fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+
     /// Records an occurrence of `event` under `key`; for a repeat, returns the event rewritten
     /// onto the existing Event and a merge patch of `count`, `lastTimestamp` and `message`
     /// (client-go's `eventObserve`).

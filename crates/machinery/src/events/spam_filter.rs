@@ -29,6 +29,12 @@ impl SpamFilter {
         }
     }
 
+    /// Buckets remembered.
+    #[cfg(test)]
+    pub(crate) fn cache_len(&self) -> usize {
+        self.buckets.len()
+    }
+
     /// Whether `event` must be dropped (its source+object has no token left).
     pub(crate) fn filter(&mut self, event: &Event) -> bool {
         let key = (self.key)(event);

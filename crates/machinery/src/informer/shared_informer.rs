@@ -766,6 +766,7 @@ mod tests {
             Some("a@11")
         );
         assert!(lister.get("ns", "b").is_none());
+        assert_eq!(inf.indexer().len(), 2, "the deleted key left the cache");
         assert_eq!(inf.last_sync_resource_version(), "13");
         assert_eq!(inf.cache_resource_version(), Some(13));
         running.stop().await;

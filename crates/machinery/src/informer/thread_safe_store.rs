@@ -244,6 +244,35 @@ mod tests {
         assert_eq!(store.len(), 1);
     }
 
+    /// A long-running informer must not keep anything of deleted objects: after every object
+    /// is deleted, the store holds no key and no index holds any value.
+    #[test]
+    fn deleting_every_object_leaves_no_key_and_no_index_value() {
+        let store = ThreadSafeStore::new(by_label());
+        for i in 0..100 {
+            let name = format!("o{i}");
+            let labels = [format!("l{}", i % 7), format!("own-{i}")];
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            store.add(name.as_str().into(), obj(&name, &labels));
+        }
+        assert_eq!(store.list_index_func_values("label").len(), 107);
+        for i in 0..100 {
+            let name = format!("o{i}");
+            assert!(store.delete(&name).is_some(), "{name} was stored");
+        }
+        assert!(store.is_empty());
+        assert!(store.list_keys().is_empty());
+        assert!(
+            store.list_index_func_values("label").is_empty(),
+            "emptied index values are dropped"
+        );
+        assert!(store.by_index("label", "l0").expect("index").is_empty());
+        assert!(
+            store.delete("o0").is_none(),
+            "a second delete finds nothing"
+        );
+    }
+
     #[test]
     fn index_returns_objects_sharing_any_value() {
         let store = ThreadSafeStore::new(by_label());

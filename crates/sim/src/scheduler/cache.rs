@@ -314,11 +314,16 @@ mod tests {
         });
         assert!(cache.update_pod("ns/p", &p), "finishing frees resources");
         assert_eq!(requested(&cache, "a"), Resources::default());
+        assert_eq!(cache.pod_count(), 0, "a finished pod is not kept");
         let q = pod("q", "uq", "1", Some("a"));
         cache.update_pod("ns/q", &q);
         assert!(!cache.remove_pod_with_uid("ns/q", "other-uid"));
+        assert_eq!(cache.pod_count(), 1);
         assert!(cache.remove_pod_with_uid("ns/q", "uq"));
         assert_eq!(requested(&cache, "a"), Resources::default());
+        assert_eq!(cache.pod_count(), 0, "a deleted pod is not kept");
+        cache.remove_node("a");
+        assert!(cache.nodes().is_empty(), "nor is a deleted node");
     }
 
     #[test]

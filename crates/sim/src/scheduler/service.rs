@@ -833,6 +833,8 @@ mod tests {
     struct Harness {
         fake: FakeCluster,
         recorder: FakeRecorder,
+        /// The running scheduler's state, to look at what it keeps per pod.
+        shared: Arc<Shared>,
         cancel: CancellationToken,
     }
 
@@ -860,6 +862,7 @@ mod tests {
             .expect("scheduler");
             spawn_informer(pods.clone(), cancel.clone());
             spawn_informer(nodes.clone(), cancel.clone());
+            let shared = Arc::clone(&scheduler.shared);
             tokio::spawn({
                 let cancel = cancel.clone();
                 async move { scheduler.run(cancel).await }
@@ -867,6 +870,7 @@ mod tests {
             Self {
                 fake,
                 recorder,
+                shared,
                 cancel,
             }
         }
@@ -1071,6 +1075,30 @@ mod tests {
         h.fake.delete_pod_gracefully("default", "first", Some(0));
         eventually("second bound", || h.node_of("second").is_some()).await;
         assert!(deleted.elapsed() < Duration::from_millis(500));
+    }
+
+    /// A pod that never fitted and is then deleted leaves nothing behind: not in the
+    /// unschedulable set, no failure count in the queue's rate limiter, not in the cache.
+    #[tokio::test(start_paused = true)]
+    async fn a_deleted_unschedulable_pod_leaves_no_state() {
+        let h = Harness::start().await;
+        h.add_node(0, "1").await;
+        h.fake.create_pod(pod("big", "2"));
+        eventually("refused twice", || {
+            h.events(FAILED_SCHEDULING_REASON).len() == 2
+        })
+        .await;
+        let key = "default/big".to_owned();
+        assert!(h.shared.unschedulable().contains(&key));
+        assert!(h.shared.queue.num_requeues(&key) > 0, "backing off");
+
+        h.fake.delete_pod_gracefully("default", "big", Some(0));
+        // Past the longest back-off: the pending retry finds the pod gone.
+        tokio::time::sleep(POD_MAX_BACKOFF + Duration::from_secs(1)).await;
+        assert!(h.shared.unschedulable().is_empty());
+        assert_eq!(h.shared.queue.num_requeues(&key), 0, "forgotten");
+        assert_eq!(h.shared.cache().pod_count(), 0);
+        assert_eq!(h.events(FAILED_SCHEDULING_REASON).len(), 2, "not retried");
     }
 
     #[tokio::test(start_paused = true)]

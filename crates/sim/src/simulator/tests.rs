@@ -12,7 +12,7 @@ use kcm_machinery::informer::{NeverListerWatcher, SharedIndexInformer};
 use kcm_testing::{MetaBuilder, PodSpecBuilder, container};
 use tokio_util::sync::CancellationToken;
 
-use super::{Simulator, SimulatorConfig};
+use super::{Shared, Simulator, SimulatorConfig, lock};
 use crate::client::ClusterClient;
 use crate::fake::{Action, FakeCluster, spawn_informer};
 use crate::kubelet::{ANNOTATION_DURATION, ANNOTATION_PHASE, ANNOTATION_READY};
@@ -22,6 +22,8 @@ struct Harness {
     fake: FakeCluster,
     /// Every node's kubelet events.
     recorder: FakeRecorder,
+    /// The running simulator's state, to look at what it keeps per pod.
+    shared: Arc<Shared>,
     cancel: CancellationToken,
 }
 
@@ -85,6 +87,7 @@ impl Harness {
         )
         .expect("simulator");
         setup(&sim);
+        let shared = Arc::clone(&sim.shared);
         spawn_informer(pods, cancel.clone());
         spawn_informer(nodes, cancel.clone());
         tokio::spawn({
@@ -94,6 +97,7 @@ impl Harness {
         let h = Self {
             fake,
             recorder,
+            shared,
             cancel,
         };
         eventually("leases", || {
@@ -135,6 +139,22 @@ impl Harness {
 
     fn pod(&self, name: &str) -> Option<Pod> {
         self.fake.pod("default", name)
+    }
+
+    /// What the simulator keeps per pod: `(first-seen times, pod IPs in use on `node`, pods
+    /// with a recorded prepare failure)`.
+    fn per_pod_state(&self, node: &str) -> (usize, usize, usize) {
+        let ips = self
+            .shared
+            .slots
+            .get(node)
+            .and_then(|slot| lock(slot).ipam.as_ref().map(|ipam| ipam.in_use()))
+            .unwrap_or_default();
+        (
+            lock(&self.shared.first_seen).len(),
+            ips,
+            lock(&self.shared.prepare_failures).len(),
+        )
     }
 }
 
@@ -485,6 +505,44 @@ async fn deleting_a_pod_with_grace_is_finalized_and_its_ip_recycled() {
     })
     .await;
     assert_eq!(h.pod("web2").and_then(|p| pod_ip(&p)), ip);
+}
+
+/// Pods come and go on a node for days: whatever the simulator keeps for a pod (its IP, when
+/// it was first seen bound) goes with it, whether the kubelet finalized a graceful deletion or
+/// the pod was removed at once.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pod_leaves_no_per_pod_state() {
+    let h = Harness::start(FakeCluster::new(), config(1)).await;
+    // Created bound, with no PodScheduled condition: the simulator remembers when it saw it.
+    let mut pinned = pod("pinned", &[]);
+    pinned.spec.get_or_insert_with(PodSpec::default).node_name = Some("kcm-node-0".into());
+    h.fake.create_pod(pinned);
+    h.run_pod(pod("bound", &[]), "kcm-node-0").await;
+    eventually("both running", || {
+        ["pinned", "bound"]
+            .iter()
+            .all(|n| h.pod(n).and_then(|p| phase(&p)).as_deref() == Some("Running"))
+    })
+    .await;
+    assert_eq!(h.per_pod_state("kcm-node-0"), (1, 2, 0));
+
+    assert!(h.fake.delete_pod_gracefully("default", "pinned", Some(30)));
+    assert!(h.fake.delete_pod_gracefully("default", "bound", Some(0)));
+    eventually("both gone", || {
+        h.pod("pinned").is_none() && h.pod("bound").is_none()
+    })
+    .await;
+    eventually("per-pod state released", || {
+        h.per_pod_state("kcm-node-0") == (0, 0, 0)
+    })
+    .await;
+    for key in ["default/pinned", "default/bound"] {
+        assert_eq!(
+            h.shared.pod_queue.num_requeues(&key.to_owned()),
+            0,
+            "{key}: no failure count left in the rate limiter"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

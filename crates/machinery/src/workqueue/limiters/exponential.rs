@@ -106,6 +106,29 @@ mod tests {
         assert_eq!(limiter.num_requeues(&"two"), 2, "forget is per item");
     }
 
+    /// The per-item map holds only items that failed since they were last forgotten, so a
+    /// controller that forgets every key it syncs keeps it empty however many keys it sees.
+    #[test]
+    fn forgetting_every_item_empties_the_failure_map() {
+        let limiter = ItemExponentialFailureRateLimiter::new(MS, Duration::from_secs(1));
+        for i in 0..1000 {
+            limiter.when(&i);
+            limiter.when(&i);
+        }
+        assert_eq!(limiter.failures().len(), 1000);
+        for i in 0..1000 {
+            limiter.forget(&i);
+        }
+        assert!(limiter.failures().is_empty());
+        limiter.forget(&7);
+        assert!(
+            limiter.failures().is_empty(),
+            "forgetting an unknown item adds nothing"
+        );
+        assert_eq!(limiter.num_requeues(&7), 0);
+        assert!(limiter.failures().is_empty(), "asking adds nothing");
+    }
+
     #[test]
     fn controller_default_sequence_is_5ms_10ms_20ms() {
         let limiter = ItemExponentialFailureRateLimiter::new(5 * MS, Duration::from_secs(1000));

@@ -100,6 +100,21 @@ mod tests {
     }
 
     #[test]
+    fn forgetting_every_item_empties_the_failure_map() {
+        let limiter = ItemFastSlowRateLimiter::new(Duration::ZERO, Duration::from_secs(1), 2);
+        for i in 0..1000 {
+            limiter.when(&i);
+        }
+        assert_eq!(limiter.failures().len(), 1000);
+        for i in 0..1000 {
+            limiter.forget(&i);
+        }
+        assert!(limiter.failures().is_empty());
+        assert_eq!(limiter.num_requeues(&1), 0);
+        assert!(limiter.failures().is_empty(), "asking adds nothing");
+    }
+
+    #[test]
     fn zero_fast_attempts_is_always_slow() {
         let limiter = ItemFastSlowRateLimiter::new(Duration::ZERO, Duration::from_secs(1), 0);
         assert_eq!(limiter.when(&1), Duration::from_secs(1));
