@@ -45,7 +45,12 @@ impl LimitArgs {
         config.max_mutating_requests_inflight = self.max_mutating_requests_inflight;
         config.request_timeout = self.request_timeout;
         config.service_ip_range = self.service_cluster_ip_range.clone();
-        config.event_ttl = (!self.event_ttl.is_zero()).then_some(self.event_ttl);
+        config.event_ttl = self.event_ttl();
+    }
+
+    /// `--event-ttl` as the server takes it: `None` keeps events.
+    pub fn event_ttl(&self) -> Option<Duration> {
+        (!self.event_ttl.is_zero()).then_some(self.event_ttl)
     }
 }
 

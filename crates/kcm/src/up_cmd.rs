@@ -334,11 +334,16 @@ fn ready_banner(url: &str, kubeconfig: &Path, nodes: usize) -> String {
 /// Logs to stderr: warnings and errors only, so the banner stays readable; `KCM_LOG` (a
 /// tracing filter such as `info` or `info,kcm_sim=debug`) shows more.
 pub(crate) fn init_logging() -> anyhow::Result<()> {
+    init_logging_with("warn")
+}
+
+/// [`init_logging`] with another filter than `warn` when `KCM_LOG` is not set.
+pub(crate) fn init_logging_with(default: &str) -> anyhow::Result<()> {
     let filter = match std::env::var("KCM_LOG") {
         Ok(spec) if !spec.is_empty() => {
             EnvFilter::try_new(&spec).with_context(|| format!("KCM_LOG={spec:?}"))?
         }
-        _ => EnvFilter::new("warn"),
+        _ => EnvFilter::try_new(default).with_context(|| format!("log filter {default:?}"))?,
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)

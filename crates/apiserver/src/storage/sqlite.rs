@@ -523,19 +523,37 @@ impl SqliteStorage {
     pub async fn stats(&self) -> Result<SqliteStats> {
         let current = self.shared.revision.load(Ordering::Acquire);
         let path = self.readers.path.clone();
-        let mut stats = self
-            .read("stats", "", |conn| {
-                let tx = conn.transaction().map_err(query_err("stats", ""))?;
-                let compacted = compacted_in(&tx).map_err(query_err("stats", ""))?;
-                drop(tx);
-                let mut stats = maintenance::read_stats(conn).map_err(query_err("stats", ""))?;
-                stats.compacted_revision = compacted;
-                Ok(stats)
-            })
-            .await?;
+        let mut stats = self.read("stats", "", read_figures).await?;
         stats.current_revision = current;
         stats.db_file_bytes = file_len(&path);
         stats.wal_file_bytes = file_len(&wal_path(&path));
+        Ok(stats)
+    }
+
+    /// The figures of the store in the database file `path`, which another process may be
+    /// serving, read through a query-only connection of its own (blocking): for a harness
+    /// that watches a server it runs as a child, as the soak's `--kill-every` does. The
+    /// current revision is the newest row's, or the compacted revision when compaction
+    /// removed every newer row (rows above it are never compacted away).
+    pub fn stats_of_file(path: &Path) -> Result<SqliteStats> {
+        let mut conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| SqliteError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .and_then(|()| conn.pragma_update(None, "query_only", true))
+            .map_err(query_err("stats", ""))?;
+        let mut stats = read_figures(&mut conn)?;
+        let newest: Revision = conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM kine", [], |r| r.get(0))
+            .map_err(query_err("stats", ""))?;
+        stats.current_revision = newest.max(stats.compacted_revision);
+        stats.db_file_bytes = file_len(path);
+        stats.wal_file_bytes = file_len(&wal_path(path));
         Ok(stats)
     }
 
@@ -1327,6 +1345,17 @@ fn row_event(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Event>> {
 }
 
 /// The compacted revision as recorded in the database (inside the caller's transaction).
+/// [`maintenance::read_stats`] and the compacted revision; the file sizes and the current
+/// revision are the caller's to fill in.
+fn read_figures(conn: &mut Connection) -> Result<SqliteStats> {
+    let tx = conn.transaction().map_err(query_err("stats", ""))?;
+    let compacted = compacted_in(&tx).map_err(query_err("stats", ""))?;
+    drop(tx);
+    let mut stats = maintenance::read_stats(conn).map_err(query_err("stats", ""))?;
+    stats.compacted_revision = compacted;
+    Ok(stats)
+}
+
 fn compacted_in(tx: &Transaction<'_>) -> rusqlite::Result<Revision> {
     tx.prepare_cached(COMPACT_REV_SQL)?
         .query_row([], |r| r.get(0))
@@ -1586,16 +1615,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn stats(&self) -> Result<Option<StorageStats>> {
-        let s = SqliteStorage::stats(self).await?;
-        let pages_in_use = s.page_count.saturating_sub(s.freelist_count);
-        Ok(Some(StorageStats {
-            db_bytes: Some(s.db_file_bytes),
-            wal_bytes: Some(s.wal_file_bytes),
-            db_in_use_bytes: Some(pages_in_use.saturating_mul(s.page_size)),
-            live_keys: Some(s.live_rows),
-            stored_rows: Some(s.stored_rows),
-            stored_value_bytes: Some(s.stored_value_bytes),
-        }))
+        Ok(Some(StorageStats::from(&SqliteStorage::stats(self).await?)))
     }
 
     async fn current_revision(&self) -> Result<Revision> {
@@ -2370,6 +2390,12 @@ mod tests {
                 .0;
         }
         let before = store.stats().await.expect("stats");
+        let path = dir.path().join("state.db");
+        // Another connection reads the same figures from the file.
+        assert_eq!(
+            SqliteStorage::stats_of_file(&path).expect("stats of the file"),
+            before
+        );
         assert_eq!(before.stored_rows, 401);
         assert_eq!(before.live_rows, 1);
         store.compact(rev).await.expect("compact");
@@ -2392,5 +2418,9 @@ mod tests {
             after.db_file_bytes
         );
         assert_eq!(after.wal_file_bytes, 0);
+        assert_eq!(
+            SqliteStorage::stats_of_file(&path).expect("stats of the file"),
+            after
+        );
     }
 }

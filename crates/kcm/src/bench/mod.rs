@@ -111,6 +111,11 @@ pub struct BenchArgs {
     /// compress a soak's time.
     #[command(flatten)]
     pub etcd: crate::etcd_flags::EtcdFlags,
+    /// How long the cluster keeps events after their last write (`kcm up`'s flag); shorter
+    /// to compress a soak's time, as `--etcd-compaction-interval`.
+    #[arg(long, value_name = "duration", default_value = "1h0m0s",
+          value_parser = crate::up_cmd::parse_duration)]
+    pub event_ttl: Duration,
 }
 
 /// What one run produced.
@@ -153,7 +158,13 @@ impl MetricSources {
 /// Runs the bench; fails when the cluster cannot be set up or the pods do not all become
 /// available in time (the JSON and SVG are written either way).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    crate::up_cmd::init_logging()?;
+    // Killing the child cluster fails every request in flight, and kube's client logs each
+    // as an error; the soak counts those writes itself ("cut off by a kill").
+    crate::up_cmd::init_logging_with(if args.kill_every.is_some() {
+        "warn,kube_client=off"
+    } else {
+        "warn"
+    })?;
     let cancel = CancellationToken::new();
     install_signal_handler(cancel.clone()).context("installing the signal handler")?;
     let outcome = match (&args.kubeconfig, args.soak.zip(args.kill_every)) {
@@ -219,6 +230,7 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
         None => StorageBackend::Sqlite,
     };
     config.compaction_interval = args.etcd.compaction_interval();
+    config.event_ttl = up.limits.event_ttl();
     let server = Server::start(config)
         .await
         .context("starting the API server")?;
@@ -251,7 +263,7 @@ async fn run_embedded(args: &BenchArgs, cancel: &CancellationToken) -> anyhow::R
             let mut probes = soak::Probes {
                 process: Some(Process::current()),
                 database: etcd.is_none().then(|| dir.path().join("state.db")),
-                storage: Some(Arc::clone(server.storage())),
+                store: Some(soak::StoreProbe::InProcess(Arc::clone(server.storage()))),
             };
             let config = soak_config(args, duration, true);
             return soak::run(
@@ -309,6 +321,7 @@ fn soak_config(args: &BenchArgs, duration: Duration, embedded: bool) -> soak_rep
         nodes: embedded.then_some(args.nodes),
         storage: embedded.then(|| storage.to_owned()),
         kill_every_seconds: args.kill_every.map(|d| d.as_secs_f64()),
+        event_ttl_seconds: embedded.then_some(args.event_ttl.as_secs_f64()),
     }
 }
 
@@ -372,7 +385,7 @@ async fn run_child(
     let mut probes = soak::Probes {
         process: child.process(),
         database: (!etcd).then(|| child.database()),
-        storage: None,
+        store: (!etcd).then(|| soak::StoreProbe::SqliteFile(child.database())),
     };
     let killer = soak::Killer {
         every,
@@ -412,6 +425,7 @@ fn cluster_flags(args: &BenchArgs) -> Vec<String> {
         format!("--pod-ready-delay={}ms", args.pod_ready_delay.as_millis()),
         format!("--kube-api-qps={}", args.qps),
         format!("--kube-api-burst={}", args.burst),
+        format!("--event-ttl={}s", args.event_ttl.as_secs()),
     ]
 }
 

@@ -26,6 +26,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
+use kcm_apiserver::storage::StorageStats;
 use kube::Api;
 use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
@@ -210,7 +211,40 @@ pub struct Probes {
     /// The SQLite database file (its WAL is `<file>-wal`).
     pub database: Option<PathBuf>,
     /// The store, for its compacted revision and its size figures.
-    pub storage: Option<Arc<dyn kcm_apiserver::storage::Storage>>,
+    pub store: Option<StoreProbe>,
+}
+
+/// Where the soak reads the store's compacted revision and size figures.
+pub enum StoreProbe {
+    /// The store of the server in this process.
+    InProcess(Arc<dyn kcm_apiserver::storage::Storage>),
+    /// The SQLite file of a server in another process (`--kill-every`'s child), read through
+    /// a query-only connection of the soak's own.
+    SqliteFile(PathBuf),
+}
+
+impl StoreProbe {
+    /// The compacted revision and the size figures; `None` and defaults where they cannot be
+    /// read (a child being restarted, say).
+    async fn read(&self) -> (Option<i64>, StorageStats) {
+        match self {
+            Self::InProcess(storage) => (
+                storage.compacted_revision().await.ok(),
+                storage.stats().await.ok().flatten().unwrap_or_default(),
+            ),
+            Self::SqliteFile(path) => {
+                let path = path.clone();
+                let read = tokio::task::spawn_blocking(move || {
+                    kcm_apiserver::storage::sqlite::SqliteStorage::stats_of_file(&path)
+                })
+                .await;
+                match read {
+                    Ok(Ok(s)) => (Some(s.compacted_revision), StorageStats::from(&s)),
+                    _ => (None, StorageStats::default()),
+                }
+            }
+        }
+    }
 }
 
 /// Kills and restarts the child server on schedule (`--kill-every`).
@@ -359,8 +393,8 @@ pub async fn run(
     ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut samples = Vec::new();
     let mut next_sample = start + options.sample_every;
-    let mut compacted = match &probes.storage {
-        Some(s) => s.compacted_revision().await.ok(),
+    let mut compacted = match &probes.store {
+        Some(store) => store.read().await.0,
         None => None,
     };
     let mut last_line = Instant::now();
@@ -417,14 +451,17 @@ pub async fn run(
         }
         if Instant::now() >= next_sample {
             next_sample += options.sample_every;
-            let now_compacted = match &probes.storage {
-                Some(s) => s.compacted_revision().await.ok(),
-                None => None,
+            let (now_compacted, stats) = match &probes.store {
+                Some(store) => store.read().await,
+                None => (None, StorageStats::default()),
             };
             let did_compact = now_compacted.is_some() && now_compacted != compacted;
             compacted = now_compacted;
-            let sample =
-                take_sample(client, namespace, &shared, probes, elapsed, did_compact).await;
+            let store = StoreSample {
+                stats,
+                compacted: did_compact,
+            };
+            let sample = take_sample(client, namespace, &shared, probes, elapsed, store).await;
             if last_line.elapsed() >= Duration::from_secs(10) {
                 last_line = Instant::now();
                 eprintln!("{}", progress_line(&sample, options.duration));
@@ -529,14 +566,22 @@ fn progress_line(s: &SoakSample, total: Duration) -> String {
     )
 }
 
+/// What the store said at a sample.
+struct StoreSample {
+    stats: StorageStats,
+    /// Whether the compacted revision moved since the previous sample.
+    compacted: bool,
+}
+
 async fn take_sample(
     client: &kube::Client,
     namespace: &str,
     shared: &Shared,
     probes: &Probes,
     elapsed: Duration,
-    compacted: bool,
+    store: StoreSample,
 ) -> SoakSample {
+    let StoreSample { stats, compacted } = store;
     // Acknowledgements never seen within a minute are missed events (compacted away, or a
     // watch that did not resume where it left off); dropping them keeps the map bounded.
     shared.expire_acked(Instant::now());
@@ -551,11 +596,6 @@ async fn take_sample(
             std::mem::take(&mut w.interrupted),
         )
     };
-    let stats = match &probes.storage {
-        Some(storage) => storage.stats().await.ok().flatten(),
-        None => None,
-    }
-    .unwrap_or_default();
     let usage = probes.process.as_ref().and_then(Process::usage);
     let file_size = |p: &PathBuf| std::fs::metadata(p).ok().map(|m| m.len());
     let wal = probes.database.as_ref().map(|p| {

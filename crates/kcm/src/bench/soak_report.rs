@@ -254,6 +254,8 @@ pub struct SoakConfig {
     pub storage: Option<String>,
     /// Seconds between kills of the server (`--kill-every`).
     pub kill_every_seconds: Option<f64>,
+    /// How long the cluster keeps events, seconds (embedded; `--event-ttl`).
+    pub event_ttl_seconds: Option<f64>,
 }
 
 /// The JSON document of a soak.

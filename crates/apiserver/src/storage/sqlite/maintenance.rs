@@ -180,6 +180,20 @@ pub struct SqliteStats {
     pub current_revision: Revision,
 }
 
+impl From<&SqliteStats> for super::super::StorageStats {
+    fn from(s: &SqliteStats) -> Self {
+        let pages_in_use = s.page_count.saturating_sub(s.freelist_count);
+        Self {
+            db_bytes: Some(s.db_file_bytes),
+            wal_bytes: Some(s.wal_file_bytes),
+            db_in_use_bytes: Some(pages_in_use.saturating_mul(s.page_size)),
+            live_keys: Some(s.live_rows),
+            stored_rows: Some(s.stored_rows),
+            stored_value_bytes: Some(s.stored_value_bytes),
+        }
+    }
+}
+
 /// Reads the figures that need SQL (everything but the file sizes and revisions) in one read
 /// transaction. Counting live rows walks the name index: fine for a soak harness, not for a
 /// hot path.
