@@ -41,6 +41,16 @@ fn run_kcm(args: &[&str], tmp: &std::path::Path, deadline: Duration) -> (String,
     (stdout, stderr)
 }
 
+/// The bench removes its temporary data dirs.
+fn assert_nothing_left(tmp: &std::path::Path) {
+    let left: Vec<_> = std::fs::read_dir(tmp)
+        .expect("read TMPDIR")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "temporary data left behind: {left:?}");
+}
+
 #[test]
 fn a_soak_killed_twice_loses_no_acknowledged_write_and_reads_the_childs_store() {
     let out = tempfile::tempdir().expect("tempdir");
@@ -107,12 +117,7 @@ fn a_soak_killed_twice_loses_no_acknowledged_write_and_reads_the_childs_store() 
             .is_some_and(|r| r > 0.0),
         "{summary:#}"
     );
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .expect("read TMPDIR")
-        .filter_map(Result::ok)
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "temporary data left behind: {left:?}");
+    assert_nothing_left(tmp.path());
 }
 
 #[test]
@@ -190,10 +195,5 @@ fn bench_of_two_deployments_converges_and_writes_json_and_svg() {
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains("pods available"));
 
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .expect("read TMPDIR")
-        .filter_map(Result::ok)
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "temporary data left behind: {left:?}");
+    assert_nothing_left(tmp.path());
 }

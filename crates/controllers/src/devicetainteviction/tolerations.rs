@@ -1,6 +1,7 @@
 //! Whether a device toleration tolerates a device taint (`k8s.io/dynamic-resource-allocation/resourceclaim`'s `ToleratesTaint`).
 
 use k8s_openapi::api::resource::v1::{DeviceTaint, DeviceToleration};
+use kcm_machinery::scheduling::taints::{TaintFields, TolerationFields, tolerates_fields};
 
 /// The taint effect that evicts (`resourceapi.DeviceTaintEffectNoExecute`).
 pub const EFFECT_NO_EXECUTE: &str = "NoExecute";
@@ -14,24 +15,19 @@ pub const EFFECT_NONE: &str = "None";
 /// (also the empty operator) the value matches; `Exists` matches every value; any other
 /// operator matches nothing. Callers still decide which effects they act on.
 pub fn tolerates_taint(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
-    if let Some(effect) = toleration.effect.as_deref().filter(|e| !e.is_empty())
-        && effect != taint.effect
-    {
-        return false;
-    }
-    if let Some(key) = toleration.key.as_deref().filter(|k| !k.is_empty())
-        && key != taint.key
-    {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or_default() {
-        "" | "Equal" => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
-        "Exists" => true,
-        _ => false,
-    }
+    tolerates_fields(
+        TolerationFields {
+            key: toleration.key.as_deref(),
+            operator: toleration.operator.as_deref(),
+            value: toleration.value.as_deref(),
+            effect: toleration.effect.as_deref(),
+        },
+        TaintFields {
+            key: &taint.key,
+            value: taint.value.as_deref(),
+            effect: &taint.effect,
+        },
+    )
 }
 
 #[cfg(test)]

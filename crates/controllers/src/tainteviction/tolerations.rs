@@ -5,29 +5,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
-/// Whether `toleration` tolerates `taint`, as core/v1's `Toleration.ToleratesTaint`: the
-/// effect matches (empty: all), the key matches (empty with `Exists`: all), and the value
-/// matches for `Equal` (the default operator).
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = toleration.effect.as_deref().filter(|e| !e.is_empty())
-        && effect != taint.effect
-    {
-        return false;
-    }
-    if let Some(key) = toleration.key.as_deref().filter(|k| !k.is_empty())
-        && key != taint.key
-    {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "" | "Equal" => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
-        "Exists" => true,
-        _ => false,
-    }
-}
+/// Whether `toleration` tolerates `taint`, as core/v1's `Toleration.ToleratesTaint`.
+pub use kcm_machinery::scheduling::taints::tolerates_taint as tolerates;
 
 /// `Some(used)` when every taint is tolerated, with the first toleration matching each
 /// taint; `None` when one is not (upstream's `GetMatchingTolerations`).

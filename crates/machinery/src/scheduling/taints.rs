@@ -7,28 +7,70 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.is_empty())
 }
 
-/// Whether `toleration` tolerates `taint`, as core/v1's `Toleration.ToleratesTaint`: the
+/// A taint's fields as toleration matching reads them: a node taint's or a DRA device
+/// taint's.
+#[derive(Clone, Copy, Debug)]
+pub struct TaintFields<'a> {
+    /// The taint's key.
+    pub key: &'a str,
+    /// Its value, if any.
+    pub value: Option<&'a str>,
+    /// Its effect.
+    pub effect: &'a str,
+}
+
+/// A toleration's fields as matching reads them: a pod's or a DRA device request's.
+#[derive(Clone, Copy, Debug)]
+pub struct TolerationFields<'a> {
+    /// The key tolerated (empty or absent: every key).
+    pub key: Option<&'a str>,
+    /// `Equal` (also when empty or absent) or `Exists`.
+    pub operator: Option<&'a str>,
+    /// The value tolerated, for `Equal`.
+    pub value: Option<&'a str>,
+    /// The effect tolerated (empty or absent: every effect).
+    pub effect: Option<&'a str>,
+}
+
+/// Whether a toleration tolerates a taint, field by field, as core/v1's
+/// `Toleration.ToleratesTaint` and DRA's `resourceclaim.ToleratesTaint` both match: the
 /// effects match (an empty toleration effect matches all), the keys match (an empty key
-/// matches all, with `Exists`), and for `Equal` (the default operator) the values match.
-pub fn tolerates_taint(toleration: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = non_empty(toleration.effect.as_deref())
+/// matches all, with `Exists`), and for `Equal` (the default operator) the values match;
+/// any other operator matches nothing.
+pub fn tolerates_fields(toleration: TolerationFields<'_>, taint: TaintFields<'_>) -> bool {
+    if let Some(effect) = non_empty(toleration.effect)
         && effect != taint.effect
     {
         return false;
     }
-    if let Some(key) = non_empty(toleration.key.as_deref())
+    if let Some(key) = non_empty(toleration.key)
         && key != taint.key
     {
         return false;
     }
-    match toleration.operator.as_deref().unwrap_or_default() {
-        "" | "Equal" => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
+    match toleration.operator.unwrap_or_default() {
+        "" | "Equal" => toleration.value.unwrap_or_default() == taint.value.unwrap_or_default(),
         "Exists" => true,
         _ => false,
     }
+}
+
+/// Whether `toleration` tolerates `taint`, as core/v1's `Toleration.ToleratesTaint` (see
+/// [`tolerates_fields`]).
+pub fn tolerates_taint(toleration: &Toleration, taint: &Taint) -> bool {
+    tolerates_fields(
+        TolerationFields {
+            key: toleration.key.as_deref(),
+            operator: toleration.operator.as_deref(),
+            value: toleration.value.as_deref(),
+            effect: toleration.effect.as_deref(),
+        },
+        TaintFields {
+            key: &taint.key,
+            value: taint.value.as_deref(),
+            effect: &taint.effect,
+        },
+    )
 }
 
 /// The first taint of `taints` that `include` selects and no toleration tolerates, as
