@@ -289,6 +289,10 @@ pub fn statefulset_controller() -> ControllerDescriptor {
                 ctx.recorder(STATEFULSET_CONTROLLER),
                 StatefulSetControllerOptions {
                     metrics: Some(ctx.workqueue_metrics()),
+                    max_unavailable_stateful_set: ctx
+                        .options
+                        .feature_gates()
+                        .enabled(super::feature_gates::MAX_UNAVAILABLE_STATEFUL_SET),
                 },
             ));
             let workers = ctx.options.statefulset.concurrent_statefulset_syncs as usize;

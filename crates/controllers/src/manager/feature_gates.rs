@@ -86,6 +86,8 @@ pub const DRA_RESOURCE_POOL_STATUS: &str = "DRAResourcePoolStatus";
 pub const DYNAMIC_RESOURCE_ALLOCATION: &str = "DynamicResourceAllocation";
 /// `GenericWorkload`: Workload and PodGroup APIs (the PodGroup protection controller).
 pub const GENERIC_WORKLOAD: &str = "GenericWorkload";
+/// `MaxUnavailableStatefulSet`: StatefulSet rolling updates honour `maxUnavailable`.
+pub const MAX_UNAVAILABLE_STATEFUL_SET: &str = "MaxUnavailableStatefulSet";
 /// `PodCertificateRequest`: the PodCertificateRequest cleaner.
 pub const POD_CERTIFICATE_REQUEST: &str = "PodCertificateRequest";
 /// `SELinuxChangePolicy`: the SELinux warning controller.
@@ -263,7 +265,7 @@ pub const KNOWN_FEATURES: &[FeatureSpec] = &[
     locked("MatchLabelKeysInPodAffinity", true, Ga),
     gate("MatchLabelKeysInPodTopologySpread", true, Beta),
     gate("MatchLabelKeysInPodTopologySpreadSelectorMerge", true, Beta),
-    gate("MaxUnavailableStatefulSet", false, Beta),
+    gate(MAX_UNAVAILABLE_STATEFUL_SET, false, Beta),
     gate("MemoryQoS", false, Alpha),
     locked("MultiCIDRServiceAllocator", true, Ga),
     gate("MutableCSINodeAllocatableCount", true, Ga),

@@ -38,6 +38,9 @@ pub struct StatefulSetControl {
     status_updater: StatusUpdater,
     history: History,
     clock: Clock,
+    /// The `MaxUnavailableStatefulSet` gate: rolling updates replace up to `maxUnavailable`
+    /// pods at once; off, one at a time (v1.36's default).
+    max_unavailable: bool,
 }
 
 impl std::fmt::Debug for StatefulSetControl {
@@ -113,7 +116,14 @@ impl StatefulSetControl {
             status_updater,
             history,
             clock,
+            max_unavailable: false,
         }
+    }
+
+    /// The same control with the `MaxUnavailableStatefulSet` gate set to `enabled`.
+    pub fn with_max_unavailable(mut self, enabled: bool) -> Self {
+        self.max_unavailable = enabled;
+        self
     }
 
     /// The pod control (tests inspect its object manager).
@@ -460,9 +470,13 @@ impl StatefulSetControl {
         if strategy_type(set) == "OnDelete" {
             return Ok((status, Ok(())));
         }
-        let result = self
-            .rolling_update(set, &replicas_list, &update_name, &mut status)
-            .await;
+        let result = if self.max_unavailable {
+            self.rolling_update(set, &replicas_list, &update_name, &mut status)
+                .await
+        } else {
+            self.rolling_update_one_at_a_time(set, &replicas_list, &update_name, &mut status)
+                .await
+        };
         Ok((status, result))
     }
 
@@ -574,6 +588,44 @@ impl StatefulSetControl {
         tracing::info!(statefulset = %key, pod = name_of(pod), "Pod of StatefulSet is terminating for scale down");
         self.pod_control.delete_stateful_pod(set, pod).await?;
         Ok(true)
+    }
+
+    /// The destructive part of a rolling update without the `MaxUnavailableStatefulSet` gate,
+    /// as upstream's `updateStatefulSet`: from the highest ordinal down to the partition, the
+    /// first pod not at the update revision (and not terminating) is deleted; an unavailable
+    /// pod on the way waits for it.
+    async fn rolling_update_one_at_a_time(
+        &self,
+        set: &StatefulSet,
+        replicas_list: &[Arc<Pod>],
+        update_revision: &str,
+        status: &mut StatefulSetStatus,
+    ) -> Result<()> {
+        let update_min = rolling_update(set)
+            .and_then(|r| r.partition)
+            .and_then(|p| usize::try_from(p).ok())
+            .unwrap_or(0);
+        let now = (self.clock)();
+        let min_ready = min_ready_seconds(set);
+        for (target, pod) in replicas_list.iter().enumerate().rev() {
+            if target < update_min {
+                break;
+            }
+            if pod_revision(pod) != update_revision && !is_terminating(pod) {
+                tracing::info!(statefulset = %set_key(set), pod = name_of(pod), "Pod of StatefulSet is terminating for update");
+                let deleted = self.pod_control.delete_stateful_pod(set, pod).await;
+                status.current_replicas = non_zero(status.current_replicas.unwrap_or(0) - 1);
+                return match deleted {
+                    Err(err) if !err.is_not_found() => Err(err),
+                    _ => Ok(()),
+                };
+            }
+            if is_unavailable(pod, min_ready, now) {
+                tracing::debug!(statefulset = %set_key(set), pod = name_of(pod), "StatefulSet is waiting for Pod to update");
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// The destructive part of a rolling update, as upstream's

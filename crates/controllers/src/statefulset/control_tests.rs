@@ -6,7 +6,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kcm_machinery::controller::api_status;
 use kcm_testing::MetaBuilder;
 
-use super::super::test_support::{fixture, new_set};
+use super::super::StatefulSetControllerOptions;
+use super::super::test_support::{fixture, fixture_with, new_set};
 use super::super::utils::{
     POD_INDEX_LABEL, STATEFUL_SET_POD_NAME_LABEL, STATEFUL_SET_REVISION_LABEL, pod_revision,
 };
@@ -380,11 +381,15 @@ async fn on_delete_updates_only_deleted_pods() {
     assert_eq!(web1.map(|p| pod_revision(&p).to_owned()), Some(second));
 }
 
-/// Upstream's `TestStatefulSetControlRollingUpdateWithMaxUnavailable`: with maxUnavailable 2
-/// (Parallel), two pods are replaced at once.
+/// Upstream's `TestStatefulSetControlRollingUpdateWithMaxUnavailable`: with the
+/// `MaxUnavailableStatefulSet` gate and maxUnavailable 2 (Parallel), two pods are replaced at
+/// once.
 #[tokio::test]
 async fn max_unavailable_replaces_several_pods_at_once() {
-    let f = fixture();
+    let f = fixture_with(StatefulSetControllerOptions {
+        max_unavailable_stateful_set: true,
+        ..StatefulSetControllerOptions::default()
+    });
     f.add_set(
         &new_set(4)
             .pod_management_policy("Parallel")
@@ -396,6 +401,30 @@ async fn max_unavailable_replaces_several_pods_at_once() {
     f.edit(|s| new_image(s, "nginx:2"));
     f.sync().await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(f.objects.of("delete_pod"), names(&["web-3", "web-2"]));
+}
+
+/// Without the `MaxUnavailableStatefulSet` gate (v1.36's default), maxUnavailable is not
+/// honoured: the highest ordinal is replaced alone, and the next waits until it is available.
+#[tokio::test]
+async fn without_the_gate_pods_are_replaced_one_at_a_time() {
+    let f = fixture();
+    f.add_set(
+        &new_set(4)
+            .pod_management_policy("Parallel")
+            .max_unavailable(IntOrString::Int(2))
+            .build(),
+    );
+    f.scale_up(4, 10).await;
+    f.objects.clear();
+    f.edit(|s| new_image(s, "nginx:2"));
+    f.sync().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f.objects.of("delete_pod"), names(&["web-3"]));
+    // web-3 is recreated at the new revision but not yet ready: nothing more is deleted.
+    f.objects.clear();
+    for _ in 0..3 {
+        f.sync().await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(f.objects.of("delete_pod"), names(&[]));
 }
 
 /// Revisions: one per template; going back to an old template renumbers its revision;

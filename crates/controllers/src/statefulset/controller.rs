@@ -60,12 +60,19 @@ pub type SyncHandler = Arc<dyn Fn(String) -> BoxFuture<'static, Result<()>> + Se
 pub struct StatefulSetControllerOptions {
     /// Where the queue records its `workqueue_*{name="statefulset"}` metrics.
     pub metrics: Option<Arc<WorkqueueMetrics>>,
+    /// The `MaxUnavailableStatefulSet` gate (beta, off by default in v1.36): rolling updates
+    /// honour `maxUnavailable` instead of replacing one pod at a time.
+    pub max_unavailable_stateful_set: bool,
 }
 
 impl std::fmt::Debug for StatefulSetControllerOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StatefulSetControllerOptions")
             .field("metrics", &self.metrics.is_some())
+            .field(
+                "max_unavailable_stateful_set",
+                &self.max_unavailable_stateful_set,
+            )
             .finish()
     }
 }
@@ -217,6 +224,7 @@ impl StatefulSetController {
         clock: Clock,
         options: StatefulSetControllerOptions,
     ) -> Self {
+        let max_unavailable = options.max_unavailable_stateful_set;
         let queue = RateLimitingQueue::with_config(
             default_controller_rate_limiter(),
             QueueConfig {
@@ -229,7 +237,8 @@ impl StatefulSetController {
             StatusUpdater::new(Arc::clone(&set_client), caches.sets.clone()),
             History::new(revision_client, caches.revisions.clone()),
             clock,
-        );
+        )
+        .with_max_unavailable(max_unavailable);
         let handlers = StatefulSetEventHandlers {
             queue: queue.clone(),
             sets: caches.sets.clone(),

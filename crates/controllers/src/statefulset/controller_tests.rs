@@ -178,6 +178,7 @@ async fn panicking_sync_is_recovered_counted_and_retried() {
         Arc::new(super::super::test_support::now),
         StatefulSetControllerOptions {
             metrics: Some(metrics.clone()),
+            ..StatefulSetControllerOptions::default()
         },
     )
     .with_sync_handler(handler);

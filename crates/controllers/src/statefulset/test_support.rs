@@ -50,6 +50,11 @@ pub struct Fixture {
 
 /// A fixture with empty caches.
 pub fn fixture() -> Fixture {
+    fixture_with(StatefulSetControllerOptions::default())
+}
+
+/// [`fixture`] with other controller options (feature gates).
+pub fn fixture_with(options: StatefulSetControllerOptions) -> Fixture {
     let caches = StatefulSetCaches::default();
     let set_client = Arc::new(FakeStatefulSetClient::with_cache(caches.sets.clone()));
     let objects = Arc::new(FakeObjectManager::new(
@@ -67,7 +72,7 @@ pub fn fixture() -> Fixture {
         pod_control.clone(),
         recorder.clone(),
         Arc::new(now),
-        StatefulSetControllerOptions::default(),
+        options,
     );
     Fixture {
         controller,
