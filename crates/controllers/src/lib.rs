@@ -22,6 +22,7 @@ pub mod endpoint;
 pub mod endpointslice;
 pub mod endpointslicemirroring;
 pub mod endpointsliceutil;
+pub mod evictionmetrics;
 pub mod garbagecollector;
 pub mod job;
 pub mod jobutil;

@@ -23,7 +23,7 @@ pub const DISRUPTION_BUDGET_MESSAGE: &str =
     "Cannot evict pod as it would violate the pod's disruption budget.";
 
 /// The condition an evicted pod gets before it is deleted (`DisruptionTarget`).
-pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub use kcm_machinery::controller::ranking::DISRUPTION_TARGET;
 /// Its reason when the eviction API evicts the pod.
 pub const EVICTION_BY_EVICTION_API: &str = "EvictionByEvictionAPI";
 /// Its message then.

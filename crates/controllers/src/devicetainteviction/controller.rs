@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition, PodResourceClaimStatus};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::resource::v1beta2::DeviceTaintRule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kcm_machinery::controller::ranking::update_pod_condition;
 use kcm_machinery::dra::{claim_name, is_for_pod, is_reserved_for_pod, pod_claims, reserved_for};
 use kcm_machinery::events::{EventRecorder, EventType, SystemClock, WallClock};
 use kcm_machinery::informer::store::Indexer;
@@ -58,7 +59,7 @@ pub const MESSAGE_MARKING_FOR_DELETION: &str = "Marking for deletion";
 /// The event message when a scheduled deletion is called off.
 pub const MESSAGE_CANCELLING_DELETION: &str = "Cancelling deletion";
 /// The pod condition set before deletion (core/v1 `DisruptionTarget`).
-pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub use kcm_machinery::controller::ranking::DISRUPTION_TARGET;
 /// Its reason.
 pub const REASON_DELETION_BY_DEVICE_TAINT_MANAGER: &str = "DeletionByDeviceTaintManager";
 /// Its message.
@@ -435,13 +436,15 @@ impl State {
             return;
         };
         if let Some(old) = old {
-            let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
-            let statuses = |p: &Pod| {
+            fn node(p: &Pod) -> Option<&str> {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+            }
+            fn statuses(p: &Pod) -> &[PodResourceClaimStatus] {
                 p.status
                     .as_ref()
-                    .and_then(|s| s.resource_claim_statuses.clone())
+                    .and_then(|s| s.resource_claim_statuses.as_deref())
                     .unwrap_or_default()
-            };
+            }
             if node(old) == node(new) && statuses(old) == statuses(new) {
                 // In particular the pod's own DisruptionTarget update lands here.
                 return;
@@ -801,7 +804,7 @@ impl DeviceTaintEvictionController {
             caches_synced: Vec::new(),
             queue,
             state: Mutex::new(State::new()),
-            metrics: DeviceTaintEvictionMetrics::new(),
+            metrics: DeviceTaintEvictionMetrics::new(&super::metrics::NAMES),
         }
     }
 
@@ -1123,29 +1126,4 @@ impl DeviceTaintEvictionController {
         }
         Ok(Duration::ZERO)
     }
-}
-
-/// Puts `condition` into `status` as upstream's `UpdatePodCondition`: its transition time is
-/// `now` unless the status stays the same. `Some(condition as stored)` when anything changed.
-pub fn update_pod_condition(
-    status: &mut k8s_openapi::api::core::v1::PodStatus,
-    mut condition: PodCondition,
-    now: Timestamp,
-) -> Option<PodCondition> {
-    condition.last_transition_time = Some(Time(now));
-    let conditions = status.conditions.get_or_insert_with(Vec::new);
-    let Some(old) = conditions.iter_mut().find(|c| c.type_ == condition.type_) else {
-        conditions.push(condition.clone());
-        return Some(condition);
-    };
-    if condition.status == old.status {
-        condition.last_transition_time = old.last_transition_time.clone();
-    }
-    let equal = condition.status == old.status
-        && condition.reason == old.reason
-        && condition.message == old.message
-        && condition.last_probe_time == old.last_probe_time
-        && condition.last_transition_time == old.last_transition_time;
-    *old = condition.clone();
-    (!equal).then_some(condition)
 }

@@ -40,7 +40,6 @@ pub use controller::{
     DeviceTaintEvictionOptions, MESSAGE_CANCELLING_DELETION,
     MESSAGE_DELETION_BY_DEVICE_TAINT_MANAGER, MESSAGE_MARKING_FOR_DELETION, ObjectRef,
     REASON_DELETION_BY_DEVICE_TAINT_MANAGER, REASON_DEVICE_TAINT_MANAGER_EVICTION, WorkItem,
-    update_pod_condition,
 };
 pub use metrics::DeviceTaintEvictionMetrics;
 

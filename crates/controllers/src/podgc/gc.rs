@@ -21,7 +21,7 @@ use super::{Error, Result};
 pub const TAINT_NODE_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
 
 /// The pod condition PodGC sets on orphans it fails, as core/v1 `DisruptionTarget`.
-pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub use kcm_machinery::controller::ranking::DISRUPTION_TARGET;
 
 /// Deletions issued concurrently in one pass (upstream starts a goroutine per pod).
 const DELETE_CONCURRENCY: usize = 50;

@@ -34,7 +34,7 @@ pub const UPDATE_WORKER_SIZE: usize = 8;
 /// Attempts to delete a pod (upstream's `retries`).
 pub const RETRIES: usize = 5;
 /// The pod condition set before deletion.
-pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub use kcm_machinery::controller::ranking::DISRUPTION_TARGET;
 /// Its reason.
 pub const REASON_DELETION_BY_TAINT_MANAGER: &str = "DeletionByTaintManager";
 /// Its message.
@@ -146,7 +146,7 @@ impl TaintEvictionController {
         queue_metrics: Option<Arc<WorkqueueMetrics>>,
     ) -> Arc<Self> {
         add_pod_node_name_index(&pods);
-        let metrics = TaintEvictionMetrics::new();
+        let metrics = TaintEvictionMetrics::new(&super::metrics::NAMES);
         let (c, r, m) = (client.clone(), recorder.clone(), metrics.clone());
         let evictions = TimedWorkerQueue::new(Arc::new(move |args: WorkArgs, due: Instant| {
             let (client, recorder, clock) = (c.clone(), r.clone(), clock.clone());

@@ -14,12 +14,41 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// The annotation whose integer value is the cost of deleting a pod relative to its siblings;
 /// cheaper pods are deleted first, as core's `PodDeletionCost`.
 pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// The pod condition that says a pod is about to be deleted because of a disruption (core/v1
+/// `DisruptionTarget`), set by the eviction API, the taint managers and PodGC.
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+
+/// Puts `condition` into `status` as upstream's `UpdatePodCondition`: its transition time is
+/// `now` unless the status stays the same. `Some(condition as stored)` when anything changed.
+pub fn update_pod_condition(
+    status: &mut PodStatus,
+    mut condition: PodCondition,
+    now: Timestamp,
+) -> Option<PodCondition> {
+    condition.last_transition_time = Some(Time(now));
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let Some(old) = conditions.iter_mut().find(|c| c.type_ == condition.type_) else {
+        conditions.push(condition.clone());
+        return Some(condition);
+    };
+    if condition.status == old.status {
+        condition.last_transition_time = old.last_transition_time.clone();
+    }
+    let equal = condition.status == old.status
+        && condition.reason == old.reason
+        && condition.message == old.message
+        && condition.last_probe_time == old.last_probe_time
+        && condition.last_transition_time == old.last_transition_time;
+    *old = condition.clone();
+    (!equal).then_some(condition)
+}
 
 /// The first condition of type `Ready`, as upstream's `GetPodReadyCondition`.
 pub fn pod_ready_condition(pod: &Pod) -> Option<&PodCondition> {
