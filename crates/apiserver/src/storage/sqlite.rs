@@ -536,17 +536,10 @@ impl SqliteStorage {
     /// current revision is the newest row's, or the compacted revision when compaction
     /// removed every newer row (rows above it are never compacted away).
     pub fn stats_of_file(path: &Path) -> Result<SqliteStats> {
-        let mut conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|source| SqliteError::Open {
+        let mut conn = open_reader(path).map_err(|source| SqliteError::Open {
             path: path.to_owned(),
             source,
         })?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .and_then(|()| conn.pragma_update(None, "query_only", true))
-            .map_err(query_err("stats", ""))?;
         let mut stats = read_figures(&mut conn)?;
         let newest: Revision = conn
             .query_row("SELECT COALESCE(MAX(id), 0) FROM kine", [], |r| r.get(0))
@@ -709,23 +702,25 @@ fn open_writer(
     Ok((conn, revision, compacted))
 }
 
+/// A query-only connection to the database file `path`, as every reader uses.
+fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    plan_without_bound_values(&conn)?;
+    conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
+}
+
 impl ReaderPool {
     fn take(&self, op: &'static str, key: &str) -> Result<Connection> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         if let Some(conn) = idle {
             return Ok(conn);
         }
-        let conn = Connection::open_with_flags(
-            &self.path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(query_err(op, key))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(query_err(op, key))?;
-        plan_without_bound_values(&conn).map_err(query_err(op, key))?;
-        conn.pragma_update(None, "query_only", true)
-            .map_err(query_err(op, key))?;
-        Ok(conn)
+        open_reader(&self.path).map_err(query_err(op, key))
     }
 
     fn give(&self, conn: Connection) {

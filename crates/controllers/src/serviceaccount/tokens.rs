@@ -21,8 +21,8 @@ use kcm_machinery::controller::api_status::error_message;
 use kcm_machinery::controller::{ApiStatus, ErrorPolicy, run_controller};
 use kcm_machinery::informer::store::Indexer;
 use kcm_machinery::informer::{
-    DeletedObject, InformerRegistrar, InformerSynced, ResourceEventHandler, SharedInformerFactory,
-    all_synced,
+    DeletedObject, InformerRegistrar, InformerSynced, NAMESPACE_INDEX, ResourceEventHandler,
+    SharedInformerFactory, all_synced,
 };
 use kcm_machinery::workqueue::{
     QueueConfig, RateLimitingQueue, WorkqueueMetrics, default_controller_rate_limiter,
@@ -555,7 +555,13 @@ impl TokensController {
             ..ServiceAccount::default()
         };
         let mut retry = None;
-        for secret in self.secrets.list() {
+        // The namespace's secrets, by the cache's namespace index (upstream's
+        // `listTokenSecrets`), not every secret of the cluster.
+        let secrets = self
+            .secrets
+            .by_index(NAMESPACE_INDEX, &key.namespace)
+            .unwrap_or_else(|_| self.secrets.list());
+        for secret in secrets {
             if secret.metadata.namespace.as_deref() != Some(&key.namespace)
                 || !is_service_account_token(&secret, &account)
             {
