@@ -215,6 +215,11 @@ fn controllers() -> Vec<(&'static str, Vec<Value>)> {
                 rule(&["get", "list", "watch"], &[RESOURCE], &["resourceclaims"]),
                 rule(&["get", "list", "watch"], &[RESOURCE], &["resourceslices"]),
                 rule(&["get", "list", "watch"], &[RESOURCE], &["deviceclasses"]),
+                rule(
+                    &["get", "list", "watch"],
+                    &[RESOURCE],
+                    &["devicetaintrules"],
+                ),
                 events(),
             ],
         ),
@@ -1075,6 +1080,11 @@ mod tests {
             (
                 "device-taint-eviction-controller",
                 one("list", RESOURCE, "deviceclasses"),
+                true,
+            ),
+            (
+                "device-taint-eviction-controller",
+                one("watch", RESOURCE, "devicetaintrules"),
                 true,
             ),
             (

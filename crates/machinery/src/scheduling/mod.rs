@@ -5,10 +5,13 @@
 //!   `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`.
 //! - [`taints`]: taints and tolerations (`ToleratesTaint`, `FindMatchingUntoleratedTaint`,
 //!   `AddOrUpdateTolerationInPodSpec`).
+//! - [`device_taints`]: DRA device taints and tolerations (`resourceclaim.ToleratesTaint`, the
+//!   allocator's `taintPreventsAllocation`).
 //!
 //! The DaemonSet controller decides with these which nodes run a daemon pod, exactly as the
 //! scheduler would place it.
 
+pub mod device_taints;
 pub mod node_affinity;
 pub mod taints;
 

@@ -25,8 +25,10 @@
 //! 1, and `All`) and `firstAvailable` sub-requests (the first that fits wins; results are named
 //! `<request>/<subrequest>`), DeviceClass and request CEL selectors in the forms of
 //! [`crate::dra::cel`], and slices published for a node (`nodeName`) or all nodes
-//! (`allNodes`). Not done: constraints (`matchAttribute`), admin access, device taints,
-//! partitionable devices and counters, consumable capacity, config copied into the allocation,
+//! (`allNodes`). A device with a `NoSchedule` or `NoExecute` taint that the request's
+//! `tolerations` do not tolerate is not allocated (the allocator's `taintPreventsAllocation`;
+//! taints from DeviceTaintRules are not applied). Not done: constraints (`matchAttribute`),
+//! admin access, partitionable devices and counters, consumable capacity, config copied into the allocation,
 //! incomplete-pool detection, and scoring.
 
 use std::collections::{HashMap, HashSet};
@@ -37,11 +39,12 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationResult, DeviceClass, DeviceRequestAllocationResult,
-    DeviceSelector, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
-    ResourceSlice,
+    DeviceSelector, DeviceToleration, ResourceClaim, ResourceClaimConsumerReference,
+    ResourceClaimStatus, ResourceSlice,
 };
 use kcm_machinery::controller::api_status::error_message;
 use kcm_machinery::informer::Indexer;
+use kcm_machinery::scheduling::device_taints::taint_prevents_allocation;
 use kcm_machinery::scheduling::node_affinity::{NODE_NAME_FIELD, ParsedNodeSelector};
 
 use crate::dra::cel;
@@ -172,6 +175,7 @@ struct Want<'a> {
     name: String,
     class: &'a str,
     selectors: &'a [DeviceSelector],
+    tolerations: &'a [DeviceToleration],
     all: bool,
     count: usize,
 }
@@ -180,6 +184,7 @@ fn want<'a>(
     name: String,
     class: &'a str,
     selectors: Option<&'a Vec<DeviceSelector>>,
+    tolerations: Option<&'a Vec<DeviceToleration>>,
     mode: Option<&str>,
     count: Option<i64>,
 ) -> Want<'a> {
@@ -187,6 +192,7 @@ fn want<'a>(
         name,
         class,
         selectors: selectors.map(Vec::as_slice).unwrap_or_default(),
+        tolerations: tolerations.map(Vec::as_slice).unwrap_or_default(),
         all: mode == Some(ALLOCATION_MODE_ALL),
         count: usize::try_from(count.unwrap_or(1).max(1)).unwrap_or(1),
     }
@@ -256,6 +262,7 @@ impl PodClaims {
                     request.name.clone(),
                     &e.device_class_name,
                     e.selectors.as_ref(),
+                    e.tolerations.as_ref(),
                     e.allocation_mode.as_deref(),
                     e.count,
                 )],
@@ -266,6 +273,7 @@ impl PodClaims {
                             format!("{}/{}", request.name, s.name),
                             &s.device_class_name,
                             s.selectors.as_ref(),
+                            s.tolerations.as_ref(),
                             s.allocation_mode.as_deref(),
                             s.count,
                         )
@@ -292,6 +300,10 @@ impl PodClaims {
                                 .any(|(c, _): &(DeviceId, &ResourceSlice)| *c == id)
                             || !selected(&class_selectors, driver, device)
                             || !selected(alt.selectors, driver, device)
+                            || taint_prevents_allocation(
+                                device.taints.as_deref().unwrap_or_default(),
+                                alt.tolerations,
+                            )
                         {
                             continue;
                         }
@@ -324,6 +336,10 @@ impl PodClaims {
                         driver,
                         pool,
                         device,
+                        // Upstream's allocator copies the request's tolerations into the
+                        // result, where taint eviction reads them.
+                        tolerations: (!alt.tolerations.is_empty())
+                            .then(|| alt.tolerations.to_vec()),
                         ..DeviceRequestAllocationResult::default()
                     });
                 }

@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::core::v1::{PodResourceClaim, PodResourceClaimStatus, PodStatus};
 use k8s_openapi::api::resource::v1::{
-    CELDeviceSelector, DeviceClaim, DeviceRequest, DeviceSubRequest, ExactDeviceRequest,
-    ResourceClaimSpec,
+    CELDeviceSelector, DeviceClaim, DeviceRequest, DeviceSubRequest, DeviceTaint,
+    ExactDeviceRequest, ResourceClaimSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kcm_testing::MetaBuilder;
@@ -393,6 +393,96 @@ fn class_and_request_selectors_pick_the_devices() {
     assert_eq!(
         results(&f.plugin.filter(&state, &node("n1")).expect("gpu-1")),
         [triple("gpu", "n1", "gpu-1")]
+    );
+}
+
+/// Republishes `node`'s slice of two devices with each named device's taints.
+fn taint_devices(f: &Fixture, node_name: &str, taints: &[(&str, Vec<DeviceTaint>)]) {
+    let mut slice = node_resource_slice(&node(node_name), 2);
+    for d in slice.spec.devices.iter_mut().flatten() {
+        d.taints = taints
+            .iter()
+            .find(|(name, _)| *name == d.name)
+            .map(|(_, t)| t.clone());
+    }
+    f.slices.update(Arc::new(slice)).expect("slice");
+}
+
+fn device_taint(effect: &str) -> DeviceTaint {
+    DeviceTaint {
+        key: "example.com/taint".into(),
+        value: None,
+        effect: effect.into(),
+        time_added: None,
+    }
+}
+
+#[test]
+fn untolerated_device_taints_keep_devices_from_being_allocated() {
+    let f = fixture().with_slices(&["n1"], 2);
+    taint_devices(
+        &f,
+        "n1",
+        &[
+            ("gpu-0", vec![device_taint("NoSchedule")]),
+            ("gpu-1", vec![device_taint("NoExecute")]),
+        ],
+    );
+    f.add_claim(claim("plain", 1));
+    let plain = f.claims_of(&pod_using("p", &["plain"]));
+    assert_eq!(
+        f.plugin.filter(&plain, &node("n1")),
+        Err(vec![ERR_REASON_CANNOT_ALLOCATE.to_owned()]),
+        "both devices are tainted"
+    );
+
+    let mut tolerating = exactly("gpu", DRIVER, None, None);
+    if let Some(e) = tolerating.exactly.as_mut() {
+        e.tolerations = Some(vec![DeviceToleration {
+            key: Some("example.com/taint".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoExecute".into()),
+            ..DeviceToleration::default()
+        }]);
+    }
+    f.add_claim(claim_with("tolerating", vec![tolerating]));
+    let state = f.claims_of(&pod_using("p", &["tolerating"]));
+    let fit = f
+        .plugin
+        .filter(&state, &node("n1"))
+        .expect("gpu-1 is tolerated");
+    assert_eq!(results(&fit), [triple("gpu", "n1", "gpu-1")]);
+    // The allocation carries the request's tolerations, as taint eviction reads them.
+    let allocation = fit.claims[0].1.clone().expect("new allocation");
+    let result = &allocation
+        .devices
+        .and_then(|d| d.results)
+        .unwrap_or_default()[0];
+    assert_eq!(
+        result
+            .tolerations
+            .as_deref()
+            .map(|t| t[0].effect.as_deref()),
+        Some(Some("NoExecute"))
+    );
+
+    // The None effect only informs.
+    taint_devices(
+        &f,
+        "n1",
+        &[
+            ("gpu-0", vec![device_taint("None")]),
+            ("gpu-1", vec![device_taint("NoExecute")]),
+        ],
+    );
+    let plain = f.claims_of(&pod_using("p", &["plain"]));
+    assert_eq!(
+        results(
+            &f.plugin
+                .filter(&plain, &node("n1"))
+                .expect("gpu-0 is usable")
+        ),
+        [triple("gpu", "n1", "gpu-0")]
     );
 }
 
