@@ -179,6 +179,8 @@ pub struct ServerConfig {
     /// Events are deleted this long after their last write (kube-apiserver's `--event-ttl`,
     /// 1h); `None` keeps them.
     pub event_ttl: Option<Duration>,
+    /// Bootstrap tokens authenticate (`--enable-bootstrap-token-auth`, off by default).
+    pub enable_bootstrap_token_auth: bool,
 }
 
 impl ServerConfig {
@@ -203,6 +205,7 @@ impl ServerConfig {
             admission: crate::admission::AdmissionConfig::default(),
             service_ip_range: crate::registry::service_ip::ServiceIpRange::default(),
             event_ttl: Some(crate::registry::event_ttl::DEFAULT_EVENT_TTL),
+            enable_bootstrap_token_auth: false,
         }
     }
 }
@@ -248,14 +251,23 @@ impl Server {
                 },
             })?,
         );
-        let authenticator = Union(vec![
+        let mut authenticators: Vec<Arc<dyn crate::auth::authenticator::Authenticator>> = vec![
             Arc::new(StaticToken::new(token.clone(), UserInfo::admin())),
             Arc::new(ServiceAccountAuthenticator::new(
                 Arc::clone(&issuer),
                 Arc::clone(&storage),
                 system_clock(),
             )),
-        ]);
+        ];
+        if config.enable_bootstrap_token_auth {
+            authenticators.push(Arc::new(
+                crate::auth::bootstrap_token_authenticator::BootstrapTokenAuthenticator::new(
+                    Arc::clone(&storage),
+                    system_clock(),
+                ),
+            ));
+        }
+        let authenticator = Union(authenticators);
         let rbac = RbacAuthorizer::new();
         let registry = Arc::new(
             Registry::new(Arc::clone(&storage))

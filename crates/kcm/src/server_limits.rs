@@ -35,6 +35,11 @@ pub struct LimitArgs {
     /// How long events are kept after their last write (kube-apiserver's flag; 0 keeps them).
     #[arg(long, value_name = "duration", default_value = "1h0m0s", value_parser = parse_timeout)]
     pub event_ttl: Duration,
+    /// Bootstrap tokens (`bootstrap.kubernetes.io/token` Secrets in kube-system marked
+    /// `usage-bootstrap-authentication`) authenticate as `system:bootstrap:<token-id>`
+    /// (kube-apiserver's flag, off by default; kubeadm turns it on for TLS bootstrap).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_bootstrap_token_auth: bool,
 }
 
 impl LimitArgs {
@@ -46,6 +51,7 @@ impl LimitArgs {
         config.request_timeout = self.request_timeout;
         config.service_ip_range = self.service_cluster_ip_range.clone();
         config.event_ttl = self.event_ttl();
+        config.enable_bootstrap_token_auth = self.enable_bootstrap_token_auth;
     }
 
     /// `--event-ttl` as the server takes it: `None` keeps events.
@@ -93,6 +99,14 @@ mod tests {
         assert_eq!(config.service_ip_range, defaults.service_ip_range);
         assert_eq!(config.event_ttl, Some(Duration::from_secs(3600)));
         assert_eq!(config.event_ttl, defaults.event_ttl);
+        assert!(
+            !config.enable_bootstrap_token_auth,
+            "off, as kube-apiserver's"
+        );
+        assert_eq!(
+            config.enable_bootstrap_token_auth,
+            defaults.enable_bootstrap_token_auth
+        );
     }
 
     #[test]
@@ -126,5 +140,13 @@ mod tests {
             .limits
             .apply(&mut config);
         assert_eq!(config.event_ttl, Some(Duration::from_secs(600)));
+        for (args, want) in [
+            (&["kcm", "--enable-bootstrap-token-auth"][..], true),
+            (&["kcm", "--enable-bootstrap-token-auth=true"][..], true),
+            (&["kcm", "--enable-bootstrap-token-auth=false"][..], false),
+        ] {
+            Cli::parse_from(args).limits.apply(&mut config);
+            assert_eq!(config.enable_bootstrap_token_auth, want, "{args:?}");
+        }
     }
 }

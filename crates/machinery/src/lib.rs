@@ -17,6 +17,7 @@
 //! Data flows one way: API server --list/watch--> Reflector --deltas--> DeltaFIFO --pop-->
 //! Indexer (cache) and event handlers --keys--> work queue --key--> worker.
 
+pub mod bootstrap_token;
 pub mod client;
 pub mod controller;
 pub mod cron;

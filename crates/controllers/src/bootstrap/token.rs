@@ -1,26 +1,15 @@
-//! Bootstrap token Secrets as the bootstrap controllers read them (upstream's `cluster-bootstrap/token/api` constants and `token/util`/`secret` helpers): the name, the token fields, usages and expiration, and the detached JWS that signs `cluster-info`.
-
-use std::time::Duration;
+//! Bootstrap token Secrets as the bootstrap controllers read them: the fields and helpers of [`kcm_machinery::bootstrap_token`] (shared with the API server's bootstrap token authenticator), and the detached JWS that signs `cluster-info`.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
+pub use kcm_machinery::bootstrap_token::{
+    EXPIRATION_KEY, SECRET_NAME_PREFIX, SECRET_TYPE_BOOTSTRAP_TOKEN, TOKEN_ID_KEY,
+    TOKEN_SECRET_KEY, TOKEN_SECRET_NAMESPACE, USAGE_SIGNING_KEY, data, expiration,
+    token_id_of_name,
+};
 
-/// The Secret type of bootstrap tokens.
-pub const SECRET_TYPE_BOOTSTRAP_TOKEN: &str = "bootstrap.kubernetes.io/token";
-/// Where bootstrap token Secrets live.
-pub const TOKEN_SECRET_NAMESPACE: &str = "kube-system";
-/// The prefix of a bootstrap token Secret's name, followed by its token ID.
-pub const SECRET_NAME_PREFIX: &str = "bootstrap-token-";
-/// The data key of the token ID.
-pub const TOKEN_ID_KEY: &str = "token-id";
-/// The data key of the token secret.
-pub const TOKEN_SECRET_KEY: &str = "token-secret";
-/// The data key of the RFC 3339 expiration.
-pub const EXPIRATION_KEY: &str = "expiration";
-/// The data key saying the token may sign `cluster-info`.
-pub const USAGE_SIGNING_KEY: &str = "usage-bootstrap-signing";
 /// The namespace of the `cluster-info` ConfigMap.
 pub const CONFIG_MAP_NAMESPACE: &str = "kube-public";
 /// The name of the ConfigMap the signer signs.
@@ -29,50 +18,6 @@ pub const CONFIG_MAP_NAME: &str = "cluster-info";
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
 /// The prefix of a signature's key, followed by the token ID.
 pub const JWS_SIGNATURE_KEY_PREFIX: &str = "jws-kubeconfig-";
-
-/// The value of `key` in the Secret's data (or stringData), as text.
-pub fn data(secret: &Secret, key: &str) -> Option<String> {
-    if let Some(value) = secret.data.as_ref().and_then(|d| d.get(key)) {
-        return String::from_utf8(value.0.clone()).ok();
-    }
-    secret
-        .string_data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .cloned()
-}
-
-/// The token ID a Secret's name carries: `bootstrap-token-<6 of [a-z0-9]>`, as upstream's
-/// `ParseName`.
-pub fn token_id_of_name(name: &str) -> Option<&str> {
-    let id = name.strip_prefix(SECRET_NAME_PREFIX)?;
-    (id.len() == 6
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
-    .then_some(id)
-}
-
-/// When the token expires relative to `now`, as upstream's `GetExpiration`: no expiration
-/// is `(None, false)`; an unparseable one or one at or before `now` is expired; otherwise
-/// the time left.
-pub fn expiration(secret: &Secret, now: Timestamp) -> (Option<Duration>, bool) {
-    let Some(expiration) = data(secret, EXPIRATION_KEY).filter(|e| !e.is_empty()) else {
-        return (None, false);
-    };
-    let Ok(at) = expiration.parse::<Timestamp>() else {
-        tracing::debug!(
-            secret = secret.metadata.name.as_deref().unwrap_or_default(),
-            %expiration,
-            "Unparseable expiration time; treating as expired"
-        );
-        return (None, true);
-    };
-    match at.duration_since(now).try_into() {
-        Ok(left) if left > Duration::ZERO => (Some(left), false),
-        _ => (None, true),
-    }
-}
 
 /// The token ID and secret of a Secret that may sign `cluster-info` now, as upstream's
 /// `validateSecretForSigning`: the name's ID equals `token-id`, a secret is set, the token
@@ -148,28 +93,6 @@ mod tests {
                     .collect::<BTreeMap<_, _>>(),
             ),
             ..Default::default()
-        }
-    }
-
-    #[test]
-    fn expiration_is_upstreams() {
-        let now: Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
-        let cases = [
-            (vec![], (None, false)),
-            (
-                vec![(EXPIRATION_KEY, "2026-01-01T00:00:10Z")],
-                (Some(Duration::from_secs(10)), false),
-            ),
-            (vec![(EXPIRATION_KEY, "2026-01-01T00:00:00Z")], (None, true)),
-            (vec![(EXPIRATION_KEY, "2025-12-31T23:00:00Z")], (None, true)),
-            (vec![(EXPIRATION_KEY, "tomorrow")], (None, true)),
-        ];
-        for (data, want) in cases {
-            assert_eq!(
-                expiration(&secret("bootstrap-token-abcdef", &data), now),
-                want,
-                "{data:?}"
-            );
         }
     }
 
