@@ -343,7 +343,77 @@ fn base_cluster_roles() -> Vec<Value> {
                 &["/.well-known/openid-configuration", "/openid/v1/jwks"],
             )],
         ),
+        // For bootstrapping a node's client certificate: create a CSR and watch it be signed.
+        cluster_role(
+            "system:node-bootstrapper",
+            &[],
+            vec![rule(
+                &["create", "get", "list", "watch"],
+                &[CERTIFICATES],
+                &["certificatesigningrequests"],
+            )],
+        ),
+        // Authentication and authorization delegation (non-mutating creates).
+        cluster_role(
+            "system:auth-delegator",
+            &[],
+            vec![
+                rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+                rule(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["subjectaccessreviews"],
+                ),
+            ],
+        ),
+        // Holding these makes the CSR approving controller approve a node client CSR (from
+        // anyone, or from the node itself).
+        cluster_role(
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            &[],
+            vec![rule(
+                &["create"],
+                &[CERTIFICATES],
+                &["certificatesigningrequests/nodeclient"],
+            )],
+        ),
+        cluster_role(
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            &[],
+            vec![rule(
+                &["create"],
+                &[CERTIFICATES],
+                &["certificatesigningrequests/selfnodeclient"],
+            )],
+        ),
+        signer_approver("legacy-unknown", "kubernetes.io/legacy-unknown"),
+        signer_approver("kubelet-serving", "kubernetes.io/kubelet-serving"),
+        signer_approver(
+            "kube-apiserver-client",
+            "kubernetes.io/kube-apiserver-client",
+        ),
+        signer_approver(
+            "kube-apiserver-client-kubelet",
+            "kubernetes.io/kube-apiserver-client-kubelet",
+        ),
     ]
+}
+
+/// The certificates API group.
+const CERTIFICATES: &str = "certificates.k8s.io";
+
+/// `system:certificates.k8s.io:<name>-approver`: may approve CSRs for `signer`.
+fn signer_approver(name: &str, signer: &str) -> Value {
+    cluster_role(
+        &format!("system:certificates.k8s.io:{name}-approver"),
+        &[],
+        vec![json!({
+            "verbs": ["approve"],
+            "apiGroups": [CERTIFICATES],
+            "resources": ["signers"],
+            "resourceNames": [signer],
+        })],
+    )
 }
 
 fn binding(name: &str, role: &str, subjects: Vec<Value>) -> Value {
@@ -430,5 +500,40 @@ mod tests {
                 "{role} exists"
             );
         }
+    }
+
+    #[test]
+    fn certificate_roles_grant_what_the_approver_and_signers_check() {
+        let roles = cluster_roles();
+        let grants = |name: &str, rule: Value| {
+            let role = roles
+                .iter()
+                .find(|r| r["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("{name} exists"));
+            covers(&PolicyRule::rules_of(role), &[PolicyRule::from_json(&rule)]).0
+        };
+        assert!(grants(
+            "system:node-bootstrapper",
+            json!({"verbs": ["create", "watch"], "apiGroups": [CERTIFICATES], "resources": ["certificatesigningrequests"]})
+        ));
+        assert!(!grants(
+            "system:node-bootstrapper",
+            json!({"verbs": ["update"], "apiGroups": [CERTIFICATES], "resources": ["certificatesigningrequests/approval"]})
+        ));
+        for sub in ["nodeclient", "selfnodeclient"] {
+            assert!(grants(
+                &format!("system:certificates.k8s.io:certificatesigningrequests:{sub}"),
+                json!({"verbs": ["create"], "apiGroups": [CERTIFICATES], "resources": [format!("certificatesigningrequests/{sub}")]})
+            ));
+        }
+        let approve = |signer: &str| json!({"verbs": ["approve"], "apiGroups": [CERTIFICATES], "resources": ["signers"], "resourceNames": [signer]});
+        assert!(grants(
+            "system:certificates.k8s.io:kube-apiserver-client-approver",
+            approve("kubernetes.io/kube-apiserver-client")
+        ));
+        assert!(!grants(
+            "system:certificates.k8s.io:kube-apiserver-client-approver",
+            approve("kubernetes.io/kubelet-serving")
+        ));
     }
 }
