@@ -327,3 +327,213 @@ fn legacy_service_account_token_secrets(backend: &Backend) {
     });
     kubectl_fails(&as_builder, &["auth", "whoami"], "Unauthorized");
 }
+
+kcm_up::on_each_backend!(
+    certificates_for_users_and_bootstrapping_nodes:
+        csrs_are_signed_for_users_and_auto_approved_for_bootstrapping_nodes_sqlite,
+        csrs_are_signed_for_users_and_auto_approved_for_bootstrapping_nodes_etcd
+);
+
+/// A key and a PEM CSR for `common_name` in `organizations`.
+fn csr(common_name: &str, organizations: &[&str]) -> (String, String) {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    let mut dn = rcgen::DistinguishedName::new();
+    dn.push(rcgen::DnType::CommonName, common_name);
+    for o in organizations {
+        dn.push(rcgen::DnType::OrganizationName, *o);
+    }
+    params.distinguished_name = dn;
+    let request = params.serialize_request(&key).expect("csr");
+    (key.serialize_pem(), request.pem().expect("pem"))
+}
+
+/// Writes and applies a CertificateSigningRequest `name` for `pem` to `signer` with `usages`.
+fn apply_csr(kubeconfig: &Path, dir: &Path, name: &str, pem: &str, signer: &str, usages: &[&str]) {
+    use base64::Engine;
+    let manifest = serde_json::json!({
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": {
+            "request": base64::engine::general_purpose::STANDARD.encode(pem),
+            "signerName": signer,
+            "usages": usages,
+            "expirationSeconds": 3600,
+        },
+    });
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, manifest.to_string()).expect("manifest");
+    kubectl_ok(kubeconfig, &["create", "-f", path.to_str().expect("utf-8")]);
+}
+
+/// A kubeconfig for the same cluster whose only credential is a client certificate.
+fn cert_kubeconfig(admin: &Path, cert_b64: &str, key_pem: &str, path: PathBuf) -> PathBuf {
+    use base64::Engine;
+    let key_b64 = base64::engine::general_purpose::STANDARD.encode(key_pem);
+    let text = std::fs::read_to_string(admin).expect("kubeconfig");
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("token:"))
+        .map(|l| match l.split_once("client-certificate-data:") {
+            Some((indent, _)) => format!("{indent}client-certificate-data: {cert_b64}"),
+            None => match l.split_once("client-key-data:") {
+                Some((indent, _)) => format!("{indent}client-key-data: {key_b64}"),
+                None => l.to_owned(),
+            },
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write kubeconfig");
+    path
+}
+
+/// The CSR signing and approving controllers on `kcm up`, as the issue's acceptance: a
+/// `kubernetes.io/kube-apiserver-client` CSR approved with `kubectl certificate approve` gets a
+/// certificate that authenticates as its subject (`kubectl auth whoami`); a bootstrap token
+/// (`--enable-bootstrap-token-auth`) authenticates as `system:bootstrap:<id>`, and its node
+/// client CSR is auto-approved (`AutoApproved`) and signed once the bootstrappers hold
+/// kubeadm's two bindings.
+fn certificates_for_users_and_bootstrapping_nodes(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = Up::start(
+        backend,
+        &dir.path().join("data"),
+        &["--nodes", "1", "--enable-bootstrap-token-auth"],
+        "warn",
+    );
+    let admin = up.kubeconfig.clone();
+    let jsonpath = |kubeconfig: &Path, csr: &str, path: &str| {
+        kubectl(
+            kubeconfig,
+            &["get", "csr", csr, "-o", &format!("jsonpath={path}")],
+        )
+        .1
+    };
+
+    // A user's client certificate, approved by hand.
+    let (alice_key, alice_csr) = csr("alice", &["devs"]);
+    apply_csr(
+        &admin,
+        dir.path(),
+        "alice",
+        &alice_csr,
+        "kubernetes.io/kube-apiserver-client",
+        &["client auth"],
+    );
+    let out = kubectl_ok(&admin, &["certificate", "approve", "alice"]);
+    assert!(out.contains("approved"), "{out}");
+    let cert = up.wait_for("alice's certificate", || {
+        let cert = jsonpath(&admin, "alice", "{.status.certificate}");
+        (!cert.is_empty()).then_some(cert)
+    });
+    let as_alice = cert_kubeconfig(
+        &admin,
+        &cert,
+        &alice_key,
+        dir.path().join("alice.kubeconfig"),
+    );
+    let whoami = kubectl_ok(
+        &as_alice,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+        ],
+    );
+    assert_eq!(whoami, r#"alice ["devs","system:authenticated"]"#);
+
+    // A bootstrap token, as `kubeadm token create` writes it, and kubeadm's bindings.
+    let token_secret = dir.path().join("token.yaml");
+    std::fs::write(
+        &token_secret,
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  \
+         namespace: kube-system\ntype: bootstrap.kubernetes.io/token\nstringData:\n  \
+         token-id: abcdef\n  token-secret: 0123456789abcdef\n  \
+         usage-bootstrap-authentication: \"true\"\n  \
+         auth-extra-groups: system:bootstrappers:kubeadm:default-node-token\n",
+    )
+    .expect("token secret");
+    kubectl_ok(
+        &admin,
+        &["apply", "-f", token_secret.to_str().expect("utf-8")],
+    );
+    for (binding, role) in [
+        ("kubeadm:kubelet-bootstrap", "system:node-bootstrapper"),
+        (
+            "kubeadm:node-autoapprove-bootstrap",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+        ),
+    ] {
+        kubectl_ok(
+            &admin,
+            &[
+                "create",
+                "clusterrolebinding",
+                binding,
+                &format!("--clusterrole={role}"),
+                "--group=system:bootstrappers:kubeadm:default-node-token",
+            ],
+        );
+    }
+    let bootstrap = token_kubeconfig(
+        &admin,
+        "abcdef.0123456789abcdef",
+        dir.path().join("bootstrap.kubeconfig"),
+    );
+    let whoami = kubectl_ok(
+        &bootstrap,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+        ],
+    );
+    assert_eq!(
+        whoami,
+        r#"system:bootstrap:abcdef ["system:bootstrappers","system:bootstrappers:kubeadm:default-node-token","system:authenticated"]"#
+    );
+    kubectl_fails(
+        &token_kubeconfig(
+            &admin,
+            "abcdef.0123456789abcdee",
+            dir.path().join("wrong.kubeconfig"),
+        ),
+        &["auth", "whoami"],
+        "Unauthorized",
+    );
+
+    // The kubelet's TLS bootstrap: a node client CSR from the bootstrap identity.
+    let (_, node_csr) = csr("system:node:worker-1", &["system:nodes"]);
+    eventually("the bootstrapper may create CSRs", || {
+        kubectl(
+            &bootstrap,
+            &["auth", "can-i", "create", "certificatesigningrequests"],
+        )
+        .0
+    });
+    apply_csr(
+        &bootstrap,
+        dir.path(),
+        "node-csr-worker-1",
+        &node_csr,
+        "kubernetes.io/kube-apiserver-client-kubelet",
+        &["digital signature", "client auth"],
+    );
+    assert_eq!(
+        jsonpath(&admin, "node-csr-worker-1", "{.spec.username}"),
+        "system:bootstrap:abcdef"
+    );
+    up.wait_for("the node's CSR approved and signed", || {
+        let approved = jsonpath(
+            &admin,
+            "node-csr-worker-1",
+            "{.status.conditions[?(@.type==\"Approved\")].reason}",
+        );
+        let cert = jsonpath(&admin, "node-csr-worker-1", "{.status.certificate}");
+        (approved == "AutoApproved" && !cert.is_empty()).then_some(())
+    });
+    let table = kubectl_ok(&admin, &["get", "csr", "node-csr-worker-1"]);
+    assert!(table.contains("Approved,Issued"), "{table}");
+}

@@ -1152,3 +1152,80 @@ fn claims_grow_through_the_resizer_and_the_node(backend: &Backend) {
         (up.jsonpath(&["pod", "web"], "{.status.phase}") == "Running").then_some(())
     });
 }
+
+kcm_up::on_each_backend!(
+    pods_with_resource_claims_get_simulated_devices:
+        up_allocates_simulated_devices_to_pods_and_frees_them_sqlite,
+        up_allocates_simulated_devices_to_pods_and_frees_them_etcd
+);
+
+/// DRA on `kcm up`: a pod with a ResourceClaimTemplate gets a claim from the resourceclaim
+/// controller, which the scheduler allocates from the simulated driver's devices on the node it
+/// picks; the pod runs there, and deleting it deletes the generated claim. A pod naming a
+/// shared ResourceClaim is in its `reservedFor` while it exists; when it is deleted the
+/// controller removes the reservation and deallocates the claim.
+fn pods_with_resource_claims_get_simulated_devices(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let up = Up::start(backend, &dir.path().join("data"), &["--nodes", "1"], "info");
+    let manifest = dir.path().join("dra.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: gpu\n\
+         spec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly:\n          \
+         deviceClassName: gpu.sim.kcm.io\n---\n\
+         apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n  name: shared\n\
+         spec:\n  devices:\n    requests:\n    - name: gpu\n      exactly:\n        \
+         deviceClassName: gpu.sim.kcm.io\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata:\n  name: trainer\nspec:\n  containers:\n  \
+         - name: c\n    image: nginx\n    resources:\n      claims:\n      - name: gpu\n  \
+         resourceClaims:\n  - name: gpu\n    resourceClaimTemplateName: gpu\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata:\n  name: user\nspec:\n  containers:\n  \
+         - name: c\n    image: nginx\n    resources:\n      claims:\n      - name: gpu\n  \
+         resourceClaims:\n  - name: gpu\n    resourceClaimName: shared\n",
+    )
+    .expect("manifest");
+    up.kubectl_ok(&["apply", "-f", &manifest.to_string_lossy()]);
+    for pod in ["trainer", "user"] {
+        up.wait_for(&format!("{pod} running"), || {
+            (up.jsonpath(&["pod", pod], "{.status.phase}") == "Running").then_some(())
+        });
+    }
+    let node = up.jsonpath(&["pod", "trainer"], "{.spec.nodeName}");
+    let generated = up.jsonpath(
+        &["pod", "trainer"],
+        "{.status.resourceClaimStatuses[0].resourceClaimName}",
+    );
+    assert!(generated.starts_with("trainer-gpu-"), "{generated:?}");
+    let allocation = |claim: &str| {
+        up.jsonpath(
+            &["resourceclaim", claim],
+            "{.status.allocation.devices.results[*].driver}/{.status.allocation.devices.results[*].pool}/{.status.allocation.devices.results[*].device} {.status.reservedFor[*].name}",
+        )
+    };
+    let trainer = allocation(&generated);
+    assert!(
+        trainer.starts_with(&format!("gpu.sim.kcm.io/{node}/gpu-"))
+            && trainer.ends_with(" trainer"),
+        "{trainer}"
+    );
+    let shared = allocation("shared");
+    assert!(shared.ends_with(" user"), "{shared}");
+    assert_ne!(
+        trainer.split(' ').next(),
+        shared.split(' ').next(),
+        "two claims got one device"
+    );
+    assert_eq!(
+        up.jsonpath(&["resourceclaim", "shared"], "{.metadata.finalizers}"),
+        r#"["resource.kubernetes.io/delete-protection"]"#
+    );
+
+    up.kubectl_ok(&["delete", "pod", "trainer", "user", "--wait=true"]);
+    up.wait_for("the generated claim deleted", || {
+        let (found, _, _) = up.kubectl(&["get", "resourceclaim", &generated]);
+        (!found).then_some(())
+    });
+    up.wait_for("the shared claim deallocated", || {
+        (allocation("shared") == "// ").then_some(())
+    });
+}

@@ -1,4 +1,4 @@
-//! ValidatingAdmissionPolicy on `kcm up`, driven by the installed `kubectl`: the kubernetes.io example (`object.spec.replicas <= 5` on Deployments) refuses a Deployment of 6 with upstream's message under a `Deny` binding, kubectl prints the warning under a `Warn` binding, and a ConfigMap `paramKind` sets the limit per binding. Skipped (with a note) when `kubectl` is missing.
+//! ValidatingAdmissionPolicy on `kcm up`, driven by the installed `kubectl`: the kubernetes.io example (`object.spec.replicas <= 5` on Deployments) refuses a Deployment of 6 with upstream's message under a `Deny` binding, kubectl prints the warning under a `Warn` binding, a ConfigMap `paramKind` sets the limit per binding, and a policy with a type error shows it in `status.typeChecking`. Skipped (with a note) when `kubectl` is missing.
 
 mod kcm_up;
 
@@ -189,4 +189,44 @@ fn validating_admission_policies_refuse_warn_and_read_params_on_kcm_up(backend: 
         ),
         "{stderr}"
     );
+
+    // The status controller type-checks each policy against the kinds it matches.
+    let typo = write(
+        dir.path(),
+        "typo.yaml",
+        &policy(
+            "typo.example.com",
+            "",
+            "  - expression: \"object.spec.replicas > 'five'\"\n",
+        ),
+    );
+    up.kubectl_ok(&["apply", "-f", &typo]);
+    let warning = up.wait_for("typo's status.typeChecking", || {
+        let (ok, out, _) = up.kubectl(&[
+            "get",
+            "validatingadmissionpolicy",
+            "typo.example.com",
+            "-o",
+            "jsonpath={.status.typeChecking.expressionWarnings[0].fieldRef}|{.status.typeChecking.expressionWarnings[0].warning}",
+        ]);
+        (ok && out.contains('|') && !out.ends_with('|')).then_some(out)
+    });
+    assert!(
+        warning.starts_with(
+            "spec.validations[0].expression|apps/v1, Kind=Deployment: ERROR: <input>:1:"
+        ) && warning.contains("found no matching overload for '_>_' applied to '(int, string)'"),
+        "{warning}"
+    );
+    // A policy without errors gets an empty typeChecking.
+    let generation = up.wait_for("demo-policy checked", || {
+        let (ok, out, _) = up.kubectl(&[
+            "get",
+            "validatingadmissionpolicy",
+            "demo-policy.example.com",
+            "-o",
+            "jsonpath={.status.observedGeneration}|{.status.typeChecking}",
+        ]);
+        (ok && !out.starts_with('|')).then_some(out)
+    });
+    assert_eq!(generation, "1|{}");
 }
