@@ -387,6 +387,19 @@ fn cert_kubeconfig(admin: &Path, cert_b64: &str, key_pem: &str, path: PathBuf) -
     path
 }
 
+/// `kubectl auth whoami` with `kubeconfig`: the user name, a space, the groups as JSON.
+fn whoami(kubeconfig: &Path) -> String {
+    kubectl_ok(
+        kubeconfig,
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
+        ],
+    )
+}
+
 /// The CSR signing and approving controllers on `kcm up`, as the issue's acceptance: a
 /// `kubernetes.io/kube-apiserver-client` CSR approved with `kubectl certificate approve` gets a
 /// certificate that authenticates as its subject (`kubectl auth whoami`); a bootstrap token
@@ -432,16 +445,10 @@ fn certificates_for_users_and_bootstrapping_nodes(backend: &Backend) {
         &alice_key,
         dir.path().join("alice.kubeconfig"),
     );
-    let whoami = kubectl_ok(
-        &as_alice,
-        &[
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
-        ],
+    assert_eq!(
+        whoami(&as_alice),
+        r#"alice ["devs","system:authenticated"]"#
     );
-    assert_eq!(whoami, r#"alice ["devs","system:authenticated"]"#);
 
     // A bootstrap token, as `kubeadm token create` writes it, and kubeadm's bindings.
     let token_secret = dir.path().join("token.yaml");
@@ -481,17 +488,8 @@ fn certificates_for_users_and_bootstrapping_nodes(backend: &Backend) {
         "abcdef.0123456789abcdef",
         dir.path().join("bootstrap.kubeconfig"),
     );
-    let whoami = kubectl_ok(
-        &bootstrap,
-        &[
-            "auth",
-            "whoami",
-            "-o",
-            "jsonpath={.status.userInfo.username} {.status.userInfo.groups}",
-        ],
-    );
     assert_eq!(
-        whoami,
+        whoami(&bootstrap),
         r#"system:bootstrap:abcdef ["system:bootstrappers","system:bootstrappers:kubeadm:default-node-token","system:authenticated"]"#
     );
     kubectl_fails(

@@ -2,7 +2,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kcm_machinery::controller::clock::fixed_clock;
 use kcm_machinery::informer::store::Indexer;
@@ -31,29 +30,11 @@ fn cluster_info(signatures: &[(&str, &str)]) -> ConfigMap {
 }
 
 fn token(id: &str, secret: &str, signing: bool) -> Secret {
-    let mut data = BTreeMap::from([
-        ("token-id".to_owned(), ByteString(id.as_bytes().to_vec())),
-        (
-            "token-secret".to_owned(),
-            ByteString(secret.as_bytes().to_vec()),
-        ),
-    ]);
+    let mut data = vec![("token-id", id), ("token-secret", secret)];
     if signing {
-        data.insert(
-            "usage-bootstrap-signing".to_owned(),
-            ByteString(b"true".to_vec()),
-        );
+        data.push(("usage-bootstrap-signing", "true"));
     }
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("bootstrap-token-{id}")),
-            namespace: Some("kube-system".to_owned()),
-            ..Default::default()
-        },
-        type_: Some("bootstrap.kubernetes.io/token".to_owned()),
-        data: Some(data),
-        ..Default::default()
-    }
+    kcm_testing::bootstrap_token_secret(&format!("bootstrap-token-{id}"), &data)
 }
 
 fn signer(

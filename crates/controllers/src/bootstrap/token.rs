@@ -56,10 +56,6 @@ pub fn detached_signature(content: &str, token_id: &str, token_secret: &str) -> 
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use k8s_openapi::ByteString;
-
     use super::*;
 
     #[test]
@@ -79,22 +75,7 @@ mod tests {
         );
     }
 
-    fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
-        Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: Some(TOKEN_SECRET_NAMESPACE.to_owned()),
-                ..Default::default()
-            },
-            type_: Some(SECRET_TYPE_BOOTSTRAP_TOKEN.to_owned()),
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
-            ..Default::default()
-        }
-    }
+    use kcm_testing::bootstrap_token_secret as secret;
 
     #[test]
     fn only_valid_unexpired_signing_tokens_sign() {

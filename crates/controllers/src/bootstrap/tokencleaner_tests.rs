@@ -1,9 +1,7 @@
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kcm_machinery::controller::clock::fixed_clock;
 use kcm_machinery::informer::store::Indexer;
@@ -16,25 +14,13 @@ use crate::bootstrap::token::EXPIRATION_KEY;
 const NOW: &str = "2026-06-01T12:00:00Z";
 
 fn token(name: &str, expiration: Option<&str>) -> Secret {
-    let mut data = BTreeMap::new();
-    data.insert("token-id".to_owned(), ByteString(b"abcdef".to_vec()));
+    let mut data = vec![("token-id", "abcdef")];
     if let Some(expiration) = expiration {
-        data.insert(
-            EXPIRATION_KEY.to_owned(),
-            ByteString(expiration.as_bytes().to_vec()),
-        );
+        data.push((EXPIRATION_KEY, expiration));
     }
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("kube-system".to_owned()),
-            uid: Some(format!("uid-{name}")),
-            ..Default::default()
-        },
-        type_: Some("bootstrap.kubernetes.io/token".to_owned()),
-        data: Some(data),
-        ..Default::default()
-    }
+    let mut secret = kcm_testing::bootstrap_token_secret(name, &data);
+    secret.metadata.uid = Some(format!("uid-{name}"));
+    secret
 }
 
 fn cleaner(secrets: Vec<Secret>) -> (TokenCleaner, Arc<FakeBootstrapClient>) {
