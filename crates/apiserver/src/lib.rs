@@ -18,6 +18,7 @@
 //! `GET`s as [`table`]s when asked (see [`http::negotiate`]).
 
 pub mod admission;
+pub mod advertise;
 pub mod apiextensions;
 pub mod auth;
 pub mod cel_error;

@@ -181,6 +181,11 @@ pub struct ServerConfig {
     pub event_ttl: Option<Duration>,
     /// Bootstrap tokens authenticate (`--enable-bootstrap-token-auth`, off by default).
     pub enable_bootstrap_token_auth: bool,
+    /// The address the `default/kubernetes` Endpoints and EndpointSlice advertise
+    /// (`--advertise-address`); `None`: the listen address, or for a loopback or wildcard
+    /// listener the default route's interface address, as kube-apiserver
+    /// ([`crate::advertise::resolve_advertise_address`]).
+    pub advertise_address: Option<IpAddr>,
 }
 
 impl ServerConfig {
@@ -206,6 +211,7 @@ impl ServerConfig {
             service_ip_range: crate::registry::service_ip::ServiceIpRange::default(),
             event_ttl: Some(crate::registry::event_ttl::DEFAULT_EVENT_TTL),
             enable_bootstrap_token_auth: false,
+            advertise_address: None,
         }
     }
 }
@@ -324,17 +330,20 @@ impl Server {
             ip => ip,
         };
         let client_addr = SocketAddr::new(client_host, addr.port());
-        // The advertise address: the listen IP; for a wildcard listener the loopback address
-        // (kube-apiserver would pick the default route's interface address, which a
-        // single-machine kcm cluster does not need). A failure is logged and retried by the
-        // periodic repair, as upstream's bootstrap controller: it never stops the server.
+        // The advertise address, as kube-apiserver's default: the listen IP, or for a loopback
+        // or wildcard listener the default route's interface address. A failure to write the
+        // Endpoints is logged and retried by the periodic repair, as upstream's bootstrap
+        // controller: it never stops the server.
+        let advertise = config
+            .advertise_address
+            .unwrap_or_else(|| crate::advertise::resolve_advertise_address(addr.ip()));
         // The Service IP and node port bitmaps are repaired from the stored Services before
         // anything allocates (as kube-apiserver's repair controllers run at start).
         if let Err(e) = registry.repair_service_allocations().await {
             tracing::warn!(error = %e, "unable to repair the service allocations; retried on first use");
         }
         if let Err(e) = registry
-            .reconcile_kubernetes_endpoints(client_host, addr.port(), system_clock()())
+            .reconcile_kubernetes_endpoints(advertise, addr.port(), system_clock()())
             .await
         {
             tracing::warn!(error = %e, "unable to sync the default/kubernetes service");
@@ -391,7 +400,7 @@ impl Server {
         ));
         tracker.spawn(repair_kubernetes_service(
             Arc::clone(&registry),
-            client_host,
+            advertise,
             addr.port(),
             shutdown.clone(),
         ));

@@ -40,6 +40,11 @@ pub struct LimitArgs {
     /// (kube-apiserver's flag, off by default; kubeadm turns it on for TLS bootstrap).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub enable_bootstrap_token_auth: bool,
+    /// The address the `default/kubernetes` Endpoints and EndpointSlice advertise
+    /// (kube-apiserver's flag). Unset: the listen address, or for a loopback or wildcard
+    /// listener the address of the default route's interface, as kube-apiserver.
+    #[arg(long, value_name = "ip")]
+    pub advertise_address: Option<std::net::IpAddr>,
 }
 
 impl LimitArgs {
@@ -52,6 +57,7 @@ impl LimitArgs {
         config.service_ip_range = self.service_cluster_ip_range.clone();
         config.event_ttl = self.event_ttl();
         config.enable_bootstrap_token_auth = self.enable_bootstrap_token_auth;
+        config.advertise_address = self.advertise_address;
     }
 
     /// `--event-ttl` as the server takes it: `None` keeps events.
@@ -148,5 +154,13 @@ mod tests {
             Cli::parse_from(args).limits.apply(&mut config);
             assert_eq!(config.enable_bootstrap_token_auth, want, "{args:?}");
         }
+        Cli::parse_from(["kcm", "--advertise-address=192.0.2.7"])
+            .limits
+            .apply(&mut config);
+        assert_eq!(
+            config.advertise_address,
+            Some("192.0.2.7".parse().expect("ip"))
+        );
+        assert!(Cli::try_parse_from(["kcm", "--advertise-address=not-an-ip"]).is_err());
     }
 }

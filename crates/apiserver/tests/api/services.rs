@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kcm_apiserver::testing::TestServer;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -17,6 +18,11 @@ fn service(name: &str, cluster_ip: Option<&str>) -> Service {
         spec["clusterIP"] = json!(ip);
     }
     serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("service")
+}
+
+/// What a server listening on 127.0.0.1 advertises.
+fn advertised() -> String {
+    kcm_apiserver::advertise::resolve_advertise_address(Ipv4Addr::LOCALHOST.into()).to_string()
 }
 
 fn cluster_ip(svc: &Service) -> String {
@@ -50,18 +56,41 @@ async fn the_kubernetes_service_and_endpoints_exist_after_start() {
         );
         assert!(spec.get("selector").is_none(), "no selector: {spec}");
 
+        // A loopback listener advertises the default route's address, as kube-apiserver.
+        let advertised = advertised();
         let eps: Api<Endpoints> = Api::namespaced(server.client(), "default");
         let ep = serde_json::to_value(eps.get("kubernetes").await.expect("get endpoints"))
             .expect("json");
         assert_eq!(
             ep["subsets"],
-            json!([{"addresses": [{"ip": "127.0.0.1"}],
+            json!([{"addresses": [{"ip": advertised}],
                     "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}])
         );
         assert_eq!(
             ep["metadata"]["labels"]["endpointslice.kubernetes.io/skip-mirror"],
             "true"
         );
+        // The EndpointSlice mirrors them, unless the address is loopback (no route here).
+        let slices: Api<EndpointSlice> = Api::namespaced(server.client(), "default");
+        let slice = slices.get_opt("kubernetes").await.expect("get slice");
+        if advertised == "127.0.0.1" {
+            assert!(slice.is_none(), "a loopback address makes no slice");
+        } else {
+            let slice = serde_json::to_value(slice.expect("the kubernetes slice")).expect("json");
+            assert_eq!(
+                slice["metadata"]["labels"],
+                json!({"kubernetes.io/service-name": "kubernetes"})
+            );
+            assert_eq!(slice["addressType"], "IPv4");
+            assert_eq!(
+                slice["endpoints"],
+                json!([{"addresses": [advertised], "conditions": {"ready": true}}])
+            );
+            assert_eq!(
+                slice["ports"],
+                json!([{"name": "https", "port": port, "protocol": "TCP"}])
+            );
+        }
         server.shutdown().await;
     })
     .await;
@@ -94,7 +123,7 @@ async fn a_deleted_kubernetes_service_comes_back_at_the_next_start() {
         let subsets = ep.subsets.expect("repaired subsets");
         assert_eq!(
             subsets[0].addresses.as_ref().expect("addresses")[0].ip,
-            "127.0.0.1"
+            advertised()
         );
         server.shutdown().await;
     })
