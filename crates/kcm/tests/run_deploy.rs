@@ -229,7 +229,7 @@ fn manifests_agree_with_each_other_and_with_kcm_run() {
             // The device taint eviction controller: its informers and the read before a delete.
             rule(
                 &["resource.k8s.io"],
-                &["resourceslices", "deviceclasses"],
+                &["resourceslices", "deviceclasses", "devicetaintrules"],
                 &[],
                 &["list", "watch"]
             ),
