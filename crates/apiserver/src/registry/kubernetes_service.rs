@@ -161,9 +161,18 @@ impl Registry {
                 Err(e) => return Err(e),
             }
         }
-        if let Some(slice) = kubernetes_endpoint_slice(&subsets) {
-            self.ensure_kubernetes_endpoint_slice(slice).await?;
+        // The Endpoints first: a slice that cannot be written never keeps them stale.
+        let slice = kubernetes_endpoint_slice(&subsets);
+        self.ensure_kubernetes_endpoints(subsets).await?;
+        match slice {
+            Some(slice) => self.ensure_kubernetes_endpoint_slice(slice).await,
+            None => Ok(()),
         }
+    }
+
+    /// Creates the `default/kubernetes` Endpoints with `subsets`, or repairs them to hold
+    /// exactly those.
+    async fn ensure_kubernetes_endpoints(&self, subsets: Value) -> Result<()> {
         let Some(def) = self.served(&core::ENDPOINTS) else {
             return Ok(());
         };
