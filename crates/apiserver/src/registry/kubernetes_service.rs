@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::error::Result;
 use crate::registry::Registry;
 use crate::registry::options::WriteOptions;
+use crate::registry::resource::ResourceDef;
 use crate::registry::service_ip::ServiceIpRange;
 use crate::registry::update::Target;
 use crate::resources::{core, discovery, service};
@@ -145,21 +146,11 @@ impl Registry {
                 .await?
                 .is_none()
         {
-            let body = kubernetes_service(self.service_ip_range(), secure_port);
-            match self
-                .create(
-                    def,
-                    KUBERNETES_SERVICE_NAMESPACE,
-                    body,
-                    &WriteOptions::default(),
-                )
-                .await
-            {
-                Ok(_) => {}
-                // Another writer may have stored it since the read.
-                Err(e) if e.reason == "AlreadyExists" => {}
-                Err(e) => return Err(e),
-            }
+            self.create_kubernetes_object(
+                def,
+                kubernetes_service(self.service_ip_range(), secure_port),
+            )
+            .await?;
         }
         // The Endpoints first: a slice that cannot be written never keeps them stale.
         let slice = kubernetes_endpoint_slice(&subsets);
@@ -191,33 +182,12 @@ impl Registry {
                     },
                     "subsets": subsets,
                 });
-                match self
-                    .create(
-                        def,
-                        KUBERNETES_SERVICE_NAMESPACE,
-                        body,
-                        &WriteOptions::default(),
-                    )
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.reason == "AlreadyExists" => Ok(()),
-                    Err(e) => Err(e),
-                }
+                self.create_kubernetes_object(def, body).await
             }
             Some((ep, _)) if ep.get("subsets") == Some(&subsets) => Ok(()),
             Some((mut ep, _)) => {
                 ep["subsets"] = subsets;
-                self.update(
-                    def,
-                    KUBERNETES_SERVICE_NAMESPACE,
-                    KUBERNETES_SERVICE_NAME,
-                    ep,
-                    Target::Main,
-                    &WriteOptions::default(),
-                )
-                .await
-                .map(|_| ())
+                self.replace_kubernetes_object(def, ep).await
             }
         }
     }
@@ -232,23 +202,8 @@ impl Registry {
         let existing = self
             .get_kv(def, KUBERNETES_SERVICE_NAMESPACE, KUBERNETES_SERVICE_NAME)
             .await?;
-        let create = |body: Value| async move {
-            match self
-                .create(
-                    def,
-                    KUBERNETES_SERVICE_NAMESPACE,
-                    body,
-                    &WriteOptions::default(),
-                )
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(e) if e.reason == "AlreadyExists" => Ok(()),
-                Err(e) => Err(e),
-            }
-        };
         let Some((mut slice, _)) = existing else {
-            return create(want).await;
+            return self.create_kubernetes_object(def, want).await;
         };
         if slice.get("addressType") != want.get("addressType") {
             self.delete(
@@ -258,7 +213,7 @@ impl Registry {
                 &crate::registry::delete::DeleteOptions::default(),
             )
             .await?;
-            return create(want).await;
+            return self.create_kubernetes_object(def, want).await;
         }
         let same = ["endpoints", "ports"]
             .iter()
@@ -271,11 +226,35 @@ impl Registry {
             slice[f] = want[f].clone();
         }
         slice["metadata"]["labels"] = want["metadata"]["labels"].clone();
+        self.replace_kubernetes_object(def, slice).await
+    }
+
+    /// Creates `body`, one of the `default/kubernetes` objects of `def`; another writer
+    /// having stored it since the read is no error.
+    async fn create_kubernetes_object(&self, def: &ResourceDef, body: Value) -> Result<()> {
+        match self
+            .create(
+                def,
+                KUBERNETES_SERVICE_NAMESPACE,
+                body,
+                &WriteOptions::default(),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.reason == "AlreadyExists" => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `obj` over the `default/kubernetes` object of `def` (its read
+    /// resourceVersion guards the write).
+    async fn replace_kubernetes_object(&self, def: &ResourceDef, obj: Value) -> Result<()> {
         self.update(
             def,
             KUBERNETES_SERVICE_NAMESPACE,
             KUBERNETES_SERVICE_NAME,
-            slice,
+            obj,
             Target::Main,
             &WriteOptions::default(),
         )

@@ -7,7 +7,7 @@ use kcm_machinery::controller::api_status;
 use kcm_testing::MetaBuilder;
 
 use super::super::StatefulSetControllerOptions;
-use super::super::test_support::{fixture, fixture_with, new_set};
+use super::super::test_support::{Fixture, fixture, fixture_with, new_set};
 use super::super::utils::{
     POD_INDEX_LABEL, STATEFUL_SET_POD_NAME_LABEL, STATEFUL_SET_REVISION_LABEL, pod_revision,
 };
@@ -381,6 +381,20 @@ async fn on_delete_updates_only_deleted_pods() {
     assert_eq!(web1.map(|p| pod_revision(&p).to_owned()), Some(second));
 }
 
+/// Four Parallel pods with maxUnavailable 2, all running, then a new image and one sync.
+async fn start_update_with_max_unavailable_2(f: &Fixture) {
+    f.add_set(
+        &new_set(4)
+            .pod_management_policy("Parallel")
+            .max_unavailable(IntOrString::Int(2))
+            .build(),
+    );
+    f.scale_up(4, 10).await;
+    f.objects.clear();
+    f.edit(|s| new_image(s, "nginx:2"));
+    f.sync().await.unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Upstream's `TestStatefulSetControlRollingUpdateWithMaxUnavailable`: with the
 /// `MaxUnavailableStatefulSet` gate and maxUnavailable 2 (Parallel), two pods are replaced at
 /// once.
@@ -390,16 +404,7 @@ async fn max_unavailable_replaces_several_pods_at_once() {
         max_unavailable_stateful_set: true,
         ..StatefulSetControllerOptions::default()
     });
-    f.add_set(
-        &new_set(4)
-            .pod_management_policy("Parallel")
-            .max_unavailable(IntOrString::Int(2))
-            .build(),
-    );
-    f.scale_up(4, 10).await;
-    f.objects.clear();
-    f.edit(|s| new_image(s, "nginx:2"));
-    f.sync().await.unwrap_or_else(|e| panic!("{e}"));
+    start_update_with_max_unavailable_2(&f).await;
     assert_eq!(f.objects.of("delete_pod"), names(&["web-3", "web-2"]));
 }
 
@@ -408,16 +413,7 @@ async fn max_unavailable_replaces_several_pods_at_once() {
 #[tokio::test]
 async fn without_the_gate_pods_are_replaced_one_at_a_time() {
     let f = fixture();
-    f.add_set(
-        &new_set(4)
-            .pod_management_policy("Parallel")
-            .max_unavailable(IntOrString::Int(2))
-            .build(),
-    );
-    f.scale_up(4, 10).await;
-    f.objects.clear();
-    f.edit(|s| new_image(s, "nginx:2"));
-    f.sync().await.unwrap_or_else(|e| panic!("{e}"));
+    start_update_with_max_unavailable_2(&f).await;
     assert_eq!(f.objects.of("delete_pod"), names(&["web-3"]));
     // web-3 is recreated at the new revision but not yet ready: nothing more is deleted.
     f.objects.clear();
