@@ -161,29 +161,36 @@ async fn periodic_compaction_keeps_one_interval_of_history() {
     .await
     .expect("connect");
     let first = store.create("/p/a", val("1")).await.expect("create");
-    // The first tick only notes the revision; a later one compacts to it. Poll with a bound:
-    // the interval is real time because etcd is a real process.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let compacted = loop {
-        let compacted = store.compacted_revision().await.expect("compacted");
-        if compacted >= first {
-            break compacted;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no compaction within 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let err = store
-        .list(ListOptions {
+    // The first tick only notes the revision; a later one compacts to it. The compactor
+    // records the compaction before etcd performs it (as compact.go does), so wait for etcd
+    // itself to refuse a read below `first`, not only for the record. Poll with a bound: the
+    // interval is real time because etcd is a real process.
+    let below = || {
+        store.list(ListOptions {
             prefix: "/p/".into(),
-            revision: Some(compacted - 1),
+            revision: Some(first - 1),
             ..ListOptions::default()
         })
-        .await
-        .expect_err("list below the compaction");
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let err = loop {
+        match below().await {
+            Err(err) => break err,
+            Ok(_) => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "no compaction within 20 s"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
     assert!(matches!(err, Error::Compacted { .. }), "{err:?}");
+    let compacted = store.compacted_revision().await.expect("compacted");
+    assert!(
+        compacted >= first,
+        "recorded {compacted}, created at {first}"
+    );
     let now = store.get("/p/a").await.expect("get").expect("present");
     assert_eq!(now.value, val("1"), "compaction keeps current values");
 }
