@@ -14,6 +14,13 @@ mod up_cmd;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc, with background purging, instead of glibc's malloc. Under days of churn glibc's
+/// per-thread arenas held freed memory: RSS grew 30-40 % while the live heap grew 4 %
+/// (BENCHMARKS.md, the soaks).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// kcm: the Kubernetes controller manager in Rust, with an embedded control plane.
 #[derive(Debug, Parser)]
 #[command(name = "kcm", version, about)]
