@@ -165,16 +165,14 @@ async fn periodic_compaction_keeps_one_interval_of_history() {
     // records the compaction before etcd performs it (as compact.go does), so wait for etcd
     // itself to refuse a read below `first`, not only for the record. Poll with a bound: the
     // interval is real time because etcd is a real process.
-    let below = || {
-        store.list(ListOptions {
-            prefix: "/p/".into(),
-            revision: Some(first - 1),
-            ..ListOptions::default()
-        })
+    let below = ListOptions {
+        prefix: "/p/".into(),
+        revision: Some(first - 1),
+        ..ListOptions::default()
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let err = loop {
-        match below().await {
+        match store.list(below.clone()).await {
             Err(err) => break err,
             Ok(_) => {
                 assert!(
