@@ -8,6 +8,7 @@
 //! the `kcm up` as a child process instead, to `kill -9` and restart it.
 
 mod child;
+mod heap;
 mod plot;
 mod process;
 mod progress;

@@ -39,6 +39,11 @@ impl Process {
         }
     }
 
+    /// Whether it is this process.
+    pub fn is_current(&self) -> bool {
+        self.dir.as_os_str() == "/proc/self"
+    }
+
     /// Sockets it holds open (its `fd/` links to `socket:[…]`); `None` where unreadable.
     pub fn sockets(&self) -> Option<u64> {
         let dir = std::fs::read_dir(self.dir.join("fd")).ok()?;

@@ -37,6 +37,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::child::ChildCluster;
+use super::heap;
 use super::process::Process;
 use super::soak_report::{Latencies, Restart, SoakConfig, SoakReport, SoakSample, SoakSummary};
 use super::workload::MANAGED_BY;
@@ -554,10 +555,11 @@ fn progress_line(s: &SoakSample, total: Duration) -> String {
         })
     };
     format!(
-        "soak {:>6.0}/{:.0} s  RSS {}  db {}  wal {}  write p99 {:.1} ms  lag p99 {:.1} ms  failed {}",
+        "soak {:>6.0}/{:.0} s  RSS {}  heap {}  db {}  wal {}  write p99 {:.1} ms  lag p99 {:.1} ms  failed {}",
         s.t,
         total.as_secs_f64(),
         mib(s.rss_bytes),
+        mib(s.heap.map(|h| h.allocated)),
         mib(s.db_bytes),
         mib(s.wal_bytes),
         s.writes.p99 * 1e3,
@@ -627,6 +629,11 @@ async fn take_sample(
         watch_lag: Latencies::of(&mut lags),
         missed_events: missed,
         sockets: probes.process.as_ref().and_then(Process::sockets),
+        heap: probes
+            .process
+            .as_ref()
+            .filter(|p| p.is_current())
+            .and_then(|_| heap::stats()),
     }
 }
 

@@ -5,6 +5,8 @@
 use plotters::prelude::*;
 use serde::Serialize;
 
+use super::heap::HeapStats;
+
 /// Latencies of one window, seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Latencies {
@@ -81,6 +83,8 @@ pub struct SoakSample {
     pub missed_events: u64,
     /// Sockets the measured process holds open.
     pub sockets: Option<u64>,
+    /// The allocator's figures, when the measured process is this one (embedded runs).
+    pub heap: Option<HeapStats>,
 }
 
 /// The bounds of issue 44 read off the samples.
@@ -98,6 +102,12 @@ pub struct SoakSummary {
     pub rss_after_warmup_bytes: Option<u64>,
     /// The largest RSS after the warm-up relative to the first one (0.05 = 5 % more).
     pub rss_drift: Option<f64>,
+    /// The allocator's `allocated` at the first sample after the warm-up, bytes (embedded
+    /// runs).
+    pub heap_after_warmup_bytes: Option<u64>,
+    /// Its largest value after the warm-up relative to that first one: the part of the RSS
+    /// drift that is data the program holds.
+    pub heap_drift: Option<f64>,
     /// The largest database file seen, bytes.
     pub db_max_bytes: Option<u64>,
     /// The largest WAL seen, bytes.
@@ -143,8 +153,18 @@ impl SoakSummary {
     /// `warmup` seconds.
     pub fn of(samples: &[SoakSample], restarts: &[Restart], warmup: f64) -> Self {
         let after: Vec<&SoakSample> = samples.iter().filter(|s| s.t >= warmup).collect();
-        let rss_first = after.iter().find_map(|s| s.rss_bytes);
-        let rss_max = after.iter().filter_map(|s| s.rss_bytes).max();
+        // The first value after the warm-up, and the largest after it relative to the first.
+        let drift = |value: fn(&SoakSample) -> Option<u64>| {
+            let first = after.iter().find_map(|s| value(s));
+            let max = after.iter().filter_map(|s| value(s)).max();
+            let drift = first
+                .zip(max)
+                .filter(|(first, _)| *first > 0)
+                .map(|(first, max)| max as f64 / first as f64 - 1.0);
+            (first, drift)
+        };
+        let (rss_first, rss_drift) = drift(|s| s.rss_bytes);
+        let (heap_first, heap_drift) = drift(|s| s.heap.map(|h| h.allocated));
         let compacting: Vec<f64> = samples
             .iter()
             .filter(|s| s.compacted)
@@ -156,10 +176,9 @@ impl SoakSummary {
             failed: samples.iter().map(|s| s.failed).sum(),
             skipped: samples.iter().map(|s| s.skipped).sum(),
             rss_after_warmup_bytes: rss_first,
-            rss_drift: rss_first
-                .zip(rss_max)
-                .filter(|(first, _)| *first > 0)
-                .map(|(first, max)| max as f64 / first as f64 - 1.0),
+            rss_drift,
+            heap_after_warmup_bytes: heap_first,
+            heap_drift,
             db_max_bytes: samples.iter().filter_map(|s| s.db_bytes).max(),
             wal_max_bytes: samples.iter().filter_map(|s| s.wal_bytes).max(),
             write_p99_max: samples.iter().map(|s| s.writes.p99).fold(0.0, f64::max),
@@ -199,6 +218,14 @@ impl SoakSummary {
             self.rss_drift
                 .map_or("-".to_owned(), |d| format!("{:+.1} %", d * 100.0))
         ));
+        if self.heap_after_warmup_bytes.is_some() {
+            out.push_str(&format!(
+                "  heap after warm-up   {}  (drift {})\n",
+                mib(self.heap_after_warmup_bytes),
+                self.heap_drift
+                    .map_or("-".to_owned(), |d| format!("{:+.1} %", d * 100.0))
+            ));
+        }
         out.push_str(&format!(
             "  database max         {}  (WAL max {})\n",
             mib(self.db_max_bytes),
@@ -365,6 +392,11 @@ mod tests {
                 max: p99 * 2.0,
             },
             failed: u64::from(compacted),
+            // The program's heap is half of RSS, except during the warm-up.
+            heap: (t >= 600.0).then_some(HeapStats {
+                allocated: rss / 2,
+                ..HeapStats::default()
+            }),
             ..SoakSample::default()
         }
     }
@@ -390,6 +422,12 @@ mod tests {
         let s = SoakSummary::of(&samples, &[], 600.0);
         assert_eq!(s.rss_after_warmup_bytes, Some(100));
         assert!((s.rss_drift.expect("drift") - 0.08).abs() < 1e-9);
+        assert_eq!(s.heap_after_warmup_bytes, Some(50));
+        assert!((s.heap_drift.expect("heap drift") - 0.08).abs() < 1e-9);
+        assert!(
+            s.table()
+                .contains("heap after warm-up   0.0 MiB  (drift +8.0 %)")
+        );
         assert_eq!(s.db_max_bytes, Some(200));
         assert_eq!(s.wal_max_bytes, Some(100));
         assert_eq!(s.write_p99_max, 0.020);
