@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use tokio::time::Instant;
 
 use super::clock::WallClock;
-use super::keys::{aggregate_key, event_key};
+use super::keys::{KeyDigest, aggregate_digest, event_digest};
 use super::lru::Lru;
 
 /// Prefix of an aggregated event's message, as client-go's `EventAggregatorByReasonMessageFunc`.
@@ -17,8 +17,9 @@ pub const AGGREGATE_MESSAGE_PREFIX: &str = "(combined from similar events): ";
 /// What the aggregator remembers about one group of similar events.
 #[derive(Debug)]
 struct AggregateRecord {
-    /// Distinct messages seen in the group; never more than `max_events - 1` after a call.
-    local_keys: HashSet<String>,
+    /// Digests of the distinct messages seen in the group; never more than `max_events - 1`
+    /// after a call.
+    local_keys: HashSet<KeyDigest>,
     /// When a group member was last seen (our monotonic clock).
     last_seen: Instant,
 }
@@ -29,8 +30,8 @@ struct AggregateRecord {
 /// [`AGGREGATE_MESSAGE_PREFIX`], keyed so that repeats count up on the same Event.
 #[derive(Debug)]
 pub(crate) struct Aggregator {
-    /// Groups by aggregate key.
-    cache: Lru<String, AggregateRecord>,
+    /// Groups by the digest of their aggregate key.
+    cache: Lru<KeyDigest, AggregateRecord>,
     /// Distinct messages within the interval before aggregating.
     max_events: usize,
     /// A group not seen for longer than this starts afresh.
@@ -53,17 +54,16 @@ impl Aggregator {
     }
 
     /// Returns the event to record (the input, or a new aggregate event) and its cache key for
-    /// the event logger (the full event key, or the aggregate key), as client-go's `EventAggregate`.
-    pub(crate) fn aggregate(&mut self, event: &Event, clock: &dyn WallClock) -> (Event, String) {
+    /// the event logger (the full event key's digest, or the aggregate key's), as client-go's
+    /// `EventAggregate`.
+    pub(crate) fn aggregate(&mut self, event: &Event, clock: &dyn WallClock) -> (Event, KeyDigest) {
         let now = Instant::now();
-        let (group, local_key) = aggregate_key(event);
+        let (group, local_key) = aggregate_digest(event);
         let max_interval = self.max_interval;
-        let record = self
-            .cache
-            .get_or_insert_with(group.clone(), || AggregateRecord {
-                local_keys: HashSet::new(),
-                last_seen: now,
-            });
+        let record = self.cache.get_or_insert_with(group, || AggregateRecord {
+            local_keys: HashSet::new(),
+            last_seen: now,
+        });
         if now.saturating_duration_since(record.last_seen) > max_interval {
             record.local_keys.clear();
         }
@@ -71,10 +71,10 @@ impl Aggregator {
         record.last_seen = now;
 
         if record.local_keys.len() < self.max_events {
-            return (event.clone(), event_key(event));
+            return (event.clone(), event_digest(event));
         }
         // Keep the set from growing past the threshold: drop any one member.
-        if let Some(any) = record.local_keys.iter().next().cloned() {
+        if let Some(any) = record.local_keys.iter().next().copied() {
             record.local_keys.remove(&any);
         }
 

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value};
 
-use super::keys::event_key;
+use super::keys::{KeyDigest, event_digest};
 use super::lru::Lru;
 
 /// What is remembered about the Event last written for one key.
@@ -24,7 +24,8 @@ struct EventLog {
 /// `count + 1`, new `lastTimestamp` and message) with the patch to send.
 #[derive(Debug)]
 pub(crate) struct EventLogger {
-    cache: Lru<String, EventLog>,
+    /// By the digest of the event key (or of the aggregate key, for aggregates).
+    cache: Lru<KeyDigest, EventLog>,
 }
 
 impl EventLogger {
@@ -43,7 +44,7 @@ impl EventLogger {
     /// Records an occurrence of `event` under `key`; for a repeat, returns the event rewritten
     /// onto the existing Event and a merge patch of `count`, `lastTimestamp` and `message`
     /// (client-go's `eventObserve`).
-    pub(crate) fn observe(&mut self, mut event: Event, key: String) -> (Event, Option<Value>) {
+    pub(crate) fn observe(&mut self, mut event: Event, key: KeyDigest) -> (Event, Option<Value>) {
         let mut patch = None;
         if let Some(last) = self.cache.get_mut(&key).filter(|l| l.count > 0) {
             event.metadata.name = last.name.clone();
@@ -80,7 +81,7 @@ impl EventLogger {
     /// Remembers the server's copy of a written Event (name, resourceVersion, count).
     pub(crate) fn update_state(&mut self, event: &Event) {
         self.cache.insert(
-            event_key(event),
+            event_digest(event),
             EventLog {
                 count: event.count.unwrap_or(1),
                 first_timestamp: event.first_timestamp.clone(),

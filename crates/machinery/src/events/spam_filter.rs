@@ -2,6 +2,7 @@
 
 use k8s_openapi::api::core::v1::Event;
 
+use super::keys::{KeyDigest, spam_digest, spam_key};
 use super::lru::Lru;
 use crate::client::TokenBucket;
 
@@ -9,8 +10,8 @@ use crate::client::TokenBucket;
 /// (default: source + involved object), `burst` events at once, refilled at `qps`.
 #[derive(Debug)]
 pub(crate) struct SpamFilter {
-    /// One bucket per spam key, least recently used evicted first.
-    buckets: Lru<String, TokenBucket>,
+    /// One bucket per spam key's digest, least recently used evicted first.
+    buckets: Lru<KeyDigest, TokenBucket>,
     /// Bucket capacity.
     burst: u32,
     /// Bucket refill rate, tokens per second.
@@ -37,7 +38,13 @@ impl SpamFilter {
 
     /// Whether `event` must be dropped (its source+object has no token left).
     pub(crate) fn filter(&mut self, event: &Event) -> bool {
-        let key = (self.key)(event);
+        // The default key's digest comes from its parts, without building the string. Function
+        // addresses are not unique, but either branch gives the digest of the same key.
+        let key = if std::ptr::fn_addr_eq(self.key, spam_key as fn(&Event) -> String) {
+            spam_digest(event)
+        } else {
+            KeyDigest::of_str(&(self.key)(event))
+        };
         let (burst, qps) = (self.burst, self.qps);
         let bucket = self
             .buckets
