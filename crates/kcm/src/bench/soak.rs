@@ -1,5 +1,6 @@
 //! `kcm bench --soak DURATION`: a steady churn at a set rate of writes per second, sampled
-//! every few seconds for memory, database and WAL size, write latency, watch lag and open
+//! every few seconds for memory (RSS, and the allocator's heap in use when the cluster runs in
+//! this process), database and WAL size, write latency, watch lag and open
 //! sockets, written as JSON and an SVG plot over time.
 //!
 //! The churn ([`Churn`]) cycles through 20 operations: 10 ConfigMap updates, 4 Secret
