@@ -556,6 +556,9 @@ pub(crate) struct EmbeddedCluster {
     pub(crate) manager: RunningManager,
     /// The scheduler, the simulated nodes and the provisioner.
     nodes: SimulatedNodes,
+    /// Whether the service account controller runs, creating each namespace's `default`
+    /// ServiceAccount.
+    mints_service_accounts: bool,
 }
 
 impl EmbeddedCluster {
@@ -581,7 +584,9 @@ impl EmbeddedCluster {
         .with_cloud(Arc::new(SimulatedProvider(SimulatedCloud::new(
             args.load_balancer_ip_pool,
         ))));
-        tracing::info!(controllers = ?manager.enabled_controllers(), "Controllers enabled");
+        let enabled = manager.enabled_controllers();
+        tracing::info!(controllers = ?enabled, "Controllers enabled");
+        let mints_service_accounts = enabled.iter().any(|c| c == SERVICE_ACCOUNT_CONTROLLER);
         let manager = manager
             .start(cancel.child_token())
             .await
@@ -621,7 +626,11 @@ impl EmbeddedCluster {
                     ..kcm_sim::usage::UsageConfig::default()
                 },
             }));
-        Ok(Self { manager, nodes })
+        Ok(Self {
+            manager,
+            nodes,
+            mints_service_accounts,
+        })
     }
 
     /// Cancels `cancel`, then waits for the controllers and the nodes to stop.
@@ -630,6 +639,36 @@ impl EmbeddedCluster {
         let result = self.manager.wait().await.context("the controller manager");
         self.nodes.stopped().await;
         result
+    }
+}
+
+/// The controller that creates each namespace's `default` ServiceAccount.
+const SERVICE_ACCOUNT_CONTROLLER: &str = "serviceaccount-controller";
+/// How long `kcm up` waits for `default/default` before printing its banner anyway.
+const DEFAULT_SERVICE_ACCOUNT_WAIT: Duration = Duration::from_secs(30);
+
+/// Waits until the `default` ServiceAccount of the `default` namespace exists, for at most
+/// `limit`. Until it does, the ServiceAccount admission plugin refuses every pod there
+/// ("error looking up service account default/default"), so a `kubectl apply` straight after
+/// the banner could fail. Gives up with a warning rather than never printing the banner.
+async fn wait_for_default_service_account(client: &kube::Client, limit: Duration) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), "default");
+    let found = tokio::time::timeout(limit, async {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        loop {
+            tick.tick().await;
+            if let Ok(Some(_)) = accounts.get_opt("default").await {
+                return;
+            }
+        }
+    })
+    .await;
+    if found.is_err() {
+        tracing::warn!(
+            waited = ?limit,
+            "the default ServiceAccount of namespace default does not exist yet; pods there are refused until it does"
+        );
     }
 }
 
@@ -643,8 +682,14 @@ async fn run_cluster(
     let client = server
         .client()
         .context("a client for the scheduler and nodes")?;
-    let EmbeddedCluster { manager, nodes } =
-        EmbeddedCluster::start(server, args, client, cancel).await?;
+    let EmbeddedCluster {
+        manager,
+        nodes,
+        mints_service_accounts,
+    } = EmbeddedCluster::start(server, args, client.clone(), cancel).await?;
+    if mints_service_accounts {
+        wait_for_default_service_account(&client, DEFAULT_SERVICE_ACCOUNT_WAIT).await;
+    }
     print!(
         "{}",
         ready_banner(server.url(), server.kubeconfig_path(), args.nodes)
@@ -1009,6 +1054,56 @@ mod tests {
             .filter(|l| l.contains("verb=\"WATCH\"") && l.contains("resource=\"pods\""))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_banner_waits_for_the_default_service_account() {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        use kube::Api;
+        use kube::api::{DeleteParams, PostParams};
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.storage = StorageBackend::Memory;
+        let server = Server::start(config).await.expect("API server");
+        let client = server.client().expect("client");
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+        // No controllers run here: the account is only there if something created it.
+        if accounts.get_opt("default").await.expect("get").is_some() {
+            accounts
+                .delete("default", &DeleteParams::default())
+                .await
+                .expect("delete");
+        }
+
+        // Absent: the wait gives up after its limit.
+        wait_for_default_service_account(&client, Duration::from_millis(200)).await;
+        assert!(accounts.get_opt("default").await.expect("get").is_none());
+
+        // Created while waiting: the wait returns once it exists, well before its limit. (The
+        // pause only makes a wait that returned at once likely to be caught; a right one
+        // passes whatever the timing.)
+        let creator = {
+            let accounts = accounts.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let account: ServiceAccount =
+                    serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}}))
+                        .expect("account");
+                accounts
+                    .create(&PostParams::default(), &account)
+                    .await
+                    .expect("create");
+            })
+        };
+        let limit = Duration::from_secs(60);
+        let started = std::time::Instant::now();
+        wait_for_default_service_account(&client, limit).await;
+        assert!(started.elapsed() < limit, "gave up instead of seeing it");
+        assert!(accounts.get_opt("default").await.expect("get").is_some());
+        creator.await.expect("creator");
+        server.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
