@@ -283,6 +283,8 @@ struct Window {
     /// Acknowledged sequence numbers never seen within [`MISSED_AFTER`].
     missed: u64,
     deployments: HashMap<u32, Stage>,
+    /// Deployment slots with a step in flight.
+    deployments_busy: HashSet<u32>,
     /// Odd while the server is being killed and restarted; a write that fails across a change
     /// was cut off, not failed.
     epoch: u64,
@@ -319,6 +321,26 @@ impl Shared {
         w.acked
             .retain(|_, at| now.saturating_duration_since(*at) < MISSED_AFTER);
         w.missed += (before - w.acked.len()) as u64;
+    }
+
+    /// Claims Deployment slot `slot` for its next step and returns the slot's stage; `None`
+    /// while a step of it is in flight. At a high rate the next step of a slot comes before
+    /// the previous one is answered, and both would read the same stage: two creates, or a
+    /// scale of a Deployment being deleted. The harness's own race, not the cluster's failure.
+    fn claim_slot(&self, slot: u32) -> Option<Stage> {
+        let mut w = self.window();
+        w.deployments_busy
+            .insert(slot)
+            .then(|| w.deployments.get(&slot).copied().unwrap_or_default())
+    }
+
+    /// Releases slot `slot`, at stage `stage` when its step was acknowledged.
+    fn release_slot(&self, slot: u32, stage: Option<Stage>) {
+        let mut w = self.window();
+        w.deployments_busy.remove(&slot);
+        if let Some(stage) = stage {
+            w.deployments.insert(slot, stage);
+        }
     }
 
     /// Counts a failed write begun in `epoch`.
@@ -782,37 +804,14 @@ async fn execute(
             );
         }
         Op::Deployment { slot } => {
-            let name = format!("soak-d-{slot}");
-            let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-            let stage = shared
-                .window()
-                .deployments
-                .get(slot)
-                .copied()
-                .unwrap_or_default();
-            match stage.next() {
-                Stage::Created => {
-                    api.create(&PostParams::default(), &deployment(&name, 2, 0)?)
-                        .await?;
-                }
-                Stage::Scaled => {
-                    api.patch(&name, &pp, &Patch::Merge(json!({"spec": {"replicas": 4}})))
-                        .await?;
-                }
-                Stage::Rolled => {
-                    let rolled = json!({"spec": {"template": {"metadata": {"annotations": {"kcm.io/revision": "1"}}}}});
-                    api.patch(&name, &pp, &Patch::Merge(rolled)).await?;
-                }
-                Stage::Shrunk => {
-                    api.patch(&name, &pp, &Patch::Merge(json!({"spec": {"replicas": 1}})))
-                        .await?;
-                }
-                Stage::Absent => {
-                    // In the background, as kubectl deletes: the name is free at once.
-                    api.delete(&name, &DeleteParams::background()).await?;
-                }
-            }
-            shared.window().deployments.insert(*slot, stage.next());
+            let Some(stage) = shared.claim_slot(*slot) else {
+                // The slot's previous step is still in flight: this one is not sent.
+                shared.window().skipped += 1;
+                return Ok(false);
+            };
+            let stepped = deployment_step(client, namespace, *slot, stage.next(), &pp).await;
+            shared.release_slot(*slot, stepped.is_ok().then(|| stage.next()));
+            stepped?;
         }
         Op::Job { n } => {
             let job: Job = serde_json::from_value(json!({
@@ -857,6 +856,41 @@ async fn execute(
         Op::NodeUp { name } => set_heartbeat(client, name, false).await?,
     }
     Ok(true)
+}
+
+/// Walks Deployment slot `slot` to `stage`: one write.
+async fn deployment_step(
+    client: &kube::Client,
+    namespace: &str,
+    slot: u32,
+    stage: Stage,
+    pp: &PatchParams,
+) -> anyhow::Result<()> {
+    let name = format!("soak-d-{slot}");
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    match stage {
+        Stage::Created => {
+            api.create(&PostParams::default(), &deployment(&name, 2, 0)?)
+                .await?;
+        }
+        Stage::Scaled => {
+            api.patch(&name, pp, &Patch::Merge(json!({"spec": {"replicas": 4}})))
+                .await?;
+        }
+        Stage::Rolled => {
+            let rolled = json!({"spec": {"template": {"metadata": {"annotations": {"kcm.io/revision": "1"}}}}});
+            api.patch(&name, pp, &Patch::Merge(rolled)).await?;
+        }
+        Stage::Shrunk => {
+            api.patch(&name, pp, &Patch::Merge(json!({"spec": {"replicas": 1}})))
+                .await?;
+        }
+        Stage::Absent => {
+            // In the background, as kubectl deletes: the name is free at once.
+            api.delete(&name, &DeleteParams::background()).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Watches the soak's ConfigMaps for the sequence numbers the churn writes, re-watching from
@@ -1010,6 +1044,23 @@ mod tests {
         let w = shared.window();
         assert_eq!(w.missed, 1, "seq 2 was seen");
         assert!(w.acked.is_empty());
+    }
+
+    #[test]
+    fn a_deployment_slot_takes_one_step_at_a_time() {
+        let shared = shared();
+        assert_eq!(shared.claim_slot(0), Some(Stage::Absent));
+        assert_eq!(shared.claim_slot(0), None, "the create is in flight");
+        assert_eq!(
+            shared.claim_slot(1),
+            Some(Stage::Absent),
+            "other slots are free"
+        );
+        shared.release_slot(0, Some(Stage::Created));
+        assert_eq!(shared.claim_slot(0), Some(Stage::Created));
+        // A failed step leaves the slot where it was.
+        shared.release_slot(0, None);
+        assert_eq!(shared.claim_slot(0), Some(Stage::Created));
     }
 
     #[test]
