@@ -1056,6 +1056,14 @@ mod tests {
             .sum()
     }
 
+    /// An API server on a free port with objects kept in memory, its data dir in `dir`.
+    async fn memory_server(dir: &Path) -> RunningServer {
+        let mut config = ServerConfig::new(dir);
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.storage = StorageBackend::Memory;
+        Server::start(config).await.expect("API server")
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_banner_waits_for_the_default_service_account() {
         use k8s_openapi::api::core::v1::ServiceAccount;
@@ -1063,10 +1071,7 @@ mod tests {
         use kube::api::{DeleteParams, PostParams};
 
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = ServerConfig::new(dir.path());
-        config.listen = "127.0.0.1:0".parse().expect("addr");
-        config.storage = StorageBackend::Memory;
-        let server = Server::start(config).await.expect("API server");
+        let server = memory_server(dir.path()).await;
         let client = server.client().expect("client");
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
         // No controllers run here: the account is only there if something created it.
@@ -1113,10 +1118,7 @@ mod tests {
         use kube::api::PostParams;
 
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = ServerConfig::new(dir.path());
-        config.listen = "127.0.0.1:0".parse().expect("addr");
-        config.storage = StorageBackend::Memory;
-        let server = Server::start(config).await.expect("API server");
+        let server = memory_server(dir.path()).await;
         let client = server.client().expect("client");
         let cli =
             Cli::try_parse_from(["kcm", "--nodes", "1", "--pod-ready-delay", "0s"]).expect("flags");
@@ -1166,10 +1168,7 @@ mod tests {
         use kube::api::PostParams;
 
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = ServerConfig::new(dir.path());
-        config.listen = "127.0.0.1:0".parse().expect("addr");
-        config.storage = StorageBackend::Memory;
-        let server = Server::start(config).await.expect("API server");
+        let server = memory_server(dir.path()).await;
         let client = server.client().expect("client");
         let cli = Cli::try_parse_from(["kcm", "--nodes", "0"]).expect("flags");
         let cancel = CancellationToken::new();
