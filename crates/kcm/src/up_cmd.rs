@@ -586,7 +586,9 @@ impl EmbeddedCluster {
         ))));
         let enabled = manager.enabled_controllers();
         tracing::info!(controllers = ?enabled, "Controllers enabled");
-        let mints_service_accounts = enabled.iter().any(|c| c == SERVICE_ACCOUNT_CONTROLLER);
+        let mints_service_accounts = enabled
+            .iter()
+            .any(|c| c == kcm_controllers::serviceaccount::CONTROLLER_NAME);
         let manager = manager
             .start(cancel.child_token())
             .await
@@ -642,8 +644,6 @@ impl EmbeddedCluster {
     }
 }
 
-/// The controller that creates each namespace's `default` ServiceAccount.
-const SERVICE_ACCOUNT_CONTROLLER: &str = "serviceaccount-controller";
 /// How long `kcm up` waits for `default/default` before printing its banner anyway.
 const DEFAULT_SERVICE_ACCOUNT_WAIT: Duration = Duration::from_secs(30);
 
@@ -658,7 +658,10 @@ async fn wait_for_default_service_account(client: &kube::Client, limit: Duration
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         loop {
             tick.tick().await;
-            if let Ok(Some(_)) = accounts.get_opt("default").await {
+            if let Ok(Some(_)) = accounts
+                .get_opt(kcm_controllers::serviceaccount::DEFAULT_SERVICE_ACCOUNT)
+                .await
+            {
                 return;
             }
         }
