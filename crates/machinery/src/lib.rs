@@ -1,6 +1,7 @@
 //! client-go in Rust: the machinery kube-controller-manager's controllers are built from.
 //!
-//! Where to start:
+//! Where to start: [`prelude`] imports the everyday types of a controller in one line; the
+//! README shows a whole controller, and `examples/pod_keeper.rs` runs one.
 //! - [`informer`]: Reflector → DeltaFIFO → Indexer, shared informers, listers (client-go `tools/cache`).
 //! - [`workqueue`]: the fair, de-duplicating, rate-limited work queue (client-go `util/workqueue`).
 //! - [`controller`]: expectations, the controller-ref manager, pod control, pod ranking, slow start
@@ -29,6 +30,7 @@ pub mod informer;
 pub mod intstr;
 pub mod labels;
 pub mod leaderelection;
+pub mod prelude;
 pub mod quantity;
 pub mod quota;
 pub mod repeated_log;
