@@ -102,7 +102,8 @@ async fn serve(
             if !sub.verbs().contains(&connect_verb(&method)) {
                 return Err(method_not_allowed(def, &method));
             }
-            if sub == Subresource::Log && std::ptr::eq(def, &crate::resources::pod::PODS) {
+            // Only pods declare `log` (a custom resource cannot): it streams container logs.
+            if sub == Subresource::Log {
                 let opts = crate::registry::pod_log::PodLogOptions::from_query(|k| query.get(k))?;
                 let answer = registry
                     .pod_log(&ns, name, opts, state.watch.shutdown.clone())

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::auth::bootstrap_reconcile::{Reconcile, reconcile_binding, reconcile_role};
+use crate::auth::bootstrap_reconcile::Reconcile;
 use crate::error::Result;
 use crate::object;
 use crate::registry::delete::DeleteOptions;
@@ -43,7 +43,7 @@ impl Registry {
         let namespace = object::namespace(&obj).to_owned();
         let name = object::name(&obj).to_owned();
         if self.get_kv(def, &namespace, &name).await?.is_some() {
-            return self.reconcile_rbac(def, &name, &obj, opts).await;
+            return self.reconcile_bootstrap(def, &name, &obj, opts).await;
         }
         let status = if def.has_subresource(Subresource::Status) {
             obj.as_object_mut().and_then(|m| m.remove("status"))
@@ -66,28 +66,24 @@ impl Registry {
 }
 
 impl Registry {
-    /// Brings a stored bootstrap ClusterRole or ClusterRoleBinding up to the expected one
-    /// (upstream's `ensureRBACPolicy` post-start hook, union mode); other kinds are left.
-    async fn reconcile_rbac(
+    /// Brings a stored bootstrap object up to the expected one with its entry's
+    /// [reconcile](ResourceDef::bootstrap_reconcile) (the RBAC policy: upstream's
+    /// `ensureRBACPolicy` post-start hook, union mode); other kinds are left.
+    async fn reconcile_bootstrap(
         &self,
         def: &'static ResourceDef,
         name: &str,
         expected: &Value,
         opts: &WriteOptions,
     ) -> Result<()> {
-        use crate::resources::rbac::{CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES};
-        let reconcile = if std::ptr::eq(def, &CLUSTER_ROLES) {
-            reconcile_role
-        } else if std::ptr::eq(def, &CLUSTER_ROLE_BINDINGS) {
-            reconcile_binding
-        } else {
+        let Some(reconcile) = def.bootstrap_reconcile else {
             return Ok(());
         };
         let existing = self.get(def, "", name).await?;
         match reconcile(&existing, expected) {
             Reconcile::Keep => Ok(()),
             Reconcile::Update(updated) => {
-                tracing::info!(kind = %def.kind, %name, "reconciling bootstrap RBAC policy");
+                tracing::info!(kind = %def.kind, %name, "reconciling bootstrap policy");
                 match self
                     .update(def, "", name, updated, Target::Main, opts)
                     .await
@@ -98,7 +94,7 @@ impl Registry {
                 }
             }
             Reconcile::Recreate(replacement) => {
-                tracing::info!(kind = %def.kind, %name, "recreating bootstrap RBAC binding for its roleRef");
+                tracing::info!(kind = %def.kind, %name, "recreating bootstrap object (its immutable fields changed)");
                 self.delete(def, "", name, &DeleteOptions::default())
                     .await?;
                 match self.create(def, "", replacement, opts).await {

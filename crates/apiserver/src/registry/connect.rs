@@ -9,11 +9,9 @@
 use serde_json::Value;
 
 use crate::error::{ApiError, Result};
-use crate::pointer::At;
 use crate::registry::Registry;
 use crate::registry::resource::ResourceDef;
 use crate::registry::subresource::Subresource;
-use crate::resources::{core, pod, service};
 
 impl Registry {
     /// Answers a connect subresource of `name`: 404 if the object is missing, otherwise a 400
@@ -30,33 +28,12 @@ impl Registry {
     }
 }
 
-/// Why `sub` of `obj` cannot be served.
+/// Why `sub` of `obj` cannot be served: the resource's own reason, or the generic one.
 fn refusal(def: &ResourceDef, obj: &Value, sub: Subresource) -> String {
-    let name = crate::object::name(obj);
-    if std::ptr::eq(def, &pod::PODS) {
-        let missing = match sub {
-            Subresource::Log => "there are no container logs to read",
-            Subresource::Exec => "there is no container to exec into",
-            Subresource::Attach => "there is no container to attach to",
-            Subresource::PortForward => "there is no container port to forward to",
-            _ => "there is no container to proxy to",
-        };
-        return match obj.at("/spec/nodeName").and_then(Value::as_str) {
-            Some(node) if !node.is_empty() => {
-                format!("pod {name:?} runs on the simulated node {node:?}: {missing}")
-            }
-            _ => format!("pod {name:?} is not scheduled to a node yet: {missing}"),
-        };
-    }
-    if std::ptr::eq(def, &service::SERVICES) {
-        return format!(
-            "service {name:?} cannot be proxied: its endpoints are pods on simulated nodes, which run no containers to answer"
-        );
-    }
-    if std::ptr::eq(def, &core::NODES) {
-        return format!("node {name:?} is simulated: there is no kubelet to proxy to");
-    }
-    format!("{}/{name} has no {} to connect to", def.plural, sub.name())
+    def.strategy.connect_refusal(obj, sub).unwrap_or_else(|| {
+        let name = crate::object::name(obj);
+        format!("{}/{name} has no {} to connect to", def.plural, sub.name())
+    })
 }
 
 #[cfg(test)]
@@ -64,6 +41,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::resources::{core, pod, service};
 
     #[test]
     fn refusals_name_the_object_and_why() {

@@ -45,23 +45,14 @@ impl Registry {
             opts.field_validation,
             Decoded::Body(&opts.decoding),
         )?;
-        if std::ptr::eq(def, &crate::resources::core::BINDINGS) {
-            let object = self.create_binding(namespace, &obj, opts.dry_run).await?;
-            return Ok(WriteOutcome {
+        if let Some(hooks) = def.hooks
+            && let Some(answer) = hooks.create(self, def, namespace, &obj, opts.dry_run).await
+        {
+            return answer.map(|object| WriteOutcome {
                 object,
                 created: true,
                 warnings,
             });
-        }
-        if std::ptr::eq(def, &crate::resources::authentication::TOKEN_REVIEWS) {
-            return self
-                .create_token_review(def, obj)
-                .await
-                .map(|object| WriteOutcome {
-                    object,
-                    created: true,
-                    warnings,
-                });
         }
         if !def.is_stored() {
             return self
@@ -153,17 +144,16 @@ impl Registry {
             dry_run,
         })
         .await?;
-        // The allocation lock stays held until the Service is stored; if it is not (dry run,
-        // the store refused), the allocations are given back.
-        let mut service_txn = if std::ptr::eq(def, &crate::resources::service::SERVICES) {
-            Some(self.begin_service_create(&mut obj).await?)
-        } else {
-            None
+        // What the resource began (a Service's allocation lock) waits for the store; if the
+        // object is not stored (dry run, the store refused), it is given back.
+        let mut pending = match def.hooks {
+            Some(hooks) => hooks.begin_create(self, &mut obj).await?,
+            None => None,
         };
 
         if dry_run {
-            if let Some(txn) = service_txn {
-                txn.abort(self).await;
+            if let Some(pending) = pending {
+                pending.abort(self).await;
             }
             return Ok((obj, warnings));
         }
@@ -176,9 +166,11 @@ impl Registry {
             match self.storage().create(&key, bytes).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut obj, rev);
-                    if let Some(txn) = service_txn.take() {
-                        txn.commit(self).await;
-                        self.sync_service_ip_addresses(None, Some(&obj)).await;
+                    if let Some(pending) = pending.take() {
+                        pending.commit(self).await;
+                    }
+                    if let Some(hooks) = def.hooks {
+                        hooks.after_create(self, &obj).await;
                     }
                     return Ok((obj, warnings));
                 }
@@ -188,12 +180,12 @@ impl Registry {
                     object::set_meta(&mut obj, "name", generate(&generate_name));
                 }
                 Err(e) => {
-                    // A backend failure (a timeout, say) may still have stored the Service:
-                    // its allocations then stay reserved until the repair loop knows.
-                    if let Some(txn) = service_txn
+                    // A backend failure (a timeout, say) may still have stored the object:
+                    // what it began then stays until the resource's repair knows.
+                    if let Some(pending) = pending
                         && !matches!(e, storage::Error::Backend(_))
                     {
-                        txn.abort(self).await;
+                        pending.abort(self).await;
                     }
                     return Err(ApiError::from_storage(e, def.group_resource(), &name));
                 }

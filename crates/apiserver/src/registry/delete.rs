@@ -13,7 +13,6 @@ use crate::object::{self, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use crate::registry::list::ListOptions;
 use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage};
-use crate::resources::namespace as ns_resource;
 use crate::storage;
 use crate::validation::FieldError;
 
@@ -138,19 +137,17 @@ impl Registry {
             return Err(ApiError::forbidden(gr, name, why));
         }
         let namespace = if def.namespaced { namespace } else { "" };
-        let is_namespace = std::ptr::eq(def, &ns_resource::NAMESPACES);
-        if is_namespace {
-            // A namespace's delete is admitted before it turns Terminating (NamespaceLifecycle
-            // keeps the immortal namespaces).
+        let two_step = def.hooks.filter(|h| h.begins_delete());
+        if let Some(hooks) = two_step {
+            // A two-step delete (a namespace's) is admitted before its first step (the
+            // namespace turns Terminating; NamespaceLifecycle keeps the immortal ones).
             self.admit_delete(def, namespace, name, None, opts.dry_run)
                 .await?;
+            if let Some(pending) = hooks.begin_delete(self, def, name, opts.dry_run).await? {
+                return Ok(DeleteOutcome::Pending(pending));
+            }
         }
-        if is_namespace
-            && let Some(ns) = self.begin_namespace_delete(def, name, opts.dry_run).await?
-        {
-            return Ok(DeleteOutcome::Pending(ns));
-        }
-        let mut admitted = is_namespace;
+        let mut admitted = two_step.is_some();
         for _ in 0..MAX_WRITE_RETRIES {
             let Some((mut obj, kv)) = self.get_kv(def, namespace, name).await? else {
                 return Err(ApiError::not_found(gr, name));
@@ -211,9 +208,8 @@ impl Registry {
             }
             match self.storage().delete(&kv.key, rev).await {
                 Ok(_) => {
-                    if std::ptr::eq(def, &crate::resources::service::SERVICES) {
-                        self.release_service_allocations(&last).await;
-                        self.sync_service_ip_addresses(Some(&last), None).await;
+                    if let Some(hooks) = def.hooks {
+                        hooks.after_delete(self, &last).await;
                     }
                     return Ok(DeleteOutcome::Deleted(last));
                 }

@@ -44,6 +44,7 @@ pub mod served;
 pub mod service_alloc;
 pub mod service_ip;
 pub mod service_ipaddress;
+pub mod store_hooks;
 pub mod strategy;
 pub mod subresource;
 pub mod token_request;

@@ -10,7 +10,8 @@ use crate::object;
 use crate::registry::Registry;
 use crate::registry::options::WriteOptions;
 use crate::registry::resource::ResourceDef;
-use crate::resources::rbac::{CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES};
+use crate::registry::strategy::Grants;
+use crate::resources::rbac::{CLUSTER_ROLES, ROLES};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -24,10 +25,8 @@ impl Registry {
         obj: &Value,
         opts: &WriteOptions,
     ) -> Result<()> {
-        let is_role = std::ptr::eq(def, &ROLES) || std::ptr::eq(def, &CLUSTER_ROLES);
-        let is_binding =
-            std::ptr::eq(def, &ROLE_BINDINGS) || std::ptr::eq(def, &CLUSTER_ROLE_BINDINGS);
-        if !is_role && !is_binding {
+        let grants = def.strategy.grants();
+        if grants == Grants::Nothing {
             return Ok(());
         }
         let Some(user) = opts.user.as_deref() else {
@@ -43,7 +42,7 @@ impl Registry {
         };
         let name = object::name(obj);
         let gr = def.group_resource();
-        let requested = if is_role {
+        let requested = if grants == Grants::Rules {
             // RoleEscalationAuthorized: the `escalate` verb on the role.
             if self.allowed(user, "escalate", namespace, &def.plural, name) {
                 return Ok(());

@@ -31,6 +31,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::auth::bootstrap_reconcile::Reconcile;
 use crate::error::{ApiError, GroupKind, GroupResource};
 use crate::object;
 use crate::openapi::schemas::TypedKind;
@@ -38,6 +39,7 @@ use crate::pointer::At;
 use crate::registry::computed::Computed;
 use crate::registry::custom::CustomBehaviour;
 use crate::registry::generation::Generation;
+use crate::registry::store_hooks::StoreHooks;
 use crate::registry::strategy::{DefaultStrategy, Strategy, StrategyRef, decode_as};
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::{Schema, TypeDef};
@@ -360,6 +362,9 @@ pub struct ResourceDef {
     /// The behaviour the registry asks for (validation, create/update preparation,
     /// graceful deletion, ...).
     pub strategy: StrategyRef,
+    /// What the resource's storage does around the generic writes (allocations, a create
+    /// answered without storing, a two-step delete); `None` for most.
+    pub hooks: Option<&'static dyn StoreHooks>,
     /// Whether objects have a `metadata.generation` and what bumps it (none by default).
     pub generation: Generation,
     /// The `kubectl get` printer; `None` until declared (see [`ResourceDef::table_printer`]).
@@ -378,6 +383,9 @@ pub struct ResourceDef {
     /// The field manager the bootstrap objects are written as (upstream's producer, e.g.
     /// `api-priority-and-fairness-config-producer-v1`).
     pub bootstrap_field_manager: &'static str,
+    /// How a bootstrap object that exists already is brought up to date; `None` leaves it as
+    /// it is (upstream reconciles only the RBAC bootstrap policy, adding what is missing).
+    pub bootstrap_reconcile: Option<fn(&Value, &Value) -> Reconcile>,
     /// The `Warning` every answer about this resource carries, for a deprecated API
     /// (upstream's deprecated-API warning, e.g. `v1 ComponentStatus is deprecated in v1.19+`).
     pub deprecation: Option<Cow<'static, str>>,
@@ -428,12 +436,14 @@ impl ResourceDef {
             },
             decode: decode_as::<K>,
             strategy: StrategyRef::Static(&DefaultStrategy),
+            hooks: None,
             generation: Generation::None,
             printer: None,
             merge_schema: None,
             openapi: Some(TypedKind::of::<K>()),
             bootstrap_objects: |_| Vec::new(),
             bootstrap_field_manager: "kube-apiserver",
+            bootstrap_reconcile: None,
             deprecation: None,
             custom: None,
         }
@@ -463,6 +473,7 @@ impl ResourceDef {
             storage: Storage::Custom,
             decode: |obj| Ok(obj),
             strategy: StrategyRef::Shared(strategy),
+            hooks: None,
             // Upstream's custom resource strategy: 1 on create; its `PrepareForUpdate` bumps
             // on any change outside metadata (see the custom kind's strategy).
             generation: Generation::Spec,
@@ -471,6 +482,7 @@ impl ResourceDef {
             openapi: None,
             bootstrap_objects: |_| Vec::new(),
             bootstrap_field_manager: "kube-apiserver",
+            bootstrap_reconcile: None,
             deprecation: names.deprecation.map(Cow::Owned),
             custom: Some(behaviour),
         }
@@ -574,6 +586,19 @@ impl ResourceDef {
     /// [`ResourceDef::bootstrap_objects`]).
     pub const fn bootstrap(mut self, objects: fn(&BootstrapContext<'_>) -> Vec<Value>) -> Self {
         self.bootstrap_objects = objects;
+        self
+    }
+
+    /// Registers the resource's [`StoreHooks`] around the generic writes.
+    pub const fn hooks(mut self, hooks: &'static dyn StoreHooks) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// Brings a bootstrap object that exists already up to date with `reconcile(existing,
+    /// expected)` at every start (see [`ResourceDef::bootstrap_reconcile`]).
+    pub const fn reconcile_bootstrap(mut self, reconcile: fn(&Value, &Value) -> Reconcile) -> Self {
+        self.bootstrap_reconcile = Some(reconcile);
         self
     }
 

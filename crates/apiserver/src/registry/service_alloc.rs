@@ -250,6 +250,17 @@ impl std::fmt::Debug for ServiceAllocationTxn<'_> {
     }
 }
 
+#[async_trait::async_trait]
+impl crate::registry::store_hooks::PendingWrite for ServiceAllocationTxn<'_> {
+    async fn commit(self: Box<Self>, registry: &Registry) {
+        ServiceAllocationTxn::commit(*self, registry).await;
+    }
+
+    async fn abort(self: Box<Self>, registry: &Registry) {
+        ServiceAllocationTxn::abort(*self, registry).await;
+    }
+}
+
 impl ServiceAllocationTxn<'_> {
     /// The Service was stored: frees what it gave up and writes the snapshots.
     pub async fn commit(mut self, registry: &Registry) {

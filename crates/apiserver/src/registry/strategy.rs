@@ -15,6 +15,7 @@ use crate::auth::authenticator::Authenticator;
 use crate::auth::authorizer::Authorizer;
 use crate::auth::user::UserInfo;
 use crate::error::ApiError;
+use crate::registry::subresource::Subresource;
 use crate::validation::{FieldError, NameRule};
 
 /// What a create may read of its request besides the object (upstream's request context):
@@ -92,8 +93,7 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// `/approval`-update changes (`csrApprovalStrategy.PrepareForUpdate`): `new` is the
     /// stored object with the requested status, `old` the stored object. Only resources
-    /// serving [`Subresource::Approval`](crate::registry::subresource::Subresource::Approval)
-    /// are asked.
+    /// serving [`Subresource::Approval`] are asked.
     fn prepare_for_approval_update(&self, _new: &mut Value, _old: &Value) {}
 
     /// Validation of an `/approval` update.
@@ -143,6 +143,31 @@ pub trait Strategy: Send + Sync + 'static {
     fn allow_create_on_update(&self) -> bool {
         false
     }
+
+    /// Why the connect subresource `sub` of the existing object `obj` cannot be served (pods,
+    /// services and nodes say why a simulated node cannot answer); `None` gives the generic
+    /// reason. Only resources serving a connect subresource are asked.
+    fn connect_refusal(&self, _obj: &Value, _sub: Subresource) -> Option<String> {
+        None
+    }
+
+    /// What writing an object of this resource grants, for RBAC's escalation check (upstream
+    /// wraps the four RBAC resources' storage in its `policybased` storage).
+    fn grants(&self) -> Grants {
+        Grants::Nothing
+    }
+}
+
+/// What writing an object grants ([`Strategy::grants`]): a user may grant only what they
+/// hold, unless allowed to `escalate` (rules) or `bind` (a role reference).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grants {
+    /// No permissions: not checked.
+    Nothing,
+    /// The object's `rules` (Roles and ClusterRoles).
+    Rules,
+    /// The rules of the role its `roleRef` names (RoleBindings and ClusterRoleBindings).
+    RoleRef,
 }
 
 /// The strategy an entry holds: a built-in's `static` one, or the one a custom resource's

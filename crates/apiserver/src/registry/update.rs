@@ -278,40 +278,34 @@ impl Registry {
                 })
                 .await?;
             }
-            // A Service's cluster IP and node ports follow its type; the allocation lock
-            // stays held until the write is done (uncommitted, the allocations go back).
-            let service_txn = if target == Target::Main
-                && std::ptr::eq(def, &crate::resources::service::SERVICES)
-            {
-                Some(self.begin_service_update(&mut new, &current).await?)
-            } else {
-                None
+            // What the resource begins (a Service's allocation lock) is held until the write
+            // is done; uncommitted, it is given back.
+            let pending = match def.hooks {
+                Some(hooks) if target == Target::Main => {
+                    hooks.begin_update(self, &mut new, &current).await?
+                }
+                _ => None,
             };
-            let is_service = std::ptr::eq(def, &crate::resources::service::SERVICES);
-            // The Service's last finalizer goes (also through `/status`: the service-lb
-            // controller removes its finalizer there): its final removal.
-            let removed = is_service && !dry_run && should_delete_during_update(&new, &current);
-            let previous = is_service.then(|| current.clone());
+            let began = pending.is_some();
+            // The last finalizer of a deleting object goes (also through `/status`: the
+            // service-lb controller removes its finalizer there): its final removal.
+            let removed = def.hooks.is_some() && should_delete_during_update(&new, &current);
+            let previous = def.hooks.is_some().then(|| current.clone());
             match self
                 .commit_update(def, name, new, current, &kv, dry_run)
                 .await
             {
                 Ok(object) => {
-                    match service_txn {
-                        Some(txn) if dry_run => txn.abort(self).await,
-                        Some(txn) => txn.commit(self).await,
-                        // A final removal through `/status` gives back what the Service held,
-                        // as the main resource's does.
-                        None if removed => {
-                            if let Some(previous) = &previous {
-                                self.release_service_allocations(previous).await;
-                            }
-                        }
+                    match pending {
+                        Some(pending) if dry_run => pending.abort(self).await,
+                        Some(pending) => pending.commit(self).await,
                         None => {}
                     }
-                    if let Some(previous) = previous.as_ref().filter(|_| !dry_run) {
+                    if let Some(hooks) = def.hooks
+                        && let Some(previous) = previous.as_ref().filter(|_| !dry_run)
+                    {
                         let now = (!removed).then_some(&object);
-                        self.sync_service_ip_addresses(Some(previous), now).await;
+                        hooks.after_update(self, previous, now, began).await;
                     }
                     return Ok(WriteOutcome {
                         object,
@@ -323,10 +317,10 @@ impl Registry {
                     // Not stored (a lost race, a refusal): what the update took goes back. A
                     // server error may hide a stored write: the repair loop settles that.
                     let unknown = matches!(&retry, Retry::Fail(e) if e.code >= 500);
-                    if let Some(txn) = service_txn
+                    if let Some(pending) = pending
                         && !unknown
                     {
-                        txn.abort(self).await;
+                        pending.abort(self).await;
                     }
                     match retry {
                         Retry::Again if requested_rv.is_none() || !is_replace => continue,

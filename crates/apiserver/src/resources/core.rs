@@ -8,9 +8,12 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::Value;
 
+use crate::error::ApiError;
 use crate::pointer::At;
+use crate::registry::Registry;
 use crate::registry::generation::Generation;
 use crate::registry::resource::{ResourceDef, SelectableField};
+use crate::registry::store_hooks::StoreHooks;
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
 use crate::resources::component_status::ComponentStatuses;
@@ -139,8 +142,28 @@ pub static COMPONENT_STATUSES: ResourceDef = ResourceDef::of::<ComponentStatus>(
 /// binds the pod the Binding names).
 pub static BINDINGS: ResourceDef = ResourceDef::of::<Binding>()
     .transient()
+    .hooks(&BindingHooks)
     .printer(printers::GENERIC)
     .merge_schema(&kinds::METADATA_ONLY);
+
+/// The bindings resource's storage (upstream's `BindingREST`, served under both
+/// `pods/{name}/binding` and `bindings`): a create binds the pod the Binding names.
+#[derive(Debug, Default)]
+pub struct BindingHooks;
+
+#[async_trait::async_trait]
+impl StoreHooks for BindingHooks {
+    async fn create(
+        &self,
+        registry: &Registry,
+        _def: &ResourceDef,
+        namespace: &str,
+        obj: &Value,
+        dry_run: bool,
+    ) -> Option<Result<Value, ApiError>> {
+        Some(registry.create_binding(namespace, obj, dry_run).await)
+    }
+}
 
 /// The podtemplate strategy: the template is a valid pod template (upstream's
 /// `ValidatePodTemplate`; it may change freely).
@@ -284,6 +307,14 @@ impl Strategy for SecretStrategy {
 pub struct NodeStrategy;
 
 impl Strategy for NodeStrategy {
+    /// `nodes/proxy` would reach the node's kubelet; a simulated node has none.
+    fn connect_refusal(&self, obj: &Value, _sub: Subresource) -> Option<String> {
+        let name = crate::object::name(obj);
+        Some(format!(
+            "node {name:?} is simulated: there is no kubelet to proxy to"
+        ))
+    }
+
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         let old_cidr = old

@@ -73,6 +73,25 @@ pub fn decode(obj: Value) -> Result<Value, String> {
 }
 
 impl Strategy for PodStrategy {
+    /// Simulated nodes run no containers: nothing can answer `log`, `exec`, `attach`,
+    /// `portforward` or `proxy`.
+    fn connect_refusal(&self, obj: &Value, sub: Subresource) -> Option<String> {
+        let name = crate::object::name(obj);
+        let missing = match sub {
+            Subresource::Log => "there are no container logs to read",
+            Subresource::Exec => "there is no container to exec into",
+            Subresource::Attach => "there is no container to attach to",
+            Subresource::PortForward => "there is no container port to forward to",
+            _ => "there is no container to proxy to",
+        };
+        Some(match obj.at("/spec/nodeName").and_then(Value::as_str) {
+            Some(node) if !node.is_empty() => {
+                format!("pod {name:?} runs on the simulated node {node:?}: {missing}")
+            }
+            _ => format!("pod {name:?} is not scheduled to a node yet: {missing}"),
+        })
+    }
+
     /// `podStatusStrategy.PrepareForUpdate`: `/status` may not touch the owner references
     /// (old kubelets corrupted them) nor the deletion timestamp.
     fn status_metadata_reset(&self) -> MetadataReset {

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::registry::strategy::Strategy;
+use crate::registry::strategy::{Grants, Strategy};
 use crate::resources::go_values;
 use crate::resources::label_selector;
 use crate::validation::{FieldError, NameRule};
@@ -12,6 +12,10 @@ use crate::validation::{FieldError, NameRule};
 pub struct RoleStrategy;
 
 impl Strategy for RoleStrategy {
+    fn grants(&self) -> Grants {
+        Grants::Rules
+    }
+
     fn name_rule(&self) -> NameRule {
         // rbac's minimalNameRequirements: any path segment name.
         NameRule::PathSegment
@@ -27,6 +31,10 @@ impl Strategy for RoleStrategy {
 pub struct ClusterRoleStrategy;
 
 impl Strategy for ClusterRoleStrategy {
+    fn grants(&self) -> Grants {
+        Grants::Rules
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::registry::strategy::Strategy;
+use crate::registry::strategy::{Grants, Strategy};
 use crate::resources::go_values;
 use crate::validation::{FieldError, NameRule};
 
@@ -69,6 +69,10 @@ pub struct BindingStrategy {
 }
 
 impl Strategy for BindingStrategy {
+    fn grants(&self) -> Grants {
+        Grants::RoleRef
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }
