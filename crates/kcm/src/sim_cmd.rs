@@ -47,7 +47,7 @@ pub struct SimArgs {
     /// nodeStatusReportFrequency is 5m; changes are posted at once).
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub node_status_update_period: Duration,
-    /// Register nodes with their own pod CIDR (10.244.<index>.0/24) instead of waiting for
+    /// Register nodes with their own pod CIDR (`10.244.<index>.0/24`) instead of waiting for
     /// the node IPAM controller (`--allocate-node-cidrs`) to set one: for clusters that do not
     /// allocate node CIDRs.
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]

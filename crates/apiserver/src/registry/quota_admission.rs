@@ -1,7 +1,7 @@
 //! The ResourceQuota admission check: refuses a create or update that would exceed a quota (403), and charges the quotas' `status.used` before the object is stored.
 //!
 //! As upstream's `plugin/resourcequota` (`controller.go`): [`check_request`] is its
-//! `CheckRequest`, the pure decision over the namespace's quotas; [`Registry::admit_quota`]
+//! `CheckRequest`, the pure decision over the namespace's quotas; `Registry::admit_quota`
 //! reads the quotas from the store, decides, and writes each changed quota's `status.used`
 //! with a resourceVersion precondition, re-reading and re-checking the quotas whose write
 //! raced (upstream's `checkQuotas` retries) — so concurrent writes cannot overshoot.

@@ -1,9 +1,9 @@
 //! networking.k8s.io/v1 IPAddress objects for the Service cluster IPs, as kube-apiserver v1.36's allocator shows them (`kubectl get ipaddresses`): one per allocated address, named after it, with the Service as `spec.parentRef`.
 //!
-//! Where to start: [`Registry::sync_service_ip_addresses`]. The allocation itself stays the
+//! Where to start: `Registry::sync_service_ip_addresses`. The allocation itself stays the
 //! bitmap of [`super::service_alloc`]; these objects follow it. A Service's create adds its
 //! addresses, an update that changes them adds and removes, the Service's final removal
-//! removes them, and the repair loop ([`Registry::repair_service_ip_addresses`], with the
+//! removes them, and the repair loop (`Registry::repair_service_ip_addresses`, with the
 //! allocation repair) recreates missing ones and deletes those whose Service no longer holds
 //! the address, as upstream's `repairip` controller. Only objects labelled
 //! `ipaddress.kubernetes.io/managed-by: ipallocator.k8s.io` are touched.

@@ -1,7 +1,7 @@
 //! scheduling.k8s.io/v1 priorityclasses' behaviour: the two system classes every cluster starts with, protected from deletion and change, and upstream's validation (reserved `system-` names, the user value ceiling, an immutable value and preemption policy).
 //!
 //! The uniqueness of `globalDefault` and the pods' priorities are the Priority admission
-//! plugin's, in [`crate::registry::priority`].
+//! plugin's, in [`crate::admission::priority`].
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde_json::{Value, json};

@@ -105,7 +105,7 @@ impl std::fmt::Display for ObjectRef {
 /// What a worker does (upstream's `workItem`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WorkItem {
-    /// Delete the pod if [`State::delete_pod_at`] says it is time.
+    /// Delete the pod if `State::delete_pod_at` says it is time.
     Pod(ObjectRef),
     /// Update the DeviceTaintRule's status.
     Rule(ObjectRef),

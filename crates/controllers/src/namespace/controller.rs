@@ -294,7 +294,7 @@ impl ResourceEventHandler<Namespace> for NamespaceEventHandlers {
 // ---------------------------------------------------------------------------------------------
 
 impl NamespaceController {
-    /// Takes one name and syncs it through the shared worker with [`ERROR_POLICY`]: forgotten
+    /// Takes one name and syncs it through the shared worker with `ERROR_POLICY`: forgotten
     /// on success, back after half the estimate plus a second while content remains, requeued
     /// rate-limited on any other failure (or a panic). False once the queue has shut down.
     pub async fn process_next_work_item(&self) -> bool {

@@ -362,7 +362,7 @@ impl NodeLifecycleController {
         &self.node_queue
     }
 
-    /// Takes one node off the node queue and runs [`Self::sync_node`] through the shared
+    /// Takes one node off the node queue and runs `Self::sync_node` through the shared
     /// worker. False once the queue has shut down (tests).
     pub async fn process_next_node(&self) -> bool {
         process_next_work_item(
@@ -865,7 +865,7 @@ impl NodeLifecycleController {
     // -----------------------------------------------------------------------------------------
 
     /// Marks a newly bound pod not ready if its node is not ready, as upstream's
-    /// `processPod`. An error requeues the pod rate-limited ([`POD_ERROR_POLICY`]).
+    /// `processPod`. An error requeues the pod rate-limited (`POD_ERROR_POLICY`).
     pub async fn process_pod(&self, key: &PodKey) -> Result<(), PodError> {
         let Some(pod) = self.pods.get(&key.0, &key.1) else {
             return Ok(());

@@ -8,7 +8,7 @@
 //! `secrets`; its account missing (from the cache and then the API) or of another uid, the
 //! Secret is deleted; otherwise missing `token` or `namespace` data, or a `ca.crt` other than
 //! the root CA, are written by an update of the live Secret. API calls are behind
-//! [`TokensClient`](super::tokens_client::TokensClient).
+//! [`TokensClient`].
 
 use std::path::Path;
 use std::sync::Arc;

@@ -27,7 +27,7 @@ pub fn line(available: u64, expected: u64, elapsed: Duration, depth: Option<u64>
     )
 }
 
-/// Draws [`line`]s on stderr.
+/// Draws [`line()`]s on stderr.
 #[derive(Debug)]
 pub struct Progress {
     terminal: bool,

@@ -180,7 +180,7 @@ const DOW: Bounds = Bounds {
     ],
 };
 
-/// A crontab schedule as bit sets (bit `n` set: value `n` matches; [`STAR_BIT`]: written as
+/// A crontab schedule as bit sets (bit `n` set: value `n` matches; `STAR_BIT`: written as
 /// `*`), as robfig's `SpecSchedule`. The standard parser always sets `second` to bit 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpecSchedule {

@@ -188,7 +188,7 @@ fn int64_multiply(a: i64, b: i64) -> Option<i64> {
 ///
 /// The result keeps the representation Go builds (int64 amount or `inf.Dec`, scale, format,
 /// whether the input is kept as the cached canonical string). One deliberate difference: a
-/// value with more than [`MAX_MAGNITUDE`] integer digits, or whose exponent would need more
+/// value with more than `MAX_MAGNITUDE` integer digits, or whose exponent would need more
 /// than 4096 decimal digits of scaling, is refused with [`Error::TooLarge`] instead of
 /// exhausting memory (or, for `1e2000000000`, printing a canonical form that then cannot be
 /// parsed).

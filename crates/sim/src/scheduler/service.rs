@@ -6,7 +6,7 @@
 //! snapshot, assumes the pod there at once (under the cache's lock, so decisions are
 //! serialised and never oversubscribe a node) and POSTs the binding, recording a `Scheduled`
 //! event. A pod that fits nowhere gets a `FailedScheduling` Warning event and the condition
-//! `PodScheduled=False` reason `Unschedulable` with the [`FitError`](super::FitError) message,
+//! `PodScheduled=False` reason `Unschedulable` with the [`FitError`] message,
 //! and is retried with a per-pod back-off (1 s doubling to 10 s, upstream's
 //! `podInitialBackoff`/`podMaxBackoff`) — and at once when the cluster changes in a way that
 //! may make it fit: a node added, a node's schedulability changed, a pod deleted or finished.

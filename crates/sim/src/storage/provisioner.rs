@@ -1,14 +1,14 @@
-//! The simulated external provisioner of [`PROVISIONER`](super::class::PROVISIONER) classes, as kubernetes-csi/external-provisioner behaves.
+//! The simulated external provisioner of [`PROVISIONER`] classes, as kubernetes-csi/external-provisioner behaves.
 //!
 //! The PV controller (`persistentvolume-binder-controller`) binds claims and volumes and asks
 //! for provisioning by annotating a claim `volume.kubernetes.io/storage-provisioner:
-//! <provisioner>`. For each claim so annotated with [`PROVISIONER`](super::class::PROVISIONER)
+//! <provisioner>`. For each claim so annotated with [`PROVISIONER`]
 //! (of a `WaitForFirstConsumer` class only once `volume.kubernetes.io/selected-node` is set),
 //! this creates PV `pvc-<claim uid>`: the claim's request as capacity, its access modes and
 //! volume mode, a `claimRef` to it (the PV controller then completes the binding),
 //! `pv.kubernetes.io/provisioned-by`, the class's reclaim policy (with
 //! `external-provisioner.volume.kubernetes.io/finalizer` when it is `Delete`), a CSI source of
-//! the simulated driver ([`CSI_DRIVER`](super::attacher::CSI_DRIVER), volume handle the PV's
+//! the simulated driver ([`CSI_DRIVER`], volume handle the PV's
 //! name: so the attach/detach controller attaches it), and node affinity to the selected node. A volume it provisioned that the PV controller marked
 //! `Released` is deleted when its policy is `Delete`, and loses the finalizer.
 //!

@@ -7,7 +7,7 @@
 //!
 //! 1. `markControllerResizeInProgress`: condition `Resizing`, `allocatedResources.storage` = the
 //!    new size, `allocatedResourceStatuses.storage` = `ControllerResizeInProgress`; event
-//!    `Resizing` ("External resizer is resizing volume <pv>");
+//!    `Resizing` (`External resizer is resizing volume <pv>`);
 //! 2. `ControllerExpandVolume` succeeds; `updatePVCapacity` patches the PV's
 //!    `spec.capacity.storage` to the new size;
 //! 3. the simulated driver has no online expansion and needs the node to grow the file system,
@@ -21,8 +21,8 @@
 //! annotated [`ANNOTATION_RESIZE_FAILS`]`: "<message>"` makes `ControllerExpandVolume` fail with
 //! `OutOfRange` (the CSI code for an unsupported capacity), a final infeasible error:
 //! `allocatedResourceStatuses.storage` = `ControllerResizeInfeasible`, condition
-//! `ControllerResizeError` ("failed to expand pvc with <error>"), Warning event
-//! `VolumeResizeFailed` ("resize volume "<pv>" by resizer "<driver>" failed: <error>"). The
+//! `ControllerResizeError` (`failed to expand pvc with <error>`), Warning event
+//! `VolumeResizeFailed` (`resize volume "<pv>" by resizer "<driver>" failed: <error>`). The
 //! claim then waits for a change (upstream parks it in its slow-retry set): removing the
 //! annotation retries it.
 

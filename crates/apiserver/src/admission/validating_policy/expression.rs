@@ -137,7 +137,7 @@ impl Expression {
     }
 
     /// The type the expression is known to evaluate to; `None` when it depends on the
-    /// data (see [`typing`](super::typing)).
+    /// data (see [`typing`]).
     pub fn result_type(&self) -> Option<CelType> {
         typing::result_type(self.program.expression())
     }

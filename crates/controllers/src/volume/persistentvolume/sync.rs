@@ -79,7 +79,7 @@ enum Deleter {
 
 impl PersistentVolumeController {
     /// Syncs one claim, as upstream's `syncClaim`: a claim without `bind-completed` is
-    /// [unbound](Self::sync_unbound_claim), one with it [bound](Self::sync_bound_claim).
+    /// unbound (`Self::sync_unbound_claim`), one with it bound (`Self::sync_bound_claim`).
     pub async fn sync_claim(&self, claim: &PersistentVolumeClaim) -> Result<()> {
         tracing::trace!(
             claim = claim_key(claim),

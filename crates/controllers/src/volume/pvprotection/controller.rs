@@ -181,7 +181,7 @@ impl PvProtectionController {
     }
 
     /// Adds or removes the finalizer of volume `name`, as upstream's `processPV`: a deleted
-    /// volume loses it unless it is in use ([`is_being_used`]); a live volume without it gets
+    /// volume loses it unless it is in use (`is_being_used`); a live volume without it gets
     /// it (the admission plugin adds it at creation; this catches volumes created before the
     /// plugin ran).
     pub async fn sync(&self, name: &str) -> Result<()> {
