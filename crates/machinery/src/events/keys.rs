@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Event;
 /// process). Two different strings get the same digest with probability 2^-128, so among the
 /// 4,096 entries of a full cache a collision has probability below 2^-104.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct KeyDigest(u128);
+pub(crate) struct KeyDigest([u64; 2]);
 
 impl KeyDigest {
     /// The digest of the parts' concatenation, as [`join`] would build it (absent parts add
@@ -30,7 +30,7 @@ impl KeyDigest {
             high.write(part.as_bytes());
             low.write(part.as_bytes());
         }
-        Self((u128::from(high.finish()) << 64) | u128::from(low.finish()))
+        Self([high.finish(), low.finish()])
     }
 
     /// The digest of one key string (a custom spam key, a message).
