@@ -42,7 +42,11 @@ pub struct Expiry {
 impl Expiry {
     /// `key` was written at `revision` and expires at `deadline`.
     pub fn written(&mut self, key: &str, revision: Revision, deadline: Instant) {
-        let key: Arc<str> = Arc::from(key);
+        // A key written again shares the string it is followed by: no allocation per write.
+        let key: Arc<str> = match self.revisions.get_key_value(key) {
+            Some((followed, _)) => Arc::clone(followed),
+            None => Arc::from(key),
+        };
         self.revisions.insert(Arc::clone(&key), revision);
         self.queue.push_back((deadline, key, revision));
         // Rewrites of the same keys leave stale entries: drop them once they outnumber the
@@ -192,6 +196,14 @@ mod tests {
         }
         assert_eq!(e.len(), 1);
         assert!(e.queue.len() <= 2 + 64 + 1, "{}", e.queue.len());
+        let (followed, _) = e.revisions.get_key_value("/e/hot").expect("followed");
+        assert!(
+            e.queue
+                .iter()
+                .filter(|(_, k, _)| &**k == "/e/hot")
+                .all(|(_, k, _)| Arc::ptr_eq(k, followed)),
+            "every write of a key shares one string"
+        );
         assert_eq!(e.expired(at(t0, 10)), [(Arc::from("/e/hot"), 9_999)]);
     }
 
