@@ -24,6 +24,7 @@ pub mod plugins;
 pub mod pod_security;
 pub mod priority;
 pub mod reinvocation;
+pub mod resource_quota;
 pub mod runtime_class;
 pub mod service_account;
 pub mod source;

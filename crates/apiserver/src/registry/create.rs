@@ -4,12 +4,12 @@ use kcm_machinery::quota::Operation as QuotaOperation;
 use rand::Rng;
 use serde_json::Value;
 
+use crate::admission::resource_quota::QuotaAttributes;
 use crate::admission::{Attributes, Operation};
 use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
-use crate::registry::quota_admission::QuotaAttributes;
 use crate::registry::resource::ResourceDef;
 use crate::registry::strategy::RequestContext;
 use crate::registry::{Registry, encode_for_storage};

@@ -35,7 +35,6 @@ pub mod object_cache;
 pub mod options;
 pub mod patch;
 pub mod pod_log;
-pub mod quota_admission;
 pub mod range_allocator;
 pub mod rbac_escalation;
 pub mod resource;
@@ -107,7 +106,7 @@ pub struct Registry {
     logs: pod_log::LogSlot,
     /// Held while a write charges ResourceQuotas, so charges of concurrent writes never
     /// race one another (only the quota controller's writes can).
-    quota_lock: tokio::sync::Mutex<()>,
+    pub(crate) quota_lock: tokio::sync::Mutex<()>,
     /// The admission plugins every write passes through.
     admission: Chain,
     /// What the admission plugins read, kept decoded in memory.

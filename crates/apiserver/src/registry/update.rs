@@ -9,6 +9,7 @@ use bytes::Bytes;
 use kcm_machinery::quota::Operation as QuotaOperation;
 use serde_json::Value;
 
+use crate::admission::resource_quota::QuotaAttributes;
 use crate::admission::{Attributes, Operation};
 use crate::auth::user::UserInfo;
 use crate::error::{ApiError, Result};
@@ -21,7 +22,6 @@ use crate::pointer::At;
 use crate::registry::create::{bind_namespace, check_kind, take_admitted};
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
-use crate::registry::quota_admission::QuotaAttributes;
 use crate::registry::resource::ResourceDef;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage, parse_resource_version};
 use crate::storage::{self, KeyValue};
