@@ -6,6 +6,7 @@ use crate::error::{ApiError, GroupKind, Result};
 use crate::object;
 use crate::pointer::At;
 use crate::registry::resource::ResourceDef;
+use crate::registry::store_hooks::StoreHooks;
 use crate::registry::{MAX_WRITE_RETRIES, Registry, encode_for_storage};
 use crate::resources::pod::PODS;
 use crate::storage;
@@ -205,5 +206,24 @@ mod tests {
             Some(1)
         );
         assert_eq!(pod["status"]["conditions"][0]["status"], "False");
+    }
+}
+
+/// The bindings resource's storage (upstream's `BindingREST`, served under both
+/// `pods/{name}/binding` and `bindings`): a create binds the pod the Binding names.
+#[derive(Debug, Default)]
+pub struct BindingHooks;
+
+#[async_trait::async_trait]
+impl StoreHooks for BindingHooks {
+    async fn create(
+        &self,
+        registry: &Registry,
+        _def: &ResourceDef,
+        namespace: &str,
+        obj: &Value,
+        dry_run: bool,
+    ) -> Option<Result<Value>> {
+        Some(registry.create_binding(namespace, obj, dry_run).await)
     }
 }

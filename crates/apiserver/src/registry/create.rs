@@ -37,7 +37,7 @@ impl Registry {
         body: Value,
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
-        let mut obj = check_kind(def, body)?;
+        let mut obj = def.check_kind(body)?;
         bind_namespace(def, &mut obj, namespace)?;
         let warnings = self.check_fields(
             def,
@@ -45,7 +45,7 @@ impl Registry {
             opts.field_validation,
             Decoded::Body(&opts.decoding),
         )?;
-        if let Some(hooks) = def.hooks
+        if let Some(hooks) = crate::registry::rest::of(def)
             && let Some(answer) = hooks.create(self, def, namespace, &obj, opts.dry_run).await
         {
             return answer.map(|object| WriteOutcome {
@@ -146,7 +146,7 @@ impl Registry {
         .await?;
         // What the resource began (a Service's allocation lock) waits for the store; if the
         // object is not stored (dry run, the store refused), it is given back.
-        let mut pending = match def.hooks {
+        let mut pending = match crate::registry::rest::of(def) {
             Some(hooks) => hooks.begin_create(self, &mut obj).await?,
             None => None,
         };
@@ -169,7 +169,7 @@ impl Registry {
                     if let Some(pending) = pending.take() {
                         pending.commit(self).await;
                     }
-                    if let Some(hooks) = def.hooks {
+                    if let Some(hooks) = crate::registry::rest::of(def) {
                         hooks.after_create(self, &obj).await;
                     }
                     return Ok((obj, warnings));
@@ -240,31 +240,6 @@ pub(crate) fn take_admitted(attrs: &mut Attributes<'_>) -> Result<Value> {
         .ok_or_else(|| ApiError::internal("admission removed the object being written"))
 }
 
-/// Checks `apiVersion` and `kind` of a request body against the resource (both optional).
-pub(crate) fn check_kind(def: &ResourceDef, body: Value) -> Result<Value> {
-    if !body.is_object() {
-        return Err(ApiError::bad_request(format!(
-            "the object provided is unrecognized (must be of type {})",
-            def.kind
-        )));
-    }
-    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
-    if !kind.is_empty() && kind != def.kind {
-        return Err(ApiError::bad_request(format!(
-            "the object provided is unrecognized (must be of type {}): kind {kind:?} does not match",
-            def.kind
-        )));
-    }
-    let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if !api_version.is_empty() && api_version != def.api_version() {
-        return Err(ApiError::bad_request(format!(
-            "the API version in the data ({api_version}) does not match the expected API version ({})",
-            def.api_version()
-        )));
-    }
-    Ok(body)
-}
-
 /// Fills or checks the object's namespace against the request's, as upstream's
 /// `rest.BeforeCreate` / `ValidNamespace`.
 pub(crate) fn bind_namespace(def: &ResourceDef, obj: &mut Value, namespace: &str) -> Result<()> {
@@ -317,22 +292,28 @@ mod tests {
 
     #[test]
     fn kind_and_namespace_checks() {
-        assert!(check_kind(&pod::PODS, json!({"kind": "Pod", "apiVersion": "v1"})).is_ok());
-        assert!(check_kind(&pod::PODS, json!({})).is_ok());
+        assert!(
+            pod::PODS
+                .check_kind(json!({"kind": "Pod", "apiVersion": "v1"}))
+                .is_ok()
+        );
+        assert!(pod::PODS.check_kind(json!({})).is_ok());
         assert_eq!(
-            check_kind(&pod::PODS, json!({"kind": "Service"}))
+            pod::PODS
+                .check_kind(json!({"kind": "Service"}))
                 .map_err(|e| e.code)
                 .err(),
             Some(400)
         );
         assert_eq!(
-            check_kind(&pod::PODS, json!({"apiVersion": "apps/v1"}))
+            pod::PODS
+                .check_kind(json!({"apiVersion": "apps/v1"}))
                 .map_err(|e| e.code)
                 .err(),
             Some(400)
         );
         assert_eq!(
-            check_kind(&pod::PODS, json!([1])).map_err(|e| e.code).err(),
+            pod::PODS.check_kind(json!([1])).map_err(|e| e.code).err(),
             Some(400)
         );
 

@@ -137,7 +137,7 @@ impl Registry {
             return Err(ApiError::forbidden(gr, name, why));
         }
         let namespace = if def.namespaced { namespace } else { "" };
-        let two_step = def.hooks.filter(|h| h.begins_delete());
+        let two_step = crate::registry::rest::of(def).filter(|h| h.begins_delete());
         if let Some(hooks) = two_step {
             // A two-step delete (a namespace's) is admitted before its first step (the
             // namespace turns Terminating; NamespaceLifecycle keeps the immortal ones).
@@ -208,7 +208,7 @@ impl Registry {
             }
             match self.storage().delete(&kv.key, rev).await {
                 Ok(_) => {
-                    if let Some(hooks) = def.hooks {
+                    if let Some(hooks) = crate::registry::rest::of(def) {
                         hooks.after_delete(self, &last).await;
                     }
                     return Ok(DeleteOutcome::Deleted(last));

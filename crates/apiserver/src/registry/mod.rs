@@ -38,6 +38,7 @@ pub mod pod_log;
 pub mod range_allocator;
 pub mod rbac_escalation;
 pub mod resource;
+pub mod rest;
 pub mod scale;
 pub mod served;
 pub mod service_alloc;

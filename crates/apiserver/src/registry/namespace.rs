@@ -7,6 +7,7 @@ use crate::object;
 use crate::pointer::At;
 use crate::registry::options::WriteOptions;
 use crate::registry::resource::ResourceDef;
+use crate::registry::store_hooks::StoreHooks;
 use crate::registry::{Registry, decode_stored, encode_for_storage};
 use crate::resources::namespace as ns_resource;
 use crate::storage;
@@ -86,7 +87,7 @@ impl Registry {
         dry_run: bool,
     ) -> Result<Value> {
         let gr = ns_resource::NAMESPACES.group_resource();
-        let body = super::create::check_kind(def, body)?;
+        let body = def.check_kind(body)?;
         let body = def.decode(body).map_err(ApiError::bad_request)?;
         let requested_rv = super::parse_resource_version(object::resource_version(&body))?;
         let finalizers = body
@@ -144,6 +145,28 @@ fn should_delete_namespace_during_update(ns: &Value) -> bool {
         && object::finalizers(ns).is_empty()
         && object::deletion_timestamp(ns).is_some()
         && object::deletion_grace_period(ns).unwrap_or(0) == 0
+}
+/// The namespace storage's delete (upstream's namespace `REST.Delete`): the first delete turns
+/// the namespace Terminating and waits for the namespace controller to empty it and clear
+/// `spec.finalizers`; a delete of a terminating namespace with none left removes it.
+#[derive(Debug, Default)]
+pub struct NamespaceHooks;
+
+#[async_trait::async_trait]
+impl StoreHooks for NamespaceHooks {
+    fn begins_delete(&self) -> bool {
+        true
+    }
+
+    async fn begin_delete(
+        &self,
+        registry: &Registry,
+        def: &ResourceDef,
+        name: &str,
+        dry_run: bool,
+    ) -> Result<Option<Value>> {
+        registry.begin_namespace_delete(def, name, dry_run).await
+    }
 }
 
 #[cfg(test)]

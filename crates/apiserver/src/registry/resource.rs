@@ -39,7 +39,6 @@ use crate::pointer::At;
 use crate::registry::computed::Computed;
 use crate::registry::custom::CustomBehaviour;
 use crate::registry::generation::Generation;
-use crate::registry::store_hooks::StoreHooks;
 use crate::registry::strategy::{DefaultStrategy, Strategy, StrategyRef, decode_as};
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::{Schema, TypeDef};
@@ -330,6 +329,26 @@ pub struct BootstrapContext<'a> {
     pub service_ip_range: &'a crate::registry::service_ip::ServiceIpRange,
 }
 
+/// The storage a resource's writes go through: the generic store alone, or the generic store
+/// with one of the registry's hooks around it ([`crate::registry::store_hooks`], upstream's
+/// resources with a REST of their own). A resource names the behaviour it needs; the registry
+/// holds how it is done, so `resources/` never depends on the registry's internals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rest {
+    /// The generic create, update and delete.
+    Generic,
+    /// Cluster IPs and node ports allocated under a lock held until the write is stored, given
+    /// back on removal, with IPAddress objects kept in step (Services).
+    IpAndPortAllocation,
+    /// A create binds the pod the object names, and is not stored (Bindings).
+    BindPod,
+    /// A create is answered by the server's token authenticator, not stored (TokenReviews).
+    ReviewToken,
+    /// The first delete marks the object Terminating; a delete once its `spec.finalizers` are
+    /// gone removes it (Namespaces).
+    DeleteAfterFinalize,
+}
+
 /// One served resource (one group/version/plural), declared once. Build it with
 /// [`ResourceDef::of`] and the `const` builder methods; see the [module docs](self). Custom
 /// resources' entries are built at run time ([`ResourceDef::custom`]) and own their names.
@@ -363,8 +382,8 @@ pub struct ResourceDef {
     /// graceful deletion, ...).
     pub strategy: StrategyRef,
     /// What the resource's storage does around the generic writes (allocations, a create
-    /// answered without storing, a two-step delete); `None` for most.
-    pub hooks: Option<&'static dyn StoreHooks>,
+    /// answered without storing, a two-step delete); [`Rest::Generic`] for most.
+    pub rest: Rest,
     /// Whether objects have a `metadata.generation` and what bumps it (none by default).
     pub generation: Generation,
     /// The `kubectl get` printer; `None` until declared (see [`ResourceDef::table_printer`]).
@@ -436,7 +455,7 @@ impl ResourceDef {
             },
             decode: decode_as::<K>,
             strategy: StrategyRef::Static(&DefaultStrategy),
-            hooks: None,
+            rest: Rest::Generic,
             generation: Generation::None,
             printer: None,
             merge_schema: None,
@@ -473,7 +492,7 @@ impl ResourceDef {
             storage: Storage::Custom,
             decode: |obj| Ok(obj),
             strategy: StrategyRef::Shared(strategy),
-            hooks: None,
+            rest: Rest::Generic,
             // Upstream's custom resource strategy: 1 on create; its `PrepareForUpdate` bumps
             // on any change outside metadata (see the custom kind's strategy).
             generation: Generation::Spec,
@@ -589,9 +608,34 @@ impl ResourceDef {
         self
     }
 
-    /// Registers the resource's [`StoreHooks`] around the generic writes.
-    pub const fn hooks(mut self, hooks: &'static dyn StoreHooks) -> Self {
-        self.hooks = Some(hooks);
+    /// Checks `apiVersion` and `kind` of a request body against the resource (both optional).
+    pub fn check_kind(&self, body: Value) -> Result<Value, ApiError> {
+        if !body.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {})",
+                self.kind
+            )));
+        }
+        let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
+        if !kind.is_empty() && kind != self.kind {
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): kind {kind:?} does not match",
+                self.kind
+            )));
+        }
+        let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        if !api_version.is_empty() && api_version != self.api_version() {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                self.api_version()
+            )));
+        }
+        Ok(body)
+    }
+
+    /// Names the storage the resource's writes go through (see [`Rest`]).
+    pub const fn rest(mut self, rest: Rest) -> Self {
+        self.rest = rest;
         self
     }
 

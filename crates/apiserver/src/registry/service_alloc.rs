@@ -35,6 +35,7 @@ use crate::error::{ApiError, Result};
 use crate::object;
 use crate::pointer::At;
 use crate::registry::Registry;
+use crate::registry::store_hooks::{Pending, StoreHooks};
 use crate::resources::service as svc_resource;
 use crate::storage::{self, ListOptions, Revision};
 use crate::validation::{FieldError, FieldErrorKind};
@@ -1143,3 +1144,57 @@ fn allocate_health_check_port(
 #[cfg(test)]
 #[path = "service_alloc_tests.rs"]
 mod tests;
+
+/// The Service storage's hooks (upstream's Service REST around its generic store): a create or
+/// an update allocates cluster IPs and node ports under the allocation lock, held until the
+/// write is stored (this file); every stored change brings the
+/// Service's IPAddress objects along ([`crate::registry::service_ipaddress`]); a removal gives
+/// its allocations back.
+#[derive(Debug, Default)]
+pub struct ServiceHooks;
+
+#[async_trait::async_trait]
+impl StoreHooks for ServiceHooks {
+    async fn begin_create<'r>(
+        &self,
+        registry: &'r Registry,
+        obj: &mut Value,
+    ) -> Result<Option<Pending<'r>>> {
+        let txn = registry.begin_service_create(obj).await?;
+        Ok(Some(Box::new(txn)))
+    }
+
+    async fn after_create(&self, registry: &Registry, obj: &Value) {
+        registry.sync_service_ip_addresses(None, Some(obj)).await;
+    }
+
+    async fn begin_update<'r>(
+        &self,
+        registry: &'r Registry,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<Option<Pending<'r>>> {
+        let txn = registry.begin_service_update(new, old).await?;
+        Ok(Some(Box::new(txn)))
+    }
+
+    async fn after_update(
+        &self,
+        registry: &Registry,
+        old: &Value,
+        new: Option<&Value>,
+        began: bool,
+    ) {
+        // A final removal through `/status` (no allocation began) gives back what the Service
+        // held, as the main resource's does inside its allocation.
+        if new.is_none() && !began {
+            registry.release_service_allocations(old).await;
+        }
+        registry.sync_service_ip_addresses(Some(old), new).await;
+    }
+
+    async fn after_delete(&self, registry: &Registry, obj: &Value) {
+        registry.release_service_allocations(obj).await;
+        registry.sync_service_ip_addresses(Some(obj), None).await;
+    }
+}

@@ -6,6 +6,7 @@ use crate::error::{ApiError, Result};
 use crate::object;
 use crate::registry::Registry;
 use crate::registry::resource::ResourceDef;
+use crate::registry::store_hooks::StoreHooks;
 use crate::resources::review::{token_review_audiences, token_review_status, token_review_token};
 
 impl Registry {
@@ -21,5 +22,25 @@ impl Registry {
             Err(why) => token_review_status(&mut obj, None, Some(&why)),
         }
         Ok(obj)
+    }
+}
+
+/// The tokenreviews storage (upstream's TokenReview `REST.Create`): the token is reviewed by
+/// the server's authenticator, which may call out (a webhook), so the answer is made here
+/// rather than in the strategy.
+#[derive(Debug, Default)]
+pub struct TokenReviewHooks;
+
+#[async_trait::async_trait]
+impl StoreHooks for TokenReviewHooks {
+    async fn create(
+        &self,
+        registry: &Registry,
+        def: &ResourceDef,
+        _namespace: &str,
+        obj: &Value,
+        _dry_run: bool,
+    ) -> Option<Result<Value>> {
+        Some(registry.create_token_review(def, obj.clone()).await)
     }
 }

@@ -19,7 +19,7 @@ use crate::fieldmanager::walk::Scope;
 use crate::object;
 use crate::openapi::field_validation::FieldValidation;
 use crate::pointer::At;
-use crate::registry::create::{bind_namespace, check_kind, take_admitted};
+use crate::registry::create::{bind_namespace, take_admitted};
 use crate::registry::options::{Decoded, WriteOptions, WriteOutcome};
 use crate::registry::patch::{PatchType, apply_patch};
 use crate::registry::resource::ResourceDef;
@@ -63,7 +63,7 @@ impl Registry {
         target: Target,
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
-        let body = check_kind(def, body)?;
+        let body = def.check_kind(body)?;
         let warnings = self.check_fields(
             def,
             &body,
@@ -280,7 +280,7 @@ impl Registry {
             }
             // What the resource begins (a Service's allocation lock) is held until the write
             // is done; uncommitted, it is given back.
-            let pending = match def.hooks {
+            let pending = match crate::registry::rest::of(def) {
                 Some(hooks) if target == Target::Main => {
                     hooks.begin_update(self, &mut new, &current).await?
                 }
@@ -289,8 +289,11 @@ impl Registry {
             let began = pending.is_some();
             // The last finalizer of a deleting object goes (also through `/status`: the
             // service-lb controller removes its finalizer there): its final removal.
-            let removed = def.hooks.is_some() && should_delete_during_update(&new, &current);
-            let previous = def.hooks.is_some().then(|| current.clone());
+            let removed = crate::registry::rest::of(def).is_some()
+                && should_delete_during_update(&new, &current);
+            let previous = crate::registry::rest::of(def)
+                .is_some()
+                .then(|| current.clone());
             match self
                 .commit_update(def, name, new, current, &kv, dry_run)
                 .await
@@ -301,7 +304,7 @@ impl Registry {
                         Some(pending) => pending.commit(self).await,
                         None => {}
                     }
-                    if let Some(hooks) = def.hooks
+                    if let Some(hooks) = crate::registry::rest::of(def)
                         && let Some(previous) = previous.as_ref().filter(|_| !dry_run)
                     {
                         let now = (!removed).then_some(&object);
@@ -389,7 +392,7 @@ impl Registry {
         opts: &WriteOptions,
         tracked: bool,
     ) -> Result<Value> {
-        let mut new = check_kind(def, new)?;
+        let mut new = def.check_kind(new)?;
         check_name(&new, name)?;
         bind_namespace(def, &mut new, namespace)?;
         let mut new = def.decode(new).map_err(ApiError::bad_request)?;
@@ -576,7 +579,7 @@ fn subresource_name(target: Target, opts: &WriteOptions) -> &'static str {
 fn apply_config(def: &ResourceDef, name: &str, patch: &[u8]) -> Result<(Value, Findings)> {
     let (config, findings) = strict_decoding::yaml(patch)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-    let config = check_kind(def, config)?;
+    let config = def.check_kind(config)?;
     let api_version = config
         .get("apiVersion")
         .and_then(Value::as_str)

@@ -8,12 +8,9 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::Value;
 
-use crate::error::ApiError;
 use crate::pointer::At;
-use crate::registry::Registry;
 use crate::registry::generation::Generation;
-use crate::registry::resource::{ResourceDef, SelectableField};
-use crate::registry::store_hooks::StoreHooks;
+use crate::registry::resource::{ResourceDef, Rest, SelectableField};
 use crate::registry::strategy::{Strategy, typed, typed_roundtrip, typed_roundtrip_checked};
 use crate::registry::subresource::Subresource;
 use crate::resources::component_status::ComponentStatuses;
@@ -142,28 +139,9 @@ pub static COMPONENT_STATUSES: ResourceDef = ResourceDef::of::<ComponentStatus>(
 /// binds the pod the Binding names).
 pub static BINDINGS: ResourceDef = ResourceDef::of::<Binding>()
     .transient()
-    .hooks(&BindingHooks)
+    .rest(Rest::BindPod)
     .printer(printers::GENERIC)
     .merge_schema(&kinds::METADATA_ONLY);
-
-/// The bindings resource's storage (upstream's `BindingREST`, served under both
-/// `pods/{name}/binding` and `bindings`): a create binds the pod the Binding names.
-#[derive(Debug, Default)]
-pub struct BindingHooks;
-
-#[async_trait::async_trait]
-impl StoreHooks for BindingHooks {
-    async fn create(
-        &self,
-        registry: &Registry,
-        _def: &ResourceDef,
-        namespace: &str,
-        obj: &Value,
-        dry_run: bool,
-    ) -> Option<Result<Value, ApiError>> {
-        Some(registry.create_binding(namespace, obj, dry_run).await)
-    }
-}
 
 /// The podtemplate strategy: the template is a valid pod template (upstream's
 /// `ValidatePodTemplate`; it may change freely).

@@ -3,11 +3,8 @@
 use k8s_openapi::api::core::v1::Namespace;
 use serde_json::{Value, json};
 
-use crate::error::ApiError;
 use crate::object;
-use crate::registry::Registry;
-use crate::registry::resource::{ResourceDef, SelectableField, Verbs};
-use crate::registry::store_hooks::StoreHooks;
+use crate::registry::resource::{ResourceDef, Rest, SelectableField, Verbs};
 use crate::registry::strategy::Strategy;
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::kinds;
@@ -22,32 +19,9 @@ pub static NAMESPACES: ResourceDef = ResourceDef::of::<Namespace>()
     .subresources(&[Subresource::Status, Subresource::Finalize])
     .fields(&[SelectableField::string("status.phase", "/status/phase")])
     .strategy(&NamespaceStrategy)
-    .hooks(&NamespaceHooks)
+    .rest(Rest::DeleteAfterFinalize)
     .printer(printers::NAMESPACE)
     .merge_schema(&kinds::NAMESPACE);
-
-/// The namespace storage's delete (upstream's namespace `REST.Delete`): the first delete turns
-/// the namespace Terminating and waits for the namespace controller to empty it and clear
-/// `spec.finalizers`; a delete of a terminating namespace with none left removes it.
-#[derive(Debug, Default)]
-pub struct NamespaceHooks;
-
-#[async_trait::async_trait]
-impl StoreHooks for NamespaceHooks {
-    fn begins_delete(&self) -> bool {
-        true
-    }
-
-    async fn begin_delete(
-        &self,
-        registry: &Registry,
-        def: &ResourceDef,
-        name: &str,
-        dry_run: bool,
-    ) -> Result<Option<Value>, ApiError> {
-        registry.begin_namespace_delete(def, name, dry_run).await
-    }
-}
 
 /// The finalizer the namespace controller removes once a namespace is empty.
 pub const FINALIZER_KUBERNETES: &str = "kubernetes";

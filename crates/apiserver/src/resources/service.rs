@@ -1,15 +1,11 @@
 //! core/v1 services: defaults, validation, immutable cluster IP (cluster IPs and node ports are allocated by the registry, `registry::service_alloc`).
 
-use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
-use crate::error::ApiError;
 use crate::pointer::At;
-use crate::registry::Registry;
-use crate::registry::resource::ResourceDef;
-use crate::registry::store_hooks::{Pending, StoreHooks};
+use crate::registry::resource::{ResourceDef, Rest};
 use crate::registry::strategy::{Strategy, typed_roundtrip};
 use crate::registry::subresource::Subresource;
 use crate::strategic_merge::kinds;
@@ -23,7 +19,7 @@ pub static SERVICES: ResourceDef = ResourceDef::of::<Service>()
     .subresources(&[Subresource::Proxy, Subresource::Status])
     .decode_with(decode)
     .strategy(&ServiceStrategy)
-    .hooks(&ServiceHooks)
+    .rest(Rest::IpAndPortAllocation)
     .printer(printers::SERVICE)
     .merge_schema(&kinds::SERVICE);
 
@@ -31,60 +27,6 @@ pub static SERVICES: ResourceDef = ResourceDef::of::<Service>()
 /// the registry (`registry::service_alloc`): unique, from 10.96.0.0/12 and 30000-32767.
 #[derive(Debug, Default)]
 pub struct ServiceStrategy;
-
-/// The Service storage's hooks (upstream's Service REST around its generic store): a create or
-/// an update allocates cluster IPs and node ports under the allocation lock, held until the
-/// write is stored ([`crate::registry::service_alloc`]); every stored change brings the
-/// Service's IPAddress objects along ([`crate::registry::service_ipaddress`]); a removal gives
-/// its allocations back.
-#[derive(Debug, Default)]
-pub struct ServiceHooks;
-
-#[async_trait]
-impl StoreHooks for ServiceHooks {
-    async fn begin_create<'r>(
-        &self,
-        registry: &'r Registry,
-        obj: &mut Value,
-    ) -> Result<Option<Pending<'r>>, ApiError> {
-        let txn = registry.begin_service_create(obj).await?;
-        Ok(Some(Box::new(txn)))
-    }
-
-    async fn after_create(&self, registry: &Registry, obj: &Value) {
-        registry.sync_service_ip_addresses(None, Some(obj)).await;
-    }
-
-    async fn begin_update<'r>(
-        &self,
-        registry: &'r Registry,
-        new: &mut Value,
-        old: &Value,
-    ) -> Result<Option<Pending<'r>>, ApiError> {
-        let txn = registry.begin_service_update(new, old).await?;
-        Ok(Some(Box::new(txn)))
-    }
-
-    async fn after_update(
-        &self,
-        registry: &Registry,
-        old: &Value,
-        new: Option<&Value>,
-        began: bool,
-    ) {
-        // A final removal through `/status` (no allocation began) gives back what the Service
-        // held, as the main resource's does inside its allocation.
-        if new.is_none() && !began {
-            registry.release_service_allocations(old).await;
-        }
-        registry.sync_service_ip_addresses(Some(old), new).await;
-    }
-
-    async fn after_delete(&self, registry: &Registry, obj: &Value) {
-        registry.release_service_allocations(obj).await;
-        registry.sync_service_ip_addresses(Some(obj), None).await;
-    }
-}
 
 /// Decodes a Service with upstream's defaults (type, session affinity, traffic policies,
 /// port protocol and target port); a status condition with no `lastTransitionTime` (Go's zero
