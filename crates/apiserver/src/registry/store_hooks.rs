@@ -3,7 +3,7 @@
 //! The generic create, update and delete never name a resource. A resource that allocates
 //! (Services: cluster IPs and node ports), answers a create without storing (Bindings,
 //! TokenReviews) or deletes in two steps (Namespaces) names the behaviour as its
-//! [`Rest`](crate::registry::resource::Rest) ([`ResourceDef::rest`]); [`crate::registry::rest::of`]
+//! [`Rest`](crate::registry::resource::Rest) ([`ResourceDef::rest`]); `registry::rest::of`
 //! gives the hooks, which live beside the registry code they call (`service_alloc.rs`,
 //! `binding.rs`, `token_review.rs`, `namespace.rs`).
 
