@@ -1,4 +1,4 @@
-//! What a resource's storage does around the generic store's writes, registered by the resource (upstream's `genericregistry.Store` hooks `BeginCreate`, `AfterCreate`, `BeginUpdate`, `AfterDelete`, and the resources whose REST replaces `Create` or `Delete`).
+//! What a resource's storage does around the generic store's writes, chosen by the resource (upstream's `genericregistry.Store` hooks `BeginCreate`, `AfterCreate`, `BeginUpdate`, `AfterDelete`, and the resources whose REST replaces `Create` or `Delete`).
 //!
 //! The generic create, update and delete never name a resource. A resource that allocates
 //! (Services: cluster IPs and node ports), answers a create without storing (Bindings,
