@@ -30,6 +30,7 @@ pub mod informer;
 pub mod intstr;
 pub mod labels;
 pub mod leaderelection;
+pub mod lru;
 pub mod prelude;
 pub mod quantity;
 pub mod quota;

@@ -4,8 +4,9 @@
 //! informer reports its deletion, the garbage collector remembers its identity here, so the
 //! many dependents of one deleted owner cost one GET, not one each.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
+
+use kcm_machinery::lru::Lru;
 
 use super::graph::ObjectIdentity;
 
@@ -15,73 +16,37 @@ pub const ABSENT_OWNER_CACHE_SIZE: usize = 500;
 /// A thread-safe least-recently-used set of object identities, as upstream's `ReferenceCache`.
 #[derive(Debug)]
 pub struct ReferenceCache {
-    /// At most `capacity` entries.
-    capacity: usize,
-    inner: Mutex<Lru>,
-}
-
-#[derive(Debug, Default)]
-struct Lru {
-    /// Each entry's last-use tick. Invariant: `by_tick` holds exactly the same entries, keyed
-    /// by these ticks.
-    ticks: HashMap<ObjectIdentity, u64>,
-    /// The entries by last-use tick, least recently used first.
-    by_tick: BTreeMap<u64, ObjectIdentity>,
-    /// The next tick to hand out; strictly increasing.
-    next_tick: u64,
-}
-
-impl Lru {
-    fn touch(&mut self, key: &ObjectIdentity) -> bool {
-        let Some(tick) = self.ticks.get_mut(key) else {
-            return false;
-        };
-        self.by_tick.remove(tick);
-        *tick = self.next_tick;
-        self.by_tick.insert(self.next_tick, key.clone());
-        self.next_tick += 1;
-        true
-    }
+    /// At most its capacity of entries.
+    inner: Mutex<Lru<ObjectIdentity, ()>>,
 }
 
 impl ReferenceCache {
     /// An empty cache holding at most `capacity` identities (at least one).
     pub fn new(capacity: usize) -> Self {
         Self {
-            capacity: capacity.max(1),
-            inner: Mutex::new(Lru::default()),
+            inner: Mutex::new(Lru::new(capacity)),
         }
+    }
+
+    fn lru(&self) -> std::sync::MutexGuard<'_, Lru<ObjectIdentity, ()>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Remembers `reference` (or marks it most recently used), evicting the least recently
     /// used entry when full, as upstream's `ReferenceCache.Add`.
     pub fn add(&self, reference: ObjectIdentity) {
-        let mut lru = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if lru.touch(&reference) {
-            return;
-        }
-        if lru.ticks.len() >= self.capacity
-            && let Some((_, oldest)) = lru.by_tick.pop_first()
-        {
-            lru.ticks.remove(&oldest);
-        }
-        let tick = lru.next_tick;
-        lru.next_tick += 1;
-        lru.by_tick.insert(tick, reference.clone());
-        lru.ticks.insert(reference, tick);
+        self.lru().insert(reference, ());
     }
 
     /// Whether `reference` is remembered; a hit marks it most recently used, as upstream's
     /// `ReferenceCache.Has` (an LRU `Get`).
     pub fn has(&self, reference: &ObjectIdentity) -> bool {
-        let mut lru = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        lru.touch(reference)
+        self.lru().get_mut(reference).is_some()
     }
 
     /// How many identities are remembered.
     pub fn len(&self) -> usize {
-        let lru = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        lru.ticks.len()
+        self.lru().len()
     }
 
     /// Whether nothing is remembered.
@@ -91,8 +56,7 @@ impl ReferenceCache {
 
     /// Every remembered identity, least recently used first (for tests and debugging).
     pub fn entries(&self) -> Vec<ObjectIdentity> {
-        let lru = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        lru.by_tick.values().cloned().collect()
+        self.lru().keys_oldest_first().cloned().collect()
     }
 }
 

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::clock::WallClock;
 use super::keys::{KeyDigest, aggregate_digest, event_digest};
-use super::lru::Lru;
+use crate::lru::Lru;
 
 /// Prefix of an aggregated event's message, as client-go's `EventAggregatorByReasonMessageFunc`.
 pub const AGGREGATE_MESSAGE_PREFIX: &str = "(combined from similar events): ";

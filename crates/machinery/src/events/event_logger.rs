@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Map, Value};
 
 use super::keys::{KeyDigest, event_digest};
-use super::lru::Lru;
+use crate::lru::Lru;
 
 /// What is remembered about the Event last written for one key.
 #[derive(Clone, Debug, Default)]

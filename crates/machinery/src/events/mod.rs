@@ -16,7 +16,6 @@ pub mod clock;
 mod correlator;
 mod event_logger;
 mod keys;
-mod lru;
 mod sink;
 mod spam_filter;
 

@@ -3,8 +3,8 @@
 use k8s_openapi::api::core::v1::Event;
 
 use super::keys::{KeyDigest, spam_digest, spam_key};
-use super::lru::Lru;
 use crate::client::TokenBucket;
+use crate::lru::Lru;
 
 /// Throttles how many events one source may emit about one object: a token bucket per spam key
 /// (default: source + involved object), `burst` events at once, refilled at `qps`.

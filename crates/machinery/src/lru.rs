@@ -1,9 +1,10 @@
-//! A bounded least-recently-used map, for the correlator's caches (client-go uses groupcache's LRU).
+//! A bounded least-recently-used map (client-go's event correlator uses groupcache's LRU, the garbage collector and the device taint eviction controller `k8s.io/utils/lru`).
 //!
 //! Entries live in a slab of at most `capacity` slots, linked most recent first; the hash map
 //! holds only each key's slot. A full map evicts by reusing the least recent slot in place, so
 //! it allocates nothing once full, and its memory is the slab plus a table of small entries.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -25,7 +26,7 @@ struct Slot<K, V> {
 /// least recently. `get_mut`, `insert` and `get_or_insert_with` count as uses. Operations
 /// are O(1).
 #[derive(Debug)]
-pub(crate) struct Lru<K, V> {
+pub struct Lru<K, V> {
     /// Most entries kept; at least 1 and below [`NIL`].
     capacity: usize,
     /// The slot of every key; the same keys as `slots`.
@@ -40,7 +41,7 @@ pub(crate) struct Lru<K, V> {
 
 impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     /// An empty map keeping at most `capacity` (at least 1) entries.
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub fn new(capacity: usize) -> Self {
         Self {
             capacity: capacity.clamp(1, NIL as usize - 1),
             index: HashMap::new(),
@@ -51,14 +52,18 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     }
 
     /// The value for `key`, marked as just used.
-    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let slot = *self.index.get(key)?;
         self.touch(slot);
         Some(&mut self.slots[slot as usize].value)
     }
 
     /// Inserts or replaces the value for `key`, evicting the least recently used entry if full.
-    pub(crate) fn insert(&mut self, key: K, value: V) {
+    pub fn insert(&mut self, key: K, value: V) {
         if let Some(&slot) = self.index.get(&key) {
             self.touch(slot);
             self.slots[slot as usize].value = value;
@@ -69,7 +74,7 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
 
     /// The value for `key`, inserting `make()` first when absent (evicting the least recently
     /// used entry if full); marked as just used.
-    pub(crate) fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
         let slot = match self.index.get(&key) {
             Some(&slot) => {
                 self.touch(slot);
@@ -106,9 +111,23 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     }
 
     /// Number of entries.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.index.len()
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// The keys, least recently used first; not a use.
+    pub fn keys_oldest_first(&self) -> impl Iterator<Item = &K> + '_ {
+        let mut next = self.oldest;
+        std::iter::from_fn(move || {
+            let slot = self.slots.get(next as usize)?;
+            next = slot.newer;
+            Some(&slot.key)
+        })
     }
 
     /// Moves `slot` to the front of the recency list.
