@@ -146,7 +146,8 @@ impl Registry {
         .await?;
         // What the resource began (a Service's allocation lock) waits for the store; if the
         // object is not stored (dry run, the store refused), it is given back.
-        let mut pending = match crate::registry::rest::of(def) {
+        let hooks = crate::registry::rest::of(def);
+        let mut pending = match hooks {
             Some(hooks) => hooks.begin_create(self, &mut obj).await?,
             None => None,
         };
@@ -169,7 +170,7 @@ impl Registry {
                     if let Some(pending) = pending.take() {
                         pending.commit(self).await;
                     }
-                    if let Some(hooks) = crate::registry::rest::of(def) {
+                    if let Some(hooks) = hooks {
                         hooks.after_create(self, &obj).await;
                     }
                     return Ok((obj, warnings));

@@ -280,7 +280,8 @@ impl Registry {
             }
             // What the resource begins (a Service's allocation lock) is held until the write
             // is done; uncommitted, it is given back.
-            let pending = match crate::registry::rest::of(def) {
+            let hooks = crate::registry::rest::of(def);
+            let pending = match hooks {
                 Some(hooks) if target == Target::Main => {
                     hooks.begin_update(self, &mut new, &current).await?
                 }
@@ -289,11 +290,9 @@ impl Registry {
             let began = pending.is_some();
             // The last finalizer of a deleting object goes (also through `/status`: the
             // service-lb controller removes its finalizer there): its final removal.
-            let removed = crate::registry::rest::of(def).is_some()
-                && should_delete_during_update(&new, &current);
-            let previous = crate::registry::rest::of(def)
-                .is_some()
-                .then(|| current.clone());
+            let removed = hooks.is_some() && should_delete_during_update(&new, &current);
+            // What the after-hook compares with; not kept for a dry run, which calls none.
+            let previous = (hooks.is_some() && !dry_run).then(|| current.clone());
             match self
                 .commit_update(def, name, new, current, &kv, dry_run)
                 .await
@@ -304,8 +303,8 @@ impl Registry {
                         Some(pending) => pending.commit(self).await,
                         None => {}
                     }
-                    if let Some(hooks) = crate::registry::rest::of(def)
-                        && let Some(previous) = previous.as_ref().filter(|_| !dry_run)
+                    if let Some(hooks) = hooks
+                        && let Some(previous) = &previous
                     {
                         let now = (!removed).then_some(&object);
                         hooks.after_update(self, previous, now, began).await;
